@@ -1,0 +1,35 @@
+# The two set-up commands of the README: `make demo` and `make test`.
+# Both create .venv and install the project into it when it is missing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean-venv check-java
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hareplica needs Python >= 3.11")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+check-java:
+	@command -v java >/dev/null 2>&1 || { echo "hareplica needs Java 17 on PATH to run Spark: install it (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) and retry." >&2; exit 1; }
+
+demo: check-java $(STAMP)
+	$(BIN)/hareplica demo
+
+test: check-java $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: check-java $(STAMP)
+	$(BIN)/python -m bench.replication
+	$(BIN)/python -m bench.source
+	$(BIN)/python -m bench.delta
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,50 @@
+"""One place that builds the SparkSession used by the apps, the demo, the benchmarks and the tests."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+log = logging.getLogger(__name__)
+
+
+def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: str | None = None,
+                        ui: bool = False, extra_conf: dict[str, str] | None = None):
+    """Create (or get) a SparkSession with the hareplica data sources registered.
+
+    Python workers use this interpreter (``PYSPARK_PYTHON``), so they import the installed project.
+    ``extra_conf`` entries are passed through as Spark conf (e.g. ``spark.jars`` for Delta jars).
+    Registers ``format("hareplica")`` and ``format("deltalake")``.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.appName(app_name).master(master)
+        .config("spark.ui.enabled", "true" if ui else "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+    )
+    if local_dir:
+        builder = builder.config("spark.local.dir", local_dir)
+    for k, v in (extra_conf or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    register_data_sources(spark)
+    return spark
+
+
+def register_data_sources(spark) -> None:
+    """Register hareplica's Python data sources on ``spark`` (idempotent)."""
+    from connector.delta_sink import DeltaLakeDataSource
+    from connector.source import HAReplicaDataSource
+
+    spark.dataSource.register(HAReplicaDataSource)
+    spark.dataSource.register(DeltaLakeDataSource)
