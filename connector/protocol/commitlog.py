@@ -24,7 +24,6 @@ import struct
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Union
 
 from connector.protocol.errors import CommitLogFormatError
 
@@ -86,7 +85,7 @@ _I16 = struct.Struct(">h")
 _I8 = struct.Struct(">b")
 _PORT = struct.Struct(">i")
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = bytes | bytearray | memoryview
 
 
 def body_crc(body: Buffer) -> int:
@@ -291,7 +290,7 @@ class EndOfData:
     commit_log_offset: int
 
 
-Record = Union[MessageRecord, BlankRecord, EndOfData]
+Record = MessageRecord | BlankRecord | EndOfData
 
 
 def _need(buf: Buffer, pos: int, size: int, what: str, offset: int, file: str | None) -> None:
