@@ -19,6 +19,7 @@ Nothing here touches sockets or files: callers hand in a buffer (``bytes``, ``by
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import struct
 import zlib
@@ -478,16 +479,19 @@ def file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
-def record_to_json(rec: MessageRecord, *, file: str | None = None) -> dict:
-    """The record as the fields of fixtures' ``messages.jsonl`` (camelCase, epoch ms, base64 bodies).
+def record_to_json(rec: MessageRecord, *, file: str | None = None, file_start: int | None = None) -> dict:
+    """The record as one line of the fixtures' ``messages.jsonl``, in the same key order.
+
+    camelCase MessageExt names, timestamps as epoch ms, hosts as ``ip:port``, properties sorted by key,
+    bodies base64 (as stored and decompressed). ``file_start`` is the CommitLog offset of the file's first
+    byte (``filePosition`` = offset - file_start; None when unknown).
 
     Raises CommitLogFormatError when a compressed body does not inflate.
     """
-    import base64
-
     props = rec.properties
     return {
         "file": file,
+        "filePosition": None if file_start is None else rec.commit_log_offset - file_start,
         "commitLogOffset": rec.commit_log_offset,
         "storeSize": rec.store_size,
         "magic": rec.magic,
@@ -504,10 +508,12 @@ def record_to_json(rec: MessageRecord, *, file: str | None = None) -> dict:
         "preparedTransactionOffset": rec.prepared_transaction_offset,
         "topic": rec.topic,
         "properties": dict(sorted(props.items())),
+        "propertiesRawBase64": base64.b64encode(rec.properties_raw).decode("ascii"),
         "tags": props.get(PROPERTY_TAGS),
         "keys": props.get(PROPERTY_KEYS),
         "msgId": rec.msg_id,
         "uniqKey": props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        "bodyLength": len(rec.body),
         "bodyBase64": base64.b64encode(rec.body).decode("ascii"),
         "bodyDecompressedBase64": base64.b64encode(rec.decompressed_body()).decode("ascii"),
     }

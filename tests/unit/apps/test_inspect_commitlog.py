@@ -1,0 +1,57 @@
+"""`hareplica inspect-commitlog` on the golden CommitLog (issue 2 item 3)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import struct
+
+from streaming_apps.cli import main
+from streaming_apps.inspect_commitlog import run
+
+
+def test_jsonl_output_reproduces_messages_jsonl_byte_for_byte(fixture_dir, capsys):
+    assert main(["inspect-commitlog", str(fixture_dir / "commitlog")]) == 0
+    out = capsys.readouterr().out
+    assert out == (fixture_dir / "messages.jsonl").read_text(encoding="utf-8")
+
+
+def test_from_offset_starts_at_that_record(fixture_dir):
+    expected = [json.loads(line) for line in (fixture_dir / "messages.jsonl").read_text().splitlines()]
+    start = expected[300]["commitLogOffset"]
+    buf = io.StringIO()
+    assert run(str(fixture_dir / "commitlog"), start + 1, "jsonl", buf) == 0
+    got = [json.loads(line) for line in buf.getvalue().splitlines()]
+    assert [g["commitLogOffset"] for g in got] == [e["commitLogOffset"] for e in expected[301:]]
+
+
+def test_table_format_lists_every_record(fixture_dir):
+    buf = io.StringIO()
+    assert run(str(fixture_dir / "commitlog"), 0, "table", buf) == 0
+    lines = buf.getvalue().splitlines()
+    assert lines[0].split()[:3] == ["commitLogOffset", "storeSize", "topic"]
+    assert len(lines) == 1 + 557
+    assert lines[1].split()[:3] == ["0", "3691", "odd%Topic|FD4cQq-x_9|%"]
+
+
+def test_corrupt_record_exits_2_naming_offset_and_file_after_printing_valid_records(fixture_dir, tmp_path, capsys):
+    folder = tmp_path / "commitlog"
+    shutil.copytree(fixture_dir / "commitlog", folder)
+    expected = [json.loads(line) for line in (fixture_dir / "messages.jsonl").read_text().splitlines()]
+    victim = expected[10]
+    path = folder / victim["file"]
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    struct.pack_into(">i", data, victim["filePosition"] + 4, 0x11223344)
+    path.write_bytes(bytes(data))
+    assert main(["inspect-commitlog", str(folder)]) == 2
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 10
+    assert f"CommitLog offset {victim['commitLogOffset']}" in captured.err
+    assert victim["file"] in captured.err and "MAGICCODE" in captured.err
+
+
+def test_missing_folder_exits_1(tmp_path, capsys):
+    assert main(["inspect-commitlog", str(tmp_path / "nope")]) == 1
+    assert "does not exist" in capsys.readouterr().err
