@@ -1,0 +1,262 @@
+"""Blocking HA client that fetches one CommitLog byte range ``[start, end)`` of one broker (spec §2).
+
+It speaks the classic RocketMQ 4.9.8 master/slave protocol as a slave that never acknowledges:
+
+* **Reports.** The first 8-byte report is ``start`` and every keep-alive report repeats it (a thread
+  sends one every ``haSendHeartbeatInterval`` ms, below the master's 20 s ``haHousekeepingInterval``).
+  The master treats each report as a replica ack (``push2SlaveMaxOffset``, spec §2.8), and a
+  SYNC_MASTER would tell producers SEND_OK on the strength of it; ``start`` is already committed
+  downstream, so reporting it acknowledges nothing new (DESIGN §3).
+* **Offset 0.** A first report of 0 makes the master start at its current *last* file (spec §2.5), so
+  a range starting at 0 reports 1 and supplies byte 0 itself: TOTALSIZE is a big-endian int32 whose
+  high byte is 0 for every record under 16 MiB (checked against a real 4.9.8 master, DESIGN §3).
+* **Frames.** 12-byte headers plus raw bytes, parsed by
+  :class:`connector.protocol.ha.TransferFrameReader`; each frame must start exactly where the previous
+  one ended, else :class:`HAProtocolError` naming both offsets.
+* **Stalls and data loss.** The master answers an offset it no longer holds with heartbeats forever
+  (spec §2.5, §7.5). A heartbeat while bytes are still expected therefore triggers a probe of the
+  broker's commitLogMinOffset/commitLogMaxOffset (remoting): bytes below the min offset are lost
+  (:class:`DataLossError` naming the range, or with ``fail_on_data_loss=False`` a logged skip to the
+  min offset); a max offset below the range end means the broker lost its tail; otherwise the stall is
+  counted and more than ``fetch_retries`` stalls in a row fail the fetch. (Skipping lost bytes is the
+  one case where a reconnect reports more than ``start``: it reports commitLogMinOffset, which only
+  acknowledges bytes the broker has deleted and no producer can still be waiting for.)
+* **Bounded.** Connect timeout, a read timeout (no byte at all for ``read_timeout_ms``) and at most
+  ``fetch_retries`` reconnects without progress; then :class:`HAFetchError`. A reconnect reports
+  ``start`` again and discards the bytes it already delivered.
+
+The iterator yields ``(offset, bytes)`` chunks that cover ``[start, end)`` exactly and in order. The
+only exception is a data-loss skip with ``fail_on_data_loss=False``: then the next chunk starts
+later (possibly as an empty chunk at the new offset) and the bytes in between are gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from connector.admin import split_addr
+from connector.protocol.errors import DataLossError, HAProtocolError, HAReplicaError
+from connector.protocol.ha import TransferFrameReader, encode_report
+
+log = logging.getLogger(__name__)
+
+RECV_BUFFER_BYTES = 256 * 1024
+RETRY_BACKOFF_MS = 200
+
+
+class HAFetchError(HAReplicaError):
+    """An HA fetch gave up: connect failures, read timeouts or stalls beyond ``fetchRetries``."""
+
+
+OffsetsProbe = Callable[[], tuple[int, int]]
+
+
+class HARangeFetcher:
+    """Fetch CommitLog bytes ``[start, end)`` from a broker's HA port.
+
+    Args:
+        ha_addr: ``host:haListenPort`` of a master (or of a slave, whose HA port serves the same way).
+        start, end: CommitLog offsets in bytes, ``0 <= start <= end``.
+        broker: broker name for messages.
+        connect_timeout_ms: TCP connect timeout.
+        read_timeout_ms: longest silence from the broker before the connection counts as dead.
+        fetch_retries: reconnects (or heartbeat stalls) in a row without progress before giving up.
+        heartbeat_interval_ms: period of keep-alive reports (all equal to the first report).
+        offsets_probe: returns the broker's (commitLogMinOffset, commitLogMaxOffset); called when the
+            master sends heartbeats although bytes are expected. None disables loss detection.
+        fail_on_data_loss: raise DataLossError (True) or skip the lost bytes with a warning (False).
+
+    Iterate once; use as a context manager or call :meth:`close` to drop the connection early.
+    Raises HAProtocolError (bad frames, offset discontinuity), DataLossError, HAFetchError.
+    """
+
+    def __init__(self, ha_addr: str, start: int, end: int, *, broker: str = "broker",
+                 connect_timeout_ms: int = 5000, read_timeout_ms: int = 20000, fetch_retries: int = 3,
+                 heartbeat_interval_ms: int = 5000, offsets_probe: OffsetsProbe | None = None,
+                 fail_on_data_loss: bool = True):
+        if not 0 <= start <= end:
+            raise ValueError(f"bad CommitLog range [{start}, {end})")
+        self.ha_addr = ha_addr
+        self.start = start
+        self.end = end
+        self.broker = broker
+        self.connect_timeout_ms = connect_timeout_ms
+        self.read_timeout_ms = read_timeout_ms
+        self.fetch_retries = fetch_retries
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.offsets_probe = offsets_probe
+        self.fail_on_data_loss = fail_on_data_loss
+        #: the one value every report carries: ``start``, or 1 for a range starting at 0
+        self.report_offset = start if start > 0 else 1
+        self.delivered = start  # every byte below this was yielded (or skipped as lost)
+        self.reports_sent: list[int] = []
+        self.connections = 0
+        self.lost_ranges: list[tuple[int, int]] = []
+        self._sock: socket.socket | None = None
+        self._stop_keepalive: threading.Event | None = None
+        self._report_lock = threading.Lock()
+
+    def __enter__(self) -> HARangeFetcher:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def max_reported_offset(self) -> int | None:
+        """The largest offset this fetcher ever reported (None before the first report)."""
+        return max(self.reports_sent) if self.reports_sent else None
+
+    def _where(self) -> str:
+        return f"broker {self.broker} HA {self.ha_addr}, range [{self.start}, {self.end})"
+
+    def close(self) -> None:
+        """Stop keep-alives and close the connection (idempotent)."""
+        if self._stop_keepalive is not None:
+            self._stop_keepalive.set()
+            self._stop_keepalive = None
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        failures = 0
+        try:
+            while self.delivered < self.end:
+                before = self.delivered
+                try:
+                    yield from self._session()
+                except (OSError, _Stall) as exc:  # connection trouble: reconnect, bounded
+                    self.close()
+                    failures = 0 if self.delivered > before else failures + 1
+                    if failures > self.fetch_retries:
+                        raise HAFetchError(f"{self._where()}: gave up at offset {self.delivered} after "
+                                           f"{failures} attempts without progress: {exc}") from exc
+                    log.warning("%s: %s at offset %d; reconnecting (attempt %d of %d)", self._where(), exc,
+                                self.delivered, failures, self.fetch_retries)
+                    time.sleep(min(RETRY_BACKOFF_MS * failures, 2000) / 1000)
+        finally:
+            self.close()
+
+    # --- one connection ----------------------------------------------------------------------------
+    def _send_report(self) -> None:
+        sock = self._sock
+        if sock is None:
+            return
+        with self._report_lock:
+            sock.sendall(encode_report(self.report_offset))
+            self.reports_sent.append(self.report_offset)
+
+    def _keepalive(self, stop: threading.Event) -> None:
+        while not stop.wait(self.heartbeat_interval_ms / 1000):
+            try:
+                self._send_report()
+            except OSError as exc:
+                log.debug("%s: keep-alive report failed: %s", self._where(), exc)
+                return
+
+    def _session(self) -> Iterator[tuple[int, bytes]]:
+        host, port = split_addr(self.ha_addr)
+        sock = socket.create_connection((host, port), timeout=self.connect_timeout_ms / 1000)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        self.connections += 1
+        self._send_report()
+        stop = threading.Event()
+        self._stop_keepalive = stop
+        threading.Thread(target=self._keepalive, args=(stop,), name=f"ha-keepalive-{self.broker}",
+                         daemon=True).start()
+        reader = TransferFrameReader()
+        wire = self.report_offset  # where the next frame must start
+        stalls = 0
+        read_timeout = self.read_timeout_ms / 1000
+        sock.settimeout(read_timeout)
+        while self.delivered < self.end:
+            try:
+                data = sock.recv(RECV_BUFFER_BYTES)
+            except TimeoutError:
+                raise _Stall(f"no bytes from the master for {self.read_timeout_ms} ms while waiting for offset "
+                             f"{wire}") from None
+            if not data:
+                raise ConnectionResetError(f"master closed the connection while offset {wire} was expected")
+            reader.feed(data)
+            while self.delivered < self.end:
+                frame = reader.next_frame()
+                if frame is None:
+                    break
+                if frame.master_phy_offset != wire:
+                    raise HAProtocolError(
+                        f"{self._where()}: master pushed a frame at offset {frame.master_phy_offset}, expected "
+                        f"{wire} (the end of the previous frame)")
+                if frame.is_heartbeat:
+                    stalls += 1
+                    resume = self._on_heartbeat(wire, stalls)
+                    if resume is not None:
+                        yield resume, b""  # marks the skip (if any) for the consumer
+                        self.close()
+                        return  # reconnect (reporting self.report_offset) unless the range is done
+                    continue
+                stalls = 0
+                first = wire
+                wire += len(frame.body)
+                if self.delivered == 0 and first == 1:
+                    yield 0, b"\x00"  # byte 0: TOTALSIZE's high byte (DESIGN §3)
+                    self.delivered = 1
+                lo = max(first, self.delivered)
+                hi = min(wire, self.end)
+                if hi > lo:
+                    chunk = frame.body if (lo == first and hi == wire) else frame.body[lo - first:hi - first]
+                    self.delivered = hi
+                    yield lo, chunk
+        self.close()
+
+    def _on_heartbeat(self, wire: int, stalls: int) -> int | None:
+        """A heartbeat at ``wire`` although bytes up to ``end`` are expected: find out why.
+
+        Returns the offset to reconnect at (after skipping lost bytes) or None to keep waiting.
+        Raises DataLossError (``fail_on_data_loss``) or HAFetchError after ``fetch_retries`` stalls.
+        """
+        if self.offsets_probe is not None:
+            try:
+                min_offset, max_offset = self.offsets_probe()
+            except HAReplicaError as exc:
+                log.warning("%s: cannot probe the broker's offsets: %s", self._where(), exc)
+            else:
+                if min_offset > wire:
+                    # the master deleted the file holding `wire`: it will send heartbeats forever
+                    if min_offset > self.delivered:
+                        self._lost(self.delivered, min(min_offset, self.end),
+                                   f"commitLogMinOffset is {min_offset}; the files were deleted")
+                    # reconnect reporting commitLogMinOffset: it acknowledges only deleted bytes, which no
+                    # producer can still be waiting for
+                    self.report_offset = max(self.report_offset, min(min_offset, self.delivered))
+                    return self.delivered
+                if max_offset <= wire and max_offset < self.end:
+                    self._lost(self.delivered, self.end,
+                               f"the CommitLog now ends at {max_offset}, below the planned range end (the broker "
+                               "lost its tail, e.g. a crash before flushing)")
+                    return self.delivered
+        if stalls > self.fetch_retries:
+            raise HAFetchError(f"{self._where()}: master sent {stalls} heartbeats in a row at offset {wire} instead "
+                               f"of data (fetchRetries={self.fetch_retries})")
+        return None
+
+    def _lost(self, lo: int, hi: int, why: str) -> None:
+        """Bytes [lo, hi) of the range are gone: raise DataLossError, or log and skip them."""
+        self.lost_ranges.append((lo, hi))
+        if self.fail_on_data_loss:
+            raise DataLossError(f"broker {self.broker} ({self.ha_addr}) no longer holds CommitLog bytes [{lo}, {hi}) "
+                                f"that the query needs: {why}. Set failOnDataLoss=false to skip lost bytes.")
+        log.warning("%s: CommitLog bytes [%d, %d) are lost (%s); skipping them", self._where(), lo, hi, why)
+        self.delivered = hi
+
+
+class _Stall(Exception):
+    """Internal: the connection is alive but not delivering; retried like a connection error."""
+

@@ -1,0 +1,309 @@
+"""Every option of ``format("hareplica")``: parsing, defaults and validation in one place.
+
+Option names are case-insensitive (Spark hands them over lower-cased). Names follow Spark's Kafka
+source where the meaning is the same (``startingOffsets``, ``failOnDataLoss``, ``maxBytesPerTrigger``)
+and RocketMQ's property names where the value is a RocketMQ setting (``haSendHeartbeatInterval``).
+
+=========================  ============  ==========================================================
+option                     default       meaning
+=========================  ============  ==========================================================
+brokers                    (required)    broker sets to read, ``name=host:haPort[/host:remotingPort]``
+                                         joined by commas, e.g.
+                                         ``broker-a=10.0.0.1:10912,broker-b=10.0.0.2:10912``.
+                                         The remoting address (GET_BROKER_RUNTIME_INFO /
+                                         GET_BROKER_CONFIG) defaults to the HA host with port
+                                         ``haPort - 1``, as RocketMQ derives ``haListenPort =
+                                         listenPort + 1`` (spec §2.1); give it after a ``/`` when
+                                         it differs, e.g. ``broker-a=10.0.0.1:10912/10.0.0.9:10911``.
+                                         IPv6 hosts go in brackets: ``broker-a=[::1]:10912``.
+startingOffsets            earliest      ``earliest`` (the broker's commitLogMinOffset), ``latest``
+                                         (commitLogMaxOffset) or JSON ``{"broker-a": 12345}`` with
+                                         one entry per broker: a CommitLog offset that is a record
+                                         boundary, or -2 (earliest) / -1 (latest) as in Kafka.
+maxBytesPerTrigger         none          soft cap in bytes of CommitLog per micro-batch, over all
+                                         brokers (see ``connector.source`` for why it is soft).
+failOnDataLoss             true          fail when CommitLog bytes the query needs are gone from the
+                                         broker; ``false`` logs the lost range and goes on.
+decompressBody             true          inflate bodies stored compressed (sysFlag COMPRESSED_FLAG).
+connectTimeoutMs           5000          TCP connect timeout, HA and remoting (RemotingUtil.connect).
+readTimeoutMs              20000         no byte from the broker for this long means a dead
+                                         connection (haHousekeepingInterval); also the remoting
+                                         request timeout.
+fetchRetries               3             reconnects of one HA fetch before the task fails.
+haSendHeartbeatInterval    5000          ms between keep-alive reports on an HA connection (must be
+                                         below the master's haHousekeepingInterval, 20000).
+arrowMaxRecordsPerBatch    10000         rows per pyarrow.RecordBatch a task yields.
+arrowMaxBytesPerBatch      16777216      stored CommitLog bytes per RecordBatch (soft: one record).
+=========================  ============  ==========================================================
+
+Reserved for a later version and rejected with a clear message for now: ``topics``,
+``topicPattern``, ``includeSystemTopics``, ``minReplicas``.
+
+Errors: :class:`HAReplicaOptionError` (a ``ValueError``) naming the option and the bad value.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from connector.protocol.errors import HAReplicaError
+
+log = logging.getLogger(__name__)
+
+STARTING_OFFSETS_EARLIEST = "earliest"
+STARTING_OFFSETS_LATEST = "latest"
+EARLIEST_OFFSET_SENTINEL = -2  # Kafka's convention in startingOffsets JSON
+LATEST_OFFSET_SENTINEL = -1
+
+DEFAULT_CONNECT_TIMEOUT_MS = 5000  # RemotingUtil.connect
+DEFAULT_READ_TIMEOUT_MS = 20000  # haHousekeepingInterval
+DEFAULT_FETCH_RETRIES = 3
+DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS = 5000  # haSendHeartbeatInterval
+HA_HOUSEKEEPING_INTERVAL_MS = 20000  # the master closes a connection silent for this long
+DEFAULT_ARROW_MAX_RECORDS_PER_BATCH = 10000  # spark.sql.execution.arrow.maxRecordsPerBatch
+DEFAULT_ARROW_MAX_BYTES_PER_BATCH = 16 * 1024 * 1024
+
+_BROKER_NAME = re.compile(r"^[A-Za-z0-9_.%-]+$")
+_RESERVED = {
+    "topics": "topics",
+    "topicpattern": "topicPattern",
+    "includesystemtopics": "includeSystemTopics",
+    "minreplicas": "minReplicas",
+}
+_KNOWN = {name.lower(): name for name in (
+    "brokers", "startingOffsets", "maxBytesPerTrigger", "failOnDataLoss", "decompressBody", "connectTimeoutMs",
+    "readTimeoutMs", "fetchRetries", "haSendHeartbeatInterval", "arrowMaxRecordsPerBatch",
+    "arrowMaxBytesPerBatch")}
+
+
+class HAReplicaOptionError(HAReplicaError, ValueError):
+    """A missing, unknown or malformed option of ``format("hareplica")``; the message names it."""
+
+    def __init__(self, option: str, value: object, problem: str):
+        shown = "(missing)" if value is None else repr(value)
+        super().__init__(f"option {option}={shown}: {problem}")
+        self.option = option
+        self.value = value
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    """One broker set to read: its brokerName, HA address (host, haListenPort) and remoting address."""
+
+    name: str
+    ha_host: str
+    ha_port: int
+    remoting_host: str
+    remoting_port: int
+
+    @property
+    def ha_addr(self) -> str:
+        """``host:port`` of the HA port (IPv6 in brackets)."""
+        return _join_host_port(self.ha_host, self.ha_port)
+
+    @property
+    def remoting_addr(self) -> str:
+        """``host:port`` of the remoting port (IPv6 in brackets)."""
+        return _join_host_port(self.remoting_host, self.remoting_port)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSettings:
+    """What an executor needs to fetch and decode one range (carried inside every InputPartition).
+
+    Times in milliseconds, sizes in bytes.
+    """
+
+    connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS
+    read_timeout_ms: int = DEFAULT_READ_TIMEOUT_MS
+    fetch_retries: int = DEFAULT_FETCH_RETRIES
+    heartbeat_interval_ms: int = DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS
+    fail_on_data_loss: bool = True
+    decompress_body: bool = True
+    max_records_per_batch: int = DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
+    max_bytes_per_batch: int = DEFAULT_ARROW_MAX_BYTES_PER_BATCH
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """The validated options of one ``format("hareplica")`` source.
+
+    ``starting_offsets`` is ``"earliest"``, ``"latest"`` or a mapping broker name → CommitLog offset
+    (bytes; -2 earliest, -1 latest). ``max_bytes_per_trigger`` is None when unset.
+    """
+
+    brokers: tuple[BrokerEndpoint, ...]
+    starting_offsets: str | Mapping[str, int] = STARTING_OFFSETS_EARLIEST
+    max_bytes_per_trigger: int | None = None
+    fetch: FetchSettings = field(default_factory=FetchSettings)
+
+    @property
+    def fail_on_data_loss(self) -> bool:
+        """``failOnDataLoss``: fail (True) or log and skip (False) when needed bytes are gone."""
+        return self.fetch.fail_on_data_loss
+
+    @property
+    def broker_names(self) -> list[str]:
+        """The configured brokerNames, in option order."""
+        return [b.name for b in self.brokers]
+
+    def broker(self, name: str) -> BrokerEndpoint:
+        """The endpoint of broker ``name``; KeyError when it is not configured."""
+        for b in self.brokers:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> SourceOptions:
+        """Parse Spark's option map (keys in any case, values strings).
+
+        Raises HAReplicaOptionError naming the option for a missing ``brokers``, an unknown or
+        reserved option, or any malformed value.
+        """
+        opts = {str(k).lower(): v for k, v in options.items()}
+        for key, value in opts.items():
+            if key in _RESERVED:
+                raise HAReplicaOptionError(_RESERVED[key], value, "is not supported by this version of hareplica yet")
+            if key not in _KNOWN:
+                raise HAReplicaOptionError(key, value, f"unknown option; known options: {', '.join(_KNOWN.values())}")
+        brokers = parse_brokers(opts.get("brokers"))
+        names = [b.name for b in brokers]
+        fetch = FetchSettings(
+            connect_timeout_ms=_positive_int(opts, "connectTimeoutMs", DEFAULT_CONNECT_TIMEOUT_MS),
+            read_timeout_ms=_positive_int(opts, "readTimeoutMs", DEFAULT_READ_TIMEOUT_MS),
+            fetch_retries=_int(opts, "fetchRetries", DEFAULT_FETCH_RETRIES, minimum=0),
+            heartbeat_interval_ms=_positive_int(opts, "haSendHeartbeatInterval", DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS),
+            fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+            decompress_body=_bool(opts, "decompressBody", True),
+            max_records_per_batch=_positive_int(opts, "arrowMaxRecordsPerBatch", DEFAULT_ARROW_MAX_RECORDS_PER_BATCH),
+            max_bytes_per_batch=_positive_int(opts, "arrowMaxBytesPerBatch", DEFAULT_ARROW_MAX_BYTES_PER_BATCH),
+        )
+        if fetch.heartbeat_interval_ms >= HA_HOUSEKEEPING_INTERVAL_MS:
+            raise HAReplicaOptionError(
+                "haSendHeartbeatInterval", opts.get("hasendheartbeatinterval"),
+                f"must be below the master's haHousekeepingInterval ({HA_HOUSEKEEPING_INTERVAL_MS} ms) "
+                "or the master closes the connection")
+        max_bytes = None
+        if opts.get("maxbytespertrigger") is not None:
+            max_bytes = _positive_int(opts, "maxBytesPerTrigger", 0)
+        return cls(brokers=brokers, starting_offsets=parse_starting_offsets(opts.get("startingoffsets"), names),
+                   max_bytes_per_trigger=max_bytes, fetch=fetch)
+
+
+def parse_brokers(value: str | None) -> tuple[BrokerEndpoint, ...]:
+    """Parse ``name=host:haPort[/host:remotingPort][,...]``. Raises HAReplicaOptionError (option brokers)."""
+    if value is None or not str(value).strip():
+        raise HAReplicaOptionError("brokers", value, "is required, e.g. brokers=broker-a=10.0.0.1:10912")
+    out: list[BrokerEndpoint] = []
+    for item in str(value).split(","):
+        item = item.strip()
+        name, sep, addrs = item.partition("=")
+        name = name.strip()
+        if not sep or not name or not addrs.strip():
+            raise HAReplicaOptionError("brokers", value, f"entry {item!r} is not name=host:haPort")
+        if not _BROKER_NAME.match(name):
+            raise HAReplicaOptionError("brokers", value, f"broker name {name!r} has characters other than "
+                                       "letters, digits and _.%:-")
+        ha_text, slash, remoting_text = addrs.strip().partition("/")
+        ha_host, ha_port = _split_host_port(ha_text, value, f"HA address of {name}")
+        if slash:
+            rem_host, rem_port = _split_host_port(remoting_text, value, f"remoting address of {name}")
+        else:
+            if ha_port < 2:
+                raise HAReplicaOptionError("brokers", value, f"HA port {ha_port} of {name} leaves no remoting port "
+                                           "(haPort - 1); give it as name=host:haPort/host:remotingPort")
+            rem_host, rem_port = ha_host, ha_port - 1
+        if any(b.name == name for b in out):
+            raise HAReplicaOptionError("brokers", value, f"broker name {name!r} appears twice")
+        out.append(BrokerEndpoint(name, ha_host, ha_port, rem_host, rem_port))
+    return tuple(out)
+
+
+def parse_starting_offsets(value: str | None, broker_names: list[str]) -> str | dict[str, int]:
+    """Parse startingOffsets: earliest | latest | JSON object broker → offset (>= 0, or -2 / -1).
+
+    Raises HAReplicaOptionError (option startingOffsets) for anything else, for a JSON object that
+    misses a configured broker or names one that is not configured.
+    """
+    if value is None:
+        return STARTING_OFFSETS_EARLIEST
+    text = str(value).strip()
+    if text.lower() in (STARTING_OFFSETS_EARLIEST, STARTING_OFFSETS_LATEST):
+        return text.lower()
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        raise HAReplicaOptionError("startingOffsets", value,
+                                   'must be earliest, latest or a JSON object like {"broker-a": 12345}')
+    offsets: dict[str, int] = {}
+    for name, off in obj.items():
+        if name not in broker_names:
+            raise HAReplicaOptionError("startingOffsets", value, f"names broker {name!r} which is not in brokers "
+                                       f"({', '.join(broker_names)})")
+        if isinstance(off, bool) or not isinstance(off, int) or off < EARLIEST_OFFSET_SENTINEL:
+            raise HAReplicaOptionError("startingOffsets", value, f"offset of {name!r} must be an integer CommitLog "
+                                       "offset >= 0, or -2 (earliest) / -1 (latest)")
+        offsets[name] = off
+    missing = [n for n in broker_names if n not in offsets]
+    if missing:
+        raise HAReplicaOptionError("startingOffsets", value, f"has no offset for broker(s) {', '.join(missing)}")
+    return offsets
+
+
+def _join_host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _split_host_port(text: str, whole: str, what: str) -> tuple[str, int]:
+    text = text.strip()
+    if text.startswith("["):
+        host, sep, port = text[1:].partition("]:")
+        if sep:
+            try:
+                ipaddress.IPv6Address(host)
+            except ValueError:
+                sep = ""
+    else:
+        host, sep, port = text.rpartition(":")
+        if ":" in host:
+            sep = ""
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise HAReplicaOptionError("brokers", whole, f"{what} {text!r} is not host:port with a port in 1..65535 "
+                                   "(IPv6 as [addr]:port)")
+    return host, int(port)
+
+
+def _int(opts: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    text = str(raw).strip()
+    try:
+        value = int(text)
+    except ValueError:
+        raise HAReplicaOptionError(name, raw, "must be an integer") from None
+    if value < minimum:
+        raise HAReplicaOptionError(name, raw, f"must be >= {minimum}")
+    return value
+
+
+def _positive_int(opts: Mapping[str, str], name: str, default: int) -> int:
+    return _int(opts, name, default, minimum=1)
+
+
+def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise HAReplicaOptionError(name, raw, "must be true or false")

@@ -1,0 +1,179 @@
+"""``spark.readStream.format("hareplica")`` end to end: stub masters, the shared Spark session, AvailableNow."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from pyspark.errors import StreamingQueryException
+
+from broker_stub.producer import Producer
+from tests.integration.connector.conftest import (
+    FIXTURE_MAX_OFFSET,
+    MAPPED_FILE_SIZE,
+    brokers_option,
+    run_stream,
+    start_fixture_master,
+)
+
+pytestmark = pytest.mark.spark
+
+SCALAR_FIELDS = ("topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "flag", "sysFlag",
+                 "bornHost", "storeHost", "reconsumeTimes", "preparedTransactionOffset", "msgId", "uniqKey", "tags",
+                 "keys")
+
+
+def assert_rows_match(rows: list[dict], expected: list[dict], *, body_key: str = "bodyDecompressedBase64") -> None:
+    rows = sorted(rows, key=lambda r: r["commitLogOffset"])
+    assert [r["commitLogOffset"] for r in rows] == [e["commitLogOffset"] for e in expected]
+    for r, e in zip(rows, expected, strict=True):
+        for f in SCALAR_FIELDS:
+            assert r[f] == e[f], (f, e["commitLogOffset"])
+        assert (r["bornMs"], r["storeMs"]) == (e["bornTimestamp"], e["storeTimestamp"])
+        assert dict(r["properties"]) == e["properties"]
+        assert bytes(r["body"]) == base64.b64decode(e[body_key])
+        assert r["broker"] == "broker-a"
+
+
+def test_stream_of_the_fixture_commitlog_equals_messages_jsonl(hareplica_spark, fixture_master, messages, tmp_path):
+    run = run_stream(hareplica_spark, tmp_path / "cp", {"brokers": brokers_option(fixture_master)})
+    assert_rows_match(run.rows, messages)
+    assert run.end_offsets[-1] == {"broker-a": FIXTURE_MAX_OFFSET}
+    assert run.progress[-1]["sources"][0]["latestOffset"] == '{"broker-a": 3402931}'
+
+
+def test_raw_bodies_when_decompress_body_is_false(hareplica_spark, fixture_master, messages, tmp_path):
+    run = run_stream(hareplica_spark, tmp_path / "cp", {"brokers": brokers_option(fixture_master),
+                                                        "decompressBody": "false"})
+    assert_rows_match(run.rows, messages, body_key="bodyBase64")
+
+
+def test_max_bytes_per_trigger_gives_several_batches_without_gap_or_duplicate(hareplica_spark, fixture_master,
+                                                                              messages, tmp_path):
+    run = run_stream(hareplica_spark, tmp_path / "cp", {"brokers": brokers_option(fixture_master),
+                                                        "maxBytesPerTrigger": "300000"})
+    # the driver knows no record boundary inside a file: each batch ends at the next mapped-file start
+    assert run.end_offsets == [{"broker-a": MAPPED_FILE_SIZE}, {"broker-a": 2 * MAPPED_FILE_SIZE},
+                               {"broker-a": 3 * MAPPED_FILE_SIZE}, {"broker-a": FIXTURE_MAX_OFFSET}]
+    assert [b for b, _ in run.batches] == [0, 1, 2, 3]
+    for (_, rows), end in zip(run.batches, run.end_offsets, strict=True):
+        assert rows and all(r["commitLogOffset"] < end["broker-a"] for r in rows)
+    offsets = [r["commitLogOffset"] for r in run.rows]
+    assert len(offsets) == len(set(offsets))
+    assert_rows_match(run.rows, messages)
+
+
+def test_starting_offsets_json_and_latest(hareplica_spark, fixture_master, messages, tmp_path):
+    run = run_stream(hareplica_spark, tmp_path / "cp1", {"brokers": brokers_option(fixture_master),
+                                                         "startingOffsets": '{"broker-a": 554616}'})
+    assert_rows_match(run.rows, [m for m in messages if m["commitLogOffset"] >= 554616])
+    latest = run_stream(hareplica_spark, tmp_path / "cp2", {"brokers": brokers_option(fixture_master),
+                                                            "startingOffsets": "latest"})
+    assert latest.rows == []
+
+
+def test_bad_option_fails_the_query_naming_it(hareplica_spark, fixture_master):
+    with pytest.raises(Exception, match=r"option maxBytesPerTrigger='lots': must be an integer"):
+        (hareplica_spark.readStream.format("hareplica").option("brokers", brokers_option(fixture_master))
+         .option("maxBytesPerTrigger", "lots").load())
+
+
+def _produce(broker, count: int, start: int = 0) -> list[tuple[str, bytes]]:
+    sent = []
+    with Producer(broker.remoting_addr) as producer:
+        for i in range(start, start + count):
+            topic = f"orders-{i % 3}"
+            body = (f"order-{i}:" + "x" * (50 + (i * 37) % 900)).encode()
+            if i % 10 == 0:
+                body = body * 8  # > 4096 bytes: compressed by the producer
+            producer.send(topic, body, tags=f"t{i % 4}", keys=[f"k{i}", f"c{i % 7}"], properties={"seq": str(i)})
+            sent.append((topic, body))
+    return sent
+
+
+def _assert_produced(rows: list[dict], sent: list[tuple[str, bytes]]) -> None:
+    rows = sorted(rows, key=lambda r: r["commitLogOffset"])
+    assert [(r["topic"], bytes(r["body"])) for r in rows] == sent
+    for r, (_, body) in zip(rows, sent, strict=True):
+        seq = int(r["properties"]["seq"])
+        assert body.startswith(f"order-{seq}:".encode())
+        assert (r["tags"], r["keys"]) == (f"t{seq % 4}", f"k{seq} c{seq % 7}")
+
+
+def test_latest_then_checkpoint_restart_reads_exactly_the_new_messages(hareplica_spark, broker_factory, tmp_path):
+    broker = broker_factory(mappedFileSizeCommitLog=65536)
+    _produce(broker, 20)  # before the query starts: skipped by startingOffsets=latest
+    options = {"brokers": brokers_option(broker), "startingOffsets": "latest"}
+    first = run_stream(hareplica_spark, tmp_path / "cp", options)
+    assert first.rows == []
+    sent = _produce(broker, 60, start=20)
+    second = run_stream(hareplica_spark, tmp_path / "cp", options)
+    _assert_produced(second.rows, sent)
+    sent_more = _produce(broker, 15, start=80)
+    third = run_stream(hareplica_spark, tmp_path / "cp", options)
+    _assert_produced(third.rows, sent_more)
+
+
+def test_crash_mid_way_and_restart_from_the_checkpoint_loses_and_duplicates_nothing(hareplica_spark, broker_factory,
+                                                                                    tmp_path):
+    broker = broker_factory(mappedFileSizeCommitLog=32768)
+    sent = _produce(broker, 300)
+    options = {"brokers": brokers_option(broker), "maxBytesPerTrigger": "20000"}
+    crashed: list = []
+    with pytest.raises(StreamingQueryException, match="simulated crash in batch 2"):
+        run_stream(hareplica_spark, tmp_path / "cp", options, fail_on_batch=2, collected=crashed)
+    assert [b for b, _ in crashed] == [0, 1]
+    # batches 0 and 1 were committed by the crashed run; the restart replays batch 2 and goes on
+    restarted = run_stream(hareplica_spark, tmp_path / "cp", options)
+    assert [b for b, _ in restarted.batches][:2] == [2, 3]
+    _assert_produced([r for _, rows in crashed for r in rows] + restarted.rows, sent)
+
+
+def test_data_loss_fails_the_query_or_is_skipped(hareplica_spark, tmp_path, fixture_dir, messages):
+    broker = start_fixture_master(tmp_path / "lossy", fixture_dir,
+                                  files=[f"{i * MAPPED_FILE_SIZE:020d}" for i in (1, 2, 3)])
+    try:
+        options = {"brokers": brokers_option(broker), "startingOffsets": '{"broker-a": 554616}'}
+        with pytest.raises(StreamingQueryException, match=r"no longer holds CommitLog bytes \[554616, 1048576\)"):
+            run_stream(hareplica_spark, tmp_path / "cp1", options)
+        run = run_stream(hareplica_spark, tmp_path / "cp2", {**options, "failOnDataLoss": "false"})
+        assert_rows_match(run.rows, [m for m in messages if m["commitLogOffset"] >= MAPPED_FILE_SIZE])
+    finally:
+        try:
+            broker.stop()
+        finally:
+            broker.kill9()
+
+
+def _adjacent_free_ports() -> int:
+    """A listenPort whose listenPort + 1 was free too (so the HA port is derived as upstream does)."""
+    import socket
+
+    for _ in range(20):
+        with socket.socket() as a:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            with socket.socket() as b:
+                try:
+                    b.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+                return port
+    raise AssertionError("no two adjacent free loopback ports found")
+
+
+def test_two_broker_sets_in_one_query(hareplica_spark, fixture_master, broker_factory, messages, tmp_path):
+    broker_b = broker_factory("broker-b", brokerName="broker-b", listenPort=_adjacent_free_ports(),
+                              mappedFileSizeCommitLog=65536)
+    assert broker_b.ha_port == broker_b.listen_port + 1
+    sent = _produce(broker_b, 40)
+    option = f"{brokers_option(fixture_master)},broker-b={broker_b.ha_addr}"  # broker-b: remoting = HA port - 1
+    run = run_stream(hareplica_spark, tmp_path / "cp", {"brokers": option, "maxBytesPerTrigger": "1500000"})
+    by_broker = {"broker-a": [], "broker-b": []}
+    for r in run.rows:
+        by_broker[r["broker"]].append(r)
+    assert_rows_match(by_broker["broker-a"], messages)
+    _assert_produced(by_broker["broker-b"], sent)
+    assert set(run.end_offsets[-1]) == {"broker-a", "broker-b"}
+    assert run.end_offsets[-1]["broker-a"] == FIXTURE_MAX_OFFSET
+    assert len(run.batches) >= 2

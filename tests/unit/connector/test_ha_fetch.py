@@ -1,0 +1,268 @@
+"""connector.ha_fetch over loopback against byte streams a real 4.9.8 master sent (ha_stream/) and
+against deliberately broken streams (the stub broker never sends those)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from connector.ha_fetch import HAFetchError, HARangeFetcher
+from connector.protocol.errors import DataLossError, HAProtocolError
+from connector.protocol.ha import encode_transfer_header
+
+MAPPED_FILE_SIZE = 1048576
+
+
+@pytest.fixture(scope="module")
+def commitlog(fixture_dir: Path) -> bytes:
+    return b"".join(f.read_bytes() for f in sorted((fixture_dir / "commitlog").iterdir()))
+
+
+class ReplayMaster:
+    """A loopback listener playing a master: for each connection, reads the first 8-byte report, calls
+    ``script(report, conn)`` to send bytes, then records keep-alive reports until the client closes."""
+
+    def __init__(self, script):
+        self.script = script
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.05)
+        self._stop = threading.Event()
+        self.addr = f"127.0.0.1:{self.server.getsockname()[1]}"
+        self.reports: list[list[int]] = []
+        self.closed_by_client = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(10)
+                reports: list[int] = []
+                self.reports.append(reports)
+                first = _read_exactly(conn, 8)
+                if first is None:
+                    continue
+                reports.append(struct.unpack(">q", first)[0])
+                try:
+                    self.script(reports[0], conn)
+                    while True:
+                        more = _read_exactly(conn, 8)
+                        if more is None:
+                            self.closed_by_client.set()
+                            break
+                        reports.append(struct.unpack(">q", more)[0])
+                except OSError:
+                    self.closed_by_client.set()
+
+    def close(self):
+        self._stop.set()
+        self.server.close()
+        self._thread.join(5)
+
+
+def _read_exactly(conn, n):
+    buf = b""
+    while len(buf) < n:
+        try:
+            part = conn.recv(n - len(buf))
+        except OSError:
+            return None
+        if not part:
+            return None
+        buf += part
+    return buf
+
+
+@pytest.fixture
+def replay():
+    masters = []
+
+    def start(script):
+        m = ReplayMaster(script)
+        masters.append(m)
+        return m
+
+    yield start
+    for m in masters:
+        m.close()
+
+
+def fetch_all(fetcher) -> list[tuple[int, bytes]]:
+    with fetcher:
+        return list(fetcher)
+
+
+def test_recorded_stream_of_a_real_master_reassembles_to_the_commitlog(replay, fixture_dir, commitlog):
+    recorded = (fixture_dir / "ha_stream" / "report_boundary_554616.bin").read_bytes()
+    meta = json.loads((fixture_dir / "ha_stream" / "report_boundary_554616.json").read_text())
+    start, end = meta["reportedOffset"], meta["lastDataEndOffset"]
+    master = replay(lambda report, conn: conn.sendall(recorded))
+    got = fetch_all(HARangeFetcher(master.addr, start, end, heartbeat_interval_ms=100))
+    assert got[0][0] == start
+    assert all(a[0] + len(a[1]) == b[0] for a, b in zip(got, got[1:], strict=False))  # contiguous, in order
+    assert b"".join(chunk for _, chunk in got) == commitlog[start:end]
+    assert master.closed_by_client.wait(5)
+    assert master.reports[0] and set(master.reports[0]) == {start}  # never more than start
+
+
+def test_stops_exactly_at_the_range_end_and_closes(replay, fixture_dir, commitlog):
+    recorded = (fixture_dir / "ha_stream" / "report_boundary_554616.bin").read_bytes()
+    master = replay(lambda report, conn: conn.sendall(recorded))
+    end = 554616 + 40000  # inside the second frame
+    fetcher = HARangeFetcher(master.addr, 554616, end)
+    got = fetch_all(fetcher)
+    assert b"".join(c for _, c in got) == commitlog[554616:end]
+    assert master.closed_by_client.wait(5)
+    assert fetcher.max_reported_offset == 554616
+
+
+def _frames(commitlog: bytes, start: int, end: int, size: int = 32768) -> bytes:
+    out = bytearray()
+    pos = start
+    while pos < end:
+        stop = min(end, pos + size, pos - pos % MAPPED_FILE_SIZE + MAPPED_FILE_SIZE)
+        out += encode_transfer_header(pos, stop - pos) + commitlog[pos:stop]
+        pos = stop
+    return bytes(out)
+
+
+def test_range_from_zero_reports_one_and_supplies_byte_zero(replay, commitlog):
+    def script(report, conn):
+        assert report == 1
+        conn.sendall(encode_transfer_header(1, 0) + _frames(commitlog, 1, 100000))
+
+    master = replay(script)
+    fetcher = HARangeFetcher(master.addr, 0, 70000, heartbeat_interval_ms=50)
+    got = fetch_all(fetcher)
+    assert got[0] == (0, b"\x00")
+    assert b"".join(c for _, c in got) == commitlog[:70000]
+    assert set(fetcher.reports_sent) == {1} and master.reports[0][0] == 1
+
+
+def test_keepalive_reports_repeat_the_start_offset(replay, commitlog):
+    gate = threading.Event()
+
+    def script(report, conn):
+        gate.wait(5)  # silent master: the client must keep reporting meanwhile
+        conn.sendall(_frames(commitlog, report, report + 1000))
+
+    master = replay(script)
+    fetcher = HARangeFetcher(master.addr, 5000, 6000, heartbeat_interval_ms=20)
+    result = []
+    t = threading.Thread(target=lambda: result.extend(fetch_all(fetcher)))
+    t.start()
+    deadline = time.monotonic() + 5
+    while len(fetcher.reports_sent) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    gate.set()
+    t.join(5)
+    assert len(fetcher.reports_sent) >= 4 and set(fetcher.reports_sent) == {5000}
+    assert b"".join(c for _, c in result) == commitlog[5000:6000]
+
+
+def test_a_frame_that_does_not_continue_the_previous_one_is_a_protocol_error(replay, commitlog):
+    def script(report, conn):
+        conn.sendall(_frames(commitlog, report, report + 100) + _frames(commitlog, report + 101, report + 200))
+
+    master = replay(script)
+    with pytest.raises(HAProtocolError, match=r"frame at offset 5101, expected 5100"):
+        fetch_all(HARangeFetcher(master.addr, 5000, 9000))
+
+
+def test_garbage_instead_of_frames_is_a_protocol_error(replay):
+    master = replay(lambda report, conn: conn.sendall(b"\x00" * 8 + b"\xff\xff\xff\xff"))
+    with pytest.raises(HAProtocolError, match="bad HA transfer header"):
+        fetch_all(HARangeFetcher(master.addr, 5000, 9000))
+
+
+def test_silent_master_read_timeout_retries_then_fails(replay):
+    master = replay(lambda report, conn: None)
+    started = time.monotonic()
+    with pytest.raises(HAFetchError, match=r"gave up at offset 5000 after 2 attempts.*no bytes from the master "
+                                           r"for 150 ms"):
+        fetch_all(HARangeFetcher(master.addr, 5000, 9000, read_timeout_ms=150, fetch_retries=1,
+                                 heartbeat_interval_ms=50))
+    assert len(master.reports) == 2  # one reconnect
+    assert time.monotonic() - started < 10
+
+
+def test_connection_refused_fails_naming_the_address():
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        addr = f"127.0.0.1:{s.getsockname()[1]}"
+    with pytest.raises(HAFetchError, match=f"broker b HA {addr}, range \\[5, 9\\): gave up at offset 5"):
+        fetch_all(HARangeFetcher(addr, 5, 9, broker="b", fetch_retries=0))
+
+
+def test_reconnect_resumes_without_duplicates_and_without_reporting_more(replay, commitlog):
+    calls = []
+
+    def script(report, conn):
+        calls.append(report)
+        if len(calls) == 1:
+            conn.sendall(_frames(commitlog, report, report + 50000)[:40000])  # dies mid-frame
+            conn.shutdown(socket.SHUT_RDWR)
+        else:
+            conn.sendall(_frames(commitlog, report, 200000))
+
+    master = replay(script)
+    fetcher = HARangeFetcher(master.addr, 7000, 120000, fetch_retries=1)
+    got = fetch_all(fetcher)
+    assert b"".join(c for _, c in got) == commitlog[7000:120000]
+    assert calls == [7000, 7000] and set(fetcher.reports_sent) == {7000}
+    assert fetcher.connections == 2
+
+
+def test_heartbeats_below_the_min_offset_mean_data_loss(replay):
+    master = replay(lambda report, conn: conn.sendall(encode_transfer_header(report, 0) * 3))
+    fetcher = HARangeFetcher(master.addr, 5000, 9000, broker="broker-a",
+                             offsets_probe=lambda: (MAPPED_FILE_SIZE, 2 * MAPPED_FILE_SIZE))
+    with pytest.raises(DataLossError, match=r"broker broker-a .* no longer holds CommitLog bytes \[5000, 9000\).*"
+                                            r"commitLogMinOffset is 1048576"):
+        fetch_all(fetcher)
+    assert fetcher.lost_ranges == [(5000, 9000)]
+
+
+def test_heartbeats_with_data_loss_allowed_skip_to_the_min_offset(replay, commitlog):
+    def script(report, conn):
+        if report < MAPPED_FILE_SIZE:
+            conn.sendall(encode_transfer_header(report, 0))
+        else:
+            conn.sendall(_frames(commitlog, report, report + 70000))
+
+    master = replay(script)
+    fetcher = HARangeFetcher(master.addr, 5000, MAPPED_FILE_SIZE + 60000, fail_on_data_loss=False,
+                             offsets_probe=lambda: (MAPPED_FILE_SIZE, 3 * MAPPED_FILE_SIZE))
+    got = fetch_all(fetcher)
+    assert got[0] == (MAPPED_FILE_SIZE, b"")  # the skip marker
+    assert b"".join(c for _, c in got) == commitlog[MAPPED_FILE_SIZE:MAPPED_FILE_SIZE + 60000]
+    assert fetcher.lost_ranges == [(5000, MAPPED_FILE_SIZE)]
+    assert [r[0] for r in master.reports] == [5000, MAPPED_FILE_SIZE]
+
+
+def test_heartbeats_while_the_broker_has_the_data_fail_after_retries(replay):
+    master = replay(lambda report, conn: conn.sendall(encode_transfer_header(report, 0) * 10))
+    with pytest.raises(HAFetchError, match=r"master sent 3 heartbeats in a row at offset 5000"):
+        fetch_all(HARangeFetcher(master.addr, 5000, 9000, fetch_retries=2, offsets_probe=lambda: (0, 20000)))
+
+
+def test_truncated_broker_tail_is_data_loss(replay):
+    master = replay(lambda report, conn: conn.sendall(encode_transfer_header(report, 0)))
+    with pytest.raises(DataLossError, match=r"\[5000, 9000\).*CommitLog now ends at 5000"):
+        fetch_all(HARangeFetcher(master.addr, 5000, 9000, offsets_probe=lambda: (0, 5000)))
+
+
+def test_empty_range_does_not_connect():
+    fetcher = HARangeFetcher("127.0.0.1:1", 10, 10)
+    assert fetch_all(fetcher) == [] and fetcher.connections == 0

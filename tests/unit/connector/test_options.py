@@ -1,0 +1,156 @@
+"""connector.options: every option, its default, and the error text for bad values."""
+
+from __future__ import annotations
+
+import pytest
+
+from connector.options import (
+    DEFAULT_ARROW_MAX_BYTES_PER_BATCH,
+    DEFAULT_ARROW_MAX_RECORDS_PER_BATCH,
+    BrokerEndpoint,
+    HAReplicaOptionError,
+    SourceOptions,
+    parse_brokers,
+)
+from connector.protocol.errors import HAReplicaError
+
+BROKERS = "broker-a=127.0.0.1:10912"
+
+
+def parse(**opts) -> SourceOptions:
+    return SourceOptions.from_options({"brokers": BROKERS, **opts})
+
+
+def test_defaults_follow_upstream():
+    o = SourceOptions.from_options({"brokers": BROKERS})
+    assert o.brokers == (BrokerEndpoint("broker-a", "127.0.0.1", 10912, "127.0.0.1", 10911),)
+    assert o.starting_offsets == "earliest"
+    assert o.max_bytes_per_trigger is None
+    f = o.fetch
+    assert (f.fail_on_data_loss, f.decompress_body) == (True, True)
+    assert (f.connect_timeout_ms, f.read_timeout_ms, f.fetch_retries, f.heartbeat_interval_ms) == (5000, 20000, 3, 5000)
+    assert (f.max_records_per_batch, f.max_bytes_per_batch) == (DEFAULT_ARROW_MAX_RECORDS_PER_BATCH,
+                                                                DEFAULT_ARROW_MAX_BYTES_PER_BATCH)
+
+
+def test_option_names_are_case_insensitive_as_spark_passes_them():
+    o = SourceOptions.from_options({"BROKERS": BROKERS, "maxbytespertrigger": "100", "FailOnDataLoss": "FALSE",
+                                    "decompressbody": "false", "connecttimeoutms": "7", "READTIMEOUTMS": "8",
+                                    "fetchretries": "0", "hasendheartbeatinterval": "1000",
+                                    "arrowmaxrecordsperbatch": "5", "arrowmaxbytesperbatch": "6"})
+    assert o.max_bytes_per_trigger == 100
+    f = o.fetch
+    assert (f.fail_on_data_loss, f.decompress_body, f.connect_timeout_ms, f.read_timeout_ms) == (False, False, 7, 8)
+    assert (f.fetch_retries, f.heartbeat_interval_ms, f.max_records_per_batch, f.max_bytes_per_batch) == (0, 1000, 5, 6)
+
+
+def test_several_brokers_ipv6_and_explicit_remoting_address():
+    o = parse_brokers(" broker-a=10.0.0.1:10912 , broker-b=[::1]:20912/[::2]:30911,b_c.1=h.example:3 ")
+    assert [b.name for b in o] == ["broker-a", "broker-b", "b_c.1"]
+    assert (o[0].ha_addr, o[0].remoting_addr) == ("10.0.0.1:10912", "10.0.0.1:10911")
+    assert (o[1].ha_addr, o[1].remoting_addr) == ("[::1]:20912", "[::2]:30911")
+    assert (o[2].ha_addr, o[2].remoting_addr) == ("h.example:3", "h.example:2")
+
+
+@pytest.mark.parametrize("value, fragment", [
+    (None, "is required"),
+    ("", "is required"),
+    ("10.0.0.1:10912", "is not name=host:haPort"),
+    ("broker-a=", "is not name=host:haPort"),
+    ("=1.2.3.4:10912", "is not name=host:haPort"),
+    ("broker a=1.2.3.4:10912", "broker name 'broker a'"),
+    ("broker-a=1.2.3.4", "HA address of broker-a '1.2.3.4'"),
+    ("broker-a=1.2.3.4:0", "port in 1..65535"),
+    ("broker-a=1.2.3.4:65536", "port in 1..65535"),
+    ("broker-a=1.2.3.4:x", "port in 1..65535"),
+    ("broker-a=::1:10912", "IPv6 as [addr]:port"),
+    ("broker-a=[zz]:10912", "IPv6 as [addr]:port"),
+    ("broker-a=1.2.3.4:1", "leaves no remoting port"),
+    ("broker-a=1.2.3.4:10912/1.2.3.4", "remoting address of broker-a"),
+    ("broker-a=1.2.3.4:10912,broker-a=1.2.3.5:10912", "appears twice"),
+])
+def test_bad_brokers_name_the_option_and_value(value, fragment):
+    opts = {} if value is None else {"brokers": value}
+    with pytest.raises(HAReplicaOptionError) as err:
+        SourceOptions.from_options(opts)
+    assert str(err.value).startswith("option brokers=")
+    assert fragment in str(err.value)
+    assert err.value.option == "brokers"
+    assert isinstance(err.value, ValueError) and isinstance(err.value, HAReplicaError)
+
+
+def test_starting_offsets_forms():
+    assert parse(startingOffsets="LATEST").starting_offsets == "latest"
+    assert parse(startingOffsets=" earliest ").starting_offsets == "earliest"
+    assert parse(startingOffsets='{"broker-a": 554616}').starting_offsets == {"broker-a": 554616}
+    assert parse(startingOffsets='{"broker-a": -2}').starting_offsets == {"broker-a": -2}
+    two = SourceOptions.from_options({"brokers": "a=h:2,b=h:4", "startingOffsets": '{"a": 0, "b": -1}'})
+    assert two.starting_offsets == {"a": 0, "b": -1}
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("newest", "must be earliest, latest or a JSON object"),
+    ("[1, 2]", "must be earliest, latest or a JSON object"),
+    ('{"broker-a": 1', "must be earliest, latest or a JSON object"),
+    ('{"broker-b": 1, "broker-a": 1}', "names broker 'broker-b' which is not in brokers"),
+    ('{"broker-a": -3}', "must be an integer CommitLog offset"),
+    ('{"broker-a": 1.5}', "must be an integer CommitLog offset"),
+    ('{"broker-a": "1"}', "must be an integer CommitLog offset"),
+    ('{"broker-a": true}', "must be an integer CommitLog offset"),
+    ("{}", "has no offset for broker(s) broker-a"),
+])
+def test_bad_starting_offsets(value, fragment):
+    with pytest.raises(HAReplicaOptionError) as err:
+        parse(startingOffsets=value)
+    assert str(err.value).startswith(f"option startingOffsets={value!r}")
+    assert fragment in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["maxBytesPerTrigger", "connectTimeoutMs", "readTimeoutMs",
+                                  "haSendHeartbeatInterval", "arrowMaxRecordsPerBatch", "arrowMaxBytesPerBatch"])
+@pytest.mark.parametrize("value, fragment", [("0", "must be >= 1"), ("-5", "must be >= 1"),
+                                             ("ten", "must be an integer"), ("1.5", "must be an integer")])
+def test_bad_positive_integers(name, value, fragment):
+    with pytest.raises(HAReplicaOptionError) as err:
+        parse(**{name: value})
+    assert str(err.value) == f"option {name}={value!r}: {fragment}"
+
+
+def test_fetch_retries_may_be_zero_but_not_negative():
+    assert parse(fetchRetries="0").fetch.fetch_retries == 0
+    with pytest.raises(HAReplicaOptionError, match=r"option fetchRetries='-1': must be >= 0"):
+        parse(fetchRetries="-1")
+
+
+def test_heartbeat_interval_must_stay_below_master_housekeeping():
+    with pytest.raises(HAReplicaOptionError, match="haSendHeartbeatInterval='20000'.*haHousekeepingInterval"):
+        parse(haSendHeartbeatInterval="20000")
+
+
+@pytest.mark.parametrize("name", ["failOnDataLoss", "decompressBody"])
+@pytest.mark.parametrize("value", ["yes", "1", ""])
+def test_bad_booleans(name, value):
+    with pytest.raises(HAReplicaOptionError) as err:
+        parse(**{name: value})
+    assert str(err.value) == f"option {name}={value!r}: must be true or false"
+
+
+def test_unknown_and_reserved_options_are_rejected():
+    with pytest.raises(HAReplicaOptionError, match=r"option startingoffset='earliest': unknown option; known "
+                                                   r"options: brokers, startingOffsets"):
+        parse(startingOffset="earliest")
+    for name in ("topics", "topicPattern", "includeSystemTopics", "minReplicas"):
+        with pytest.raises(HAReplicaOptionError, match=f"option {name}='x': is not supported"):
+            parse(**{name.lower(): "x"})
+
+
+def test_options_are_frozen_and_picklable():
+    import pickle
+
+    o = parse(startingOffsets='{"broker-a": 5}', maxBytesPerTrigger="10")
+    assert pickle.loads(pickle.dumps(o)) == o
+    with pytest.raises(AttributeError):
+        o.max_bytes_per_trigger = 3  # type: ignore[misc]
+    assert o.broker("broker-a").ha_port == 10912
+    with pytest.raises(KeyError):
+        o.broker("nope")

@@ -1,0 +1,118 @@
+"""connector.source planning that needs no broker: partition slicing, pickling, read limits, schema."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes
+
+from connector.admin import BrokerAdminClient, BrokerAdminError
+from connector.options import HAReplicaOptionError, SourceOptions
+from connector.protocol.errors import DataLossError
+from connector.source import HAReplicaDataSource, HAReplicaInputPartition, HAReplicaStreamReader
+
+MB = 1048576
+
+
+def reader(**opts) -> HAReplicaStreamReader:
+    r = HAReplicaStreamReader(SourceOptions.from_options({"brokers": "broker-a=127.0.0.1:10912,broker-b=h:20912",
+                                                          **opts}))
+    # what the driver learns from GET_BROKER_CONFIG / GET_BROKER_RUNTIME_INFO
+    r._file_sizes.update({"broker-a": MB, "broker-b": 4 * MB})
+    r._min_offsets.update({"broker-a": 0, "broker-b": 4 * MB})
+    return r
+
+
+def spans(parts):
+    return [(p.broker, p.start, p.end) for p in parts]
+
+
+def test_one_partition_per_broker_and_mapped_file_slice():
+    r = reader()
+    parts = r.partitions({"broker-a": 554616, "broker-b": 4 * MB}, {"broker-a": 3402931, "broker-b": 9 * MB + 7})
+    assert spans(parts) == [
+        ("broker-a", 554616, MB), ("broker-a", MB, 2 * MB), ("broker-a", 2 * MB, 3 * MB), ("broker-a", 3 * MB, 3402931),
+        ("broker-b", 4 * MB, 8 * MB), ("broker-b", 8 * MB, 9 * MB + 7)]
+    p = parts[0]
+    assert (p.ha_addr, p.remoting_addr, p.mapped_file_size) == ("127.0.0.1:10912", "127.0.0.1:10911", MB)
+    assert parts[-1].ha_addr == "h:20912" and parts[-1].remoting_addr == "h:20911"
+    assert p.fetch == r.options.fetch
+
+
+def test_empty_ranges_plan_no_partition():
+    r = reader()
+    assert r.partitions({"broker-a": 5, "broker-b": 4 * MB}, {"broker-a": 5, "broker-b": 4 * MB}) == []
+
+
+def test_partitions_and_reader_pickle_without_connections():
+    r = reader()
+    r._admins["broker-a"] = BrokerAdminClient("127.0.0.1:1", 100)
+    part = r.partitions({"broker-a": 0}, {"broker-a": 10})[0]
+    assert isinstance(part, HAReplicaInputPartition)
+    assert pickle.loads(pickle.dumps(part)) == part
+    clone = pickle.loads(pickle.dumps(r))
+    assert clone.options == r.options and clone._admins == {} and clone._file_sizes == {}
+
+
+def test_start_below_the_min_offset_is_data_loss_or_skipped():
+    r = reader()
+    with pytest.raises(DataLossError, match=r"broker broker-b .* CommitLog bytes \[0, 4194304\).*failOnDataLoss"):
+        r.partitions({"broker-a": 0, "broker-b": 0}, {"broker-a": 0, "broker-b": 5 * MB})
+    lenient = reader(failOnDataLoss="false")
+    assert spans(lenient.partitions({"broker-b": 0}, {"broker-b": 5 * MB})) == [
+        ("broker-b", 4 * MB, 5 * MB)]
+
+
+def test_byte_limit_cuts_at_the_first_known_boundary_and_splits_by_backlog():
+    r = reader()
+    r._boundaries["broker-a"] = {700000, 900000}
+    # broker-a has 3 MB of backlog, broker-b none: the whole budget goes to broker-a
+    ends = r._apply_byte_limit({"broker-a": (554616, 3402931), "broker-b": (4 * MB, 4 * MB)}, 100000)
+    assert ends == {"broker-a": 700000, "broker-b": 4 * MB}  # an observed commitLogMaxOffset
+    ends = r._apply_byte_limit({"broker-a": (554616, 3402931), "broker-b": (4 * MB, 4 * MB)}, 400000)
+    assert ends["broker-a"] == MB  # the next mapped-file start
+    ends = r._apply_byte_limit({"broker-a": (0, 3 * MB), "broker-b": (4 * MB, 7 * MB)}, 2 * MB)
+    assert ends == {"broker-a": MB, "broker-b": 7 * MB}  # share 1 MB each, cut at file starts / the max
+    assert r._apply_byte_limit({"broker-a": (0, 10), "broker-b": (4 * MB, 4 * MB + 5)}, 100) == {
+        "broker-a": 10, "broker-b": 4 * MB + 5}
+
+
+def test_default_read_limit():
+    assert reader().getDefaultReadLimit() == ReadAllAvailable()
+    assert reader(maxBytesPerTrigger="12345").getDefaultReadLimit() == ReadMaxBytes(12345)
+
+
+def test_data_source_validates_options_when_created():
+    src = HAReplicaDataSource({"brokers": "broker-a=127.0.0.1:10912"})
+    assert HAReplicaDataSource.name() == "hareplica"
+    assert src.schema().fieldNames()[0] == "topic"
+    assert isinstance(src.streamReader(src.schema()), HAReplicaStreamReader)
+    with pytest.raises(HAReplicaOptionError, match="option brokers"):
+        HAReplicaDataSource({})
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    with pytest.raises(HAReplicaOptionError, match="fixed schema"):
+        src.streamReader(StructType([StructField("topic", StringType())]))
+
+
+def test_unreachable_broker_fails_planning_naming_address_and_request():
+    with socket_free_port() as port:
+        r = HAReplicaStreamReader(SourceOptions.from_options({"brokers": f"broker-a=127.0.0.1:{port + 1}",
+                                                              "readTimeoutMs": "500"}))
+    with pytest.raises(BrokerAdminError, match=f"GET_BROKER_CONFIG \\(26\\) to broker 127.0.0.1:{port} failed"):
+        r.initialOffset()
+
+
+class socket_free_port:
+    """A loopback port that nothing listens on (bound, read, released)."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    def __exit__(self, *exc) -> None:
+        return None
