@@ -1,0 +1,201 @@
+"""Upkeep of the Delta tables the sink writes: compaction, checkpoints, vacuum and orphan-file removal.
+
+DESIGN §4 ("small files are handled by compaction"). Compaction, checkpoints and vacuum are delta-rs
+operations (``DeltaTable.optimize.compact``, ``create_checkpoint``, ``vacuum``); this module only puts
+them behind one call the apps and ``hareplica maintain`` can schedule.
+
+Orphan files are Parquet files the sink wrote but no commit ever referenced: a process killed after its
+tasks wrote files and before the Delta commit, or a task attempt whose result Spark discarded. The sink
+already removes the files of replayed, aborted and failed batches it knows about; the rest are found
+here by listing the table folder. A file is an orphan only if all of these hold:
+
+- its name has the sink's pattern (``part-<appTag>-[b<batchId>-]p<partition>-a<attempt>-<uuid>...``), so
+  files of other writers (delta-rs optimize, Spark) are never touched;
+- no ``add`` or ``remove`` action of the log names it (the latest checkpoint plus every later commit),
+  so live files and tombstones still inside the vacuum retention are kept (time travel keeps working);
+- it is older than the grace period, so files of a batch still being written are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+import re
+import time
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow.parquet as pq
+from pyarrow import fs as pafs
+
+from connector.delta_sink import DeltaSinkError, normalize_table_uri, referenced_file_names
+
+log = logging.getLogger(__name__)
+
+#: Files younger than this are never orphans: a micro-batch's files wait at most this long for their commit.
+DEFAULT_ORPHAN_GRACE_PERIOD_MS = 60 * 60 * 1000
+#: Names of the Parquet files written by connector.delta_sink.
+SINK_FILE_NAME = re.compile(
+    r"^part-[0-9a-f]{8}-(?:b\d+-)?p\d+-a\d+-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}(?:\.\w+)?\.parquet$")
+_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+
+
+def _log_file_names(fs: pafs.FileSystem, log_dir: str) -> tuple[int | None, list[str], dict[int, str]]:
+    """(latest complete checkpoint version, its part paths, {commit version: path} after it)."""
+    infos = fs.get_file_info(pafs.FileSelector(log_dir, allow_not_found=True))
+    commits: dict[int, str] = {}
+    checkpoints: dict[int, dict[str, Any]] = {}
+    for info in infos:
+        if info.type != pafs.FileType.File:
+            continue
+        m = _COMMIT_FILE.match(info.base_name)
+        if m:
+            commits[int(m.group(1))] = info.path
+            continue
+        m = _CHECKPOINT_FILE.match(info.base_name)
+        if m:
+            entry = checkpoints.setdefault(int(m.group(1)), {"parts": [], "expected": 1})
+            entry["parts"].append(info.path)
+            if m.group(3):
+                entry["expected"] = int(m.group(3))
+    complete = [v for v, e in checkpoints.items() if len(e["parts"]) == e["expected"]]
+    checkpoint_version = max(complete) if complete else None
+    parts = sorted(checkpoints[checkpoint_version]["parts"]) if checkpoint_version is not None else []
+    later = {v: p for v, p in commits.items() if checkpoint_version is None or v > checkpoint_version}
+    return checkpoint_version, parts, later
+
+
+def logged_file_names(table_uri: str) -> set[str]:
+    """Base names of every file an ``add`` or ``remove`` action names in the latest checkpoint and later commits.
+
+    Raises:
+        DeltaSinkError: the log has a gap after the checkpoint or uses sidecar (V2) checkpoints, so the
+            set could be incomplete (callers must then not delete anything).
+    """
+    uri = normalize_table_uri(table_uri)
+    fs, root = pafs.FileSystem.from_uri(uri)
+    log_dir = posixpath.join(root, "_delta_log")
+    checkpoint_version, parts, commits = _log_file_names(fs, log_dir)
+    names: set[str] = set()
+    for part in parts:
+        columns = pq.read_schema(part, filesystem=fs).names
+        if "sidecar" in columns and len(
+                pq.read_table(part, filesystem=fs, columns=["sidecar"]).column("sidecar").drop_null()):
+            raise DeltaSinkError(f"table {uri}: checkpoint {part} uses sidecar files, which orphan detection "
+                                 "does not read; nothing is deleted")
+        kinds = [k for k in ("add", "remove") if k in columns]
+        table = pq.read_table(part, filesystem=fs, columns=kinds)
+        for kind in kinds:
+            for entry in table.column(kind).drop_null().to_pylist():
+                names.add(posixpath.basename(unquote(entry["path"])))
+    expected = (checkpoint_version + 1) if checkpoint_version is not None else 0
+    for version in sorted(commits):
+        if version != expected:
+            raise DeltaSinkError(f"table {uri}: Delta log version {expected} is missing (found {version}); "
+                                 "nothing is deleted")
+        expected += 1
+        with fs.open_input_stream(commits[version]) as f:
+            for line in f.read().decode("utf-8").splitlines():
+                if not line.strip():
+                    continue
+                action = json.loads(line)
+                for kind in ("add", "remove"):
+                    if kind in action:
+                        names.add(posixpath.basename(unquote(action[kind]["path"])))
+    return names
+
+
+def find_orphan_files(table_uri: str, *, grace_period_ms: int = DEFAULT_ORPHAN_GRACE_PERIOD_MS,
+                      now_ms: int | None = None) -> list[str]:
+    """Paths (relative to the table root) of the sink's files that no commit references (module docstring).
+
+    Args:
+        grace_period_ms: files modified less than this many ms before ``now_ms`` are kept.
+        now_ms: the current time in ms since the epoch (default: the clock).
+    Raises:
+        DeltaSinkError: no Delta table at ``table_uri``, or its log cannot be read completely.
+    """
+    from connector.delta_sink import load_table
+
+    uri = normalize_table_uri(table_uri)
+    table = load_table(uri)
+    if table is None:
+        raise DeltaSinkError(f"no Delta table at {uri}: cannot tell orphan files from data files")
+    known = logged_file_names(uri) | referenced_file_names(table)
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    fs, root = pafs.FileSystem.from_uri(uri)
+    orphans = []
+    for info in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
+        if info.type != pafs.FileType.File:
+            continue
+        rel = posixpath.relpath(info.path, root)
+        if any(part.startswith(("_", ".")) for part in rel.split("/")[:-1]):
+            continue
+        if not SINK_FILE_NAME.match(info.base_name) or info.base_name in known:
+            continue
+        mtime_ms = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else now_ms
+        if now_ms - mtime_ms < grace_period_ms:
+            continue
+        orphans.append(rel)
+    return sorted(orphans)
+
+
+def remove_orphan_files(table_uri: str, *, grace_period_ms: int = DEFAULT_ORPHAN_GRACE_PERIOD_MS,
+                        dry_run: bool = False, now_ms: int | None = None) -> list[str]:
+    """Delete the orphan files :func:`find_orphan_files` reports; returns their relative paths.
+
+    Raises:
+        DeltaSinkError: as :func:`find_orphan_files`.
+    """
+    uri = normalize_table_uri(table_uri)
+    orphans = find_orphan_files(uri, grace_period_ms=grace_period_ms, now_ms=now_ms)
+    if dry_run or not orphans:
+        return orphans
+    fs, root = pafs.FileSystem.from_uri(uri)
+    for rel in orphans:
+        try:
+            fs.delete_file(posixpath.join(root, rel))
+        except FileNotFoundError:
+            pass
+    log.info("removed %d orphan files from Delta table %s", len(orphans), uri)
+    return orphans
+
+
+def run_maintenance(table_uri: str, *, compact: bool = True, target_size: int | None = None,
+                    checkpoint: bool = True, vacuum_retention_hours: int | None = None,
+                    orphan_grace_period_ms: int | None = None) -> dict[str, Any]:
+    """Compact small files, write a checkpoint, optionally vacuum and remove orphans, in that order.
+
+    Args:
+        compact: run ``optimize.compact`` (bin-packing to ``target_size`` bytes; delta-rs default 100 MiB).
+        checkpoint: write a Delta checkpoint at the version reached.
+        vacuum_retention_hours: when set, vacuum tombstones older than this (delta-rs enforces the
+            table's ``delta.deletedFileRetentionDuration``, 7 days by default, as a minimum).
+        orphan_grace_period_ms: when set, remove orphan files older than this.
+    Returns:
+        ``{"version": int, "compaction": {...} | None, "vacuumed": [...], "orphans": [...]}``.
+    Raises:
+        DeltaSinkError: no Delta table at ``table_uri``.
+    """
+    from connector.delta_sink import load_table
+
+    uri = normalize_table_uri(table_uri)
+    table = load_table(uri)
+    if table is None:
+        raise DeltaSinkError(f"no Delta table at {uri} to maintain")
+    result: dict[str, Any] = {"compaction": None, "vacuumed": [], "orphans": []}
+    if compact:
+        result["compaction"] = table.optimize.compact(target_size=target_size)
+        table = load_table(uri)
+    if checkpoint:
+        table.create_checkpoint()
+    if vacuum_retention_hours is not None:
+        result["vacuumed"] = table.vacuum(retention_hours=vacuum_retention_hours, dry_run=False)
+    if orphan_grace_period_ms is not None:
+        result["orphans"] = remove_orphan_files(uri, grace_period_ms=orphan_grace_period_ms)
+    result["version"] = table.version()
+    log.info("maintained Delta table %s at version %d: %s", uri, result["version"],
+             {k: (len(v) if isinstance(v, list) else v) for k, v in result.items() if k != "version"})
+    return result
