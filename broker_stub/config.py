@@ -1,0 +1,474 @@
+"""Broker stub configuration: RocketMQ 4.9.8 property names and upstream defaults.
+
+A real ``broker.conf`` (``java.util.Properties`` syntax) is read into four objects, exactly as
+``BrokerStartup`` maps it with ``MixAll.properties2Object``: :class:`BrokerConfig`,
+:class:`NettyServerConfig`, :class:`NettyClientConfig` and :class:`MessageStoreConfig`. Field names are
+the property names; defaults are the 4.9.8 ones (``tests/fixtures/rocketmq-4.9.8/broker_config.properties``
+lists every key as a real broker reports it).
+
+Roles and flush types: ASYNC_MASTER and SYNC_MASTER with ASYNC_FLUSH run; SLAVE and SYNC_FLUSH are refused
+at start-up with a clear error until issue 3 implements them.
+
+Deliberate differences from upstream, all documented on the fields they touch:
+
+* ``listenPort`` defaults to 10911 (``BrokerStartup`` sets it; ``NettyServerConfig`` itself says 8888).
+* ``haListenPort``: upstream always overwrites it with ``listenPort + 1`` (issue #6537); the stub honours an
+  explicitly configured value and otherwise uses ``listenPort + 1`` (the fix of PR #6538).
+* ``brokerIP1`` defaults to ``127.0.0.1`` instead of an auto-detected interface, and the stub *binds* the
+  remoting port there (upstream binds every interface). The HA port binds ``brokerIP2`` (default:
+  ``brokerIP1``), the address a master advertises as ``haServerAddr``. The HA port has no authentication
+  (spec §7.2), so loopback is the safe default; set ``brokerIP1=0.0.0.0``-style addresses deliberately.
+* Malformed numbers and booleans are startup errors naming the key (upstream silently ignores them).
+* Keys the file holds that no config object knows are kept and reported by GET_BROKER_CONFIG, as the
+  real broker does (``Configuration.registerConfig``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker_stub.javautil import parse_java_properties
+from connector.protocol.errors import HAReplicaError
+
+log = logging.getLogger(__name__)
+
+_CPUS = os.cpu_count() or 1
+
+BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+FLUSH_DISK_TYPES = ("SYNC_FLUSH", "ASYNC_FLUSH")
+SUPPORTED_BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER")
+SUPPORTED_FLUSH_DISK_TYPES = ("ASYNC_FLUSH",)
+MASTER_ID = 0
+DEFAULT_LISTEN_PORT = 10911  # BrokerStartup: nettyServerConfig.setListenPort(10911)
+DEFAULT_BROKER_IP = "127.0.0.1"
+
+
+class BrokerConfigError(HAReplicaError):
+    """A broker.conf the stub cannot run with (bad value, unsupported role...). Names the key."""
+
+
+def _local_host_name() -> str:
+    """BrokerConfig.localHostName(): the host name, or ``DEFAULT_BROKER`` when it cannot be found."""
+    try:
+        return socket.gethostname() or "DEFAULT_BROKER"
+    except OSError:
+        return "DEFAULT_BROKER"
+
+
+@dataclass
+class BrokerConfig:
+    """``org.apache.rocketmq.common.BrokerConfig`` (4.9.8): identity, topics, thread pools, transactions."""
+
+    rocketmqHome: str | None = None
+    namesrvAddr: str | None = None
+    brokerIP1: str = DEFAULT_BROKER_IP  # stub default; upstream auto-detects a local address
+    brokerIP2: str | None = None  # None → brokerIP1 (upstream auto-detects)
+    brokerName: str = field(default_factory=_local_host_name)
+    brokerClusterName: str = "DefaultCluster"
+    brokerId: int = MASTER_ID
+    brokerPermission: int = 6  # PERM_READ | PERM_WRITE
+    defaultTopicQueueNums: int = 8
+    autoCreateTopicEnable: bool = True
+    clusterTopicEnable: bool = True
+    brokerTopicEnable: bool = True
+    autoCreateSubscriptionGroup: bool = True
+    messageStorePlugIn: str = ""
+    msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
+    traceTopicEnable: bool = False
+    sendMessageThreadPoolNums: int = min(_CPUS, 4)
+    putMessageFutureThreadPoolNums: int = min(_CPUS, 4)
+    pullMessageThreadPoolNums: int = 16 + _CPUS * 2
+    processReplyMessageThreadPoolNums: int = 16 + _CPUS * 2
+    queryMessageThreadPoolNums: int = 8 + _CPUS
+    adminBrokerThreadPoolNums: int = 16
+    clientManageThreadPoolNums: int = 32
+    consumerManageThreadPoolNums: int = 32
+    heartbeatThreadPoolNums: int = min(32, _CPUS)
+    endTransactionThreadPoolNums: int = max(8 + _CPUS * 2, min(_CPUS, 4) * 4)
+    flushConsumerOffsetInterval: int = 5000
+    flushConsumerOffsetHistoryInterval: int = 60000
+    rejectTransactionMessage: bool = False
+    fetchNamesrvAddrByAddressServer: bool = False
+    sendThreadPoolQueueCapacity: int = 10000
+    putThreadPoolQueueCapacity: int = 10000
+    pullThreadPoolQueueCapacity: int = 100000
+    replyThreadPoolQueueCapacity: int = 10000
+    queryThreadPoolQueueCapacity: int = 20000
+    clientManagerThreadPoolQueueCapacity: int = 1000000
+    consumerManagerThreadPoolQueueCapacity: int = 1000000
+    heartbeatThreadPoolQueueCapacity: int = 50000
+    endTransactionPoolQueueCapacity: int = 100000
+    filterServerNums: int = 0
+    longPollingEnable: bool = True
+    shortPollingTimeMills: int = 1000
+    notifyConsumerIdsChangedEnable: bool = True
+    highSpeedMode: bool = False
+    commercialEnable: bool = True
+    commercialTimerCount: int = 1
+    commercialTransCount: int = 1
+    commercialBigCount: int = 1
+    commercialBaseCount: int = 1
+    transferMsgByHeap: bool = True
+    maxDelayTime: int = 40
+    regionId: str = "DefaultRegion"
+    registerBrokerTimeoutMills: int = 6000
+    slaveReadEnable: bool = False
+    disableConsumeIfConsumerReadSlowly: bool = False
+    consumerFallbehindThreshold: int = 17179869184
+    brokerFastFailureEnable: bool = True
+    waitTimeMillsInSendQueue: int = 200
+    waitTimeMillsInPullQueue: int = 5000
+    waitTimeMillsInHeartbeatQueue: int = 31000
+    waitTimeMillsInTransactionQueue: int = 3000
+    startAcceptSendRequestTimeStamp: int = 0
+    traceOn: bool = True
+    enableCalcFilterBitMap: bool = False
+    expectConsumerNumUseFilter: int = 32
+    maxErrorRateOfBloomFilter: int = 20
+    filterDataCleanTimeSpan: int = 86400000
+    filterSupportRetry: bool = False
+    enablePropertyFilter: bool = False
+    compressedRegister: bool = False
+    forceRegister: bool = True
+    registerNameServerPeriod: int = 30000
+    transactionTimeOut: int = 6000
+    transactionCheckMax: int = 15
+    transactionCheckInterval: int = 60000
+    aclEnable: bool = False
+    storeReplyMessageEnable: bool = True
+    enableDetailStat: bool = True
+    autoDeleteUnusedStats: bool = False
+    isolateLogEnable: bool = False
+    configBlackList: str = "configBlackList;brokerConfigPath"
+
+
+@dataclass
+class NettyServerConfig:
+    """``NettyServerConfig`` (4.9.8): the remoting server. ``listenPort`` defaults to 10911 as BrokerStartup sets."""
+
+    listenPort: int = DEFAULT_LISTEN_PORT
+    serverWorkerThreads: int = 8
+    serverCallbackExecutorThreads: int = 0
+    serverSelectorThreads: int = 3
+    serverOnewaySemaphoreValue: int = 256
+    serverAsyncSemaphoreValue: int = 64
+    serverChannelMaxIdleTimeSeconds: int = 120
+    serverSocketSndBufSize: int = 0
+    serverSocketRcvBufSize: int = 0
+    writeBufferHighWaterMark: int = 0
+    writeBufferLowWaterMark: int = 0
+    serverSocketBacklog: int = 1024
+    serverPooledByteBufAllocatorEnable: bool = True
+    useEpollNativeSelector: bool = False
+
+
+@dataclass
+class NettyClientConfig:
+    """``NettyClientConfig`` (4.9.8): the broker's outgoing remoting client (name server, slave sync)."""
+
+    clientWorkerThreads: int = 4
+    clientCallbackExecutorThreads: int = _CPUS
+    clientOnewaySemaphoreValue: int = 65535
+    clientAsyncSemaphoreValue: int = 65535
+    connectTimeoutMillis: int = 3000
+    channelNotActiveInterval: int = 60000
+    clientChannelMaxIdleTimeSeconds: int = 120
+    clientSocketSndBufSize: int = 0
+    clientSocketRcvBufSize: int = 0
+    clientPooledByteBufAllocatorEnable: bool = False
+    clientCloseSocketIfTimeout: bool = True
+    useTLS: bool = False
+
+
+@dataclass
+class MessageStoreConfig:
+    """``MessageStoreConfig`` (4.9.8): CommitLog files, flushing, HA. Sizes in bytes, intervals in ms.
+
+    ``storePathRootDir`` defaults to ``~/store`` and ``storePathCommitLog`` to ``{storePathRootDir}/commitlog``.
+    ``haListenPort`` is None unless configured; see :attr:`BrokerStubConfig.ha_listen_port`.
+    """
+
+    storePathRootDir: str = field(default_factory=lambda: str(Path.home() / "store"))
+    storePathCommitLog: str | None = None
+    storePathDLedgerCommitLog: str | None = None
+    readOnlyCommitLogStorePaths: str | None = None
+    mappedFileSizeCommitLog: int = 1024 * 1024 * 1024
+    mappedFileSizeConsumeQueue: int = 300000 * 20
+    enableConsumeQueueExt: bool = False
+    mappedFileSizeConsumeQueueExt: int = 48 * 1024 * 1024
+    # BrokerController sets it to the consumer-filter bloom filter's bit count: 112 for the default
+    # maxErrorRateOfBloomFilter=20 / expectConsumerNumUseFilter=32 (the field itself says 64).
+    bitMapLengthConsumeQueueExt: int = 112
+    flushIntervalCommitLog: int = 500
+    commitIntervalCommitLog: int = 200
+    useReentrantLockWhenPutMessage: bool = True
+    flushCommitLogTimed: bool = True
+    flushIntervalConsumeQueue: int = 1000
+    cleanResourceInterval: int = 10000
+    deleteCommitLogFilesInterval: int = 100
+    deleteConsumeQueueFilesInterval: int = 100
+    destroyMapedFileIntervalForcibly: int = 120000
+    redeleteHangedFileInterval: int = 120000
+    deleteWhen: str = "04"
+    diskMaxUsedSpaceRatio: int = 75
+    fileReservedTime: int = 72
+    putMsgIndexHightWater: int = 600000
+    maxMessageSize: int = 1024 * 1024 * 4
+    checkCRCOnRecover: bool = True
+    flushCommitLogLeastPages: int = 4
+    commitCommitLogLeastPages: int = 4
+    flushLeastPagesWhenWarmMapedFile: int = 4096
+    flushConsumeQueueLeastPages: int = 2
+    flushCommitLogThoroughInterval: int = 10000
+    commitCommitLogThoroughInterval: int = 200
+    flushConsumeQueueThoroughInterval: int = 60000
+    maxTransferBytesOnMessageInMemory: int = 262144
+    maxTransferCountOnMessageInMemory: int = 32
+    maxTransferBytesOnMessageInDisk: int = 65536
+    maxTransferCountOnMessageInDisk: int = 8
+    accessMessageInMemoryMaxRatio: int = 40
+    messageIndexEnable: bool = True
+    maxHashSlotNum: int = 5000000
+    maxIndexNum: int = 5000000 * 4
+    maxMsgsNumBatch: int = 64
+    messageIndexSafe: bool = False
+    haListenPort: int | None = None
+    haSendHeartbeatInterval: int = 5000
+    haHousekeepingInterval: int = 20000
+    haTransferBatchSize: int = 32768
+    haMasterAddress: str | None = None
+    haSlaveFallbehindMax: int = 256 * 1024 * 1024
+    brokerRole: str = "ASYNC_MASTER"
+    flushDiskType: str = "ASYNC_FLUSH"
+    syncFlushTimeout: int = 5000
+    slaveTimeout: int = 3000
+    messageDelayLevel: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    flushDelayOffsetInterval: int = 10000
+    cleanFileForciblyEnable: bool = True
+    warmMapedFileEnable: bool = False
+    offsetCheckInSlave: bool = False
+    debugLockEnable: bool = False
+    duplicationEnable: bool = False
+    diskFallRecorded: bool = True
+    osPageCacheBusyTimeOutMills: int = 1000
+    defaultQueryMaxNum: int = 32
+    transientStorePoolEnable: bool = False
+    transientStorePoolSize: int = 5
+    fastFailIfNoBufferInStorePool: bool = False
+    enableDLegerCommitLog: bool = False
+    dLegerGroup: str | None = None
+    dLegerPeers: str | None = None
+    dLegerSelfId: str | None = None
+    preferredLeaderId: str | None = None
+    isEnableBatchPush: bool = False
+    enableScheduleMessageStats: bool = True
+    enableLmq: bool = False
+    enableMultiDispatch: bool = False
+    maxLmqConsumeQueueNum: int = 20000
+    enableScheduleAsyncDeliver: bool = False
+    scheduleAsyncDeliverMaxPendingLimit: int = 2000
+    scheduleAsyncDeliverMaxResendNum2Blocked: int = 3
+
+    @property
+    def commit_log_dir(self) -> Path:
+        """The CommitLog folder: ``storePathCommitLog`` or ``{storePathRootDir}/commitlog`` (spec §1.1)."""
+        return Path(self.storePathCommitLog) if self.storePathCommitLog else Path(self.storePathRootDir) / "commitlog"
+
+    def delay_levels_ms(self) -> list[int]:
+        """``messageDelayLevel`` parsed as ScheduleMessageService.parseDelayLevel: level n → ms (index n-1).
+
+        Units s, m, h, d. Raises BrokerConfigError for an unknown unit or a non-number.
+        """
+        units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+        out = []
+        for item in self.messageDelayLevel.split():
+            unit = units.get(item[-1:])
+            try:
+                if unit is None:
+                    raise ValueError(item)
+                out.append(int(item[:-1]) * unit)
+            except ValueError as exc:
+                raise BrokerConfigError(
+                    f"messageDelayLevel has a bad level {item!r} (expected e.g. 5s, 1m, 2h)") from exc
+        return out
+
+
+_GROUPS = (BrokerConfig, NettyServerConfig, NettyClientConfig, MessageStoreConfig)
+
+
+def _kind(f: dataclasses.Field) -> str:
+    t = str(f.type).replace(" ", "")
+    if t.startswith("bool"):
+        return "bool"
+    if t.startswith("int"):
+        return "int"
+    return "str"
+
+
+def _convert(key: str, raw: str, kind: str) -> int | bool | str:
+    """Convert one property value like MixAll.properties2Object (trimmed), raising on malformed input."""
+    text = raw.strip()
+    if kind == "int":
+        try:
+            return int(text, 10)
+        except ValueError:
+            raise BrokerConfigError(f"config key {key}: {raw!r} is not an integer") from None
+    if kind == "bool":
+        low = text.lower()
+        if low not in ("true", "false"):
+            raise BrokerConfigError(f"config key {key}: {raw!r} is not true/false")
+        return low == "true"
+    return raw
+
+
+def _to_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass
+class BrokerStubConfig:
+    """Everything a broker stub process runs with, plus where it came from.
+
+    ``file_properties`` holds the raw properties as read (all keys, known or not).
+    """
+
+    broker: BrokerConfig
+    netty_server: NettyServerConfig
+    netty_client: NettyClientConfig
+    store: MessageStoreConfig
+    file_properties: dict[str, str] = field(default_factory=dict)
+    config_path: Path | None = None
+
+    @property
+    def ha_listen_port(self) -> int:
+        """The HA port: an explicitly configured ``haListenPort``, else ``listenPort + 1`` (see module doc)."""
+        if self.store.haListenPort is not None:
+            return self.store.haListenPort
+        return self.netty_server.listenPort + 1
+
+    @property
+    def listen_port(self) -> int:
+        return self.netty_server.listenPort
+
+    @property
+    def broker_ip1(self) -> str:
+        return self.broker.brokerIP1
+
+    @property
+    def broker_ip2(self) -> str:
+        """``brokerIP2``, defaulting to ``brokerIP1``: the advertised and bound HA address."""
+        return self.broker.brokerIP2 or self.broker.brokerIP1
+
+    @property
+    def store_host(self) -> str:
+        """``brokerIP1:listenPort``, the STOREHOSTADDRESS of every record this broker writes (spec §1.2)."""
+        host = self.broker.brokerIP1
+        if ":" in host:
+            return f"[{host}]:{self.listen_port}"
+        return f"{host}:{self.listen_port}"
+
+    def all_properties(self) -> dict[str, str]:
+        """Every config key with its effective value as text (GET_BROKER_CONFIG body, spec §4.6).
+
+        Order: BrokerConfig, NettyServerConfig, NettyClientConfig, MessageStoreConfig fields, then unknown
+        keys from the file. Unset optional values (None) are omitted, as Java's object2Properties does;
+        ``brokerIP2``, ``haListenPort`` and ``storePathCommitLog`` are reported with their effective values.
+        """
+        out: dict[str, str] = {}
+        for obj in (self.broker, self.netty_server, self.netty_client, self.store):
+            for f in dataclasses.fields(obj):
+                value = getattr(obj, f.name)
+                if value is not None:
+                    out[f.name] = _to_text(value)
+        out["brokerIP2"] = self.broker_ip2
+        out["haListenPort"] = str(self.ha_listen_port)
+        out["storePathCommitLog"] = str(self.store.commit_log_dir)
+        for k, v in self.file_properties.items():
+            out.setdefault(k, v)
+        return out
+
+
+def config_from_properties(props: Mapping[str, str], *, config_path: Path | None = None) -> BrokerStubConfig:
+    """Build and validate a :class:`BrokerStubConfig` from property strings (as ``broker.conf`` holds them).
+
+    Applies BrokerStartup's rules: masters get ``brokerId`` 0; a SLAVE needs ``brokerId`` > 0.
+    Raises BrokerConfigError for malformed values, an unknown ``brokerRole``/``flushDiskType``, a role or
+    flush type the stub does not implement yet (SLAVE, SYNC_FLUSH: issue 3), or impossible sizes/ports.
+    """
+    objs = []
+    for cls in _GROUPS:
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            if f.name in props:
+                kwargs[f.name] = _convert(f.name, props[f.name], _kind(f))
+        objs.append(cls(**kwargs))
+    cfg = BrokerStubConfig(*objs, file_properties=dict(props), config_path=config_path)
+    _validate(cfg)
+    return cfg
+
+
+def load_config(path: str | os.PathLike) -> BrokerStubConfig:
+    """Read a ``broker.conf`` (``java.util.Properties`` syntax, ISO-8859-1 like ``Properties.load``).
+
+    Raises BrokerConfigError when the file is missing or invalid (see :func:`config_from_properties`).
+    """
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("latin-1")
+    except OSError as exc:
+        raise BrokerConfigError(f"cannot read broker config {p}: {exc}") from exc
+    try:
+        props = parse_java_properties(text)
+    except ValueError as exc:
+        raise BrokerConfigError(f"{p}: {exc}") from exc
+    return config_from_properties(props, config_path=p)
+
+
+def _validate(cfg: BrokerStubConfig) -> None:
+    store = cfg.store
+    role = store.brokerRole.strip()
+    store.brokerRole = role
+    if role not in BROKER_ROLES:
+        raise BrokerConfigError(f"config key brokerRole: {role!r} is not one of {', '.join(BROKER_ROLES)}")
+    if role not in SUPPORTED_BROKER_ROLES:
+        raise BrokerConfigError(
+            f"config key brokerRole: {role} is not implemented by the broker stub yet (issue 3); "
+            f"use {' or '.join(SUPPORTED_BROKER_ROLES)}")
+    flush = store.flushDiskType.strip()
+    store.flushDiskType = flush
+    if flush not in FLUSH_DISK_TYPES:
+        raise BrokerConfigError(f"config key flushDiskType: {flush!r} is not one of {', '.join(FLUSH_DISK_TYPES)}")
+    if flush not in SUPPORTED_FLUSH_DISK_TYPES:
+        raise BrokerConfigError(
+            f"config key flushDiskType: {flush} is not implemented by the broker stub yet (issue 3); use ASYNC_FLUSH")
+    if store.enableDLegerCommitLog:
+        raise BrokerConfigError("config key enableDLegerCommitLog: DLedger mode is not supported by the broker stub")
+    if role in ("ASYNC_MASTER", "SYNC_MASTER"):
+        cfg.broker.brokerId = MASTER_ID
+    elif cfg.broker.brokerId <= 0:
+        raise BrokerConfigError("config key brokerId: a SLAVE's brokerId must be > 0")
+    for key, port in (("listenPort", cfg.netty_server.listenPort), ("haListenPort", cfg.ha_listen_port)):
+        if not 1 <= port <= 65535:
+            raise BrokerConfigError(f"config key {key}: port {port} is outside 1..65535")
+    if cfg.ha_listen_port == cfg.netty_server.listenPort:
+        raise BrokerConfigError(f"config key haListenPort: {cfg.ha_listen_port} equals listenPort")
+    if store.mappedFileSizeCommitLog < 4096:
+        raise BrokerConfigError(
+            f"config key mappedFileSizeCommitLog: {store.mappedFileSizeCommitLog} bytes is too small (minimum 4096)")
+    for key in ("haTransferBatchSize", "maxMessageSize", "flushIntervalCommitLog", "haSendHeartbeatInterval",
+                "haHousekeepingInterval", "defaultTopicQueueNums"):
+        obj = cfg.broker if key == "defaultTopicQueueNums" else store
+        if getattr(obj, key) <= 0:
+            raise BrokerConfigError(f"config key {key}: must be > 0, got {getattr(obj, key)}")
+    for key, value in (("brokerIP1", cfg.broker.brokerIP1), ("brokerIP2", cfg.broker_ip2)):
+        if not value.strip():
+            raise BrokerConfigError(f"config key {key}: empty address")
+    store.delay_levels_ms()  # validates messageDelayLevel

@@ -1,0 +1,216 @@
+"""One master-side HA connection (RocketMQ 4.9.8 ``HAConnection``: ReadSocketService + WriteSocketService).
+
+Wire (spec §2.2, §2.3): the slave sends 8-byte big-endian offsets; the master sends frames of a 12-byte
+header ``[masterPhyOffset int64][bodySize int32]`` plus ``bodySize`` raw CommitLog bytes.
+
+Behaviour, as 4.9.8 unless marked:
+
+* Nothing is sent before the first report. The first report fixes the start: 0 means the start of the
+  master's current last file (``max - max % mappedFileSizeCommitLog``), anything else is served exactly.
+* Every report is an ack (``slaveAckOffset``) and raises ``push2SlaveMaxOffset``. Only the last complete
+  8-byte value of each read counts (ReadSocketService).
+* **Improvement**: a report above the master's max offset closes the connection — the first report too
+  (4.9.8 checks only later reports, spec §7.2). A negative report closes it as well.
+* Data frames carry at most ``haTransferBatchSize`` bytes and never cross a file boundary.
+* A heartbeat ``{nextTransferFromWhere, 0}`` goes out when the previous write is complete and more than
+  ``haSendHeartbeatInterval`` ms have passed since the last write.
+* The connection is closed after ``haHousekeepingInterval`` ms without reading anything.
+* A start offset the master no longer holds (below commitLogMinOffset) is logged once and then only
+  heartbeats are sent — the wire stays as upstream (spec §2.5); :attr:`requested_offset_missing` shows it.
+* **Improvement**: new data is pushed as soon as it is appended (event-driven wake-up) instead of the
+  100 ms polling of an idle ASYNC_MASTER (spec §7.7).
+
+A slow reader only blocks its own writer coroutine (``drain``); other connections and the remoting port
+are unaffected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from typing import TYPE_CHECKING
+
+from connector.protocol.ha import ReportReader, encode_transfer_header
+
+if TYPE_CHECKING:
+    from broker_stub.ha.service import HAService
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK_BYTES = 64 * 1024
+WRITE_BUFFER_HIGH_WATER_BYTES = 256 * 1024
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+class HAConnection:
+    """Serves one slave (or hareplica reader). Create with an accepted stream pair, then ``await run()``."""
+
+    def __init__(self, service: HAService, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.service = service
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.client_addr = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.slave_request_offset = -1
+        self.slave_ack_offset = -1
+        self.next_transfer_from_where = -1
+        self.last_read_timestamp_ms = _now_ms()
+        self.last_write_timestamp_ms = _now_ms()
+        self.requested_offset_missing = False
+        self.bytes_sent = 0
+        self.close_reason: str | None = None
+        self._first_report = asyncio.Event()
+        self._wakeup = asyncio.Event()
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_WATER_BYTES)
+
+    def wakeup(self) -> None:
+        """New CommitLog data: let the writer look again (called on every append)."""
+        self._wakeup.set()
+
+    async def run(self) -> None:
+        """Run the read and write sides until either ends, then close and unregister."""
+        log.info("ha connection accepted peer=%s", self.client_addr)
+        read_task = asyncio.create_task(self._read_loop(), name=f"HAConnection.read {self.client_addr}")
+        write_task = asyncio.create_task(self._write_loop(), name=f"HAConnection.write {self.client_addr}")
+        try:
+            done, pending = await asyncio.wait({read_task, write_task}, return_when=asyncio.FIRST_COMPLETED)
+            for t in pending:
+                t.cancel()
+            for t in pending:
+                try:
+                    await t
+                except asyncio.CancelledError:
+                    pass
+            for t in done:
+                exc = t.exception()
+                if exc is not None and not isinstance(exc, (ConnectionError, asyncio.IncompleteReadError)):
+                    log.error("ha connection failed peer=%s error=%r", self.client_addr, exc)
+                    self.close_reason = self.close_reason or f"error {exc!r}"
+                elif exc is not None:
+                    self.close_reason = self.close_reason or f"socket {exc!r}"
+        except asyncio.CancelledError:
+            read_task.cancel()
+            write_task.cancel()
+            self.close_reason = self.close_reason or "broker shutdown"
+            raise
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        self.writer.close()
+        self.service.remove_connection(self)
+        log.info("ha connection closed peer=%s reason=%s slaveAckOffset=%d bytesSent=%d", self.client_addr,
+                 self.close_reason or "peer closed", self.slave_ack_offset, self.bytes_sent)
+
+    # --- ReadSocketService ---------------------------------------------------------------------------
+    async def _read_loop(self) -> None:
+        reports = ReportReader()
+        housekeeping_ms = self.service.store_config.haHousekeepingInterval
+        while True:
+            idle_ms = _now_ms() - self.last_read_timestamp_ms
+            if idle_ms > housekeeping_ms:
+                self.close_reason = f"ha housekeeping: no read for {int(idle_ms)} ms"
+                log.warning("ha housekeeping, connection expired peer=%s idleMs=%d", self.client_addr, idle_ms)
+                return
+            try:
+                data = await asyncio.wait_for(self.reader.read(READ_CHUNK_BYTES),
+                                              timeout=(housekeeping_ms - idle_ms) / 1000 + 0.001)
+            except TimeoutError:
+                continue
+            if not data:
+                self.close_reason = "peer closed"
+                return
+            self.last_read_timestamp_ms = _now_ms()
+            value = reports.feed(data)
+            if value is None:
+                continue
+            if not self._accept_report(value):
+                return
+
+    def _accept_report(self, offset: int) -> bool:
+        """Apply one report; False closes the connection (negative, or above the master's max offset)."""
+        self.slave_ack_offset = offset
+        max_offset = self.service.commit_log.max_offset
+        first = self.slave_request_offset < 0
+        if offset < 0 or offset > max_offset:
+            self.close_reason = (f"slave {'request' if first else 'ack'} offset {offset} is outside "
+                                 f"[0, commitLogMaxOffset {max_offset}]")
+            log.warning("slave reported offset greater than local commitLog offset, closing peer=%s offset=%d "
+                        "maxOffset=%d first=%s", self.client_addr, offset, max_offset, first)
+            return False
+        if first:
+            self.slave_request_offset = offset
+            log.info("slave request offset peer=%s offset=%d", self.client_addr, offset)
+            self._first_report.set()
+        self.service.notify_transfer_some(offset)
+        return True
+
+    # --- WriteSocketService --------------------------------------------------------------------------
+    async def _write_loop(self) -> None:
+        await self._first_report.wait()
+        store_cfg = self.service.store_config
+        commit_log = self.service.commit_log
+        if self.slave_request_offset == 0:
+            master_offset = commit_log.max_offset
+            self.next_transfer_from_where = max(master_offset - master_offset % commit_log.file_size, 0)
+        else:
+            self.next_transfer_from_where = self.slave_request_offset
+        log.info("master transfer data from=%d peer=%s slaveRequest=%d", self.next_transfer_from_where,
+                 self.client_addr, self.slave_request_offset)
+        heartbeat_ms = store_cfg.haSendHeartbeatInterval
+        batch = store_cfg.haTransferBatchSize
+        writer = self.writer
+        while True:
+            if _now_ms() - self.last_write_timestamp_ms > heartbeat_ms:
+                writer.write(encode_transfer_header(self.next_transfer_from_where, 0))
+                await writer.drain()
+                self.last_write_timestamp_ms = _now_ms()
+            data = commit_log.get_data(self.next_transfer_from_where, batch)
+            if data:
+                this_offset = self.next_transfer_from_where
+                self.next_transfer_from_where += len(data)
+                writer.write(encode_transfer_header(this_offset, len(data)) + data)
+                await writer.drain()
+                self.bytes_sent += len(data)
+                self.last_write_timestamp_ms = _now_ms()
+                continue
+            self._note_missing_offset()
+            self._wakeup.clear()
+            wait_ms = heartbeat_ms - (_now_ms() - self.last_write_timestamp_ms) + 1
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout=max(wait_ms, 1) / 1000)
+            except TimeoutError:
+                pass
+
+    def _note_missing_offset(self) -> None:
+        commit_log = self.service.commit_log
+        offset = self.next_transfer_from_where
+        missing = commit_log.min_offset >= 0 and offset < commit_log.min_offset
+        if missing and not self.requested_offset_missing:
+            log.warning("slave requested an offset the master no longer has; sending heartbeats only "
+                        "peer=%s offset=%d commitLogMinOffset=%d", self.client_addr, offset, commit_log.min_offset)
+        self.requested_offset_missing = missing
+
+    def status(self) -> dict:
+        """Figures for status/metrics (issue 3): peer, offsets (bytes), lag, ms since the last read."""
+        max_offset = self.service.commit_log.max_offset
+        return {
+            "peer": self.client_addr,
+            "slaveRequestOffset": self.slave_request_offset,
+            "slaveAckOffset": self.slave_ack_offset,
+            "nextTransferFromWhere": self.next_transfer_from_where,
+            "lagBytes": max(max_offset - max(self.slave_ack_offset, 0), 0),
+            "msSinceLastRead": int(_now_ms() - self.last_read_timestamp_ms),
+            "requestedOffsetMissing": self.requested_offset_missing,
+        }

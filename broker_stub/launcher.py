@@ -1,0 +1,237 @@
+"""Start and stop broker-stub processes from Python (demo, benchmarks, tests).
+
+``BrokerProcess.start(workdir, **props)`` writes ``workdir/broker.conf`` (the given RocketMQ properties,
+free loopback ports, ``storePathRootDir`` inside ``workdir``), runs ``python -m broker_stub -c broker.conf``
+with its log in ``workdir/broker.log``, and returns once both the remoting and the HA port accept
+connections — or raises BrokerStartError with the log tail within ``timeout_s``. Unless given, the ports
+follow the RocketMQ convention ``haListenPort = listenPort + 1`` (a free pair is picked). ``stop()`` sends
+SIGTERM and waits, ``kill9()`` kills, ``restart()`` starts the same config again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+STARTUP_TIMEOUT_S = 15.0
+STOP_TIMEOUT_S = 10.0
+_BIND_RETRIES = 3
+
+
+class BrokerProcessError(RuntimeError):
+    """A broker process misbehaved; the message holds the tail of its log."""
+
+
+class BrokerStartError(BrokerProcessError):
+    """The broker process died or did not open its ports in time."""
+
+
+class BrokerStopError(BrokerProcessError):
+    """The broker process did not exit after SIGTERM within the timeout (it was then killed)."""
+
+
+def _addr(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on ``host`` a moment ago (bind to port 0, read it, release it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def free_port_pair(host: str = "127.0.0.1", attempts: int = 50) -> int:
+    """A port ``p`` such that ``p`` and ``p + 1`` were both free a moment ago (listenPort, haListenPort).
+
+    Raises OSError when no such pair turns up in ``attempts`` tries.
+    """
+    for _ in range(attempts):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as a:
+            a.bind((host, 0))
+            port = a.getsockname()[1]
+            if port >= 65535:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as b:
+                try:
+                    b.bind((host, port + 1))
+                except OSError:
+                    continue
+                return port
+    raise OSError(f"no two adjacent free ports found on {host}")
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class BrokerProcess:
+    """One ``python -m broker_stub`` child process (see module doc). Use as a context manager to stop it.
+
+    Attributes: ``remoting_addr`` / ``ha_addr`` (``"host:port"``), ``listen_port``, ``ha_port``, ``store_dir``,
+    ``commitlog_dir``, ``conf_path``, ``log_path``, ``workdir``, ``props`` (the written properties), ``process``.
+    """
+
+    def __init__(self, workdir: Path, props: dict[str, str], *, auto_ports: bool) -> None:
+        self.workdir = Path(workdir)
+        self.props = props
+        self.auto_ports = auto_ports
+        self.conf_path = self.workdir / "broker.conf"
+        self.log_path = self.workdir / "broker.log"
+        self.process: subprocess.Popen | None = None
+        self.log_level = "INFO"
+
+    # --- attributes ----------------------------------------------------------------------------------
+    @property
+    def host(self) -> str:
+        return self.props.get("brokerIP1", "127.0.0.1")
+
+    @property
+    def listen_port(self) -> int:
+        return int(self.props["listenPort"])
+
+    @property
+    def ha_port(self) -> int:
+        return int(self.props.get("haListenPort", self.listen_port + 1))
+
+    @property
+    def remoting_addr(self) -> str:
+        return _addr(self.host, self.listen_port)
+
+    @property
+    def ha_addr(self) -> str:
+        return _addr(self.ha_host, self.ha_port)
+
+    @property
+    def ha_host(self) -> str:
+        return self.props.get("brokerIP2", self.host)
+
+    @property
+    def store_dir(self) -> Path:
+        return Path(self.props["storePathRootDir"])
+
+    @property
+    def commitlog_dir(self) -> Path:
+        return Path(self.props.get("storePathCommitLog") or self.store_dir / "commitlog")
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+    @classmethod
+    def start(cls, workdir: Path, *, timeout_s: float = STARTUP_TIMEOUT_S, log_level: str = "INFO",
+              **props: object) -> BrokerProcess:
+        """Write the config and launch the broker; see the module doc. Raises BrokerStartError."""
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        text_props = {k: (("true" if v else "false") if isinstance(v, bool) else str(v)) for k, v in props.items()}
+        text_props.setdefault("brokerIP1", "127.0.0.1")
+        text_props.setdefault("brokerClusterName", "TestCluster")
+        text_props.setdefault("brokerName", "broker-a")
+        text_props.setdefault("storePathRootDir", str(workdir / "store"))
+        auto_ports = "listenPort" not in text_props
+        explicit_ha = "haListenPort" in text_props
+        broker = cls(workdir, text_props, auto_ports=auto_ports)
+        broker.log_level = log_level
+        for attempt in range(_BIND_RETRIES):
+            if auto_ports:
+                text_props["listenPort"] = str(free_port_pair() if not explicit_ha else free_port())
+            broker._write_conf()
+            try:
+                broker._launch(timeout_s)
+                return broker
+            except BrokerStartError as exc:
+                if auto_ports and attempt + 1 < _BIND_RETRIES and "address already in use" in str(exc):
+                    log.warning("broker port taken meanwhile, retrying with other ports workdir=%s", workdir)
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    def _write_conf(self) -> None:
+        lines = ["# written by broker_stub.launcher"]
+        lines += [f"{k}={v}" for k, v in self.props.items()]
+        self.conf_path.write_text("\n".join(lines) + "\n", encoding="latin-1")
+
+    def _launch(self, timeout_s: float) -> None:
+        with open(self.log_path, "ab") as log_file:
+            log_file.write(f"--- launch {time.strftime('%H:%M:%S')} ---\n".encode())
+            log_file.flush()
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "broker_stub", "-c", str(self.conf_path), "--log-level",
+                 self.log_level],
+                stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + timeout_s
+        host, ha_host = self.host, self.ha_host
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise BrokerStartError(f"broker exited with code {self.process.returncode} during start-up:\n"
+                                       f"{self.log_tail()}")
+            if _port_open(host, self.listen_port) and _port_open(ha_host, self.ha_port):
+                return
+            time.sleep(0.05)
+        self.kill9()
+        raise BrokerStartError(f"broker ports {self.listen_port}/{self.ha_port} not open after {timeout_s} s:\n"
+                               f"{self.log_tail()}")
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM and wait; returns the exit code (None if never started).
+
+        Raises BrokerStopError (after SIGKILL) when the process is still alive ``timeout_s`` later.
+        """
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=timeout_s)
+                raise BrokerStopError(f"broker did not stop within {timeout_s} s of SIGTERM:\n{self.log_tail()}"
+                                       ) from None
+        return self.process.returncode
+
+    def kill9(self) -> None:
+        """SIGKILL the process (no shutdown: the store keeps its ``abort`` file)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+
+    def restart(self, timeout_s: float = STARTUP_TIMEOUT_S) -> BrokerProcess:
+        """Start the same config again (stopping it first if it still runs). Raises BrokerStartError."""
+        if self.is_running():
+            self.stop()
+        self._launch(timeout_s)
+        return self
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> BrokerProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stop()
+        finally:
+            self.kill9()

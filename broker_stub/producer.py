@@ -1,0 +1,561 @@
+"""A Python producer that sends like the RocketMQ 4.9.8 Java client (``DefaultMQProducer``), straight to a broker.
+
+What it reproduces (``DefaultMQProducerImpl.sendKernelImpl``, ``MQClientAPIImpl``):
+
+* SEND_MESSAGE_V2 (310) with the JSON header of short names ``a..m`` (producerGroup, topic, ``TBW102``,
+  defaultTopicQueueNums, queueId, sysFlag, bornTimestamp, flag, properties, reconsumeTimes 0, unitMode
+  false, batch); batches go as SEND_BATCH_MESSAGE (320) with the client batch body (spec §1.10, §4.5).
+* Properties built in a Java HashMap in the order the Java client fills it (TAGS, KEYS, WAIT, user
+  properties, DELAY, then UNIQ_KEY), so the stored properties string matches what a Java producer causes.
+* ``UNIQ_KEY`` laid out as ``MessageClientIDSetter`` does: client IP + pid (short) + a per-process int +
+  ms since the start of the current month (int) + counter (short), upper-case hex (spec §1.8).
+* Bodies of ``compressMsgBodyOverHowmuch`` (4096) bytes or more are zlib-compressed (level 5) and flagged
+  ``COMPRESSED | ZLIB`` (sysFlag 0x301); batches are never compressed.
+* Round-robin queue selection over ``defaultTopicQueueNums`` (4) queues per topic unless a queue is given.
+* Response mapping (processSendResponse): SUCCESS, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT,
+  SLAVE_NOT_AVAILABLE give a :class:`SendResult`; any other code raises :class:`MQBrokerException`.
+
+Requests are pipelined on one connection: many may be in flight (``max_in_flight``), responses are matched
+by ``opaque``. :meth:`Producer.send` blocks for one result; :meth:`Producer.send_async` returns a
+``concurrent.futures.Future``. :func:`produce_load` drives ``hareplica produce``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import random
+import socket
+import threading
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeoutError
+from dataclasses import dataclass, field
+
+from broker_stub.javautil import JavaHashMap
+from broker_stub.topic_config import NOT_ALLOWED_SEND_TOPICS, validate_topic
+from connector.protocol.commitlog import (
+    COMPRESSED_FLAG,
+    COMPRESSION_ZLIB_TYPE,
+    KEY_SEPARATOR,
+    NAME_VALUE_SEPARATOR,
+    PROPERTIES_MAX_LENGTH_BYTES,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_SEPARATOR,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    TRANSACTION_PREPARED_TYPE,
+    BatchEntry,
+    encode_batch_body,
+)
+from connector.protocol.errors import HAReplicaError, RemotingProtocolError
+from connector.protocol.remoting import FrameDecoder, RemotingCommand, RequestCode, ResponseCode
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"  # MixAll.DEFAULT_PRODUCER_GROUP
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+DEFAULT_TOPIC_QUEUE_NUMS = 4  # DefaultMQProducer.defaultTopicQueueNums
+COMPRESS_MSG_BODY_OVER_HOWMUCH_BYTES = 4096  # DefaultMQProducer.compressMsgBodyOverHowmuch
+COMPRESS_LEVEL = 5  # rocketmq.message.compressLevel default
+MAX_MESSAGE_SIZE_BYTES = 4 * 1024 * 1024  # DefaultMQProducer.maxMessageSize
+SEND_MSG_TIMEOUT_MS = 3000  # DefaultMQProducer.sendMsgTimeout
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+_MANAGED_PROPERTIES = frozenset({PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_WAIT_STORE_MSG_OK, PROPERTY_DELAY_TIME_LEVEL,
+                                 PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX})
+_STATUS_BY_CODE = {ResponseCode.SUCCESS: "SEND_OK", ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
+                   ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
+                   ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE"}
+
+
+class MQClientException(HAReplicaError):
+    """Client-side failure: invalid message, connection lost, timeout (MQClientException)."""
+
+
+class MQBrokerException(HAReplicaError):
+    """The broker answered a send with a code that is not "sendOK" (MQBrokerException).
+
+    Attributes: ``code`` (ResponseCode), ``remark`` (the broker's text), ``broker_addr``.
+    """
+
+    def __init__(self, code: int, remark: str | None, broker_addr: str) -> None:
+        super().__init__(f"CODE: {code}  DESC: {remark}  BROKER: {broker_addr}")
+        self.code = code
+        self.remark = remark
+        self.broker_addr = broker_addr
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """Result of a stored send (SendResult).
+
+    ``send_status``: SEND_OK, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE;
+    ``msg_id``: the UNIQ_KEY (comma-joined for a batch); ``offset_msg_id``: the broker's offset msgId(s);
+    ``queue_offset``: the ConsumeQueue offset of the (first) message.
+    """
+
+    send_status: str
+    msg_id: str
+    offset_msg_id: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+
+    @property
+    def offset_msg_ids(self) -> list[str]:
+        return self.offset_msg_id.split(",")
+
+
+@dataclass
+class Message:
+    """One message of a batch: body bytes, optional tags, keys (str or list), user properties, flag."""
+
+    body: bytes
+    tags: str | None = None
+    keys: str | Sequence[str] | None = None
+    properties: dict[str, str] | None = None
+    flag: int = 0
+
+
+class MessageClientIDSetter:
+    """UNIQ_KEY generator with the 4.9.8 layout (spec §1.8); one per producer, counter shared per process."""
+
+    _counter = itertools.count(random.randrange(0x10000))
+    _counter_lock = threading.Lock()
+
+    def __init__(self, client_ip: bytes) -> None:
+        fixed = client_ip + (os.getpid() & 0xFFFF).to_bytes(2, "big") + random.getrandbits(32).to_bytes(4, "big")
+        self._fix_string = fixed.hex().upper()
+        self._set_start_time(int(time.time() * 1000))
+
+    def _set_start_time(self, now_ms: int) -> None:
+        t = time.localtime(now_ms / 1000)
+        start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1))
+        year, month = (t.tm_year + 1, 1) if t.tm_mon == 12 else (t.tm_year, t.tm_mon + 1)
+        nxt = time.mktime((year, month, 1, 0, 0, 0, 0, 0, -1))
+        self._start_ms = int(start * 1000)
+        self._next_start_ms = int(nxt * 1000)
+
+    def create_uniq_id(self) -> str:
+        now = int(time.time() * 1000)
+        if now >= self._next_start_ms:
+            self._set_start_time(now)
+        diff = (now - self._start_ms) & 0xFFFFFFFF
+        with self._counter_lock:
+            counter = next(self._counter) & 0xFFFF
+        return f"{self._fix_string}{diff:08X}{counter:04X}"
+
+
+def _check_topic(topic: str) -> None:
+    remark = validate_topic(topic)
+    if remark is not None:
+        raise MQClientException(f"{remark} (topic {topic!r})")
+    if topic in NOT_ALLOWED_SEND_TOPICS:
+        raise MQClientException(f"Sending message to topic[{topic}] is forbidden.")
+
+
+def _check_body(body: bytes, max_size: int) -> None:
+    if body is None:
+        raise MQClientException("the message body is null")
+    if len(body) == 0:
+        raise MQClientException("the message body length is zero")
+    if len(body) > max_size:
+        raise MQClientException(f"the message body size over max value, MAX: {max_size}")
+
+
+def build_message_properties(*, tags: str | None, keys: str | Sequence[str] | None,
+                             properties: dict[str, str] | None, wait_store_msg_ok: bool,
+                             delay_level: int | None, uniq_key: str | None) -> JavaHashMap:
+    """The message's property map, filled in the Java client's order (see module doc).
+
+    Raises MQClientException for a property name managed by the producer (TAGS, KEYS, WAIT, DELAY,
+    UNIQ_KEY), an empty name or value, or a name/value containing the separators ``\\x01``/``\\x02``.
+    """
+    props = JavaHashMap()
+    if tags:
+        props.put(PROPERTY_TAGS, tags)
+    if keys:
+        key_text = keys if isinstance(keys, str) else KEY_SEPARATOR.join(keys)
+        if key_text:
+            props.put(PROPERTY_KEYS, key_text)
+    props.put(PROPERTY_WAIT_STORE_MSG_OK, "true" if wait_store_msg_ok else "false")
+    for name, value in (properties or {}).items():
+        if name in _MANAGED_PROPERTIES:
+            raise MQClientException(f"The Property<{name}> is used by system, use the producer argument instead")
+        if not name or value is None or value == "":
+            raise MQClientException(f"The Property<{name}> has an empty name or value")
+        if any(sep in f"{name}{value}" for sep in (NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR)):
+            raise MQClientException(f"The Property<{name}> contains a property separator (\\x01 or \\x02)")
+        props.put(name, str(value))
+    if delay_level:
+        props.put(PROPERTY_DELAY_TIME_LEVEL, str(int(delay_level)))
+    if uniq_key:
+        props.put(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, uniq_key)
+    return props
+
+
+class Producer:
+    """Send messages to one broker (``"host:port"`` remoting address) over one pipelined connection.
+
+    Args:
+        broker_addr: the broker's remoting address.
+        producer_group: header ``producerGroup``.
+        timeout_ms: per-send timeout (``sendMsgTimeout``, 3000 ms).
+        default_topic_queue_nums: queues per topic for round-robin selection and auto-creation (4).
+        compress_msg_body_over_howmuch: bodies of at least this many bytes are zlib-compressed (4096).
+        max_in_flight: requests awaiting a response at once; ``send_async`` blocks beyond it.
+
+    Raises MQClientException when the broker cannot be reached.
+    """
+
+    def __init__(self, broker_addr: str, producer_group: str = DEFAULT_PRODUCER_GROUP, *,
+                 timeout_ms: int = SEND_MSG_TIMEOUT_MS, default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
+                 compress_msg_body_over_howmuch: int = COMPRESS_MSG_BODY_OVER_HOWMUCH_BYTES,
+                 compress_level: int = COMPRESS_LEVEL, max_message_size: int = MAX_MESSAGE_SIZE_BYTES,
+                 max_in_flight: int = 1024, connect_timeout_s: float = 5.0, broker_name: str | None = None) -> None:
+        host, _, port = broker_addr.rpartition(":")
+        if not host or not port.isdigit():
+            raise MQClientException(f"broker address {broker_addr!r} is not HOST:PORT")
+        self.broker_addr = broker_addr
+        self.producer_group = producer_group
+        self.timeout_ms = timeout_ms
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.compress_msg_body_over_howmuch = compress_msg_body_over_howmuch
+        self.compress_level = compress_level
+        self.max_message_size = max_message_size
+        self.broker_name = broker_name
+        self._host = host.strip("[]")
+        self._port = int(port)
+        self._connect_timeout_s = connect_timeout_s
+        self._queue_counters: dict[str, itertools.count] = {}
+        self._pending: dict[int, tuple[Future, Callable[[RemotingCommand], SendResult]]] = {}
+        self._pending_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._in_flight = threading.BoundedSemaphore(max_in_flight)
+        self._sock: socket.socket | None = None
+        self._reader: threading.Thread | None = None
+        self._closed = False
+        self._connect()
+        local_ip = self._sock.getsockname()[0] if self._sock else "127.0.0.1"
+        self._id_setter = MessageClientIDSetter(socket.inet_pton(
+            socket.AF_INET6 if ":" in local_ip else socket.AF_INET, local_ip))
+
+    # --- connection ----------------------------------------------------------------------------------
+    def _connect(self) -> None:
+        try:
+            sock = socket.create_connection((self._host, self._port), timeout=self._connect_timeout_s)
+        except OSError as exc:
+            raise MQClientException(f"connect to {self.broker_addr} failed: {exc}") from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(None)
+        self._sock = sock
+        self._reader = threading.Thread(target=self._read_loop, args=(sock,), name=f"producer-reader-{self._port}",
+                                        daemon=True)
+        self._reader.start()
+
+    def _read_loop(self, sock: socket.socket) -> None:
+        decoder = FrameDecoder()
+        error: Exception | None = None
+        try:
+            while True:
+                data = sock.recv(256 * 1024)
+                if not data:
+                    break
+                for cmd in decoder.feed(data):
+                    self._complete(cmd)
+        except (OSError, RemotingProtocolError) as exc:
+            error = exc
+        if not self._closed:
+            log.warning("producer connection lost broker=%s error=%s", self.broker_addr, error)
+        with self._pending_lock:
+            pending, self._pending = self._pending, {}
+            if self._sock is sock:
+                self._sock = None
+        for fut, _ in pending.values():
+            if not fut.done():
+                fut.set_exception(MQClientException(f"connection to {self.broker_addr} closed: {error or 'EOF'}"))
+            self._in_flight.release()
+
+    def _complete(self, cmd: RemotingCommand) -> None:
+        with self._pending_lock:
+            entry = self._pending.pop(cmd.opaque, None)
+        if entry is None:
+            log.debug("response for an unknown or timed-out request opaque=%d", cmd.opaque)
+            return
+        self._in_flight.release()
+        fut, convert = entry
+        if fut.done():
+            return
+        try:
+            fut.set_result(convert(cmd))
+        except Exception as exc:  # noqa: BLE001 - handed to the caller through the future
+            fut.set_exception(exc)
+
+    def _invoke(self, cmd: RemotingCommand, convert: Callable[[RemotingCommand], SendResult]) -> Future:
+        """Write one request; the returned future (``.opaque`` set) completes with its converted response."""
+        if self._closed:
+            raise MQClientException("producer is closed")
+        if not self._in_flight.acquire(timeout=self.timeout_ms / 1000):
+            raise MQClientException(f"too many requests in flight to {self.broker_addr} for {self.timeout_ms} ms")
+        fut: Future = Future()
+        fut.opaque = cmd.opaque  # type: ignore[attr-defined]
+        frame = cmd.encode()
+        registered = False
+        try:
+            with self._write_lock:
+                if self._sock is None:
+                    self._connect()
+                sock = self._sock
+                with self._pending_lock:
+                    self._pending[cmd.opaque] = (fut, convert)
+                    registered = True
+                sock.sendall(frame)
+        except (OSError, MQClientException) as exc:
+            release = not registered
+            if registered:
+                with self._pending_lock:
+                    release = self._pending.pop(cmd.opaque, None) is not None
+            if release:
+                self._in_flight.release()
+            raise MQClientException(f"send to {self.broker_addr} failed: {exc}") from exc
+        return fut
+
+    def _wait(self, fut: Future) -> SendResult:
+        try:
+            return fut.result(timeout=self.timeout_ms / 1000)
+        except FutureTimeoutError:
+            with self._pending_lock:
+                removed = self._pending.pop(fut.opaque, None)  # type: ignore[attr-defined]
+            if removed is not None:
+                self._in_flight.release()
+            raise MQClientException(f"send to {self.broker_addr} timed out after {self.timeout_ms} ms") from None
+
+    # --- sending -------------------------------------------------------------------------------------
+    def _select_queue(self, topic: str, queue_id: int | None) -> int:
+        if queue_id is not None:
+            return queue_id
+        counter = self._queue_counters.setdefault(topic, itertools.count())
+        return next(counter) % self.default_topic_queue_nums
+
+    def _header(self, topic: str, queue_id: int, sys_flag: int, flag: int, properties: str, batch: bool) -> dict:
+        header = {"a": self.producer_group, "b": topic, "c": AUTO_CREATE_TOPIC_KEY_TOPIC,
+                  "d": self.default_topic_queue_nums, "e": queue_id, "f": sys_flag, "g": int(time.time() * 1000),
+                  "h": flag, "i": properties, "j": 0, "k": False, "m": batch}
+        if self.broker_name:
+            header["n"] = self.broker_name
+        return header
+
+    def send_async(self, topic: str, body: bytes, *, tags: str | None = None, keys: str | Sequence[str] | None = None,
+                   properties: dict[str, str] | None = None, queue_id: int | None = None, flag: int = 0,
+                   delay_level: int | None = None, wait_store_msg_ok: bool = True) -> Future:
+        """Send one message without waiting; the future yields a SendResult or raises MQBrokerException.
+
+        Raises MQClientException at once for an invalid message or a broken connection.
+        """
+        _check_topic(topic)
+        _check_body(body, self.max_message_size)
+        uniq = self._id_setter.create_uniq_id()
+        props = build_message_properties(tags=tags, keys=keys, properties=properties,
+                                         wait_store_msg_ok=wait_store_msg_ok, delay_level=delay_level, uniq_key=uniq)
+        sys_flag = 0
+        payload = bytes(body)
+        if len(payload) >= self.compress_msg_body_over_howmuch:
+            payload = zlib.compress(payload, self.compress_level)
+            sys_flag |= COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE
+        if (props.get(PROPERTY_TRANSACTION_PREPARED) or "").lower() == "true":
+            sys_flag |= TRANSACTION_PREPARED_TYPE
+        props_text = props.to_properties_string()
+        if len(props_text.encode("utf-8")) > PROPERTIES_MAX_LENGTH_BYTES:
+            raise MQClientException(f"properties of {len(props_text.encode())} bytes exceed "
+                                    f"{PROPERTIES_MAX_LENGTH_BYTES}")
+        qid = self._select_queue(topic, queue_id)
+        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2,
+                                      self._header(topic, qid, sys_flag, flag, props_text, False), payload)
+        return self._invoke(cmd, lambda resp: self._send_result(resp, topic, uniq))
+
+    def send(self, topic: str, body: bytes, *, tags: str | None = None, keys: str | Sequence[str] | None = None,
+             properties: dict[str, str] | None = None, queue_id: int | None = None, flag: int = 0,
+             delay_level: int | None = None, wait_store_msg_ok: bool = True) -> SendResult:
+        """Send one message and wait for the result (see :meth:`send_async`).
+
+        Raises MQBrokerException for non-"sendOK" answers (remark included) and MQClientException for
+        invalid messages, connection failures and timeouts.
+        """
+        fut = self.send_async(topic, body, tags=tags, keys=keys, properties=properties, queue_id=queue_id, flag=flag,
+                              delay_level=delay_level, wait_store_msg_ok=wait_store_msg_ok)
+        return self._wait(fut)
+
+    def send_batch_async(self, topic: str, messages: Iterable[Message | bytes], queue_id: int | None = None) -> Future:
+        """Send a batch (one record per message, consecutive queue offsets) without waiting.
+
+        Messages are :class:`Message` or plain bodies. Batches are not compressed; delay levels and
+        transactions are not allowed (as in the Java client). Raises MQClientException for an empty or
+        invalid batch.
+        """
+        _check_topic(topic)
+        entries = []
+        uniq_keys = []
+        for m in messages:
+            msg = m if isinstance(m, Message) else Message(bytes(m))
+            _check_body(msg.body, self.max_message_size)
+            uniq = self._id_setter.create_uniq_id()
+            props = build_message_properties(tags=msg.tags, keys=msg.keys, properties=msg.properties,
+                                             wait_store_msg_ok=True, delay_level=None, uniq_key=uniq)
+            entries.append(BatchEntry(msg.flag, bytes(msg.body), props.to_properties_string()))
+            uniq_keys.append(uniq)
+        if not entries:
+            raise MQClientException("a batch needs at least one message")
+        body = encode_batch_body(entries)
+        if len(body) > self.max_message_size:
+            raise MQClientException(f"the batch body of {len(body)} bytes is over max value, MAX: "
+                                    f"{self.max_message_size}")
+        batch_props = JavaHashMap({PROPERTY_WAIT_STORE_MSG_OK: "true"}).to_properties_string()
+        qid = self._select_queue(topic, queue_id)
+        cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE,
+                                      self._header(topic, qid, 0, 0, batch_props, True), body)
+        joined = ",".join(uniq_keys)
+        return self._invoke(cmd, lambda resp: self._send_result(resp, topic, joined))
+
+    def send_batch(self, topic: str, messages: Iterable[Message | bytes], queue_id: int | None = None) -> SendResult:
+        """Send a batch and wait (see :meth:`send_batch_async`); errors as :meth:`send`."""
+        fut = self.send_batch_async(topic, messages, queue_id)
+        return self._wait(fut)
+
+    def _send_result(self, resp: RemotingCommand, topic: str, uniq: str) -> SendResult:
+        status = _STATUS_BY_CODE.get(resp.code)
+        if status is None:
+            raise MQBrokerException(resp.code, resp.remark, self.broker_addr)
+        ext = resp.ext_fields
+        try:
+            return SendResult(send_status=status, msg_id=uniq, offset_msg_id=ext.get("msgId", ""), topic=topic,
+                              queue_id=int(ext.get("queueId", "-1")), queue_offset=int(ext.get("queueOffset", "-1")),
+                              region_id=ext.get("MSG_REGION") or "DefaultRegion",
+                              trace_on=ext.get("TRACE_ON") != "false")
+        except ValueError as exc:
+            raise MQClientException(f"malformed send response header {ext}: {exc}") from exc
+
+    def close(self) -> None:
+        """Close the connection; pending sends fail with MQClientException."""
+        self._closed = True
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass
+class ProduceStats:
+    """Outcome of :func:`produce_load`: counts, bytes (uncompressed bodies), time (s), rates, statuses."""
+
+    count: int
+    ok: int
+    failed: int
+    body_bytes_total: int
+    elapsed_s: float
+    statuses: dict[str, int] = field(default_factory=dict)
+    per_topic: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def msgs_per_s(self) -> float:
+        return self.ok / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.body_bytes_total / 1e6 / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+def load_body(seq: int, topic: str, body_bytes: int, filler: bytes) -> bytes:
+    """A generated body of exactly ``body_bytes`` bytes: ``"<topic>:<seq>:"`` then filler bytes."""
+    head = f"{topic}:{seq}:".encode()
+    if len(head) >= body_bytes:
+        return head[:body_bytes]
+    need = body_bytes - len(head)
+    reps = need // len(filler) + 1
+    return head + (filler * reps)[:need]
+
+
+def produce_load(broker_addr: str, topic: str, count: int, body_bytes: int, *, topics: Sequence[str] | None = None,
+                 progress: Callable[[int, int], None] | None = None, producer_group: str = "hareplica_load",
+                 max_in_flight: int = 512, seed: int = 0) -> ProduceStats:
+    """Send ``count`` generated messages of ``body_bytes`` bytes (``hareplica produce``), pipelined.
+
+    Messages go round-robin over ``topics`` (default ``[topic]``), tagged ``load``, keyed ``load-<seq>``.
+    Bodies are unique (a ``topic:seq:`` prefix) followed by pseudo-random text (compressible, like real
+    payloads). ``progress(acked, count)`` is called about every 1% and at the end. Failures are counted
+    (first 10 messages kept in ``errors``), not raised; MQClientException is raised only when the broker
+    cannot be reached at all.
+    """
+    names = list(topics) if topics else [topic]
+    rng = random.Random(seed)
+    words = ["order", "paid", "shipped", "audit", "eu", "us", "sku", "qty", "price", "note"]
+    filler = " ".join(rng.choice(words) + str(rng.randrange(1000)) for _ in range(512)).encode()
+    stats = ProduceStats(count=count, ok=0, failed=0, body_bytes_total=0, elapsed_s=0.0)
+    statuses: Counter = Counter()
+    per_topic: Counter = Counter()
+    done = 0
+    lock = threading.Lock()
+    step = max(count // 100, 1)
+    all_done = threading.Event()
+
+    def on_done(fut: Future, name: str, size: int) -> None:
+        nonlocal done
+        with lock:
+            exc = fut.exception()
+            if exc is None:
+                res: SendResult = fut.result()
+                statuses[res.send_status] += 1
+                stats.ok += 1
+                per_topic[name] += 1
+                stats.body_bytes_total += size
+            else:
+                stats.failed += 1
+                statuses[type(exc).__name__] += 1
+                if len(stats.errors) < 10:
+                    stats.errors.append(str(exc))
+            done += 1
+            current = done
+        if progress is not None and (current % step == 0 or current == count):
+            progress(current, count)
+        if current == count:
+            all_done.set()
+
+    start = time.perf_counter()
+    with Producer(broker_addr, producer_group, max_in_flight=max_in_flight, timeout_ms=30_000) as producer:
+        for seq in range(count):
+            name = names[seq % len(names)]
+            body = load_body(seq, name, body_bytes, filler)
+            try:
+                fut = producer.send_async(name, body, tags="load", keys=f"load-{seq}")
+            except MQClientException as exc:
+                fut = Future()
+                fut.set_exception(exc)
+            fut.add_done_callback(lambda f, n=name, s=len(body): on_done(f, n, s))
+        if count and not all_done.wait(timeout=60 + count / 1000):
+            log.error("produce_load: not every send completed acked=%d count=%d", done, count)
+    stats.elapsed_s = time.perf_counter() - start
+    stats.statuses = dict(statuses)
+    stats.per_topic = dict(per_topic)
+    log.info("produce_load done count=%d ok=%d failed=%d elapsedS=%.2f msgsPerS=%.0f", count, stats.ok,
+             stats.failed, stats.elapsed_s, stats.msgs_per_s)
+    return stats
+

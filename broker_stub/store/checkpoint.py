@@ -1,0 +1,54 @@
+"""The store ``checkpoint`` file (RocketMQ 4.9.8 ``StoreCheckpoint``, spec §1.1).
+
+One 4 KiB page holding three big-endian longs (epoch ms): offset 0 ``physicMsgTimestamp`` (store time of
+the last flushed CommitLog record), 8 ``logicsMsgTimestamp`` (ConsumeQueue), 16 ``indexMsgTimestamp``.
+The stub has no ConsumeQueue or index yet (issue 3) and writes 0 for those two, which makes a real
+4.9.8 broker started on this store recover conservatively from its first file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_FILE_SIZE_BYTES = 4096
+_LAYOUT = struct.Struct(">qqq")
+
+
+class StoreCheckpoint:
+    """Read and write ``{storePathRootDir}/checkpoint``. Raises OSError on IO failures."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.physic_msg_timestamp = 0
+        self.logics_msg_timestamp = 0
+        self.index_msg_timestamp = 0
+        if self.path.exists():
+            raw = self.path.read_bytes()[:_LAYOUT.size]
+            if len(raw) == _LAYOUT.size:
+                (self.physic_msg_timestamp, self.logics_msg_timestamp,
+                 self.index_msg_timestamp) = _LAYOUT.unpack(raw)
+                log.info("checkpoint loaded physicMsgTimestamp=%d logicsMsgTimestamp=%d indexMsgTimestamp=%d",
+                         self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp)
+
+    def min_timestamp_for_recovery(self) -> int:
+        """Store timestamp (ms) at or before which data is known flushed, minus 3 s as upstream pads it.
+
+        Upstream takes ``min(physic, logics) - 3000``; without a ConsumeQueue the stub uses ``physic``.
+        """
+        return max(self.physic_msg_timestamp - 3000, 0)
+
+    def flush(self) -> None:
+        """Write the page and fsync it."""
+        page = _LAYOUT.pack(self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp)
+        page += b"\0" * (CHECKPOINT_FILE_SIZE_BYTES - len(page))
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, page, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)

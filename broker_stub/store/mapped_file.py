@@ -1,0 +1,266 @@
+"""CommitLog mapped files and their queue (RocketMQ 4.9.8 ``MappedFile`` / ``MappedFileQueue``, spec §1.1).
+
+A :class:`MappedFile` is one fixed-size file named by the 20-digit CommitLog offset of its first byte,
+memory-mapped read/write. New files are created sparse (``ftruncate``), so a 1 GiB file costs nothing
+until written. Appends copy bytes into the mapping; flushing is ``fdatasync`` of the file descriptor
+(on Linux this writes back the shared mapping's dirty pages) and is safe to run in another thread while
+the event loop appends.
+
+Positions: ``wrote_position`` is the end of the last whole record (the read position for HA and the
+runtime info), ``flushed_position`` the part known to be on disk.
+
+Reads hand out ``bytes`` copies, never memoryviews of the mapping, so a file can always be unmapped.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+from pathlib import Path
+
+from connector.protocol.commitlog import file_name
+
+log = logging.getLogger(__name__)
+
+OS_PAGE_SIZE_BYTES = 4096  # MappedFile.OS_PAGE_SIZE
+_ZERO_CHUNK_BYTES = 1 << 20
+
+
+class MappedFile:
+    """One CommitLog file: ``file_size`` bytes starting at CommitLog offset ``file_from_offset``.
+
+    Raises OSError when the file cannot be created or mapped.
+    """
+
+    def __init__(self, path: Path, file_from_offset: int, file_size: int, *, create: bool = False) -> None:
+        self.path = Path(path)
+        self.file_from_offset = file_from_offset
+        self.file_size = file_size
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self.store_timestamp = 0  # store timestamp of the last record appended (checkpoint input)
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        self._fd = os.open(self.path, flags, 0o644)
+        try:
+            if create or os.fstat(self._fd).st_size < file_size:
+                os.ftruncate(self._fd, file_size)
+            self._mm: mmap.mmap | None = mmap.mmap(self._fd, file_size, mmap.MAP_SHARED,
+                                                   mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    @property
+    def file_name(self) -> str:
+        return self.path.name
+
+    @property
+    def file_tail_offset(self) -> int:
+        """CommitLog offset one past this file's last byte."""
+        return self.file_from_offset + self.file_size
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    @property
+    def remaining(self) -> int:
+        """Free bytes after the write position (``maxBlank`` of the append callback)."""
+        return self.file_size - self.wrote_position
+
+    @property
+    def mapping(self) -> mmap.mmap:
+        """The mapping (recovery scans it); raises ValueError once the file is closed."""
+        if self._mm is None:
+            raise ValueError(f"mapped file {self.file_name} is closed")
+        return self._mm
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Copy ``data`` at the write position and advance it; returns the file position written at.
+
+        Raises ValueError when the bytes do not fit (callers check :attr:`remaining` first).
+        """
+        pos = self.wrote_position
+        end = pos + len(data)
+        if end > self.file_size:
+            raise ValueError(f"{len(data)} bytes do not fit at position {pos} of {self.file_name}")
+        self.mapping[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    def write_at(self, pos: int, data: bytes) -> None:
+        """Write bytes at a position without moving the write position (the END_FILE blank header)."""
+        self.mapping[pos:pos + len(data)] = data
+
+    def read(self, pos: int, size: int) -> bytes:
+        """A copy of ``size`` bytes from file position ``pos`` (clipped to the write position)."""
+        end = min(pos + size, self.wrote_position)
+        if pos >= end:
+            return b""
+        return self.mapping[pos:end]
+
+    def dirty_pages(self) -> int:
+        """Pages written but not flushed, counted as MappedFile.isAbleToFlush does."""
+        return self.wrote_position // OS_PAGE_SIZE_BYTES - self.flushed_position // OS_PAGE_SIZE_BYTES
+
+    def is_able_to_flush(self, least_pages: int) -> bool:
+        """MappedFile.isAbleToFlush: full files always; else ≥ ``least_pages`` dirty pages (0: any byte)."""
+        if self.is_full and self.flushed_position < self.file_size:
+            return True
+        if least_pages > 0:
+            return self.dirty_pages() >= least_pages
+        return self.wrote_position > self.flushed_position
+
+    def flush_to(self, position: int) -> None:
+        """Make the bytes up to ``position`` durable (fdatasync; blocking — call from a worker thread)."""
+        if position <= self.flushed_position:
+            return
+        os.fdatasync(self._fd)
+        self.flushed_position = max(self.flushed_position, position)
+
+    def reset_tail(self, position: int) -> None:
+        """Recovery truncation: set every position to ``position`` and zero the bytes after it.
+
+        The tail becomes a sparse hole again (truncate + re-extend) so a torn or garbage tail can never
+        be mistaken for records later; the mapping is re-created around it.
+        """
+        self.close_mapping()
+        os.ftruncate(self._fd, position)
+        os.ftruncate(self._fd, self.file_size)
+        os.fsync(self._fd)
+        self._mm = mmap.mmap(self._fd, self.file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.wrote_position = position
+        self.flushed_position = position
+
+    def close_mapping(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+
+    def close(self) -> None:
+        """Unmap and close the file (no flush: call :meth:`flush_to` first)."""
+        self.close_mapping()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def destroy(self) -> None:
+        """Close and delete the file."""
+        self.close()
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        log.info("mapped file deleted file=%s", self.file_name)
+
+    def __repr__(self) -> str:
+        return (f"MappedFile({self.file_name}, wrote={self.wrote_position}, flushed={self.flushed_position}, "
+                f"size={self.file_size})")
+
+
+class MappedFileQueue:
+    """The ordered CommitLog files of one folder (MappedFileQueue, spec §1.1).
+
+    ``min_offset`` is the first file's start (−1 with no file); ``max_offset`` the last file's start plus
+    its write position (0 with no file).
+    """
+
+    def __init__(self, store_path: Path, mapped_file_size: int) -> None:
+        self.store_path = Path(store_path)
+        self.mapped_file_size = mapped_file_size
+        self.files: list[MappedFile] = []
+
+    def load(self) -> None:
+        """Map every 20-digit file of the folder, in name order, all positions set to the file size.
+
+        Raises BrokerStoreError (via ValueError text) when a file's length differs from
+        ``mappedFileSizeCommitLog`` or a name is not its offset — upstream refuses to start then too.
+        """
+        self.store_path.mkdir(parents=True, exist_ok=True)
+        names = sorted(p for p in self.store_path.iterdir() if p.is_file() and p.name.isdigit() and len(p.name) == 20)
+        for p in names:
+            size = p.stat().st_size
+            if size != self.mapped_file_size:
+                raise ValueError(
+                    f"CommitLog file {p} is {size} bytes but mappedFileSizeCommitLog is {self.mapped_file_size}; "
+                    "set mappedFileSizeCommitLog to the size the store was written with")
+            start = int(p.name)
+            if start % self.mapped_file_size:
+                raise ValueError(f"CommitLog file {p}: name is not a multiple of mappedFileSizeCommitLog "
+                                 f"{self.mapped_file_size}")
+            if self.files and start != self.files[-1].file_tail_offset:
+                raise ValueError(f"CommitLog file {p} does not follow {self.files[-1].file_name} (gap in the folder)")
+            mf = MappedFile(p, start, self.mapped_file_size)
+            mf.wrote_position = mf.flushed_position = self.mapped_file_size
+            self.files.append(mf)
+            log.info("mapped file loaded file=%s", p.name)
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else -1
+
+    @property
+    def max_offset(self) -> int:
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.file_from_offset + last.wrote_position
+
+    @property
+    def flushed_where(self) -> int:
+        """CommitLog offset up to which everything is flushed."""
+        for mf in self.files:
+            if mf.flushed_position < mf.wrote_position or not mf.is_full:
+                return mf.file_from_offset + mf.flushed_position
+        return self.max_offset
+
+    def last_mapped_file(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def create_next_file(self) -> MappedFile:
+        """Create the file after the last one (or the file at offset 0 in an empty folder).
+
+        Raises OSError when the file cannot be created.
+        """
+        start = self.files[-1].file_tail_offset if self.files else 0
+        path = self.store_path / file_name(start)
+        mf = MappedFile(path, start, self.mapped_file_size, create=True)
+        self.files.append(mf)
+        log.info("mapped file created file=%s", path.name)
+        return mf
+
+    def find_mapped_file_by_offset(self, offset: int) -> MappedFile | None:
+        """The file holding CommitLog ``offset``, or None when no file does (deleted or not yet written)."""
+        if not self.files:
+            return None
+        first = self.files[0].file_from_offset
+        index = (offset - first) // self.mapped_file_size
+        if offset < first or index >= len(self.files):
+            return None
+        return self.files[index]
+
+    def truncate_dirty_files(self, offset: int) -> None:
+        """Recovery: make ``offset`` the end of data (MappedFileQueue.truncateDirtyFiles).
+
+        The file containing ``offset`` keeps its bytes before it and gets a zeroed tail; later files are
+        deleted.
+        """
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            if mf.file_tail_offset <= offset:
+                keep.append(mf)
+            elif offset >= mf.file_from_offset:
+                pos = offset - mf.file_from_offset
+                if pos < mf.file_size:
+                    log.warning("CommitLog tail truncated file=%s position=%d offset=%d", mf.file_name, pos, offset)
+                mf.reset_tail(pos)
+                keep.append(mf)
+            else:
+                log.warning("CommitLog file past the recovered end deleted file=%s offset=%d", mf.file_name, offset)
+                mf.destroy()
+        self.files = keep
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()

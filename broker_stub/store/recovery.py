@@ -1,0 +1,180 @@
+"""CommitLog recovery at start-up (RocketMQ 4.9.8 ``recoverNormally`` / ``recoverAbnormally``, spec §1.11).
+
+* **Normal** (no ``abort`` file: the last shutdown flushed everything): validate records from the
+  third-last file on.
+* **Abnormal** (``abort`` file left behind by a crash or ``kill -9``): start from the last file whose
+  first record was stored at or before the checkpoint's flushed timestamp (minus 3 s), else the first file.
+
+Both scans check BODYCRC when ``checkCRCOnRecover`` is set, stop at the first invalid record (bad magic,
+CRC, lengths, a torn record), and make that the end of data: the tail of its file is zeroed and later
+files are deleted (:meth:`MappedFileQueue.truncate_dirty_files`).
+
+Deliberate difference: an END_FILE blank that ends the *last* file counts as data (write position = file
+size). 4.9.8 rewinds to the blank's start there, which would put commitLogMaxOffset below bytes a slave
+has already received.
+
+There is no ConsumeQueue yet (issue 3), so the per-queue offsets (``topicQueueTable``) are rebuilt by
+walking every record header of every file: the next queue offset of ``topic-queueId`` is 1 + the highest
+QUEUEOFFSET stored for it, counting only NOT/COMMIT transaction types.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass
+
+from broker_stub.store.checkpoint import StoreCheckpoint
+from broker_stub.store.mapped_file import MappedFile, MappedFileQueue
+from connector.protocol.commitlog import (
+    BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
+    MESSAGE_MAGIC_CODE,
+    STOREHOSTADDRESS_V6_FLAG,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    BlankRecord,
+    MessageRecord,
+    decode_record,
+)
+from connector.protocol.errors import CommitLogFormatError
+
+log = logging.getLogger(__name__)
+
+_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE..BORNTIMESTAMP
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_SKIP_TYPES = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+
+
+@dataclass
+class RecoveryReport:
+    """What recovery found: the recovered end offset, how it scanned, and what it cut."""
+
+    abnormal: bool
+    start_file: str | None
+    max_offset: int
+    records_checked: int
+    stop_reason: str | None = None  # why the scan stopped before the end of the files (None: clean end)
+
+
+def recover_commit_log(queue: MappedFileQueue, *, abnormal: bool, check_crc: bool,
+                       checkpoint: StoreCheckpoint | None) -> RecoveryReport:
+    """Find the last valid record, truncate after it, and set the write/flush positions.
+
+    Returns a RecoveryReport. Never raises for bad record bytes (they end the data); OSError from
+    truncating files propagates.
+    """
+    files = queue.files
+    if not files:
+        log.info("recovery: no CommitLog files dir=%s", queue.store_path)
+        return RecoveryReport(abnormal, None, 0, 0)
+    if abnormal:
+        index = _abnormal_start_index(files, checkpoint)
+    else:
+        index = max(len(files) - 3, 0)
+    start_file = files[index].file_name
+    log.info("recovery start mode=%s file=%s checkCRCOnRecover=%s", "abnormal" if abnormal else "normal",
+             start_file, check_crc)
+    process_offset = files[index].file_from_offset
+    checked = 0
+    reason = None
+    while index < len(files):
+        mf = files[index]
+        pos, n, reason, ended_by_blank = _scan_file(mf, check_crc)
+        checked += n
+        if ended_by_blank:
+            process_offset = mf.file_tail_offset
+            index += 1
+            if index < len(files):
+                continue
+            break
+        process_offset = mf.file_from_offset + pos
+        break
+    queue.truncate_dirty_files(process_offset)
+    for mf in queue.files:
+        if mf.file_tail_offset <= process_offset:
+            mf.wrote_position = mf.flushed_position = mf.file_size
+    log.info("recovery done maxOffset=%d recordsChecked=%d stop=%s", queue.max_offset, checked, reason or "end")
+    return RecoveryReport(abnormal, start_file, queue.max_offset, checked, reason)
+
+
+def _scan_file(mf: MappedFile, check_crc: bool) -> tuple[int, int, str | None, bool]:
+    """Validate records from the start of ``mf``: (end position, records, stop reason, ended by a blank)."""
+    buf = mf.mapping
+    pos = 0
+    count = 0
+    size = mf.file_size
+    while pos < size:
+        try:
+            rec = decode_record(buf, pos, base_offset=mf.file_from_offset, check_crc=check_crc,
+                                file=mf.file_name, file_end=size)
+        except CommitLogFormatError as exc:
+            if _is_zero(buf, pos):
+                return pos, count, None, False
+            return pos, count, str(exc), False
+        if isinstance(rec, BlankRecord):
+            return pos, count, None, True
+        if not isinstance(rec, MessageRecord):  # EndOfData
+            return pos, count, None, False
+        if rec.physical_offset != rec.commit_log_offset:
+            return pos, count, (f"PHYSICALOFFSET {rec.physical_offset} != position {rec.commit_log_offset} "
+                                f"in {mf.file_name}"), False
+        pos += rec.store_size
+        count += 1
+    return pos, count, None, False
+
+
+def _is_zero(buf, pos: int) -> bool:
+    return not any(buf[pos:pos + 8])
+
+
+def _abnormal_start_index(files: list[MappedFile], checkpoint: StoreCheckpoint | None) -> int:
+    """isMappedFileMatchedRecover: the last file whose first record's store time ≤ the checkpoint time."""
+    min_ts = checkpoint.min_timestamp_for_recovery() if checkpoint else 0
+    for index in range(len(files) - 1, -1, -1):
+        buf = files[index].mapping
+        if _I32.unpack_from(buf, 4)[0] != MESSAGE_MAGIC_CODE:
+            continue
+        sys_flag = _I32.unpack_from(buf, 36)[0]
+        store_ts_pos = 56 + (12 if sys_flag & BORNHOST_V6_FLAG else 0)
+        store_ts = _I64.unpack_from(buf, store_ts_pos)[0]
+        if store_ts and store_ts <= min_ts:
+            return index
+    return 0
+
+
+def rebuild_topic_queue_table(queue: MappedFileQueue) -> dict[str, int]:
+    """``topicQueueTable`` from the record headers of every file: ``{"topic-queueId": next queue offset}``.
+
+    Walks headers only (no CRC); a file whose headers stop making sense is skipped with a warning.
+    """
+    table: dict[str, int] = {}
+    records = 0
+    for mf in queue.files:
+        buf = mf.mapping
+        end = mf.wrote_position
+        pos = 0
+        while pos + 8 <= end:
+            total, magic = struct.unpack_from(">ii", buf, pos)
+            if magic == BLANK_MAGIC_CODE:
+                break
+            if magic != MESSAGE_MAGIC_CODE or total <= 0 or pos + total > end:
+                log.warning("topicQueueTable rebuild: unreadable header file=%s position=%d", mf.file_name, pos)
+                break
+            (_, _, _, queue_id, _, queue_offset, _, sys_flag, _) = _HEAD.unpack_from(buf, pos)
+            p = pos + 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8) + 8
+            p += (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8) + 12
+            body_len = _I32.unpack_from(buf, p)[0]
+            p += 4 + body_len
+            topic_len = buf[p]
+            topic = bytes(buf[p + 1:p + 1 + topic_len]).decode("utf-8", "replace")
+            if sys_flag & TRANSACTION_TYPE_MASK not in _SKIP_TYPES:
+                key = f"{topic}-{queue_id}"
+                if queue_offset + 1 > table.get(key, 0):
+                    table[key] = queue_offset + 1
+            records += 1
+            pos += total
+    log.info("topicQueueTable rebuilt queues=%d records=%d", len(table), records)
+    return table

@@ -1,0 +1,178 @@
+"""Topic configuration table (RocketMQ 4.9.8 ``TopicConfigManager`` / ``TopicConfig``).
+
+The table starts with the system topics a 4.9.8 broker creates (SELF_TEST_TOPIC, TBW102 when
+``autoCreateTopicEnable``, BenchmarkTest, the cluster and broker-name topics, OFFSET_MOVED_EVENT,
+SCHEDULE_TOPIC_XXXX with 18 queues, ``<cluster>_REPLY_TOPIC``); a send to an unknown topic creates it from
+its default topic (normally TBW102) with ``min(client defaultTopicQueueNums, TBW102 queues)`` queues —
+TBW102 has ``defaultTopicQueueNums`` (8) queues, the Java client asks for 4. The table is persisted as
+``{storePathRootDir}/config/topics.json`` (TopicConfigSerializeWrapper JSON with ``dataVersion``), which
+issue 3's GET_ALL_TOPIC_CONFIG serves.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker_stub.config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+RMQ_SYS_SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+RMQ_SYS_BENCHMARK_TOPIC = "BenchmarkTest"
+RMQ_SYS_OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+RMQ_SYS_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+SCHEDULE_TOPIC_QUEUE_NUM = 18
+TOPIC_MAX_LENGTH = 127
+NOT_ALLOWED_SEND_TOPICS = frozenset({RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
+                                     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC,
+                                     RMQ_SYS_OFFSET_MOVED_EVENT})
+PERM_PRIORITY = 0x8
+PERM_READ = 0x4
+PERM_WRITE = 0x2
+PERM_INHERIT = 0x1
+_VALID_TOPIC_CHARS = frozenset("%|-_" "0123456789" "ABCDEFGHIJKLMNOPQRSTUVWXYZ" "abcdefghijklmnopqrstuvwxyz")
+
+
+def validate_topic(topic: str | None) -> str | None:
+    """TopicValidator.validateTopic: an error remark (answered with SYSTEM_ERROR), or None when valid.
+
+    Rules: not blank, only ``^[%|a-zA-Z0-9_-]+$``, at most 127 characters.
+    """
+    if topic is None or not topic.strip():
+        return "The specified topic is blank."
+    if any(ch not in _VALID_TOPIC_CHARS for ch in topic):
+        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return "The specified topic is longer than topic max length."
+    return None
+
+
+@dataclass
+class TopicConfig:
+    """One topic (TopicConfig): queue counts, permission bits (6 = read+write), filter type."""
+
+    topicName: str
+    readQueueNums: int = 16
+    writeQueueNums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topicFilterType: str = "SINGLE_TAG"
+    topicSysFlag: int = 0
+    order: bool = False
+
+    def to_json(self) -> dict:
+        return {"order": self.order, "perm": self.perm, "readQueueNums": self.readQueueNums,
+                "topicFilterType": self.topicFilterType, "topicName": self.topicName,
+                "topicSysFlag": self.topicSysFlag, "writeQueueNums": self.writeQueueNums}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> TopicConfig:
+        return cls(topicName=str(obj["topicName"]), readQueueNums=int(obj.get("readQueueNums", 16)),
+                   writeQueueNums=int(obj.get("writeQueueNums", 16)), perm=int(obj.get("perm", 6)),
+                   topicFilterType=str(obj.get("topicFilterType", "SINGLE_TAG")),
+                   topicSysFlag=int(obj.get("topicSysFlag", 0)), order=bool(obj.get("order", False)))
+
+
+class TopicConfigManager:
+    """The topic table plus its DataVersion; persisted to ``config_path`` on every change."""
+
+    def __init__(self, broker_config: BrokerConfig, config_path: Path) -> None:
+        self.broker_config = broker_config
+        self.config_path = Path(config_path)
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version = {"counter": 0, "timestamp": time.time_ns() // 1_000_000}
+        self._add_system_topics()
+        self._load()
+
+    def _add_system_topics(self) -> None:
+        bc = self.broker_config
+        self.table[RMQ_SYS_SELF_TEST_TOPIC] = TopicConfig(RMQ_SYS_SELF_TEST_TOPIC, 1, 1)
+        if bc.autoCreateTopicEnable:
+            self.table[AUTO_CREATE_TOPIC_KEY_TOPIC] = TopicConfig(
+                AUTO_CREATE_TOPIC_KEY_TOPIC, bc.defaultTopicQueueNums, bc.defaultTopicQueueNums,
+                PERM_INHERIT | PERM_READ | PERM_WRITE)
+        self.table[RMQ_SYS_BENCHMARK_TOPIC] = TopicConfig(RMQ_SYS_BENCHMARK_TOPIC, 1024, 1024)
+        perm = PERM_INHERIT | ((PERM_READ | PERM_WRITE) if bc.clusterTopicEnable else 0)
+        self.table[bc.brokerClusterName] = TopicConfig(bc.brokerClusterName, perm=perm)
+        perm = PERM_INHERIT | ((PERM_READ | PERM_WRITE) if bc.brokerTopicEnable else 0)
+        self.table[bc.brokerName] = TopicConfig(bc.brokerName, 1, 1, perm)
+        self.table[RMQ_SYS_OFFSET_MOVED_EVENT] = TopicConfig(RMQ_SYS_OFFSET_MOVED_EVENT, 1, 1)
+        self.table[RMQ_SYS_SCHEDULE_TOPIC] = TopicConfig(RMQ_SYS_SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUM,
+                                                         SCHEDULE_TOPIC_QUEUE_NUM)
+        if bc.traceTopicEnable:
+            self.table[bc.msgTraceTopicName] = TopicConfig(bc.msgTraceTopicName, 1, 1)
+        reply = f"{bc.brokerClusterName}_REPLY_TOPIC"
+        self.table[reply] = TopicConfig(reply, 1, 1)
+
+    def _load(self) -> None:
+        if not self.config_path.exists():
+            return
+        try:
+            obj = json.loads(self.config_path.read_text(encoding="utf-8"))
+            for name, tc in (obj.get("topicConfigTable") or {}).items():
+                self.table[name] = TopicConfig.from_json(tc)
+            dv = obj.get("dataVersion") or {}
+            self.data_version = {"counter": int(dv.get("counter", 0)),
+                                 "timestamp": int(dv.get("timestamp", self.data_version["timestamp"]))}
+            log.info("topic config loaded path=%s topics=%d", self.config_path, len(self.table))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("topic config unreadable, starting from defaults path=%s error=%s", self.config_path, exc)
+
+    def encode(self) -> str:
+        """TopicConfigSerializeWrapper JSON: ``{"dataVersion": ..., "topicConfigTable": {...}}``."""
+        return json.dumps({"dataVersion": self.data_version,
+                           "topicConfigTable": {k: v.to_json() for k, v in self.table.items()}},
+                          indent=1, sort_keys=True)
+
+    def persist(self) -> None:
+        """Write ``topics.json`` atomically (temp file + rename)."""
+        self.config_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.config_path.with_suffix(".json.tmp")
+        tmp.write_text(self.encode(), encoding="utf-8")
+        os.replace(tmp, self.config_path)
+
+    def select_topic_config(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def create_topic_in_send_message_method(self, topic: str, default_topic: str | None, remote_address: str,
+                                            client_default_topic_queue_nums: int, topic_sys_flag: int
+                                            ) -> TopicConfig | None:
+        """TopicConfigManager.createTopicInSendMessageMethod: create ``topic`` from ``default_topic``.
+
+        Returns None (the caller answers TOPIC_NOT_EXIST) when the default topic is missing or not
+        inheritable — e.g. TBW102 does not exist because ``autoCreateTopicEnable=false``.
+        """
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        default = self.table.get(default_topic or "")
+        if default is None:
+            log.warning("create topic failed: default topic missing topic=%s defaultTopic=%s producer=%s",
+                        topic, default_topic, remote_address)
+            return None
+        if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.broker_config.autoCreateTopicEnable:
+            default.perm = PERM_READ | PERM_WRITE  # upstream strips inheritance when auto-create is off
+        if not default.perm & PERM_INHERIT:
+            log.warning("create topic failed: default topic not inheritable topic=%s defaultTopic=%s perm=%d",
+                        topic, default_topic, default.perm)
+            return None
+        queue_nums = max(min(client_default_topic_queue_nums, default.writeQueueNums), 0)
+        tc = TopicConfig(topic, queue_nums, queue_nums, default.perm & ~PERM_INHERIT, default.topicFilterType,
+                         topic_sys_flag)
+        self.table[topic] = tc
+        self.data_version = {"counter": self.data_version["counter"] + 1, "timestamp": time.time_ns() // 1_000_000}
+        log.info("topic created topic=%s queues=%d defaultTopic=%s producer=%s", topic, queue_nums, default_topic,
+                 remote_address)
+        try:
+            self.persist()
+        except OSError as exc:
+            log.error("topic config persist failed path=%s error=%s", self.config_path, exc)
+        return tc

@@ -1,0 +1,1 @@
+"""Integration tests of the broker stub: real processes on loopback ports, real files."""

@@ -1,0 +1,156 @@
+"""Real broker-stub processes for tests, plus small blocking clients to talk to them.
+
+``BrokerProcess`` / ``free_port`` come from :mod:`broker_stub.launcher` (re-exported here): ``start(workdir,
+**props)`` writes a ``broker.conf`` with free loopback ports and a store inside ``workdir``, launches
+``python -m broker_stub -c broker.conf`` (log in ``workdir/broker.log``) and returns once the remoting and
+HA ports accept connections, raising BrokerStartError with the log tail otherwise.
+
+Clients here: :func:`remoting_request` (one request, one response), :func:`runtime_info`, :func:`broker_config`,
+and :class:`HASocket` (a raw HA-port connection: send 8-byte reports, read frames with a deadline).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+from broker_stub.launcher import BrokerProcess, BrokerProcessError, BrokerStartError, free_port, free_port_pair
+from connector.protocol.commitlog import BlankRecord, EndOfData, MessageRecord, iter_records
+from connector.protocol.ha import TransferFrame, TransferFrameReader, encode_report
+from connector.protocol.remoting import (
+    FrameDecoder,
+    RemotingCommand,
+    RequestCode,
+    decode_kv_table,
+    decode_properties_body,
+)
+
+
+# --- clients ---------------------------------------------------------------------------------------
+def remoting_request(addr: str, cmd: RemotingCommand, *, timeout_s: float = 5.0) -> RemotingCommand:
+    """Send one request on a fresh connection and return its response. Raises OSError/TimeoutError."""
+    host, _, port = addr.rpartition(":")
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as s:
+        s.sendall(cmd.encode())
+        decoder = FrameDecoder()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            s.settimeout(max(deadline - time.monotonic(), 0.01))
+            data = s.recv(1 << 20)
+            if not data:
+                raise ConnectionError(f"{addr} closed the connection before answering code {cmd.code}")
+            for resp in decoder.feed(data):
+                if resp.opaque == cmd.opaque:
+                    return resp
+    raise TimeoutError(f"no response from {addr} to code {cmd.code} within {timeout_s} s")
+
+
+def runtime_info(addr: str) -> dict[str, str]:
+    """GET_BROKER_RUNTIME_INFO as a dict of strings."""
+    resp = remoting_request(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO))
+    assert resp.code == 0, f"GET_BROKER_RUNTIME_INFO failed: {resp.code} {resp.remark}"
+    return decode_kv_table(resp.body)
+
+
+def broker_config(addr: str) -> dict[str, str]:
+    """GET_BROKER_CONFIG as a dict of strings."""
+    resp = remoting_request(addr, RemotingCommand.request(RequestCode.GET_BROKER_CONFIG))
+    assert resp.code == 0, f"GET_BROKER_CONFIG failed: {resp.code} {resp.remark}"
+    return decode_properties_body(resp.body)
+
+
+def read_commitlog(commitlog_dir: Path, *, check_crc: bool = True) -> list[MessageRecord | BlankRecord]:
+    """Every record and END_FILE blank of a CommitLog folder, in offset order (EndOfData dropped)."""
+    out: list[MessageRecord | BlankRecord] = []
+    for path in sorted(Path(commitlog_dir).iterdir()):
+        if not (path.name.isdigit() and len(path.name) == 20):
+            continue
+        data = path.read_bytes()
+        for rec in iter_records(data, base_offset=int(path.name), check_crc=check_crc, file=path.name,
+                                file_end=len(data)):
+            if not isinstance(rec, EndOfData):
+                out.append(rec)
+    return out
+
+
+def max_offset(addr: str) -> int:
+    """commitLogMaxOffset of the broker at ``addr``."""
+    return int(runtime_info(addr)["commitLogMaxOffset"])
+
+
+class HASocket:
+    """A raw connection to an HA port: ``report(offset)`` sends 8 bytes, ``read_frame`` reads one frame."""
+
+    def __init__(self, addr: str, *, timeout_s: float = 5.0) -> None:
+        host, _, port = addr.rpartition(":")
+        self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
+        self.reader = TransferFrameReader()
+        self.timeout_s = timeout_s
+
+    def report(self, offset: int) -> None:
+        self.sock.sendall(encode_report(offset))
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_frame(self, timeout_s: float | None = None) -> TransferFrame:
+        """The next frame; raises TimeoutError after ``timeout_s`` or ConnectionError on EOF."""
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.timeout_s)
+        while True:
+            frame = self.reader.next_frame()
+            if frame is not None:
+                return frame
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no complete HA frame in time")
+            self.sock.settimeout(remaining)
+            try:
+                data = self.sock.recv(1 << 20)
+            except TimeoutError:
+                raise TimeoutError("no complete HA frame in time") from None
+            if not data:
+                raise ConnectionError("HA connection closed by the broker")
+            self.reader.feed(data)
+
+    def read_until(self, end_offset: int, *, timeout_s: float = 10.0, ack: bool = False) -> list[TransferFrame]:
+        """Read frames until data reaches ``end_offset``; with ``ack`` report each data frame's end."""
+        frames: list[TransferFrame] = []
+        deadline = time.monotonic() + timeout_s
+        reached = -1
+        while reached < end_offset:
+            frame = self.read_frame(max(deadline - time.monotonic(), 0.001))
+            frames.append(frame)
+            if not frame.is_heartbeat:
+                reached = frame.end_offset
+                if ack:
+                    self.report(frame.end_offset)
+        return frames
+
+    def is_closed_by_peer(self, timeout_s: float = 5.0) -> bool:
+        """True when the broker closes the connection within ``timeout_s`` (frames before EOF are skipped)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(deadline - time.monotonic(), 0.01))
+            try:
+                data = self.sock.recv(1 << 20)
+            except TimeoutError:
+                return False
+            except ConnectionResetError:
+                return True
+            if not data:
+                return True
+        return False
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> HASocket:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+__all__ = ["BrokerProcess", "BrokerProcessError", "BrokerStartError", "HASocket", "broker_config", "free_port",
+           "free_port_pair", "max_offset", "read_commitlog", "remoting_request", "runtime_info"]

@@ -1,0 +1,1 @@
+"""Unit tests of the broker stub (pure: no processes, no sockets)."""
