@@ -24,6 +24,7 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
     builder = (
         SparkSession.builder.appName(app_name).master(master)
         .config("spark.ui.enabled", "true" if ui else "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")

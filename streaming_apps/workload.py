@@ -1,0 +1,119 @@
+"""Generated workloads: the demo's msgpack order events and the plain load of `hareplica produce`.
+
+Order events are what the silver app decodes (issue 5): a msgpack map per message, padded with a
+``note`` string so bodies span ``ORDER_BODY_MIN_BYTES``..``ORDER_BODY_MAX_BYTES``; bodies of 4096 bytes
+or more are zlib-compressed by the producer as the RocketMQ 4.9.8 client does.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import msgpack
+
+log = logging.getLogger(__name__)
+
+ORDER_TOPICS = ("OrderCreated", "OrderPaid", "OrderShipped", "OrderAudit")
+ORDER_BODY_MIN_BYTES = 100
+ORDER_BODY_MAX_BYTES = 64 * 1024
+REGIONS = ("eu-west", "us-east", "ap-south", "sa-east")
+CURRENCIES = ("EUR", "USD", "INR", "BRL")
+SKUS = tuple(f"SKU-{i:04d}" for i in range(200))
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    """One message to send: topic, body bytes, tags, keys and user properties."""
+
+    topic: str
+    body: bytes
+    tags: str | None
+    keys: list[str]
+    properties: dict[str, str]
+
+
+def _body_size(rng: random.Random) -> int:
+    """Mostly small bodies, a tail of large ones: ~85% 100 B-2 KiB, ~12% 2-16 KiB, ~3% 16-64 KiB."""
+    r = rng.random()
+    if r < 0.85:
+        return rng.randint(ORDER_BODY_MIN_BYTES, 2048)
+    if r < 0.97:
+        return rng.randint(2049, 16 * 1024)
+    return rng.randint(16 * 1024 + 1, ORDER_BODY_MAX_BYTES)
+
+
+def order_event(seq: int, rng: random.Random, base_ts_ms: int) -> dict:
+    """The msgpack map of order event number ``seq`` (without padding)."""
+    items = [{"sku": rng.choice(SKUS), "qty": rng.randint(1, 5), "priceCents": rng.randint(99, 99_999)}
+             for _ in range(rng.randint(1, 4))]
+    return {
+        "orderId": f"ORD-{seq:09d}",
+        "customerId": f"C-{rng.randint(1, 50_000):06d}",
+        "status": ("CREATED", "PAID", "SHIPPED", "AUDITED")[seq % 4],
+        "amountCents": sum(i["qty"] * i["priceCents"] for i in items),
+        "currency": rng.choice(CURRENCIES),
+        "region": rng.choice(REGIONS),
+        "items": items,
+        "eventTimeMs": base_ts_ms + seq,
+    }
+
+
+def order_events(count: int, *, seed: int = 20240611, base_ts_ms: int = 1_790_000_000_000
+                 ) -> Iterator[OutgoingMessage]:
+    """Yield ``count`` order-event messages spread over ``ORDER_TOPICS`` (deterministic for a seed).
+
+    Each has tags = status, keys = orderId (plus customerId on every third), properties ``region`` and
+    ``schema=order-v1``; the body is msgpack, padded with random text to a size drawn by ``_body_size``.
+    """
+    rng = random.Random(seed)
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789 "
+    for seq in range(count):
+        event = order_event(seq, rng, base_ts_ms)
+        target = _body_size(rng)
+        event["note"] = ""
+        raw = msgpack.packb(event)
+        pad = target - len(raw) - 3  # msgpack str header grows by up to 3 bytes
+        if pad > 0:
+            # repeated random words: realistic, compressible text
+            words = "".join(rng.choice(alphabet) for _ in range(64))
+            event["note"] = (words * (pad // 64 + 1))[:pad]
+            raw = msgpack.packb(event)
+        keys = [event["orderId"]] + ([event["customerId"]] if seq % 3 == 0 else [])
+        yield OutgoingMessage(
+            topic=ORDER_TOPICS[seq % len(ORDER_TOPICS)], body=raw, tags=event["status"], keys=keys,
+            properties={"region": event["region"], "schema": "order-v1"})
+
+
+def decode_order(body: bytes) -> dict:
+    """Decode an order-event body. Raises ValueError (msgpack's errors) when it is not one."""
+    event = msgpack.unpackb(body, raw=False)
+    if not isinstance(event, dict) or "orderId" not in event:
+        raise ValueError("body is msgpack but not an order event (no orderId)")
+    return event
+
+
+def produce_command(broker_addr: str, topics: list[str], count: int, body_bytes: int) -> int:
+    """`hareplica produce`: send ``count`` generated messages with a progress bar, print the outcome.
+
+    Returns 0 when every send was acknowledged with a sendOK-class status, 1 otherwise.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from broker_stub.producer import produce_load
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as progress:
+        task = progress.add_task("produce", total=count)
+        stats = produce_load(broker_addr, topics[0], count, body_bytes, topics=topics,
+                             progress=lambda acked, _total: progress.update(task, completed=acked))
+    console.print(f"sent {stats.ok}/{stats.count} messages ({stats.body_bytes_total} body bytes) in "
+                  f"{stats.elapsed_s:.2f} s: {stats.msgs_per_s:.0f} msgs/s, {stats.mb_per_s:.1f} MB/s; "
+                  f"statuses {stats.statuses}")
+    for err in stats.errors:
+        console.print(f"error: {err}")
+    return 0 if stats.failed == 0 else 1
