@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.fixtures import broker_factory  # noqa: F401 - shared fixture: stub brokers in tmp_path
+
 FIXTURES = Path(__file__).parent / "fixtures" / "rocketmq-4.9.8"
 
 
