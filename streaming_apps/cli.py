@@ -53,7 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # `hareplica broker ...` forwards its arguments verbatim (they start with options such as -c,
+    # which argparse.REMAINDER would not capture)
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "broker":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if args.command == "inspect-commitlog":
@@ -63,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "broker":
         from broker_stub.__main__ import main as broker_main
 
-        return broker_main(args.broker_args)
+        return broker_main(extra + args.broker_args)
     if args.command == "produce":
         from streaming_apps.workload import produce_command
 

@@ -103,14 +103,18 @@ def produce_command(broker_addr: str, topics: list[str], count: int, body_bytes:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from broker_stub.producer import produce_load
+    from broker_stub.producer import MQClientException, produce_load
 
     console = Console(stderr=True)
-    with Progress(TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as progress:
-        task = progress.add_task("produce", total=count)
-        stats = produce_load(broker_addr, topics[0], count, body_bytes, topics=topics,
-                             progress=lambda acked, _total: progress.update(task, completed=acked))
+    try:
+        with Progress(TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as progress:
+            task = progress.add_task("produce", total=count)
+            stats = produce_load(broker_addr, topics[0], count, body_bytes, topics=topics,
+                                 progress=lambda acked, _total: progress.update(task, completed=acked))
+    except MQClientException as exc:
+        console.print(f"error: {exc}")
+        return 1
     console.print(f"sent {stats.ok}/{stats.count} messages ({stats.body_bytes_total} body bytes) in "
                   f"{stats.elapsed_s:.2f} s: {stats.msgs_per_s:.0f} msgs/s, {stats.mb_per_s:.1f} MB/s; "
                   f"statuses {stats.statuses}")
