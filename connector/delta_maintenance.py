@@ -22,7 +22,10 @@ import json
 import logging
 import posixpath
 import re
+import threading
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -164,16 +167,19 @@ def remove_orphan_files(table_uri: str, *, grace_period_ms: int = DEFAULT_ORPHAN
 
 
 def run_maintenance(table_uri: str, *, compact: bool = True, target_size: int | None = None,
-                    checkpoint: bool = True, vacuum_retention_hours: int | None = None,
-                    orphan_grace_period_ms: int | None = None) -> dict[str, Any]:
+                    checkpoint: bool = True, vacuum: bool = False, vacuum_retention_hours: int | None = None,
+                    orphan_grace_period_ms: int | None = None, cleanup_log: bool = False) -> dict[str, Any]:
     """Compact small files, write a checkpoint, optionally vacuum and remove orphans, in that order.
 
     Args:
         compact: run ``optimize.compact`` (bin-packing to ``target_size`` bytes; delta-rs default 100 MiB).
+            Only small files are rewritten, the result has the same rows; appends may commit meanwhile.
         checkpoint: write a Delta checkpoint at the version reached.
-        vacuum_retention_hours: when set, vacuum tombstones older than this (delta-rs enforces the
-            table's ``delta.deletedFileRetentionDuration``, 7 days by default, as a minimum).
-        orphan_grace_period_ms: when set, remove orphan files older than this.
+        vacuum: delete tombstoned files older than the retention (also implied by ``vacuum_retention_hours``).
+        vacuum_retention_hours: the vacuum retention; None uses the table's
+            ``delta.deletedFileRetentionDuration`` (7 days by default), which delta-rs also enforces as a minimum.
+        orphan_grace_period_ms: when set, remove orphan files older than this (module docstring).
+        cleanup_log: delete commit files older than ``delta.logRetentionDuration`` (30 days) behind a checkpoint.
     Returns:
         ``{"version": int, "compaction": {...} | None, "vacuumed": [...], "orphans": [...]}``.
     Raises:
@@ -191,7 +197,9 @@ def run_maintenance(table_uri: str, *, compact: bool = True, target_size: int | 
         table = load_table(uri)
     if checkpoint:
         table.create_checkpoint()
-    if vacuum_retention_hours is not None:
+        if cleanup_log:
+            table.cleanup_metadata()
+    if vacuum or vacuum_retention_hours is not None:
         result["vacuumed"] = table.vacuum(retention_hours=vacuum_retention_hours, dry_run=False)
     if orphan_grace_period_ms is not None:
         result["orphans"] = remove_orphan_files(uri, grace_period_ms=orphan_grace_period_ms)
@@ -199,3 +207,141 @@ def run_maintenance(table_uri: str, *, compact: bool = True, target_size: int | 
     log.info("maintained Delta table %s at version %d: %s", uri, result["version"],
              {k: (len(v) if isinstance(v, list) else v) for k, v in result.items() if k != "version"})
     return result
+
+
+# --- scheduled maintenance (the apps) -----------------------------------------------------------------
+#: Default of the apps' ``--maintenance-every``: micro-batches between two maintenance runs of a table.
+DEFAULT_MAINTENANCE_EVERY_BATCHES = 100
+
+
+@dataclass(frozen=True)
+class MaintenancePolicy:
+    """What a scheduled maintenance run does (arguments of :func:`run_maintenance`).
+
+    Attributes:
+        every_batches: completed micro-batches between runs; 0 disables the schedule.
+        compact: bin-pack small files. ``target_size``: bytes per compacted file (None: delta-rs 100 MiB).
+        checkpoint: write a Delta checkpoint (and drop commit files past the log retention).
+        vacuum: delete tombstoned files older than ``vacuum_retention_hours`` (None: the table's
+            ``delta.deletedFileRetentionDuration``, 7 days).
+        orphan_grace_period_ms: remove the sink's never-committed files older than this (None: keep).
+    """
+
+    every_batches: int = DEFAULT_MAINTENANCE_EVERY_BATCHES
+    compact: bool = True
+    target_size: int | None = None
+    checkpoint: bool = True
+    vacuum: bool = True
+    vacuum_retention_hours: int | None = None
+    orphan_grace_period_ms: int | None = DEFAULT_ORPHAN_GRACE_PERIOD_MS
+
+    def run(self, table_uri: str) -> dict[str, Any]:
+        """:func:`run_maintenance` of one table with this policy. Raises DeltaSinkError as it does."""
+        return run_maintenance(table_uri, compact=self.compact, target_size=self.target_size,
+                               checkpoint=self.checkpoint, vacuum=self.vacuum,
+                               vacuum_retention_hours=self.vacuum_retention_hours,
+                               orphan_grace_period_ms=self.orphan_grace_period_ms, cleanup_log=self.checkpoint)
+
+
+def summarize_maintenance(table_uri: str, result: dict[str, Any], duration_ms: float) -> dict[str, Any]:
+    """A JSON-friendly line about one maintenance run (the progress file and ``hareplica maintain``).
+
+    ``{"table", "version", "filesRemoved", "filesAdded", "vacuumed", "orphans", "durationMs"}``.
+    """
+    compaction = result.get("compaction") or {}
+    return {"table": table_uri, "version": result.get("version"),
+            "filesRemoved": int(compaction.get("numFilesRemoved", 0)),
+            "filesAdded": int(compaction.get("numFilesAdded", 0)),
+            "vacuumed": len(result.get("vacuumed") or []), "orphans": len(result.get("orphans") or []),
+            "durationMs": round(duration_ms, 1)}
+
+
+class TableMaintainer:
+    """Runs maintenance on a stream's tables every N completed micro-batches, in one background thread.
+
+    The apps call :meth:`batch_completed` from their StreamingQueryListener (batch ids of one query;
+    repeated ids, e.g. progress of idle triggers, count once). When ``policy.every_batches`` batches
+    completed since the last run, a run over every table starts in the background unless one is still
+    going (then the next batch starts it). Appends keep committing meanwhile: compaction only replaces
+    small files and delta-rs resolves the concurrent commits (the sink retries its append).
+    Errors are logged and reported, never raised into the stream.
+
+    Args:
+        tables: table locations.
+        policy: what a run does and how often.
+        runner: ``runner(table_uri) -> result dict`` (default ``policy.run``; the apps pass Spark SQL
+            OPTIMIZE/VACUUM for Spark's own Delta sink).
+        on_result: called with one :func:`summarize_maintenance` dict per table and run, plus
+            ``"error"`` when the run failed.
+    """
+
+    def __init__(self, tables: Sequence[str], policy: MaintenancePolicy, *,
+                 runner: Callable[[str], dict[str, Any]] | None = None,
+                 on_result: Callable[[dict[str, Any]], None] | None = None):
+        self.tables = [normalize_table_uri(t) for t in tables]
+        self.policy = policy
+        self.runner = runner or policy.run
+        self.on_result = on_result
+        self.runs = 0
+        self.results: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._last_batch_id: int | None = None
+        self._batches_since_run = 0
+
+    def batch_completed(self, batch_id: int) -> bool:
+        """Count micro-batch ``batch_id`` as done; start a background run when one is due. True if started."""
+        with self._lock:
+            if self._last_batch_id is not None and batch_id <= self._last_batch_id:
+                return False
+            self._last_batch_id = batch_id
+            self._batches_since_run += 1
+            if self.policy.every_batches <= 0 or self._batches_since_run < self.policy.every_batches:
+                return False
+            if self._thread is not None and self._thread.is_alive():
+                return False
+            self._batches_since_run = 0
+            self._thread = threading.Thread(target=self._run_all, name="hareplica-maintenance", daemon=True)
+            self._thread.start()
+            return True
+
+    def run_now(self) -> list[dict[str, Any]]:
+        """Wait for a background run, then run maintenance on every table in this thread; the summaries."""
+        self.wait()
+        with self._lock:
+            self._batches_since_run = 0
+        return self._run_all()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait for the background run (if any); False when it is still going after ``timeout_s``."""
+        thread = self._thread
+        if thread is None:
+            return True
+        thread.join(timeout_s)
+        return not thread.is_alive()
+
+    def _run_all(self) -> list[dict[str, Any]]:
+        from connector.delta_sink import load_table
+
+        out = []
+        for uri in self.tables:
+            started = time.monotonic()
+            try:
+                if load_table(uri) is None:
+                    log.debug("maintenance: no Delta table at %s yet", uri)
+                    continue
+                summary = summarize_maintenance(uri, self.runner(uri), (time.monotonic() - started) * 1000)
+            except Exception as e:  # noqa: BLE001 - maintenance must never break the stream
+                log.warning("maintenance of Delta table %s failed: %s", uri, e)
+                summary = {"table": uri, "error": f"{type(e).__name__}: {e}",
+                           "durationMs": round((time.monotonic() - started) * 1000, 1)}
+            out.append(summary)
+            if self.on_result is not None:
+                try:
+                    self.on_result(summary)
+                except Exception as e:  # noqa: BLE001
+                    log.warning("maintenance result callback failed: %s", e)
+        with self._lock:
+            self.runs += 1
+            self.results.extend(out)
+        return out

@@ -29,6 +29,26 @@ are never touched; anything still left is for ``connector.delta_maintenance.remo
 Empty batches are committed too (a commit with no files, carrying the txn), so the table's transaction
 version always equals the last batchId Spark finished and a replay of an empty batch is still recognised.
 
+``foreachBatch`` jobs that write several tables per micro-batch (the silver app: orders and quarantine)
+use :func:`write_batch`, the same write and commit path for a static DataFrame: files written by
+executors through ``mapInArrow``, one Delta commit per table carrying ``txn(appId, batchId)``, and a
+batch already committed for that appId skipped without writing anything.
+
+Fault injection (tests of the commit points, ``tests/faults/test_delta_*.py``). When the environment
+variable ``HAREPLICA_DELTA_FAULT`` is ``POINT:BATCH`` or ``POINT:BATCH:TABLE`` (TABLE = the last path
+element of the table location), the sink stops at that point of that micro-batch:
+
+- ``after-task-write``: on an executor, after the task closed its Parquet files, before it returns them;
+- ``before-delta-commit``: on the driver, every task's files are written, the Delta commit not yet made;
+- ``after-delta-commit``: the Delta commit of the batch is made, Spark has not yet written its commit log
+  (the files of earlier attempts of the batch are not yet removed either).
+
+With ``HAREPLICA_DELTA_FAULT_MARKER=/some/file`` the process writes that file (JSON: point, batchId,
+table, pid) and then waits up to ``HAREPLICA_DELTA_FAULT_PAUSE_S`` seconds (default 600) for the test to
+SIGKILL it; without a marker it raises :class:`InjectedFaultError` at once. Workers inherit the
+environment of the driver process, so setting the variables before the application starts suffices.
+Unset (the default), the points cost one dictionary lookup.
+
 Options (case-insensitive, as Spark passes them):
 
 =================  ==========================================================================
@@ -55,6 +75,7 @@ import json
 import logging
 import math
 import os
+import pickle
 import posixpath
 import time
 import uuid
@@ -102,6 +123,13 @@ COMPRESSION_CODECS = {
 _PATH_ESCAPE_CHARS = frozenset('"#%\'*/:=?\\\x7f{[]^') | frozenset(chr(c) for c in range(0x01, 0x20))
 
 
+#: Fault injection (module docstring): ``POINT:BATCH[:TABLE]``, the marker file and the pause in seconds.
+FAULT_INJECTION_ENV = "HAREPLICA_DELTA_FAULT"
+FAULT_MARKER_ENV = "HAREPLICA_DELTA_FAULT_MARKER"
+FAULT_PAUSE_ENV = "HAREPLICA_DELTA_FAULT_PAUSE_S"
+FAULT_POINTS = ("after-task-write", "before-delta-commit", "after-delta-commit")
+DEFAULT_FAULT_PAUSE_S = 600.0
+
 # --- errors ----------------------------------------------------------------------------------------
 class DeltaSinkError(HAReplicaError):
     """Base class of the Delta sink's errors; the message names the table path and, where known, the batch."""
@@ -130,6 +158,49 @@ class DeltaSchemaMismatchError(DeltaSinkError):
 
 class DeltaCommitError(DeltaSinkError):
     """The Delta transaction of a batch could not be committed (after retries on concurrent commits)."""
+
+
+class InjectedFaultError(DeltaSinkError):
+    """Raised at a fault-injection point (``HAREPLICA_DELTA_FAULT`` without a marker file; module docstring)."""
+
+
+def fault_point(point: str, batch_id: int | None, table_uri: str) -> None:
+    """Stop here if ``HAREPLICA_DELTA_FAULT`` names this point, batch and table (module docstring).
+
+    With a marker file configured: write it (JSON ``{"point", "batchId", "table", "pid"}``, atomically)
+    and sleep until killed, at most ``HAREPLICA_DELTA_FAULT_PAUSE_S`` seconds.
+
+    Raises:
+        InjectedFaultError: the point is reached and no marker is configured, or nobody killed the
+            process within the pause.
+        DeltaSinkConfigError: the variable is malformed (unknown point, batch not a number).
+    """
+    spec = os.environ.get(FAULT_INJECTION_ENV)
+    if not spec:
+        return
+    parts = spec.strip().split(":", 2)
+    if len(parts) < 2 or parts[0] not in FAULT_POINTS or not parts[1].strip().isdigit():
+        raise DeltaSinkConfigError(f"{FAULT_INJECTION_ENV}={spec!r} must be POINT:BATCH[:TABLE] with POINT one of "
+                                   f"{', '.join(FAULT_POINTS)}")
+    want_point, want_batch = parts[0], int(parts[1])
+    want_table = parts[2].strip() if len(parts) == 3 else None
+    table_name = posixpath.basename(table_uri.rstrip("/"))
+    if point != want_point or batch_id != want_batch or (want_table and want_table != table_name):
+        return
+    what = f"fault injection point {point} reached in batch {batch_id} of Delta table {table_uri}"
+    marker = os.environ.get(FAULT_MARKER_ENV)
+    if not marker:
+        raise InjectedFaultError(what)
+    log.warning("%s: waiting to be killed (marker %s)", what, marker)
+    tmp = f"{marker}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump({"point": point, "batchId": batch_id, "table": table_uri, "pid": os.getpid()}, fh)
+    os.replace(tmp, marker)
+    pause_s = float(os.environ.get(FAULT_PAUSE_ENV, DEFAULT_FAULT_PAUSE_S))
+    deadline = time.monotonic() + pause_s
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+    raise InjectedFaultError(f"{what} and the process was not killed within {pause_s} s")
 
 
 # --- options ---------------------------------------------------------------------------------------
@@ -784,6 +855,17 @@ def list_batch_files(table_uri: str, prefix: str, folders: Iterable[str] | None 
     from pyarrow import fs as pafs
 
     fs, root = _filesystem(table_uri)
+    if folders is not None and isinstance(fs, pafs.LocalFileSystem):
+        # names only (no stat per entry): partition folders keep every tombstoned file until vacuum
+        out = []
+        for folder in sorted(set(folders)):
+            try:
+                with os.scandir(posixpath.join(root, folder) if folder else root) as entries:
+                    out.extend(posixpath.join(folder, e.name) if folder else e.name for e in entries
+                               if e.name.startswith(prefix) and e.is_file(follow_symlinks=False))
+            except FileNotFoundError:
+                continue
+        return sorted(out)
     if folders is None:
         infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
     else:
@@ -808,10 +890,14 @@ class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
     only options and the schema.
     """
 
-    def __init__(self, options: DeltaSinkOptions, schema: StructType, partition_by: Sequence[str]):
+    def __init__(self, options: DeltaSinkOptions, schema: StructType, partition_by: Sequence[str],
+                 batch_id: int | None = None):
+        """``batch_id``: the micro-batch the tasks write, when known up front (:func:`write_batch`);
+        None takes it from Spark's task property ``streaming.sql.batchId``."""
         self.options = options
         self.schema = schema
         self.partition_by = tuple(partition_by)
+        self.batch_id = batch_id
 
     # executors -------------------------------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> DeltaLakeCommitMessage:
@@ -826,8 +912,10 @@ class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
         ctx = TaskContext.get()
         partition_id = ctx.partitionId() if ctx else 0
         attempt = ctx.attemptNumber() if ctx else 0
-        raw_batch = ctx.getLocalProperty(SPARK_BATCH_ID_PROPERTY) if ctx else None
-        batch_id = int(raw_batch) if raw_batch not in (None, "") else None
+        batch_id = self.batch_id
+        if batch_id is None:
+            raw_batch = ctx.getLocalProperty(SPARK_BATCH_ID_PROPERTY) if ctx else None
+            batch_id = int(raw_batch) if raw_batch not in (None, "") else None
         if batch_id is not None:
             prefix = batch_file_prefix(self.options.app_id, batch_id)
         else:
@@ -839,6 +927,7 @@ class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
             for batch in iterator:
                 writer.write(batch)
             files = writer.close()
+            fault_point("after-task-write", batch_id, self.options.table_uri)
         except BaseException:
             writer.discard()
             raise
@@ -883,6 +972,31 @@ class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
         except Exception as e:  # noqa: BLE001 - the batch is committed; leftovers are maintenance's job
             log.warning("could not list earlier attempts of batch %d in %s: %s", batch_id, uri, e)
 
+    def _remove_unlogged_batch_files(self, batch_id: int, table) -> list[str]:
+        """On a replay of the last committed batch: delete files of ``batch_id`` that no log entry names.
+
+        They are left by attempts of the batch that died before its commit when the process then also
+        died after the commit and before removing them (``_remove_earlier_attempts``). A file some
+        ``add`` or ``remove`` action names is kept (time travel). Best effort: errors are logged.
+        """
+        from connector.delta_maintenance import logged_file_names
+
+        uri = self.options.table_uri
+        try:
+            candidates = list_batch_files(uri, batch_file_prefix(self.options.app_id, batch_id))
+            if not candidates:
+                return []
+            logged = logged_file_names(uri)
+            stale = [p for p in candidates if posixpath.basename(p) not in logged]
+            deleted = delete_unreferenced_files(uri, stale, table)
+            if deleted:
+                log.info("removed %d files of failed attempts of replayed batch %d of appId %s from %s",
+                         len(deleted), batch_id, self.options.app_id, uri)
+            return deleted
+        except Exception as e:  # noqa: BLE001 - the batch is committed; leftovers are maintenance's job
+            log.warning("could not look for failed attempts of batch %d in %s: %s", batch_id, uri, e)
+            return []
+
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Commit the batch's files with ``txn(appId, batchId)`` in one Delta transaction, or skip a replay.
 
@@ -901,6 +1015,7 @@ class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
         paths = [f.path for f in files]
         actions = [f.to_add_action() for f in files]
         rows = sum(f.num_records for f in files)
+        fault_point("before-delta-commit", batchId, uri)
         last_error: Exception | None = None
         for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
             table = load_table(uri)
@@ -918,6 +1033,7 @@ class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
                     continue
                 log.info("created Delta table %s with batch %d of appId %s: %d files, %d rows", uri, batchId,
                          app_id, len(files), rows)
+                fault_point("after-delta-commit", batchId, uri)
                 self._remove_earlier_attempts(batchId, paths)
                 return
             try:
@@ -928,6 +1044,8 @@ class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
             committed = table.transaction_version(app_id)
             if committed is not None and committed >= batchId:
                 deleted = delete_unreferenced_files(uri, paths, table)
+                if attempt == 1 and committed == batchId:
+                    deleted += self._remove_unlogged_batch_files(batchId, table)
                 if attempt == 1:
                     log.warning("batch %d of appId %s is already in Delta table %s (txn version %d): replay "
                                 "skipped, %d fresh files removed", batchId, app_id, uri, committed, len(deleted))
@@ -945,6 +1063,7 @@ class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
                 last_error = e
                 continue
             log.info("committed batch %d of appId %s to %s: %d files, %d rows", batchId, app_id, uri, len(files), rows)
+            fault_point("after-delta-commit", batchId, uri)
             self._remove_earlier_attempts(batchId, paths)
             return
         try:
@@ -1004,3 +1123,91 @@ class DeltaLakeDataSource(DataSource):
         check_partition_columns(opts.table_uri, schema, partition_by)
         delta_schema_of(schema)
         return DeltaLakeStreamWriter(opts, schema, partition_by)
+
+
+# --- foreachBatch: the same exactly-once write for a static DataFrame ---------------------------------
+@dataclass(frozen=True)
+class BatchWriteResult:
+    """What :func:`write_batch` did.
+
+    Attributes:
+        table_uri: the table written.
+        batch_id: the micro-batch id (Delta txn version for the appId).
+        skipped: True when the table already holds this batch for the appId (nothing written).
+        files: Parquet files committed.
+        rows: rows committed.
+    """
+
+    table_uri: str
+    batch_id: int
+    skipped: bool
+    files: int = 0
+    rows: int = 0
+
+
+def _task_message_rows(writer: DeltaLakeStreamWriter):
+    """The ``mapInArrow`` function of :func:`write_batch`: write the task's rows, return its pickled message."""
+
+    def run(iterator: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        message = writer.write(iterator)
+        yield pa.record_batch([pa.array([pickle.dumps(message)], pa.binary())], names=["message"])
+
+    return run
+
+
+def write_batch(df, path: str, app_id: str, batch_id: int, *, partition_by: Sequence[str] | None = None,
+                target_file_size: int | None = None, compression: str | None = None) -> BatchWriteResult:
+    """Append a static DataFrame to a Delta table exactly once per ``(app_id, batch_id)``.
+
+    For ``foreachBatch`` functions that write more than one table per micro-batch. Executors write the
+    Parquet files (``df.mapInArrow``, same files and statistics as the streaming sink), the driver
+    commits them in one transaction carrying ``txn(app_id, batch_id)``. When the table's txn version
+    for ``app_id`` is already ``>= batch_id`` (a micro-batch replayed after a crash) nothing is written.
+    A failed job removes what its tasks wrote (the abort path of the sink).
+
+    Args:
+        df: the rows to append (a batch DataFrame, e.g. the one foreachBatch receives).
+        path: table location; created by the first commit.
+        app_id: stable id of the writing query and table, e.g. from :func:`app_id_from_checkpoint`.
+        batch_id: the micro-batch id (>= 0).
+        partition_by: partition columns for a new table (must equal an existing table's when given).
+        target_file_size: bytes per Parquet file (default 100 MiB), ``compression``: Parquet codec.
+    Raises:
+        DeltaSinkConfigError, DeltaSchemaMismatchError, DeltaCommitError: as the streaming sink.
+    """
+    raw: dict[str, str] = {"path": path, "appId": app_id}
+    if partition_by:
+        raw["partitionBy"] = ",".join(partition_by)
+    if target_file_size is not None:
+        raw["targetFileSize"] = str(target_file_size)
+    if compression is not None:
+        raw["compression"] = compression
+    opts = DeltaSinkOptions.from_options(raw)
+    if batch_id < 0:
+        raise DeltaSinkConfigError(f"batch id {batch_id} for table {opts.table_uri} must be >= 0")
+    schema = df.schema
+    table = load_table(opts.table_uri)
+    if table is not None:
+        check_schema_matches(opts.table_uri, table.schema().to_json(), table.metadata().partition_columns,
+                             schema, opts.partition_by)
+        committed = table.transaction_version(app_id)
+        if committed is not None and committed >= batch_id:
+            log.warning("batch %d of appId %s is already in Delta table %s (txn version %d): skipped", batch_id,
+                        app_id, opts.table_uri, committed)
+            return BatchWriteResult(opts.table_uri, batch_id, skipped=True)
+        partition_by = tuple(table.metadata().partition_columns)
+    else:
+        partition_by = opts.partition_by or ()
+    check_partition_columns(opts.table_uri, schema, partition_by)
+    delta_schema_of(schema)
+    writer = DeltaLakeStreamWriter(opts, schema, partition_by, batch_id=batch_id)
+    try:
+        rows = df.mapInArrow(_task_message_rows(writer), "message binary").collect()
+    except BaseException:
+        writer.abort([], batch_id)
+        raise
+    messages = [pickle.loads(r["message"]) for r in rows]
+    files = _files_of(messages)
+    writer.commit(messages, batch_id)
+    return BatchWriteResult(opts.table_uri, batch_id, skipped=False, files=len(files),
+                            rows=sum(f.num_records for f in files))

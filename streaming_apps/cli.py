@@ -1,4 +1,8 @@
-"""The `hareplica` command line: one entry point, one sub-command per job."""
+"""The `hareplica` command line: one entry point, one sub-command per job.
+
+Sub-commands: ``inspect-commitlog``, ``broker``, ``produce``, ``demo``, ``run APP`` (bronze, silver, gold),
+``query "SQL"``, ``maintain TABLE`` and ``status`` (docs/delta.md describes the last four).
+"""
 
 from __future__ import annotations
 
@@ -41,15 +45,218 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("produce", help="send a generated load to a broker with the bundled producer")
     p.add_argument("--broker", required=True, help="broker remoting address HOST:PORT")
-    p.add_argument("--topic", required=True, help="topic (comma-separate several to spread the load)")
+    p.add_argument("--topic", default=None,
+                   help="topic (comma-separate several to spread the load); required for --workload load")
     p.add_argument("--count", type=_positive, required=True, help="number of messages")
     p.add_argument("--body-bytes", type=_positive, default=256, help="body size in bytes (default 256)")
+    p.add_argument("--workload", choices=("load", "orders"), default="load",
+                   help="load: generated bodies of --body-bytes (default); orders: the msgpack order events the "
+                        "silver and gold apps decode, on their four topics")
+    p.add_argument("--seed", type=int, default=20240611, help="orders: random seed of the events")
 
     p = sub.add_parser("demo", help="the main job on an embedded default: broker stub, workload, bronze Delta table")
     p.add_argument("--workdir", default="hareplica-demo", help="folder for the broker store, checkpoint and tables")
     p.add_argument("--messages", type=_positive, default=100_000, help="messages to produce (default 100000)")
     p.add_argument("--keep", action="store_true", help="keep an existing workdir instead of starting fresh")
+
+    _add_run_parser(sub)
+    _add_query_parser(sub)
+    _add_maintain_parser(sub)
+    _add_status_parser(sub)
     return parser
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text, 0)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _add_workdir_args(p: argparse.ArgumentParser, *, tables: bool = True) -> None:
+    from streaming_apps.apps.common import DEFAULT_WORKDIR
+
+    p.add_argument("--workdir", default=DEFAULT_WORKDIR,
+                   help=f"root of tables/, checkpoints/ and status/ (default {DEFAULT_WORKDIR})")
+    if tables:
+        p.add_argument("--tables-root", default=None, help="folder of the Delta tables (default WORKDIR/tables)")
+
+
+def _add_run_parser(sub) -> None:
+    from connector.delta_maintenance import DEFAULT_MAINTENANCE_EVERY_BATCHES, DEFAULT_ORPHAN_GRACE_PERIOD_MS
+    from streaming_apps.apps.common import DEFAULT_TRIGGER, DEFAULT_WATERMARK, SINKS
+
+    p = sub.add_parser("run", help="run a streaming app: bronze, silver or gold (docs/delta.md)")
+    p.add_argument("app", choices=("bronze", "silver", "gold"), help="the app")
+    p.add_argument("--brokers", required=True,
+                   help="brokers to replicate: name=host:haPort[/host:remotingPort],... (the source's brokers option)")
+    _add_workdir_args(p)
+    p.add_argument("--checkpoint-root", default=None, help="folder of the checkpoints (default WORKDIR/checkpoints)")
+    p.add_argument("--status-dir", default=None, help="folder of the progress files (default WORKDIR/status)")
+    p.add_argument("--sink", choices=SINKS, default="deltalake",
+                   help="deltalake: this project's sink, no jars (default); delta: Spark's format('delta'), "
+                        "needs --jars (gradle stageDeltaJars)")
+    p.add_argument("--jars", nargs="+", default=[], metavar="JAR",
+                   help="jars for spark.jars (comma lists and globs allowed), e.g. build/jars/*.jar")
+    p.add_argument("--trigger", default=DEFAULT_TRIGGER,
+                   help=f"available-now (catch up, then stop) or an interval: 500ms, 1s, 2m "
+                        f"(default {DEFAULT_TRIGGER})")
+    p.add_argument("--starting-offsets", default="earliest",
+                   help='earliest (default), latest or JSON {"broker-a": offset}')
+    p.add_argument("--max-bytes-per-trigger", type=_positive, default=None,
+                   help="soft cap of CommitLog bytes per micro-batch (default none)")
+    p.add_argument("--no-fail-on-data-loss", dest="fail_on_data_loss", action="store_false",
+                   help="continue when CommitLog bytes the query needs are gone from the broker")
+    p.add_argument("--option", dest="source_options", type=_key_value, action="append", default=[],
+                   metavar="KEY=VALUE", help="any other format('hareplica') option (repeatable)")
+    p.add_argument("--maintenance-every", type=_non_negative, default=DEFAULT_MAINTENANCE_EVERY_BATCHES,
+                   help="compact, checkpoint and vacuum every N micro-batches; 0 = never "
+                        f"(default {DEFAULT_MAINTENANCE_EVERY_BATCHES})")
+    p.add_argument("--vacuum-retention-hours", type=_non_negative, default=None,
+                   help="vacuum retention (default: the table's delta.deletedFileRetentionDuration, 168 h)")
+    p.add_argument("--orphan-grace-ms", type=_non_negative, default=DEFAULT_ORPHAN_GRACE_PERIOD_MS,
+                   help="maintenance removes never-committed files older than this "
+                        f"(default {DEFAULT_ORPHAN_GRACE_PERIOD_MS})")
+    p.add_argument("--target-file-size", type=_positive, default=None,
+                   help="bytes per Parquet file of the deltalake sink (default 104857600)")
+    p.add_argument("--watermark", default=DEFAULT_WATERMARK,
+                   help=f"gold: event-time watermark delay (default '{DEFAULT_WATERMARK}')")
+    p.add_argument("--topics", default=None, help="silver/gold: comma-separated order topics (default the workload's)")
+    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    p.add_argument("--timeout-s", type=float, default=None, help="stop the app after this many seconds")
+
+
+def _add_query_parser(sub) -> None:
+    from streaming_apps.query import DEFAULT_MAX_ROWS, FORMATS
+
+    p = sub.add_parser("query", help="run SQL over the Delta tables with deltalake's engine (no JVM)")
+    p.add_argument("sql", help='the statement, e.g. "SELECT topic, count(*) FROM bronze GROUP BY topic"')
+    _add_workdir_args(p)
+    p.add_argument("--table", dest="tables", type=_key_value, action="append", default=[], metavar="NAME=PATH",
+                   help="register another Delta table (repeatable)")
+    p.add_argument("--format", choices=FORMATS, default="table", help="table (default), jsonl or csv")
+    p.add_argument("--max-rows", type=_non_negative, default=DEFAULT_MAX_ROWS,
+                   help=f"rows shown in table format (default {DEFAULT_MAX_ROWS}; 0 = all)")
+
+
+def _add_maintain_parser(sub) -> None:
+    p = sub.add_parser("maintain", help="compact, checkpoint, vacuum and clean a Delta table now")
+    p.add_argument("table", help="a table name under --tables-root, or a table path")
+    _add_workdir_args(p)
+    p.add_argument("--no-compact", dest="compact", action="store_false", help="skip compaction")
+    p.add_argument("--target-size", type=_positive, default=None,
+                   help="bytes per compacted file (default delta-rs's 104857600)")
+    p.add_argument("--no-checkpoint", dest="checkpoint", action="store_false", help="skip the Delta checkpoint")
+    p.add_argument("--no-vacuum", dest="vacuum", action="store_false", help="skip vacuum")
+    p.add_argument("--vacuum-retention-hours", type=_non_negative, default=None,
+                   help="vacuum retention (default: the table's, 168 h; shorter is refused by delta-rs)")
+    p.add_argument("--orphan-grace-ms", type=_non_negative, default=None,
+                   help="also remove never-committed sink files older than this many ms")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _add_status_parser(sub) -> None:
+    p = sub.add_parser("status", help="progress and broker lag of the apps, from their progress files")
+    p.add_argument("paths", nargs="*", help="progress files or folders (default WORKDIR/status)")
+    _add_workdir_args(p, tables=False)
+    p.add_argument("--brokers", default=None, help="also ask these brokers for their max offset now (lag now)")
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
+
+
+def _tables_root(args) -> str:
+    import os
+
+    return args.tables_root or os.path.join(args.workdir, "tables")
+
+
+def _run(args) -> int:
+    from rich.console import Console
+
+    from streaming_apps.apps import AppConfig, AppError, DeltaJarsMissingError, run_app
+    from streaming_apps.apps.common import expand_jars
+    from streaming_apps.spark_session import build_spark_session
+
+    console = Console(stderr=True)
+    try:
+        config = AppConfig(
+            app=args.app, brokers=args.brokers, workdir=args.workdir, tables_root=args.tables_root,
+            checkpoint_root=args.checkpoint_root, status_dir=args.status_dir, sink=args.sink, trigger=args.trigger,
+            starting_offsets=args.starting_offsets, max_bytes_per_trigger=args.max_bytes_per_trigger,
+            fail_on_data_loss=args.fail_on_data_loss, source_options=dict(args.source_options),
+            maintenance_every=args.maintenance_every, vacuum_retention_hours=args.vacuum_retention_hours,
+            orphan_grace_period_ms=args.orphan_grace_ms, target_file_size=args.target_file_size,
+            watermark=args.watermark, topics=tuple(t for t in args.topics.split(",") if t) if args.topics else None)
+        jars = expand_jars(args.jars)
+    except AppError as e:
+        console.print(f"[red]error:[/red] {e}", highlight=False)
+        return 2
+    import signal
+
+    def stop_on_sigterm(signum, frame):  # a service manager's stop: end the micro-batch loop like Ctrl-C
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop_on_sigterm)
+    spark = build_spark_session(f"hareplica-{args.app}", master=args.master, jars=jars,
+                                delta=args.sink == "delta" and bool(jars))
+    try:
+        result = run_app(spark, config, timeout_s=args.timeout_s)
+    except DeltaJarsMissingError as e:
+        console.print(f"[red]error:[/red] {e}", highlight=False)
+        return 2
+    except (AppError, TimeoutError) as e:
+        console.print(f"[red]error:[/red] {e}", highlight=False)
+        return 1
+    finally:
+        spark.stop()
+        signal.signal(signal.SIGTERM, previous)
+    console.print(f"{result.app}: {result.rows} rows in {result.batches} micro-batches, {len(result.maintenance)} "
+                  f"table maintenance runs, {result.elapsed_s:.1f} s", highlight=False)
+    for name, path in result.tables.items():
+        console.print(f"  table {name}: {path}", highlight=False)
+    console.print(f"  progress: {config.status_file} (hareplica status --workdir {config.workdir})", highlight=False)
+    return 0
+
+
+def _maintain(args) -> int:
+    import json
+    import os
+    import time
+
+    from rich.console import Console
+
+    from connector.delta_maintenance import run_maintenance, summarize_maintenance
+    from connector.delta_sink import DeltaSinkError
+
+    console = Console(stderr=True)
+    candidate = os.path.join(_tables_root(args), args.table)
+    path = candidate if os.path.isdir(os.path.join(candidate, "_delta_log")) else args.table
+    started = time.monotonic()
+    try:
+        result = run_maintenance(path, compact=args.compact, target_size=args.target_size, checkpoint=args.checkpoint,
+                                 vacuum=args.vacuum, vacuum_retention_hours=args.vacuum_retention_hours,
+                                 orphan_grace_period_ms=args.orphan_grace_ms, cleanup_log=args.checkpoint)
+    except DeltaSinkError as e:
+        console.print(f"[red]error:[/red] {e}", highlight=False)
+        return 1
+    except Exception as e:  # noqa: BLE001 - delta-rs errors (e.g. a retention below the table's minimum)
+        console.print(f"[red]error:[/red] maintenance of {path} failed: {e}", highlight=False)
+        return 1
+    summary = summarize_maintenance(os.path.abspath(path), result, (time.monotonic() - started) * 1000)
+    if args.json:
+        sys.stdout.write(json.dumps(summary) + "\n")
+    else:
+        Console().print(f"maintained {summary['table']}: version {summary['version']}, compaction removed "
+                        f"{summary['filesRemoved']} and added {summary['filesAdded']} files, vacuumed "
+                        f"{summary['vacuumed']}, orphans removed {summary['orphans']} ({summary['durationMs']:.0f} ms)",
+                        highlight=False)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,13 +277,33 @@ def main(argv: list[str] | None = None) -> int:
 
         return broker_main(extra + args.broker_args)
     if args.command == "produce":
-        from streaming_apps.workload import produce_command
+        from streaming_apps.workload import produce_command, produce_orders_command
 
+        if args.workload == "orders":
+            return produce_orders_command(args.broker, args.count, seed=args.seed)
+        if not args.topic:
+            build_parser().error("produce --workload load needs --topic")
         return produce_command(args.broker, args.topic.split(","), args.count, args.body_bytes)
     if args.command == "demo":
         from streaming_apps.demo import run_demo
 
         return run_demo(args.workdir, messages=args.messages, keep=args.keep)
+    if args.command == "run":
+        return _run(args)
+    if args.command == "query":
+        from streaming_apps.query import query_command
+
+        return query_command(args.sql, tables_root=_tables_root(args), tables=dict(args.tables), fmt=args.format,
+                             max_rows=args.max_rows or None)
+    if args.command == "maintain":
+        return _maintain(args)
+    if args.command == "status":
+        import os
+
+        from streaming_apps.status import status_command
+
+        return status_command(args.paths or [os.path.join(args.workdir, "status")], brokers=args.brokers,
+                              as_json=args.json)
     raise AssertionError(args.command)
 
 

@@ -2,10 +2,12 @@
 
 1. start a broker-stub ASYNC_MASTER in ``WORKDIR/broker`` on free loopback ports;
 2. produce a workload of msgpack order events (``streaming_apps.workload``) with the bundled producer;
-3. stream the broker's CommitLog with ``format("hareplica")`` into the bronze Delta table
-   ``WORKDIR/tables/bronze`` with ``format("deltalake")``, Trigger.AvailableNow, until caught up;
+3. run the bronze app (``streaming_apps.apps.bronze``, the same code as ``hareplica run bronze``) with
+   Trigger.AvailableNow: ``format("hareplica")`` into the Delta table ``WORKDIR/tables/bronze`` with
+   ``format("deltalake")``, partitioned by storeDate, progress and broker lag in
+   ``WORKDIR/status/bronze.jsonl``, maintenance every few micro-batches;
 4. check the table against the broker's own CommitLog files (missing and duplicated messages) and run
-   a few example queries with deltalake's SQL engine (no JVM);
+   a few example queries with deltalake's SQL engine (no JVM), as ``hareplica query`` does;
 5. stop the broker. Exit code 0 only when nothing is missing or duplicated.
 """
 
@@ -26,6 +28,7 @@ log = logging.getLogger(__name__)
 BROKER_NAME = "broker-a"
 DEMO_MAPPED_FILE_SIZE_BYTES = 64 * 1024 * 1024  # several mapped files → several partitions per batch
 DEMO_MAX_BYTES_PER_TRIGGER = 64 * 1024 * 1024
+DEMO_MAINTENANCE_EVERY_BATCHES = 4
 
 
 def run_demo(workdir: str, *, messages: int = 100_000, keep: bool = False) -> int:
@@ -38,7 +41,6 @@ def run_demo(workdir: str, *, messages: int = 100_000, keep: bool = False) -> in
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
     table_path = root / "tables" / "bronze"
-    checkpoint = root / "checkpoints" / "bronze"
     started = time.monotonic()
 
     console.rule("[bold]hareplica demo")
@@ -48,7 +50,7 @@ def run_demo(workdir: str, *, messages: int = 100_000, keep: bool = False) -> in
                   f"store {broker.store_dir}")
     try:
         produced = _produce(console, broker.remoting_addr, messages)
-        landed_batches = _stream(console, broker, table_path, checkpoint)
+        landed_batches = _stream(console, broker, root)
         ok = _check_and_query(console, broker, table_path, produced)
     finally:
         broker.stop()
@@ -95,57 +97,65 @@ def _produce(console: Console, broker_addr: str, count: int) -> int:
     return acked
 
 
-def _stream(console: Console, broker, table_path: Path, checkpoint: Path) -> int:
-    from connector.delta_sink import app_id_from_checkpoint
+def _stream(console: Console, broker, root: Path) -> int:
+    """Run the bronze app until caught up; returns the number of micro-batches."""
+    from streaming_apps.apps import AppConfig, start
     from streaming_apps.spark_session import build_spark_session
 
     console.print("starting Spark (local[2]) …")
     spark = build_spark_session("hareplica-demo")
+    config = AppConfig(app="bronze", brokers=f"{BROKER_NAME}={broker.ha_addr}", workdir=root,
+                       trigger="available-now", max_bytes_per_trigger=DEMO_MAX_BYTES_PER_TRIGGER,
+                       maintenance_every=DEMO_MAINTENANCE_EVERY_BATCHES)
+    console.print(f"bronze app: checkpoint {config.checkpoint()}, progress {config.status_file}")
     try:
-        query = (
-            spark.readStream.format("hareplica")
-            .option("brokers", f"{BROKER_NAME}={broker.ha_addr}")
-            .option("startingOffsets", "earliest")
-            .option("maxBytesPerTrigger", str(DEMO_MAX_BYTES_PER_TRIGGER))
-            .load()
-            .writeStream.format("deltalake")
-            .option("appId", app_id_from_checkpoint(str(checkpoint), "bronze"))
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start(str(table_path))
-        )
-        batches = 0
-        rows = 0
-        while query.isActive:
-            time.sleep(1.0)
-            for p in query.recentProgress[batches:]:
-                batches += 1
-                rows += p.get("numInputRows", 0) if isinstance(p, dict) else p.numInputRows
-                console.print(f"  micro-batch {batches}: {rows} rows landed so far")
-        query.awaitTermination()
-        for p in query.recentProgress[batches:]:
-            batches += 1
-            rows += p.get("numInputRows", 0) if isinstance(p, dict) else p.numInputRows
-        if query.exception() is not None:
-            raise RuntimeError(f"streaming query failed: {query.exception()}")
-        console.print(f"caught up: {rows} rows in {batches} micro-batches")
-        return batches
+        running = start(spark, config)
+        shown = 0
+        try:
+            while not running.wait(1.0):
+                shown = _print_progress(console, running.progress, shown)
+        finally:
+            running.close()
+        progress = running.progress
+        _print_progress(console, progress, shown)
+        rows = sum(int(p.get("numInputRows") or 0) for p in progress)
+        console.print(f"caught up: {rows} rows in {len(progress)} micro-batches; "
+                      f"{len(running.maintainer.results)} table maintenance runs")
+        return len(progress)
     finally:
         spark.stop()
 
 
+def _print_progress(console: Console, progress: list[dict], shown: int) -> int:
+    rows = sum(int(p.get("numInputRows") or 0) for p in progress[:shown])
+    for p in progress[shown:]:
+        rows += int(p.get("numInputRows") or 0)
+        console.print(f"  micro-batch {p.get('batchId')}: {rows} rows landed so far, broker lag "
+                      f"{p.get('lagBytes')} bytes")
+    return len(progress)
+
+
+#: Example queries the demo runs and prints (also shown as `hareplica query` commands).
+EXAMPLE_QUERIES = (
+    ("messages and CommitLog bytes per topic",
+     "SELECT topic, count(*) AS messages, sum(storeSize) AS commitlog_bytes, "
+     "sum(CASE WHEN sysFlag & 1 = 1 THEN 1 ELSE 0 END) AS compressed FROM bronze GROUP BY topic ORDER BY topic"),
+    ("messages per store date (the partition column)",
+     "SELECT storeDate, count(*) AS messages, min(commitLogOffset) AS first_offset, "
+     "max(commitLogOffset) AS last_offset FROM bronze GROUP BY storeDate ORDER BY storeDate"),
+)
+
+
 def _check_and_query(console: Console, broker, table_path: Path, produced: int) -> bool:
-    from deltalake import DeltaTable, QueryBuilder
+    from deltalake import DeltaTable
 
     from streaming_apps.inspect_commitlog import iter_commitlog_dir
+    from streaming_apps.query import query_tables, render
     from streaming_apps.workload import decode_order
 
     broker_offsets = {rec.commit_log_offset: rec.msg_id for _, rec in iter_commitlog_dir(broker.commitlog_dir)}
-    dt = DeltaTable(str(table_path))
-    qb = QueryBuilder().register("bronze", dt)
-    # read through deltalake's query engine: DeltaTable.to_pyarrow_table can abort the process at exit
-    # (delta-rs #2184)
-    table = _arrow(qb.execute("SELECT commitLogOffset, msgId FROM bronze"))
+    tables = {"bronze": str(table_path)}
+    table = query_tables("SELECT commitLogOffset, msgId FROM bronze", tables)
     offsets = table.column("commitLogOffset").to_pylist()
     landed = Counter(offsets)
     missing = sorted(set(broker_offsets) - set(landed))
@@ -153,6 +163,7 @@ def _check_and_query(console: Console, broker, table_path: Path, produced: int) 
     foreign = sorted(set(landed) - set(broker_offsets))
     wrong_ids = sum(1 for off, mid in zip(offsets, table.column("msgId").to_pylist(), strict=True)
                     if off in broker_offsets and broker_offsets[off] != mid)
+    dt = DeltaTable(str(table_path))
 
     summary = Table(title="bronze vs. the broker's CommitLog", show_header=False)
     summary.add_row("messages produced", str(produced))
@@ -163,37 +174,25 @@ def _check_and_query(console: Console, broker, table_path: Path, produced: int) 
     summary.add_row("rows not in the CommitLog", str(len(foreign)))
     summary.add_row("msgId mismatches", str(wrong_ids))
     summary.add_row("Delta table version", str(dt.version()))
+    summary.add_row("data files (after maintenance)", str(len(dt.file_uris())))
     console.print(summary)
 
-    per_topic = _arrow(qb.execute(
-        "SELECT topic, count(*) AS messages, sum(storeSize) AS commitlog_bytes, "
-        "sum(CASE WHEN sysFlag & 1 = 1 THEN 1 ELSE 0 END) AS compressed "
-        "FROM bronze GROUP BY topic ORDER BY topic"))
-    t = Table(title="SELECT topic, count(*) … FROM bronze GROUP BY topic")
-    for name in per_topic.column_names:
-        t.add_column(name)
-    for row in per_topic.to_pylist():
-        t.add_row(*(str(v) for v in row.values()))
-    console.print(t)
+    workdir = table_path.parent.parent
+    for title, sql in EXAMPLE_QUERIES:
+        console.print(f"[bold]{title}[/bold]: hareplica query --workdir {workdir} \"{sql}\"", highlight=False)
+        render(query_tables(sql, tables), console=console)
 
-    one = _arrow(qb.execute(
-        "SELECT commitLogOffset, topic, tags, keys, body FROM bronze "
-        "WHERE topic = 'OrderPaid' ORDER BY commitLogOffset LIMIT 1")).to_pylist()
+    one = query_tables("SELECT commitLogOffset, topic, tags, keys, body FROM bronze "
+                       "WHERE topic = 'OrderPaid' ORDER BY commitLogOffset LIMIT 1", tables).to_pylist()
     if one:
         event = decode_order(one[0]["body"])
         event["note"] = f"<{len(event.get('note', ''))} chars>"
         console.print(f"one order decoded from msgpack (commitLogOffset {one[0]['commitLogOffset']}, "
                       f"tags {one[0]['tags']}, keys {one[0]['keys']}):")
         console.print(event)
+    console.print(f"progress and broker lag of the run: hareplica status --workdir {workdir}", highlight=False)
     ok = produced == len(broker_offsets) == table.num_rows and not missing and not duplicated and not foreign \
         and not wrong_ids
     console.print("[bold green]OK[/]: every message landed exactly once" if ok
                   else "[bold red]FAILED[/]: see the counts above")
     return ok
-
-
-def _arrow(reader):
-    """A deltalake query result (an Arrow C stream) as a pyarrow.Table."""
-    import pyarrow as pa
-
-    return pa.RecordBatchReader.from_stream(reader).read_all()

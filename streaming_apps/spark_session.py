@@ -9,12 +9,22 @@ import sys
 log = logging.getLogger(__name__)
 
 
+#: Spark conf that switches on Spark's own Delta Lake (needs the delta-spark jars on the classpath).
+DELTA_SPARK_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
 def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: str | None = None,
-                        ui: bool = False, extra_conf: dict[str, str] | None = None):
+                        ui: bool = False, extra_conf: dict[str, str] | None = None,
+                        jars: list[str] | None = None, delta: bool = False):
     """Create (or get) a SparkSession with the hareplica data sources registered.
 
     Python workers use this interpreter (``PYSPARK_PYTHON``), so they import the installed project.
     ``extra_conf`` entries are passed through as Spark conf (e.g. ``spark.jars`` for Delta jars).
+    ``jars`` (absolute paths) become ``spark.jars``; ``delta`` adds :data:`DELTA_SPARK_CONF` (only
+    with the Delta jars given: Spark fails to start when the extension class is missing).
     Registers ``format("hareplica")`` and ``format("deltalake")``.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -34,6 +44,11 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
     )
     if local_dir:
         builder = builder.config("spark.local.dir", local_dir)
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    if delta:
+        for k, v in DELTA_SPARK_CONF.items():
+            builder = builder.config(k, v)
     for k, v in (extra_conf or {}).items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

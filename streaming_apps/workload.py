@@ -121,3 +121,45 @@ def produce_command(broker_addr: str, topics: list[str], count: int, body_bytes:
     for err in stats.errors:
         console.print(f"error: {err}")
     return 0 if stats.failed == 0 else 1
+
+
+def produce_orders_command(broker_addr: str, count: int, *, seed: int = 20240611) -> int:
+    """`hareplica produce --workload orders`: send ``count`` order events (:func:`order_events`), pipelined.
+
+    Prints the outcome; returns 0 when every send was stored (SEND_OK), 1 otherwise.
+    """
+    import threading
+    import time
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from broker_stub.producer import Producer
+
+    console = Console(stderr=True)
+    statuses: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def done(fut) -> None:
+        exc = fut.exception()
+        key = type(exc).__name__ if exc is not None else fut.result().send_status
+        with lock:
+            statuses[key] = statuses.get(key, 0) + 1
+
+    started = time.perf_counter()
+    with Progress(TextColumn("producing orders"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as progress, Producer(broker_addr, "hareplica-orders") as producer:
+        task = progress.add_task("produce", total=count)
+        futures = []
+        for i, msg in enumerate(order_events(count, seed=seed)):
+            fut = producer.send_async(msg.topic, msg.body, tags=msg.tags, keys=msg.keys, properties=msg.properties)
+            fut.add_done_callback(done)
+            futures.append(fut)
+            if i % 1000 == 0:
+                progress.update(task, completed=sum(statuses.values()))
+        for fut in futures:
+            fut.exception(timeout=60)
+        progress.update(task, completed=count)
+    elapsed = time.perf_counter() - started
+    console.print(f"sent {count} order events to {', '.join(ORDER_TOPICS)} in {elapsed:.2f} s; statuses {statuses}")
+    return 0 if statuses.get("SEND_OK", 0) == count else 1

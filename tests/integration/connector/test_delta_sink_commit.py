@@ -26,12 +26,24 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from connector.delta_maintenance import find_orphan_files, remove_orphan_files, run_maintenance
+from connector.delta_maintenance import (
+    MaintenancePolicy,
+    TableMaintainer,
+    find_orphan_files,
+    remove_orphan_files,
+    run_maintenance,
+)
 from connector.delta_sink import (
+    FAULT_INJECTION_ENV,
+    FAULT_MARKER_ENV,
+    FAULT_PAUSE_ENV,
     DeltaLakeCommitMessage,
     DeltaLakeDataSource,
     DeltaLakeStreamWriter,
     DeltaSchemaMismatchError,
+    DeltaSinkConfigError,
+    InjectedFaultError,
+    batch_file_prefix,
 )
 
 SCHEMA = StructType([StructField("id", LongType()), StructField("topic", StringType()),
@@ -383,3 +395,148 @@ def test_orphan_files_are_found_and_removed_but_live_and_tombstoned_files_kept(t
     assert foreign.exists()
     assert ids_of(path) == list(range(40))
     assert ids_of(path, version=2) == list(range(30))  # time travel still finds the tombstoned files
+
+
+# --- fault-injection points --------------------------------------------------------------------------
+def batch_writer(path: Path, batch_id: int) -> DeltaLakeStreamWriter:
+    """A writer whose tasks name their files for ``batch_id``, as Spark's task property does."""
+    w = make_writer(path)
+    w.batch_id = batch_id
+    return w
+
+
+def test_fault_before_delta_commit_leaves_written_files_uncommitted_and_the_rerun_removes_them(tmp_path, monkeypatch):
+    path = tmp_path / "t"
+    w = batch_writer(path, 0)
+    w.commit([task(w, rows(0, 10))], 0)
+    monkeypatch.setenv(FAULT_INJECTION_ENV, "before-delta-commit:1")
+    w = batch_writer(path, 1)
+    died = task(w, rows(10, 10))
+    with pytest.raises(InjectedFaultError, match="before-delta-commit reached in batch 1"):
+        w.commit([died], 1)
+    assert DeltaTable(str(path)).transaction_version("app") == 0
+    assert message_files(died) <= parquet_on_disk(path)  # written, not committed
+    monkeypatch.delenv(FAULT_INJECTION_ENV)
+    # Spark re-runs batch 1 after the restart: fresh files; the dead attempt's files go.
+    rerun = task(batch_writer(path, 1), rows(10, 10))
+    batch_writer(path, 1).commit([rerun], 1)
+    assert ids_of(path) == list(range(20))
+    assert parquet_on_disk(path) == table_files(path)
+    assert not message_files(died) & parquet_on_disk(path)
+
+
+def test_fault_after_delta_commit_then_replay_is_skipped_and_every_stale_attempt_removed(tmp_path, monkeypatch):
+    path = tmp_path / "t"
+    w = batch_writer(path, 0)
+    w.commit([task(w, rows(0, 10))], 0)
+    w = batch_writer(path, 1)
+    dead_attempt = task(w, rows(10, 10))  # batch 1, attempt 1: written, died before the Delta commit
+    # batch 1, attempt 2: committed, then the process died before removing attempt 1's files
+    monkeypatch.setenv(FAULT_INJECTION_ENV, "after-delta-commit:1")
+    committed = task(w, rows(10, 10))
+    with pytest.raises(InjectedFaultError, match="after-delta-commit"):
+        w.commit([committed], 1)
+    monkeypatch.delenv(FAULT_INJECTION_ENV)
+    assert DeltaTable(str(path)).transaction_version("app") == 1
+    assert message_files(dead_attempt) <= parquet_on_disk(path)
+    # batch 1 again (Spark had no commit log entry): skipped; its fresh files and the dead attempt's removed
+    replay = task(batch_writer(path, 1), rows(10, 10))
+    batch_writer(path, 1).commit([replay], 1)
+    assert DeltaTable(str(path)).version() == 1
+    assert ids_of(path) == list(range(20))
+    assert parquet_on_disk(path) == table_files(path)
+    assert message_files(committed) <= table_files(path)
+    assert not (message_files(dead_attempt) | message_files(replay)) & parquet_on_disk(path)
+
+
+def test_replay_after_compaction_keeps_tombstoned_files_of_the_batch(tmp_path):
+    path = tmp_path / "t"
+    for b in range(3):
+        w = batch_writer(path, b)
+        w.commit([task(w, rows(10 * b, 10))], b)
+    run_maintenance(str(path), compact=True, checkpoint=True)
+    tombstoned = parquet_on_disk(path) - table_files(path)
+    assert len(tombstoned) == 3  # the batch files, now named only by remove actions
+    w = batch_writer(path, 2)
+    w.commit([task(w, rows(20, 10))], 2)  # replay of batch 2
+    assert tombstoned <= parquet_on_disk(path), "time travel needs the tombstoned files"
+    assert ids_of(path, version=2) == list(range(30))
+    assert ids_of(path) == list(range(30))
+
+
+def test_fault_point_with_a_marker_writes_it_and_waits_to_be_killed(tmp_path, monkeypatch):
+    path = tmp_path / "t"
+    marker = tmp_path / "marker.json"
+    monkeypatch.setenv(FAULT_INJECTION_ENV, "after-task-write:3:t")
+    monkeypatch.setenv(FAULT_MARKER_ENV, str(marker))
+    monkeypatch.setenv(FAULT_PAUSE_ENV, "0.2")
+    w = DeltaLakeDataSource({"path": str(path), "appId": "app"}).streamWriter(SCHEMA, False)
+    w.write(iter([rows(0, 3)]))  # no batch id from Spark here: the point does not match
+    w.batch_id = 3
+    with pytest.raises(InjectedFaultError, match="not killed within 0.2 s"):
+        w.write(iter([rows(0, 3)]))
+    info = json.loads(marker.read_text())
+    assert info["point"] == "after-task-write" and info["batchId"] == 3 and info["pid"] == os.getpid()
+    assert info["table"] == str(path)
+    assert all(not Path(f).name.startswith(batch_file_prefix("app", 3)) for f in parquet_on_disk(path)), \
+        "the failed task removes its files"
+    monkeypatch.setenv(FAULT_INJECTION_ENV, "after-task-write:3:other-table")
+    assert w.write(iter([rows(0, 3)])).files  # another table: no fault
+    monkeypatch.setenv(FAULT_INJECTION_ENV, "somewhere:3")
+    with pytest.raises(DeltaSinkConfigError, match="POINT:BATCH"):
+        w.write(iter([rows(0, 3)]))
+
+
+# --- scheduled maintenance -----------------------------------------------------------------------------
+def test_table_maintainer_compacts_every_n_batches_and_keeps_the_data(tmp_path):
+    path = tmp_path / "t"
+    results: list[dict] = []
+    maintainer = TableMaintainer([str(path), str(tmp_path / "not-yet")], MaintenancePolicy(every_batches=3),
+                                 on_result=results.append)
+    w = make_writer(path)
+    started = []
+    for b in range(7):
+        w.commit([task(w, rows(10 * b, 5)), task(w, rows(10 * b + 5, 5))], b)
+        started.append(maintainer.batch_completed(b))
+        assert maintainer.wait(60)
+        assert not maintainer.batch_completed(b), "a repeated batch id counts once"
+    assert started == [False, False, True, False, False, True, False]
+    assert maintainer.runs == 2
+    assert [r["table"] for r in results] == [str(path)] * 2  # the missing table is skipped quietly
+    assert results[0]["filesRemoved"] == 6 and results[0]["filesAdded"] == 1
+    assert all("error" not in r for r in results)
+    assert len(table_files(path)) == 1 + 2  # compacted file + batch 6's two files
+    assert ids_of(path) == [i for b in range(7) for i in range(10 * b, 10 * b + 10)]
+    assert DeltaTable(str(path)).transaction_version("app") == 6
+    assert any(p.name.endswith(".checkpoint.parquet") for p in (path / "_delta_log").iterdir())
+
+
+def test_table_maintainer_reports_errors_without_raising(tmp_path):
+    path = tmp_path / "t"
+    w = make_writer(path)
+    w.commit([task(w, rows(0, 3))], 0)
+
+    def broken(uri: str) -> dict:
+        raise RuntimeError(f"disk full under {uri}")
+
+    results: list[dict] = []
+    maintainer = TableMaintainer([str(path)], MaintenancePolicy(every_batches=1), runner=broken,
+                                 on_result=results.append)
+    assert maintainer.batch_completed(0)
+    assert maintainer.wait(60)
+    assert results[0]["error"] == f"RuntimeError: disk full under {path}"
+    assert maintainer.run_now()[0]["error"].startswith("RuntimeError")
+    disabled = TableMaintainer([str(path)], MaintenancePolicy(every_batches=0))
+    assert not any(disabled.batch_completed(b) for b in range(10))
+
+
+def test_run_maintenance_vacuums_with_the_table_retention(tmp_path):
+    path = tmp_path / "t"
+    w = make_writer(path)
+    for b in range(3):
+        w.commit([task(w, rows(10 * b, 10))], b)
+    result = run_maintenance(str(path), compact=True, checkpoint=True, vacuum=True, cleanup_log=True)
+    assert result["vacuumed"] == []  # the compacted files are tombstones younger than 7 days
+    assert result["compaction"]["numFilesRemoved"] == 3
+    assert len(parquet_on_disk(path)) == 4
+    assert ids_of(path) == list(range(30))

@@ -1,0 +1,254 @@
+"""Lag monitoring: a StreamingQueryListener that appends every micro-batch's progress to a JSON-lines file.
+
+Spark calls Python StreamingQueryListeners through py4j (the driver's callback server), on its
+listener-bus thread, after each micro-batch. For every ``QueryProgressEvent`` of the watched queries
+:class:`ProgressFileListener` writes one line built by :func:`progress_record`; start and termination
+become lines too, and so does anything else the app reports (maintenance runs) through
+:meth:`ProgressFileListener.write_event`. ``hareplica status`` reads the file (:func:`read_events`,
+:func:`latest_status`).
+
+Broker lag: ``format("hareplica")`` reports the brokers' commitLogMaxOffset seen when the batch was
+planned (``reportLatestOffset``); Spark puts it in ``progress.sources[].latestOffset`` next to the batch's
+``endOffset``. Both are JSON objects ``{broker: CommitLog offset}``, so the lag of each broker in bytes of
+CommitLog is ``latestOffset[broker] - endOffset[broker]`` (0 = the batch reached the broker's end).
+
+A line (``event`` = "progress")::
+
+    {"event": "progress", "time": "2026-01-01T00:00:00.000Z", "query": "hareplica-bronze", "id": "...",
+     "runId": "...", "batchId": 7, "numInputRows": 1000, "inputRowsPerSecond": 950.0,
+     "processedRowsPerSecond": 1200.0, "batchDurationMs": 830, "durationMs": {...},
+     "watermark": null, "stateRows": 0, "sink": "...", "lagBytes": 0,
+     "sources": [{"description": "...", "startOffset": {...}, "endOffset": {...}, "latestOffset": {...},
+                  "numInputRows": 1000, "lagBytes": {"broker-a": 0}}]}
+
+Other events: ``started`` (query, id, runId), ``terminated`` (query, id, runId, exception),
+``maintenance`` (see ``connector.delta_maintenance.summarize_maintenance``). Every line has ``event``
+and ``time`` (ISO-8601 UTC). The file is rotated to ``NAME.1`` when it passes ``max_bytes``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+log = logging.getLogger(__name__)
+
+#: The progress file is rotated (renamed to ``.1``) when it grows past this many bytes.
+DEFAULT_MAX_PROGRESS_FILE_BYTES = 16 * 1024 * 1024
+
+
+def utc_now_iso() -> str:
+    """The current time as Spark writes progress timestamps: ``YYYY-MM-DDTHH:MM:SS.mmmZ``."""
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _parse_offset(value: Any) -> Any:
+    """A source offset from progress JSON: Spark gives JSON text (or null); returns the parsed value."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def offset_lag_bytes(end_offset: Any, latest_offset: Any) -> dict[str, int] | None:
+    """``{broker: latest - end}`` for offsets shaped like format("hareplica")'s ``{broker: int}``.
+
+    Returns None when either offset is not such a dict (other sources, or no latestOffset reported).
+    """
+    if not isinstance(end_offset, dict) or not isinstance(latest_offset, dict):
+        return None
+    lag = {}
+    for broker, latest in latest_offset.items():
+        end = end_offset.get(broker)
+        if isinstance(end, int) and isinstance(latest, int) and not isinstance(end, bool):
+            lag[broker] = max(0, latest - end)
+    return lag
+
+
+def progress_record(progress: dict[str, Any]) -> dict[str, Any]:
+    """The progress-file line (module docstring) of one StreamingQueryProgress given as its JSON dict."""
+    sources = []
+    total_lag: int | None = None
+    for src in progress.get("sources") or []:
+        start, end, latest = (_parse_offset(src.get(k)) for k in ("startOffset", "endOffset", "latestOffset"))
+        lag = offset_lag_bytes(end, latest)
+        if lag is not None:
+            total_lag = (total_lag or 0) + sum(lag.values())
+        sources.append({"description": src.get("description"), "startOffset": start, "endOffset": end,
+                        "latestOffset": latest, "numInputRows": src.get("numInputRows"), "lagBytes": lag})
+    duration = progress.get("durationMs") or {}
+    state_rows = sum(int(op.get("numRowsTotal") or 0) for op in progress.get("stateOperators") or [])
+    return {
+        "event": "progress",
+        "time": progress.get("timestamp"),
+        "query": progress.get("name"),
+        "id": progress.get("id"),
+        "runId": progress.get("runId"),
+        "batchId": progress.get("batchId"),
+        "numInputRows": progress.get("numInputRows"),
+        "inputRowsPerSecond": _finite(progress.get("inputRowsPerSecond")),
+        "processedRowsPerSecond": _finite(progress.get("processedRowsPerSecond")),
+        "batchDurationMs": duration.get("triggerExecution", progress.get("batchDuration")),
+        "durationMs": duration,
+        "watermark": (progress.get("eventTime") or {}).get("watermark"),
+        "stateRows": state_rows,
+        "sink": (progress.get("sink") or {}).get("description"),
+        "lagBytes": total_lag,
+        "sources": sources,
+    }
+
+
+def _finite(value: Any) -> Any:
+    """JSON cannot hold NaN/Infinity (Spark reports NaN rates for empty batches): those become None."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    return value
+
+
+class ProgressFileListener(StreamingQueryListener):
+    """Appends the progress of the watched queries to a JSON-lines file (module docstring).
+
+    Args:
+        path: the file (folders are created); lines are appended, so restarts keep the history.
+        query_names: watch only queries with these names (None: every query of the session).
+        on_progress: called with each progress line after it is written (the apps count batches for
+            maintenance with it); its errors are logged, never raised into Spark.
+        max_bytes: rotate the file to ``path.1`` past this size.
+
+    Register with ``spark.streams.addListener(listener)`` before starting the queries; remove it with
+    ``spark.streams.removeListener(listener)`` when they are done.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, query_names: Iterable[str] | None = None,
+                 on_progress: Callable[[dict[str, Any]], None] | None = None,
+                 max_bytes: int = DEFAULT_MAX_PROGRESS_FILE_BYTES):
+        super().__init__()
+        self.path = Path(path)
+        self.query_names = set(query_names) if query_names is not None else None
+        self.on_progress = on_progress
+        self.max_bytes = max_bytes
+        self.records: list[dict[str, Any]] = []
+        self._names: dict[str, str | None] = {}
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _watched(self, name: str | None) -> bool:
+        return self.query_names is None or name in self.query_names
+
+    def write_event(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one line ``{"event": event, "time": now, **fields}``; returns it."""
+        record = {"event": event, "time": utc_now_iso(), **fields}
+        self._append(record)
+        return record
+
+    def _append(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
+        with self._lock:
+            try:
+                if self.path.exists() and self.path.stat().st_size + len(line) > self.max_bytes:
+                    os.replace(self.path, self.path.with_name(self.path.name + ".1"))
+                with open(self.path, "a", encoding="utf-8") as fh:
+                    fh.write(line)
+            except OSError as e:
+                log.warning("could not write progress file %s: %s", self.path, e)
+            self.records.append(record)
+
+    # --- StreamingQueryListener ---------------------------------------------------------------------
+    def onQueryStarted(self, event) -> None:
+        """Record the start of a watched query."""
+        self._names[str(event.id)] = event.name
+        if self._watched(event.name):
+            self.write_event("started", query=event.name, id=str(event.id), runId=str(event.runId))
+
+    def onQueryProgress(self, event) -> None:
+        """Record one micro-batch's progress and broker lag, then call ``on_progress``."""
+        try:
+            progress = json.loads(event.progress.json)
+        except Exception as e:  # noqa: BLE001 - a listener must never throw into Spark's listener bus
+            log.warning("unreadable query progress: %s", e)
+            return
+        if not self._watched(progress.get("name")):
+            return
+        record = progress_record(progress)
+        self._append(record)
+        if self.on_progress is not None:
+            try:
+                self.on_progress(record)
+            except Exception as e:  # noqa: BLE001
+                log.warning("progress callback failed for batch %s: %s", record.get("batchId"), e)
+
+    def onQueryIdle(self, event) -> None:
+        """Idle triggers are not recorded (the last progress line stays the current state)."""
+
+    def onQueryTerminated(self, event) -> None:
+        """Record the end of a watched query with its exception, if any."""
+        name = self._names.get(str(event.id))
+        if self._watched(name):
+            self.write_event("terminated", query=name, id=str(event.id), runId=str(event.runId),
+                             exception=event.exception)
+
+
+def read_events(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """The lines of a progress file (and of its rotated ``.1`` before it), oldest first.
+
+    Lines that are not JSON objects (a line cut by a crash) are skipped with a warning.
+    """
+    path = Path(path)
+    for p in (path.with_name(path.name + ".1"), path):
+        if not p.exists():
+            continue
+        with open(p, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    log.warning("skipping unreadable line %d of %s", n, p)
+                    continue
+                if isinstance(record, dict):
+                    yield record
+
+
+def latest_status(events: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per query name: its state now, from the events of a progress file.
+
+    Returns ``{query: {"state": "running" | "terminated" | "failed", "started": time, "terminated":
+    time | None, "exception": str | None, "last": last progress line | None, "batches": progress lines
+    seen, "rows": rows over them, "maintenance": last maintenance line | None}}``; maintenance lines are
+    attached to the query named in their ``query`` field.
+    """
+    out: dict[str, dict[str, Any]] = {}
+
+    def entry(name: str) -> dict[str, Any]:
+        return out.setdefault(name, {"state": "running", "started": None, "terminated": None, "exception": None,
+                                     "last": None, "batches": 0, "rows": 0, "maintenance": None})
+
+    for ev in events:
+        name = ev.get("query") or "(unnamed)"
+        kind = ev.get("event")
+        if kind == "started":
+            e = entry(name)
+            e.update(state="running", started=ev.get("time"), terminated=None, exception=None)
+        elif kind == "progress":
+            e = entry(name)
+            e["last"] = ev
+            e["batches"] += 1
+            e["rows"] += int(ev.get("numInputRows") or 0)
+        elif kind == "terminated":
+            e = entry(name)
+            e.update(state="failed" if ev.get("exception") else "terminated", terminated=ev.get("time"),
+                     exception=ev.get("exception"))
+        elif kind == "maintenance":
+            entry(name)["maintenance"] = ev
+    return out

@@ -1,0 +1,42 @@
+"""The bronze app: the raw replica of the brokers' CommitLogs, every column, partitioned by store date.
+
+``hareplica run bronze --brokers broker-a=HOST:10912 [--workdir DIR]`` streams ``format("hareplica")``
+into the Delta table ``TABLES_ROOT/bronze`` (append only, one row per message, exactly once). Columns:
+the source's (DESIGN §3: topic, queueId, queueOffset, commitLogOffset, storeSize, bodyCRC, flag, sysFlag,
+bornTimestamp, bornHost, storeTimestamp, storeHost, reconsumeTimes, preparedTransactionOffset, msgId,
+uniqKey, tags, keys, properties, body, broker) plus ``storeDate``, the UTC date of storeTimestamp, which
+is the partition column (``storeDate=YYYY-MM-DD/`` folders).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from streaming_apps.apps.common import AppConfig, DeltaSink, hareplica_stream
+
+log = logging.getLogger(__name__)
+
+NAME = "bronze"
+TABLE = "bronze"
+TABLES = (TABLE,)
+QUERY_NAMES = ("hareplica-bronze",)
+PARTITION_BY = ("storeDate",)
+MS_PER_DAY = 86_400_000
+
+
+def store_date(column: str = "storeTimestamp"):
+    """The UTC calendar date of a timestamp column, whatever the session time zone."""
+    from pyspark.sql import functions as F
+
+    return F.date_from_unix_date(F.floor(F.unix_millis(F.col(column)) / MS_PER_DAY).cast("int"))
+
+
+def bronze_frame(spark, config: AppConfig):
+    """The bronze rows: the hareplica stream plus ``storeDate``."""
+    return hareplica_stream(spark, config).withColumn("storeDate", store_date())
+
+
+def start(spark, config: AppConfig, sink: DeltaSink) -> list:
+    """Start the bronze query; returns ``[StreamingQuery]``."""
+    return [sink.start_stream(bronze_frame(spark, config), table=TABLE, query_name=QUERY_NAMES[0],
+                              partition_by=PARTITION_BY)]

@@ -1,0 +1,374 @@
+"""What every app shares: configuration, the hareplica stream, the two Delta sinks, listener and maintenance.
+
+An app (bronze, silver, gold) is a module with ``NAME``, ``TABLES`` (table names it writes, folders under
+``tables_root``), ``QUERY_NAMES`` and ``start(spark, config, sink) -> [StreamingQuery]``. :func:`start_app`
+wires it up:
+
+1. the sink: ``deltalake`` (this project's ``format("deltalake")``, no jars) or ``delta`` (Spark's own
+   ``format("delta")``, which needs the delta-spark jars; without them :class:`DeltaJarsMissingError`
+   is raised before any query starts, saying how to stage and pass them);
+2. a :class:`connector.progress_listener.ProgressFileListener` appending each batch's progress and
+   broker lag to ``status_dir/APP.jsonl`` (read by ``hareplica status``);
+3. a :class:`connector.delta_maintenance.TableMaintainer` compacting, checkpointing and vacuuming the
+   app's tables every ``maintenance_every`` micro-batches (counted by the listener);
+4. the app's queries, with checkpoints in ``checkpoint_root/APP`` and Delta appIds derived from that
+   location (:func:`connector.delta_sink.app_id_from_checkpoint`), so a restart from the same
+   checkpoint continues exactly once and a new checkpoint is a new writer.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from connector.delta_maintenance import DEFAULT_ORPHAN_GRACE_PERIOD_MS, MaintenancePolicy, TableMaintainer
+from connector.delta_sink import app_id_from_checkpoint, write_batch
+from connector.progress_listener import ProgressFileListener
+from connector.protocol.errors import HAReplicaError
+
+log = logging.getLogger(__name__)
+
+SINK_DELTALAKE = "deltalake"
+SINK_DELTA = "delta"
+SINKS = (SINK_DELTALAKE, SINK_DELTA)
+TRIGGER_AVAILABLE_NOW = "available-now"
+DEFAULT_TRIGGER = "1s"
+DEFAULT_WORKDIR = "hareplica-data"
+DEFAULT_WATERMARK = "1 minute"
+#: The Spark class that tells Spark's Delta Lake jars are on the classpath.
+DELTA_SPARK_CLASS = "io.delta.sql.DeltaSparkSessionExtension"
+#: How long :meth:`RunningApp.close` waits for the listener to see the queries end and for maintenance.
+CLOSE_WAIT_S = 30.0
+
+
+class AppError(HAReplicaError):
+    """An app cannot start or failed: bad configuration, missing jars, a failed streaming query."""
+
+
+class DeltaJarsMissingError(AppError):
+    """``--sink delta`` was asked for but Spark's Delta Lake classes are not on the classpath."""
+
+
+def delta_jars_hint() -> str:
+    """How to provide Spark's Delta jars (build.gradle stages them; spark.jars passes them)."""
+    return ("Spark's format(\"delta\") needs the delta-spark and delta-storage jars on the classpath. Stage them "
+            "with `gradle stageDeltaJars` (build.gradle copies the versions matching pyproject.toml into "
+            "build/jars) and pass them with `hareplica run APP --sink delta --jars build/jars/*.jar` (or set "
+            "spark.jars); or use --sink deltalake, which needs no jars.")
+
+
+@dataclass
+class AppConfig:
+    """Everything an app run needs. Paths default to folders under ``workdir``.
+
+    Attributes:
+        app: bronze, silver or gold.
+        brokers: the source's ``brokers`` option (``name=host:haPort[/host:remotingPort],...``).
+        workdir: root of tables (``tables/``), checkpoints (``checkpoints/APP``) and status (``status/APP.jsonl``).
+        sink: ``deltalake`` (default, no jars) or ``delta`` (Spark's Delta Lake).
+        trigger: ``available-now`` (catch up, then stop) or a processing-time interval (``1s``, ``500ms``,
+            ``2 minutes``; default 1s).
+        starting_offsets, max_bytes_per_trigger, fail_on_data_loss: the source options of the same name.
+        source_options: further ``format("hareplica")`` options.
+        maintenance_every: micro-batches between maintenance runs (0: never; default 100).
+        vacuum_retention_hours: vacuum retention (None: the table's, 7 days).
+        orphan_grace_period_ms: never-committed files older than this are removed by maintenance.
+        target_file_size: bytes per Parquet file of the deltalake sink (None: 100 MiB).
+        watermark: gold's event-time watermark delay (a Spark interval, default ``1 minute``).
+        topics: topics holding order events (silver and gold).
+    """
+
+    app: str
+    brokers: str
+    workdir: Path = Path(DEFAULT_WORKDIR)
+    tables_root: Path | None = None
+    checkpoint_root: Path | None = None
+    status_dir: Path | None = None
+    sink: str = SINK_DELTALAKE
+    trigger: str = DEFAULT_TRIGGER
+    starting_offsets: str = "earliest"
+    max_bytes_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
+    source_options: dict[str, str] = field(default_factory=dict)
+    maintenance_every: int = MaintenancePolicy.every_batches
+    vacuum_retention_hours: int | None = None
+    orphan_grace_period_ms: int | None = DEFAULT_ORPHAN_GRACE_PERIOD_MS
+    target_file_size: int | None = None
+    watermark: str = DEFAULT_WATERMARK
+    topics: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        self.workdir = Path(self.workdir).resolve()
+        self.tables_root = Path(self.tables_root or self.workdir / "tables").resolve()
+        self.checkpoint_root = Path(self.checkpoint_root or self.workdir / "checkpoints").resolve()
+        self.status_dir = Path(self.status_dir or self.workdir / "status").resolve()
+        if self.sink not in SINKS:
+            raise AppError(f"--sink {self.sink!r} must be one of {', '.join(SINKS)}")
+        if self.maintenance_every < 0:
+            raise AppError(f"--maintenance-every {self.maintenance_every} must be >= 0")
+        trigger_kwargs(self.trigger)
+
+    def table_path(self, table: str) -> Path:
+        """The folder of table ``table`` (``tables_root/table``)."""
+        return self.tables_root / table
+
+    def checkpoint(self, query: str | None = None) -> Path:
+        """The checkpoint folder of the app's query ``query`` (default: the app's own, ``checkpoint_root/app``)."""
+        return self.checkpoint_root / (query or self.app)
+
+    def app_id(self, query: str | None = None) -> str:
+        """The Delta txn appId of a query: derived from its checkpoint location."""
+        return app_id_from_checkpoint(str(self.checkpoint(query)), query or self.app)
+
+    @property
+    def status_file(self) -> Path:
+        """The progress file of this app (``status_dir/APP.jsonl``)."""
+        return self.status_dir / f"{self.app}.jsonl"
+
+    def maintenance_policy(self) -> MaintenancePolicy:
+        """The maintenance schedule and actions from these settings."""
+        return MaintenancePolicy(every_batches=self.maintenance_every, vacuum=True,
+                                 vacuum_retention_hours=self.vacuum_retention_hours,
+                                 orphan_grace_period_ms=self.orphan_grace_period_ms)
+
+    def source_option_map(self) -> dict[str, str]:
+        """The ``format("hareplica")`` options of this run."""
+        opts = {"brokers": self.brokers, "startingOffsets": self.starting_offsets,
+                "failOnDataLoss": "true" if self.fail_on_data_loss else "false"}
+        if self.max_bytes_per_trigger:
+            opts["maxBytesPerTrigger"] = str(self.max_bytes_per_trigger)
+        opts.update(self.source_options)
+        return opts
+
+
+_INTERVAL = re.compile(r"^\s*(\d+)\s*(ms|s|m|h)\s*$")
+_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
+
+
+def trigger_kwargs(trigger: str) -> dict[str, Any]:
+    """``DataStreamWriter.trigger`` keyword arguments for a ``--trigger`` value.
+
+    ``available-now`` → ``availableNow=True``; ``500ms``/``1s``/``2m``/``1h`` or a Spark interval
+    (``10 seconds``) → ``processingTime``. Raises AppError for anything else.
+    """
+    text = trigger.strip().lower()
+    if text in (TRIGGER_AVAILABLE_NOW, "availablenow", "available_now"):
+        return {"availableNow": True}
+    m = _INTERVAL.match(text)
+    if m:
+        return {"processingTime": f"{int(m.group(1))} {_UNITS[m.group(2)]}"}
+    if re.match(r"^\d+\s+(millisecond|second|minute|hour)s?$", text):
+        return {"processingTime": text}
+    raise AppError(f"--trigger {trigger!r} must be available-now or an interval like 500ms, 1s, 2m, '10 seconds'")
+
+
+def hareplica_stream(spark, config: AppConfig):
+    """``spark.readStream.format("hareplica")`` with the run's source options."""
+    reader = spark.readStream.format("hareplica")
+    for k, v in config.source_option_map().items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def delta_jars_available(spark) -> bool:
+    """True when Spark's Delta Lake classes (:data:`DELTA_SPARK_CLASS`) load in the driver JVM."""
+    jvm = spark.sparkContext._jvm
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(DELTA_SPARK_CLASS, False, loader)
+        return True
+    except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException
+        return False
+
+
+def expand_jars(jars: Sequence[str]) -> list[str]:
+    """Absolute paths of ``--jars`` values: comma-separated lists and globs expanded.
+
+    Raises:
+        AppError: a value matches no file.
+    """
+    out: list[str] = []
+    for value in jars:
+        for item in (s.strip() for s in value.split(",")):
+            if not item:
+                continue
+            matches = sorted(glob.glob(os.path.expanduser(item)))
+            if not matches:
+                raise AppError(f"--jars {item!r}: no such file. {delta_jars_hint()}")
+            out.extend(os.path.abspath(m) for m in matches)
+    return out
+
+
+class DeltaSink:
+    """Where the apps write: this project's ``format("deltalake")`` or Spark's ``format("delta")``.
+
+    Streaming queries go through :meth:`start_stream`; foreachBatch functions that write several tables
+    use :meth:`write_batch` (idempotent per (appId, batchId) with either sink).
+
+    Raises (constructor):
+        DeltaJarsMissingError: ``delta`` asked for and the classes are missing (message: how to add them).
+    """
+
+    def __init__(self, spark, config: AppConfig):
+        self.spark = spark
+        self.config = config
+        self.kind = config.sink
+        if self.kind == SINK_DELTA and not delta_jars_available(spark):
+            raise DeltaJarsMissingError(f"--sink delta: Delta Lake classes ({DELTA_SPARK_CLASS}) are not on "
+                                        f"Spark's classpath. {delta_jars_hint()}")
+
+    def start_stream(self, df, *, table: str, query_name: str, partition_by: Sequence[str] = (),
+                     output_mode: str = "append", checkpoint_query: str | None = None):
+        """Start ``df.writeStream`` into table ``table`` (folder under tables_root); returns the StreamingQuery."""
+        cfg = self.config
+        checkpoint = cfg.checkpoint(checkpoint_query)
+        writer = (df.writeStream.queryName(query_name).outputMode(output_mode)
+                  .option("checkpointLocation", str(checkpoint)).trigger(**trigger_kwargs(cfg.trigger)))
+        if self.kind == SINK_DELTALAKE:
+            writer = writer.format("deltalake").option("appId", cfg.app_id(checkpoint_query))
+            if partition_by:
+                writer = writer.option("partitionBy", ",".join(partition_by))
+            if cfg.target_file_size:
+                writer = writer.option("targetFileSize", str(cfg.target_file_size))
+        else:
+            writer = writer.format("delta")
+            if partition_by:
+                writer = writer.partitionBy(*partition_by)
+        log.info("starting %s into %s table %s (checkpoint %s)", query_name, self.kind, cfg.table_path(table),
+                 checkpoint)
+        return writer.start(str(cfg.table_path(table)))
+
+    def write_batch(self, df, *, table: str, batch_id: int, partition_by: Sequence[str] = (),
+                    checkpoint_query: str | None = None) -> None:
+        """Append a foreachBatch DataFrame to ``table`` exactly once per (query appId, ``batch_id``)."""
+        cfg = self.config
+        path = str(cfg.table_path(table))
+        app_id = cfg.app_id(checkpoint_query)
+        if self.kind == SINK_DELTALAKE:
+            write_batch(df, path, app_id, batch_id, partition_by=partition_by or None,
+                        target_file_size=cfg.target_file_size)
+            return
+        writer = df.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch_id)
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        writer.save(path)
+
+    def maintenance_runner(self, policy: MaintenancePolicy) -> Callable[[str], dict[str, Any]]:
+        """``runner(table_uri) -> result`` for the TableMaintainer: delta-rs, or Spark SQL for format("delta")."""
+        if self.kind == SINK_DELTALAKE:
+            return policy.run
+
+        def spark_sql(table_uri: str) -> dict[str, Any]:
+            # Spark's Delta writes checkpoints itself (every 10 commits); OPTIMIZE and VACUUM are SQL.
+            metrics = self.spark.sql(f"OPTIMIZE delta.`{table_uri}`").collect()
+            compaction = metrics[0]["metrics"].asDict() if metrics else {}
+            retention = policy.vacuum_retention_hours
+            if policy.vacuum:  # VACUUM reports the table, not the files it deleted: "vacuumed" stays empty
+                self.spark.sql(f"VACUUM delta.`{table_uri}`" + (f" RETAIN {retention} HOURS" if retention else ""))
+            version = self.spark.sql(f"DESCRIBE HISTORY delta.`{table_uri}` LIMIT 1").collect()[0]["version"]
+            return {"version": version, "compaction": compaction, "vacuumed": [], "orphans": []}
+
+        return spark_sql
+
+
+@dataclass
+class RunningApp:
+    """A started app: its queries, progress listener and maintainer. Use :meth:`wait` then :meth:`close`."""
+
+    config: AppConfig
+    spark: Any
+    queries: list
+    listener: ProgressFileListener
+    maintainer: TableMaintainer
+    tables: dict[str, Path]
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait for every query to end (AvailableNow) or ``timeout_s``; False when one still runs.
+
+        Raises:
+            AppError: a query failed (its exception in the message).
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        for q in self.queries:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                finished = q.awaitTermination(remaining) if remaining is not None else q.awaitTermination()
+            except Exception as e:  # noqa: BLE001 - StreamingQueryException
+                raise AppError(f"{self.config.app}: query {q.name} failed: {e}") from e
+            if finished is False:
+                return False
+        return True
+
+    def stop(self) -> None:
+        """Stop every query (the current micro-batch is interrupted; the checkpoint stays consistent)."""
+        for q in self.queries:
+            try:
+                q.stop()
+            except Exception as e:  # noqa: BLE001
+                log.warning("stopping %s: %s", q.name, e)
+
+    def close(self) -> None:
+        """Stop queries, let the listener record their end, wait for maintenance, remove the listener."""
+        self.stop()
+        names = {q.name for q in self.queries}
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        while time.monotonic() < deadline:
+            ended = {r.get("query") for r in list(self.listener.records) if r.get("event") == "terminated"}
+            if names <= ended:
+                break
+            time.sleep(0.05)
+        if not self.maintainer.wait(CLOSE_WAIT_S):
+            log.warning("maintenance still running after %.0f s; leaving it in the background", CLOSE_WAIT_S)
+        try:
+            self.spark.streams.removeListener(self.listener)
+        except Exception as e:  # noqa: BLE001
+            log.warning("removing the progress listener: %s", e)
+
+    @property
+    def progress(self) -> list[dict[str, Any]]:
+        """The progress lines recorded so far (this run)."""
+        return [r for r in list(self.listener.records) if r.get("event") == "progress"]
+
+
+def start_app(spark, config: AppConfig, app_module) -> RunningApp:
+    """Start ``app_module`` (bronze, silver or gold) as described in the module docstring.
+
+    Raises:
+        DeltaJarsMissingError: ``--sink delta`` without the jars (nothing was started).
+        AppError: bad configuration.
+    """
+    from streaming_apps.spark_session import register_data_sources
+
+    register_data_sources(spark)
+    sink = DeltaSink(spark, config)
+    policy = config.maintenance_policy()
+    query_names = list(app_module.QUERY_NAMES)
+    listener_ref: list[ProgressFileListener] = []
+
+    def on_maintenance(summary: dict[str, Any]) -> None:
+        listener_ref[0].write_event("maintenance", query=query_names[0], **summary)
+
+    maintainer = TableMaintainer([str(config.table_path(t)) for t in app_module.TABLES], policy,
+                                 runner=sink.maintenance_runner(policy), on_result=on_maintenance)
+
+    def on_progress(record: dict[str, Any]) -> None:
+        if record.get("batchId") is not None:
+            maintainer.batch_completed(int(record["batchId"]))
+
+    listener = ProgressFileListener(config.status_file, query_names=query_names, on_progress=on_progress)
+    listener_ref.append(listener)
+    spark.streams.addListener(listener)
+    try:
+        queries = app_module.start(spark, config, sink)
+    except BaseException:
+        spark.streams.removeListener(listener)
+        raise
+    return RunningApp(config=config, spark=spark, queries=queries, listener=listener, maintainer=maintainer,
+                      tables={t: config.table_path(t) for t in app_module.TABLES})

@@ -1,0 +1,224 @@
+"""Queries over the Delta tables: ``hareplica query "SQL"`` without a JVM, and Spark SQL views without Delta jars.
+
+Tables are found by folder: every folder directly under ``--tables-root`` (default ``WORKDIR/tables``) that
+holds a ``_delta_log`` is a table named after the folder (``bronze``, ``silver_orders``,
+``silver_quarantine``, ``gold_orders_per_minute``), and so is the root itself when it is a table.
+``--table NAME=PATH`` adds or overrides one.
+
+- :func:`query_tables` runs SQL with deltalake's query engine (``deltalake.QueryBuilder``, DataFusion):
+  every table is registered at its latest version; the result is a ``pyarrow.Table``.
+- :func:`register_spark_views` loads the same tables into Spark SQL without Spark's Delta jars: for each
+  table, a temporary view over the Parquet files of the table's current snapshot (``DeltaTable.file_uris``)
+  read with the table's schema and partition folders. The view is a snapshot of the version current when
+  it was registered (register again to see later commits). Tables whose protocol needs reader features
+  (deletion vectors, column mapping) are refused, since plain Parquet reads would be wrong there; the
+  sink of this project never writes those features.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import datetime as _dt
+import io
+import json
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from connector.protocol.errors import HAReplicaError
+
+log = logging.getLogger(__name__)
+
+#: Rows ``hareplica query`` prints in table format unless --max-rows says otherwise.
+DEFAULT_MAX_ROWS = 100
+#: Bytes of a binary value shown (hex) before it is cut.
+BINARY_PREVIEW_BYTES = 16
+#: Characters of a string value shown in table format before it is cut.
+STRING_PREVIEW_CHARS = 80
+FORMATS = ("table", "jsonl", "csv")
+
+
+class QueryError(HAReplicaError):
+    """No tables, an unknown table, a failed SQL statement or a table the Spark view cannot represent."""
+
+
+def discover_tables(tables_root: str | os.PathLike) -> dict[str, str]:
+    """``{name: absolute path}`` of the Delta tables under ``tables_root`` (module docstring), sorted by name."""
+    root = Path(tables_root).resolve()
+    found: dict[str, str] = {}
+    if (root / "_delta_log").is_dir():
+        found[root.name] = str(root)
+    if root.is_dir():
+        for child in sorted(root.iterdir()):
+            if child.is_dir() and (child / "_delta_log").is_dir():
+                found[child.name] = str(child)
+    return found
+
+
+def resolve_tables(tables_root: str | os.PathLike | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Tables found under ``tables_root`` plus ``extra`` (``{name: path}``, overriding).
+
+    Raises:
+        QueryError: no table at all.
+    """
+    tables = discover_tables(tables_root) if tables_root is not None else {}
+    for name, path in (extra or {}).items():
+        tables[name] = str(Path(path).resolve())
+    if not tables:
+        raise QueryError(f"no Delta tables under {tables_root} (a table is a folder holding _delta_log); "
+                         "run an app first or pass --table NAME=PATH")
+    return tables
+
+
+def query_tables(sql: str, tables: Mapping[str, str]) -> pa.Table:
+    """Run ``sql`` over ``tables`` (``{name: path}``) with deltalake's query engine; the result as a pyarrow.Table.
+
+    Raises:
+        QueryError: a table cannot be opened, or the statement fails (DataFusion's message included).
+    """
+    from deltalake import DeltaTable, QueryBuilder
+
+    qb = QueryBuilder()
+    for name, path in tables.items():
+        try:
+            qb.register(name, DeltaTable(path))
+        except Exception as e:  # noqa: BLE001 - delta-rs raises several types
+            raise QueryError(f"cannot open Delta table {name} at {path}: {e}") from e
+    try:
+        # read through the query engine: DeltaTable.to_pyarrow_table can abort the process at exit (delta-rs #2184)
+        return pa.RecordBatchReader.from_stream(qb.execute(sql)).read_all()
+    except Exception as e:  # noqa: BLE001 - DataFusion errors
+        raise QueryError(f"query failed: {e}\n  tables: {', '.join(sorted(tables))}") from e
+
+
+def _json_value(value: Any) -> Any:
+    """A result value as JSON: bytes as base64, times as ISO-8601, maps as objects."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+        return value.isoformat()
+    if isinstance(value, list) and value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        return {str(k): _json_value(v) for k, v in value}
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    return value
+
+
+def display_value(value: Any) -> str:
+    """A result value for a terminal table: binary as a hex preview with its length, long strings cut."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bytes):
+        head = value[:BINARY_PREVIEW_BYTES].hex()
+        return f"0x{head}{'…' if len(value) > BINARY_PREVIEW_BYTES else ''} ({len(value)} B)"
+    if isinstance(value, _dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, str):
+        return value if len(value) <= STRING_PREVIEW_CHARS else value[:STRING_PREVIEW_CHARS] + "…"
+    if isinstance(value, list | dict):
+        text = json.dumps(_json_value(value), separators=(",", ":"))
+        return text if len(text) <= STRING_PREVIEW_CHARS else text[:STRING_PREVIEW_CHARS] + "…"
+    return str(value)
+
+
+def render(result: pa.Table, fmt: str = "table", *, max_rows: int | None = DEFAULT_MAX_ROWS, console=None,
+           title: str | None = None) -> str | None:
+    """Print (table, via rich) or return (jsonl, csv) a query result.
+
+    ``table``: a rich table of at most ``max_rows`` rows and a line with the row count; returns None.
+    ``jsonl``: one JSON object per row (binary base64, times ISO-8601); ``csv``: a header and rows.
+    Both return the whole text. Raises QueryError for an unknown format.
+    """
+    rows = result.to_pylist()
+    if fmt == "jsonl":
+        return "".join(json.dumps({k: _json_value(v) for k, v in r.items()}, ensure_ascii=False) + "\n" for r in rows)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(result.column_names)
+        for r in rows:
+            writer.writerow(["" if v is None else (v if isinstance(v, str | int | float) else
+                                                   json.dumps(_json_value(v))) for v in r.values()])
+        return buf.getvalue()
+    if fmt != "table":
+        raise QueryError(f"--format {fmt!r} must be one of {', '.join(FORMATS)}")
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=title)
+    for name in result.column_names:
+        table.add_column(name, overflow="fold")
+    shown = rows if max_rows is None else rows[:max_rows]
+    for r in shown:
+        table.add_row(*(display_value(v) for v in r.values()))
+    console.print(table)
+    more = f" (first {len(shown)} shown; --max-rows to see more)" if len(shown) < len(rows) else ""
+    console.print(f"{len(rows)} row{'s' if len(rows) != 1 else ''}{more}")
+    return None
+
+
+def query_command(sql: str, *, tables_root: str | None, tables: Mapping[str, str] | None = None, fmt: str = "table",
+                  max_rows: int | None = DEFAULT_MAX_ROWS) -> int:
+    """``hareplica query``: run and print; returns the exit code (0 ok, 1 query error)."""
+    import sys
+
+    from rich.console import Console
+
+    try:
+        resolved = resolve_tables(tables_root, tables)
+        result = query_tables(sql, resolved)
+    except QueryError as e:
+        Console(stderr=True).print(f"[red]error:[/red] {e}", highlight=False)
+        return 1
+    text = render(result, fmt, max_rows=max_rows)
+    if text is not None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0
+
+
+def spark_view_frame(spark, path: str):
+    """A Spark DataFrame of a Delta table's current snapshot, read as Parquet (no Delta jars needed).
+
+    Raises:
+        QueryError: the table needs reader features (deletion vectors, column mapping...) plain
+            Parquet reads would get wrong.
+    """
+    from deltalake import DeltaTable
+    from pyspark.sql.types import StructType
+
+    dt = DeltaTable(path)
+    protocol = dt.protocol()
+    if protocol.min_reader_version > 1 or (protocol.reader_features or []):
+        raise QueryError(f"Delta table {path} needs reader version {protocol.min_reader_version} features "
+                         f"{protocol.reader_features or []}: read it with Spark's Delta jars (format('delta'))")
+    schema = StructType.fromJson(json.loads(dt.schema().to_json()))
+    files = dt.file_uris()
+    if not files:
+        return spark.createDataFrame([], schema)
+    df = spark.read.schema(schema).option("basePath", path).parquet(*files)
+    return df.select(*schema.fieldNames())
+
+
+def register_spark_views(spark, tables_root: str | os.PathLike | None, tables: Mapping[str, str] | None = None
+                         ) -> dict[str, Any]:
+    """Register every Delta table (module docstring) as a Spark temporary view named like the table.
+
+    Returns ``{name: DataFrame}``. Afterwards ``spark.sql("SELECT ... FROM bronze")`` works in that
+    session. Raises QueryError as :func:`resolve_tables` and :func:`spark_view_frame`.
+    """
+    frames = {}
+    for name, path in resolve_tables(tables_root, tables).items():
+        df = spark_view_frame(spark, path)
+        df.createOrReplaceTempView(name)
+        frames[name] = df
+        log.info("Spark view %s over Delta table %s", name, path)
+    return frames

@@ -1,0 +1,139 @@
+"""``hareplica status``: what the apps' progress files say, and optionally what the brokers say now.
+
+The apps' StreamingQueryListener (:mod:`connector.progress_listener`) appends a line per micro-batch to
+``WORKDIR/status/APP.jsonl``. This command reads those files and prints one row per query: its state
+(running / terminated / failed), last batch id and time, rows of the last batch, input and processing
+rates, batch duration, the broker lag in bytes of CommitLog at the last batch (``latestOffset`` -
+``endOffset``), and the last maintenance run. With ``--brokers`` it also asks every broker
+(GET_BROKER_RUNTIME_INFO) for its commitLogMaxOffset now and shows the lag against that.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from connector.progress_listener import latest_status, read_events
+
+log = logging.getLogger(__name__)
+
+
+def status_files(paths: list[str | os.PathLike]) -> list[Path]:
+    """The progress files named by ``paths``: files as given, folders contribute their ``*.jsonl``."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(sorted(p.glob("*.jsonl")))
+        elif p.exists():
+            out.append(p)
+    return out
+
+
+def broker_max_offsets(brokers: str, timeout_ms: int = 3000) -> dict[str, int | str]:
+    """``{broker name: commitLogMaxOffset now}`` (or the error text) for a ``brokers`` option value."""
+    from connector.admin import BrokerAdminClient
+    from connector.options import parse_brokers
+
+    out: dict[str, int | str] = {}
+    for b in parse_brokers(brokers):
+        try:
+            with BrokerAdminClient(b.remoting_addr, timeout_ms) as client:
+                out[b.name] = client.commit_log_max_offset()
+        except Exception as e:  # noqa: BLE001 - shown, not raised
+            out[b.name] = f"unreachable: {e}"
+    return out
+
+
+def collect_status(paths: list[str | os.PathLike], brokers: str | None = None) -> dict[str, Any]:
+    """Everything ``hareplica status`` shows, as a JSON-friendly dict.
+
+    ``{"files": [...], "queries": {name: latest_status entry + "liveLagBytes"?}, "brokers": {...}?}``.
+    """
+    files = status_files(paths)
+    queries: dict[str, Any] = {}
+    for f in files:
+        for name, entry in latest_status(read_events(f)).items():
+            entry["file"] = str(f)
+            queries[name] = entry
+    result: dict[str, Any] = {"files": [str(f) for f in files], "queries": queries}
+    if brokers:
+        now = broker_max_offsets(brokers)
+        result["brokers"] = now
+        for entry in queries.values():
+            last = entry.get("last") or {}
+            live: dict[str, int] = {}
+            for src in last.get("sources") or []:
+                end = src.get("endOffset")
+                if isinstance(end, dict):
+                    for broker, offset in end.items():
+                        if isinstance(now.get(broker), int) and isinstance(offset, int):
+                            live[broker] = max(0, now[broker] - offset)
+            entry["liveLagBytes"] = live
+    return result
+
+
+def _fmt_rate(v: Any) -> str:
+    return "-" if v is None else f"{float(v):,.0f}"
+
+
+def print_status(status: dict[str, Any], console=None) -> None:
+    """Print :func:`collect_status`'s result: one two-column rich table per query (fits narrow terminals)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    if not status["queries"]:
+        console.print(f"no progress recorded in {', '.join(status['files']) or 'the given paths'}")
+        return
+    for name, e in sorted(status["queries"].items()):
+        last = e.get("last") or {}
+        t = Table(title=f"query {name}", show_header=False)
+        t.add_column("field", style="bold")
+        t.add_column("value")
+        state = e["state"] + (f": {e['exception']}" if e.get("exception") else "")
+        t.add_row("state", state)
+        t.add_row("started", str(e.get("started") or "-"))
+        if e.get("terminated"):
+            t.add_row("terminated", str(e["terminated"]))
+        t.add_row("last batch", f"{last.get('batchId', '-')} at {last.get('time', '-')}")
+        t.add_row("rows", f"{last.get('numInputRows', '-')} in the last batch, {e['rows']:,} in {e['batches']} "
+                          "batches recorded")
+        t.add_row("rates", f"input {_fmt_rate(last.get('inputRowsPerSecond'))} rows/s, processed "
+                           f"{_fmt_rate(last.get('processedRowsPerSecond'))} rows/s")
+        t.add_row("batch duration", f"{last.get('batchDurationMs', '-')} ms")
+        if last.get("watermark"):
+            t.add_row("watermark", str(last["watermark"]))
+        for src in last.get("sources") or []:
+            for broker, lag in (src.get("lagBytes") or {}).items():
+                end = (src.get("endOffset") or {}).get(broker)
+                latest = (src.get("latestOffset") or {}).get(broker)
+                t.add_row(f"lag {broker}", f"{lag:,} bytes (batch end {end}, broker max {latest} when planned)")
+        for broker, lag in (e.get("liveLagBytes") or {}).items():
+            t.add_row(f"lag {broker} now", f"{lag:,} bytes")
+        m = e.get("maintenance")
+        if m:
+            t.add_row("maintenance", f"error {m['error']}" if m.get("error") else
+                      f"{m.get('table')} v{m.get('version')}: compaction -{m.get('filesRemoved')}/+"
+                      f"{m.get('filesAdded')} files, {m.get('vacuumed')} vacuumed, {m.get('orphans')} orphans, "
+                      f"at {m.get('time')}")
+        t.add_row("progress file", str(e.get("file")))
+        console.print(t)
+    for broker, value in (status.get("brokers") or {}).items():
+        console.print(f"broker {broker}: commitLogMaxOffset {value}")
+
+
+def status_command(paths: list[str], *, brokers: str | None = None, as_json: bool = False) -> int:
+    """``hareplica status``: print the status; 0 when every query is fine, 1 when one failed or nothing is recorded."""
+    import sys
+
+    status = collect_status(paths, brokers)
+    if as_json:
+        sys.stdout.write(json.dumps(status, indent=2, default=str) + "\n")
+    else:
+        print_status(status)
+    if not status["queries"]:
+        return 1
+    return 1 if any(e["state"] == "failed" for e in status["queries"].values()) else 0

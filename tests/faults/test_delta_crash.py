@@ -1,0 +1,230 @@
+"""Crash injection at the Delta sink's commit points: the app process is SIGKILLed and restarted.
+
+Each test runs ``hareplica run APP`` in a subprocess (its own session: driver, Spark JVM and Python
+workers) with ``HAREPLICA_DELTA_FAULT=POINT:BATCH[:TABLE]`` (connector.delta_sink, "Fault injection"):
+when the sink reaches the point it writes a marker file and waits; the test then SIGKILLs every
+process of the session, checks the state the crash left, and restarts the app from its checkpoint
+without the fault. At the end every message of the broker's CommitLog is in the tables exactly once
+and no data file is left that the table does not reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import msgpack
+import pytest
+from deltalake import DeltaTable
+
+from broker_stub.launcher import BrokerProcess
+from connector.delta_sink import FAULT_INJECTION_ENV, FAULT_MARKER_ENV, FAULT_PAUSE_ENV, batch_file_prefix
+from streaming_apps.apps import AppConfig
+from streaming_apps.inspect_commitlog import iter_commitlog_dir
+from streaming_apps.query import query_tables
+from streaming_apps.workload import ORDER_TOPICS, order_events
+
+MAPPED_FILE_SIZE = 96 * 1024
+ORDERS = 300
+BAD_BODIES = [b"\x01 definitely not msgpack", msgpack.packb(["a", "list"]), msgpack.packb({"orderId": 5})]
+MARKER_TIMEOUT_S = 240
+RUN_TIMEOUT_S = 300
+KILL_TIMEOUT_S = 30
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """A stub master holding bad bodies first (so batch 0 has quarantine rows), then order events."""
+    from broker_stub.producer import Producer
+
+    b = BrokerProcess.start(tmp_path_factory.mktemp("crash-broker"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE)
+    try:
+        with Producer(b.remoting_addr, "crash-test") as producer:
+            futures = [producer.send_async(ORDER_TOPICS[i], body) for i, body in enumerate(BAD_BODIES)]
+            futures += [producer.send_async(m.topic, m.body, tags=m.tags, keys=m.keys, properties=m.properties)
+                        for m in order_events(ORDERS, seed=5)]
+            assert {f.result(timeout=60).send_status for f in futures} == {"SEND_OK"}
+        yield b
+    finally:
+        try:
+            b.stop()
+        finally:
+            b.kill9()
+
+
+@pytest.fixture(scope="module")
+def commitlog(broker) -> dict[int, object]:
+    return {rec.commit_log_offset: rec for _, rec in iter_commitlog_dir(broker.commitlog_dir)}
+
+
+def _command(app: str, broker, workdir: Path) -> list[str]:
+    return [sys.executable, "-m", "streaming_apps.cli", "--log-level", "WARNING", "run", app,
+            "--brokers", f"broker-a={broker.ha_addr}", "--workdir", str(workdir), "--trigger", "available-now",
+            "--max-bytes-per-trigger", str(MAPPED_FILE_SIZE), "--maintenance-every", "0"]
+
+
+def _session_pids(sid: int) -> list[int]:
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.getsid(int(name)) == sid:
+                    pids.append(int(name))
+            except (ProcessLookupError, PermissionError):
+                pass
+    return pids
+
+
+def _kill_session(proc: subprocess.Popen) -> None:
+    """SIGKILL every process of the subprocess's session (driver, JVM, Python workers) and reap them."""
+    sid = proc.pid
+    deadline = time.monotonic() + KILL_TIMEOUT_S
+    while True:
+        pids = _session_pids(sid)
+        if not pids:
+            break
+        assert time.monotonic() < deadline, f"processes of session {sid} survive SIGKILL: {pids}"
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            pass
+        time.sleep(0.05)
+    proc.wait(timeout=KILL_TIMEOUT_S)
+
+
+def _tail(path: Path, n: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else "(no log)"
+
+
+def run_until_fault(app: str, broker, workdir: Path, fault: str) -> dict:
+    """Start the app with the fault armed, wait for the marker, SIGKILL the whole session; the marker JSON."""
+    marker = workdir / "fault-marker.json"
+    log_path = workdir / f"{app}-crash.log"
+    env = {**os.environ, FAULT_INJECTION_ENV: fault, FAULT_MARKER_ENV: str(marker), FAULT_PAUSE_ENV: "600"}
+    workdir.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(_command(app, broker, workdir), env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + MARKER_TIMEOUT_S
+        while not marker.exists():
+            assert proc.poll() is None, f"the app ended (exit {proc.returncode}) before {fault}:\n{_tail(log_path)}"
+            assert time.monotonic() < deadline, f"{fault} not reached in {MARKER_TIMEOUT_S} s:\n{_tail(log_path)}"
+            time.sleep(0.05)
+    finally:
+        _kill_session(proc)
+    return json.loads(marker.read_text())
+
+
+def run_to_completion(app: str, broker, workdir: Path) -> None:
+    """Restart the app from its checkpoint without a fault; it must catch up and exit 0."""
+    log_path = workdir / f"{app}-restart.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HAREPLICA_DELTA_FAULT")}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(_command(app, broker, workdir), env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        code = proc.wait(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        _kill_session(proc)
+    assert code == 0, f"restart exited {code}:\n{_tail(log_path)}"
+
+
+def parquet_on_disk(table: Path) -> set[str]:
+    return {str(p.relative_to(table)) for p in table.rglob("*.parquet") if "_delta_log" not in p.parts}
+
+
+def table_files(table: Path) -> set[str]:
+    return {os.path.relpath(u, table) for u in DeltaTable(str(table)).file_uris()}
+
+
+def spark_committed(checkpoint: Path) -> set[int]:
+    return {int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()}
+
+
+def assert_bronze_exactly_once(table: Path, commitlog: dict) -> None:
+    rows = query_tables("SELECT commitLogOffset, msgId FROM bronze", {"bronze": str(table)}).to_pylist()
+    counts = Counter(r["commitLogOffset"] for r in rows)
+    assert set(counts) == set(commitlog), "no message missing"
+    assert max(counts.values()) == 1, "no message twice"
+    assert all(commitlog[r["commitLogOffset"]].msg_id == r["msgId"] for r in rows)
+    assert parquet_on_disk(table) == table_files(table), "no data file left that the table does not reference"
+
+
+def test_bronze_killed_at_each_commit_point_and_restarted_lands_every_message_once(broker, commitlog, tmp_path):
+    cfg = AppConfig(app="bronze", brokers="unused", workdir=tmp_path)
+    table = cfg.table_path("bronze")
+    batch1_prefix = batch_file_prefix(cfg.app_id(), 1)
+
+    # run 1: killed after batch 1's Parquet files are written, before its Delta commit
+    marker = run_until_fault("bronze", broker, tmp_path, "before-delta-commit:1")
+    assert marker["point"] == "before-delta-commit" and marker["batchId"] == 1
+    assert DeltaTable(str(table)).transaction_version(cfg.app_id()) == 0
+    dead_attempt = {f for f in parquet_on_disk(table) if Path(f).name.startswith(batch1_prefix)}
+    assert dead_attempt, "the killed batch had written Parquet files"
+    assert not dead_attempt & table_files(table)
+    assert (cfg.checkpoint() / "offsets" / "1").exists() and spark_committed(cfg.checkpoint()) == {0}
+
+    # run 2: batch 1 again; killed after its Delta commit, before Spark's commit log (and before the
+    # dead attempt's files were removed)
+    (tmp_path / "fault-marker.json").unlink()
+    run_until_fault("bronze", broker, tmp_path, "after-delta-commit:1")
+    dt = DeltaTable(str(table))
+    assert dt.transaction_version(cfg.app_id()) == 1
+    assert spark_committed(cfg.checkpoint()) == {0}, "Spark does not know batch 1 is done"
+    assert dead_attempt <= parquet_on_disk(table)
+    rows_after_batch_1 = query_tables("SELECT count(*) AS n FROM bronze", {"bronze": str(table)}).to_pylist()[0]["n"]
+    assert 0 < rows_after_batch_1 < len(commitlog)
+
+    # run 3: replays batch 1 (skipped: already in Delta), then the rest
+    run_to_completion("bronze", broker, tmp_path)
+    committed = spark_committed(cfg.checkpoint())
+    assert 1 in committed and max(committed) >= 2
+    batch_commits = Counter(h.get("hareplica.batchId") for h in DeltaTable(str(table)).history()
+                            if "hareplica.batchId" in h)
+    assert batch_commits[1] == 1, "the replayed batch 1 was skipped, not committed again"
+    assert set(batch_commits.values()) == {1} and len(batch_commits) == max(committed) + 1
+    assert DeltaTable(str(table)).transaction_version(cfg.app_id()) == max(committed)
+    assert not dead_attempt & parquet_on_disk(table), "the dead attempt's files were removed"
+    assert_bronze_exactly_once(table, commitlog)
+
+
+def test_silver_killed_between_its_two_table_commits(broker, commitlog, tmp_path):
+    from streaming_apps.apps.orders import OrderDecodeError, decode_order_body
+
+    cfg = AppConfig(app="silver", brokers="unused", workdir=tmp_path)
+    orders, quarantine = cfg.table_path("silver_orders"), cfg.table_path("silver_quarantine")
+    run_until_fault("silver", broker, tmp_path, "after-delta-commit:0:silver_orders")
+    assert DeltaTable(str(orders)).transaction_version(cfg.app_id()) == 0
+    assert not (quarantine / "_delta_log").exists(), "the crash came before the quarantine commit"
+
+    run_to_completion("silver", broker, tmp_path)
+    good, bad = set(), {}
+    for off, rec in commitlog.items():
+        try:
+            decode_order_body(rec.decompressed_body())
+            good.add(off)
+        except OrderDecodeError as e:
+            bad[off] = str(e)
+    tables = {"silver_orders": str(orders), "silver_quarantine": str(quarantine)}
+    got = Counter(r["commitLogOffset"] for r in query_tables("SELECT commitLogOffset FROM silver_orders",
+                                                             tables).to_pylist())
+    assert set(got) == good and max(got.values()) == 1
+    rejected = query_tables("SELECT commitLogOffset, reason FROM silver_quarantine", tables).to_pylist()
+    assert sorted(r["commitLogOffset"] for r in rejected) == sorted(bad)
+    assert {r["commitLogOffset"]: r["reason"] for r in rejected} == bad
+    for t in (orders, quarantine):
+        assert parquet_on_disk(t) == table_files(t)

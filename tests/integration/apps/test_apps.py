@@ -1,0 +1,238 @@
+"""The bronze, silver and gold apps end to end: a real broker stub, the shared Spark session, real Delta tables.
+
+One broker per module holds a known workload: order events whose event times rise over five minutes, plus
+one "tick" ten minutes later (it moves gold's watermark past the five), bodies that are not valid order
+events on the order topics (silver's quarantine), and messages on another topic (bronze only). Every
+app runs with Trigger.AvailableNow and its checks compare the tables with what the broker's CommitLog
+files hold.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import msgpack
+import pytest
+from deltalake import DeltaTable
+
+from broker_stub.launcher import BrokerProcess
+from connector.progress_listener import read_events
+from streaming_apps.apps import AppConfig, DeltaJarsMissingError, run_app, start
+from streaming_apps.apps.orders import OrderDecodeError, decode_order_body
+from streaming_apps.inspect_commitlog import iter_commitlog_dir
+from streaming_apps.query import discover_tables, query_tables, register_spark_views
+from streaming_apps.spark_session import register_data_sources
+from streaming_apps.status import collect_status
+from streaming_apps.workload import ORDER_TOPICS, order_events
+
+pytestmark = pytest.mark.spark
+
+MAPPED_FILE_SIZE = 96 * 1024
+ORDERS = 400
+MINUTE_MS = 60_000
+BASE_MS = 29_833_334 * MINUTE_MS  # a whole minute, 2026-09-21T14:14:00Z
+TICK_MS = BASE_MS + 10 * MINUTE_MS
+BAD_BODIES = [b"\x01\x02 not msgpack", msgpack.packb([1, 2, 3]), msgpack.packb({"orderId": "ORD-X"}),
+              msgpack.packb({"orderId": "ORD-Y", "items": [], "eventTimeMs": "soon"}), b"\xc1"]
+APP_TIMEOUT_S = 240
+
+
+def _workload() -> list[tuple[str, bytes, str | None]]:
+    """(topic, body, tags) in send order."""
+    out = []
+    for seq, msg in enumerate(order_events(ORDERS, seed=11)):
+        event = msgpack.unpackb(msg.body)
+        event["eventTimeMs"] = BASE_MS + seq * (5 * MINUTE_MS // ORDERS)  # in order over five minutes
+        out.append((msg.topic, msgpack.packb(event), msg.tags))
+    for i, body in enumerate(BAD_BODIES):
+        out.append((ORDER_TOPICS[i % len(ORDER_TOPICS)], body, "BAD"))
+    for i in range(30):
+        out.append(("Inventory", f"stock {i}".encode() * 10, None))
+    tick = next(order_events(1, seed=12))
+    event = msgpack.unpackb(tick.body)
+    event.update(orderId="ORD-TICK", eventTimeMs=TICK_MS)
+    out.append(("OrderCreated", msgpack.packb(event), "TICK"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    from broker_stub.producer import Producer
+
+    b = BrokerProcess.start(tmp_path_factory.mktemp("apps-broker"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE)
+    try:
+        with Producer(b.remoting_addr, "apps-test") as producer:
+            futures = [producer.send_async(topic, body, tags=tags) for topic, body, tags in _workload()]
+            assert {f.result(timeout=60).send_status for f in futures} == {"SEND_OK"}
+        yield b
+    finally:
+        try:
+            b.stop()
+        finally:
+            b.kill9()
+
+
+@pytest.fixture(scope="module")
+def commitlog(broker) -> dict[int, object]:
+    """commitLogOffset → MessageRecord of every message the broker stored."""
+    return {rec.commit_log_offset: rec for _, rec in iter_commitlog_dir(broker.commitlog_dir)}
+
+
+@pytest.fixture(scope="module")
+def app_spark(spark):
+    register_data_sources(spark)
+    return spark
+
+
+def _config(broker, workdir: Path, app: str, **kw) -> AppConfig:
+    kw.setdefault("max_bytes_per_trigger", MAPPED_FILE_SIZE)
+    return AppConfig(app=app, brokers=f"broker-a={broker.ha_addr}", workdir=workdir, trigger="available-now", **kw)
+
+
+def _expected_orders(commitlog) -> tuple[dict[int, dict], dict[int, str]]:
+    """(offset → decoded order, offset → quarantine reason) over the order topics."""
+    good, bad = {}, {}
+    for off, rec in commitlog.items():
+        if rec.topic not in ORDER_TOPICS:
+            continue
+        try:
+            good[off] = decode_order_body(rec.decompressed_body())
+        except OrderDecodeError as e:
+            bad[off] = str(e)
+    return good, bad
+
+
+def test_bronze_lands_every_message_once_partitioned_by_store_date_with_maintenance(app_spark, broker, commitlog,
+                                                                                     tmp_path):
+    cfg = _config(broker, tmp_path, "bronze", maintenance_every=2)
+    result = run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+    assert result.batches >= 3, "the read limit must split the backlog into several micro-batches"
+    assert result.rows == len(commitlog)
+
+    table = cfg.table_path("bronze")
+    rows = query_tables("SELECT * FROM bronze", {"bronze": str(table)}).to_pylist()
+    offsets = Counter(r["commitLogOffset"] for r in rows)
+    assert set(offsets) == set(commitlog) and max(offsets.values()) == 1
+    for r in rows:
+        rec = commitlog[r["commitLogOffset"]]
+        assert (r["topic"], r["msgId"], r["body"], r["storeSize"]) == (rec.topic, rec.msg_id, rec.decompressed_body(),
+                                                                       rec.store_size)
+        assert r["storeDate"] == r["storeTimestamp"].date()
+    dt = DeltaTable(str(table))
+    assert dt.metadata().partition_columns == ["storeDate"]
+    assert {Path(u).parent.name for u in dt.file_uris()} == {f"storeDate={d}" for d in {r["storeDate"] for r in rows}}
+    assert dt.transaction_version(cfg.app_id()) == result.batches - 1
+
+    # maintenance ran on schedule and compacted without changing the rows
+    assert result.maintenance and all("error" not in m for m in result.maintenance)
+    assert sum(m["filesRemoved"] for m in result.maintenance) > 0
+    assert len(dt.file_uris()) < result.batches
+    assert any(p.name.endswith(".checkpoint.parquet") for p in (table / "_delta_log").iterdir())
+
+    # the listener recorded every batch, the broker lag, the maintenance and the end
+    events = list(read_events(cfg.status_file))
+    progress = [e for e in events if e["event"] == "progress"]
+    assert [e["batchId"] for e in progress] == list(range(result.batches))
+    assert sum(e["numInputRows"] for e in progress) == len(commitlog)
+    assert progress[0]["lagBytes"] > 0 and progress[-1]["lagBytes"] == 0
+    last = max(commitlog)
+    assert progress[-1]["sources"][0]["endOffset"] == {"broker-a": last + commitlog[last].store_size}
+    assert any(e["event"] == "maintenance" for e in events)
+    status = collect_status([cfg.status_dir], brokers=f"broker-a={broker.ha_addr}")
+    entry = status["queries"]["hareplica-bronze"]
+    assert entry["state"] == "terminated" and entry["rows"] == len(commitlog)
+    assert entry["liveLagBytes"] == {"broker-a": 0}
+
+    # the same table through Spark SQL, without Delta jars
+    frames = register_spark_views(app_spark, cfg.tables_root)
+    assert set(frames) == {"bronze"}
+    got = app_spark.sql("SELECT count(*) AS n, sum(commitLogOffset) AS s, count(DISTINCT storeDate) AS d, "
+                        "max(length(body)) AS b FROM bronze").collect()[0].asDict()
+    assert got == {"n": len(commitlog), "s": sum(commitlog), "d": len({r["storeDate"] for r in rows}),
+                   "b": max(len(r["body"]) for r in rows)}
+    assert app_spark.table("bronze").schema.fieldNames()[-1] == "storeDate"
+
+
+def test_silver_decodes_orders_and_quarantines_bad_bodies(app_spark, broker, commitlog, tmp_path):
+    cfg = _config(broker, tmp_path, "silver")
+    run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+    good, bad = _expected_orders(commitlog)
+    assert len(bad) == len(BAD_BODIES) and len(good) == ORDERS + 1
+    tables = discover_tables(cfg.tables_root)
+    assert set(tables) == {"silver_orders", "silver_quarantine"}
+
+    orders = query_tables("SELECT * FROM silver_orders", tables).to_pylist()
+    assert sorted(r["commitLogOffset"] for r in orders) == sorted(good)
+    for r in orders:
+        want = good[r["commitLogOffset"]]
+        for k in ("orderId", "customerId", "status", "amountCents", "currency", "region", "items", "itemQuantity",
+                  "eventTime"):
+            assert r[k] == want[k], k
+        assert r["eventDate"] == want["eventTime"].date()
+        rec = commitlog[r["commitLogOffset"]]
+        assert (r["topic"], r["msgId"], r["queueOffset"], r["broker"]) == (rec.topic, rec.msg_id, rec.queue_offset,
+                                                                           "broker-a")
+    assert DeltaTable(tables["silver_orders"]).metadata().partition_columns == ["eventDate"]
+
+    quarantine = query_tables("SELECT commitLogOffset, reason, body, topic FROM silver_quarantine", tables).to_pylist()
+    assert {r["commitLogOffset"]: r["reason"] for r in quarantine} == bad
+    assert {r["body"] for r in quarantine} == set(BAD_BODIES)
+    reasons = sorted(r["reason"] for r in quarantine)
+    assert any(x.startswith("body is msgpack list") for x in reasons)
+    assert any(x.startswith("field eventTimeMs: expected int, got str") for x in reasons)
+
+    # a rerun from the same checkpoint finds nothing new and writes nothing twice
+    versions = {n: DeltaTable(p).version() for n, p in tables.items()}
+    run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+    assert {n: DeltaTable(p).version() for n, p in tables.items()} == versions
+
+
+def test_gold_emits_final_per_minute_aggregates_behind_the_watermark(app_spark, broker, commitlog, tmp_path):
+    cfg = _config(broker, tmp_path, "gold", watermark="1 minute")
+    run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+    good, _ = _expected_orders(commitlog)
+    expected: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for order in good.values():
+        ms = int(order["eventTime"].timestamp() * 1000)
+        if ms >= TICK_MS:  # the tick's window is still open: its end is past the watermark
+            continue
+        key = (ms - ms % MINUTE_MS, order["status"], order["region"], order["currency"])
+        expected[key][0] += 1
+        expected[key][1] += order["amountCents"]
+        expected[key][2] += order["itemQuantity"]
+    got = query_tables("SELECT * FROM gold_orders_per_minute", discover_tables(cfg.tables_root)).to_pylist()
+    actual = {}
+    for r in got:
+        start_ms = int(r["windowStart"].timestamp() * 1000)
+        assert int(r["windowEnd"].timestamp() * 1000) == start_ms + MINUTE_MS
+        assert r["windowDate"] == r["windowStart"].date()
+        key = (start_ms, r["status"], r["region"], r["currency"])
+        assert key not in actual, "a window is emitted once"
+        actual[key] = [r["orders"], r["amountCents"], r["itemQuantity"]]
+    assert actual == dict(expected)
+    assert {k[0] for k in actual} == {BASE_MS + m * MINUTE_MS for m in range(5)}
+    watermark = [e["watermark"] for e in read_events(cfg.status_file) if e["event"] == "progress"][-1]
+    assert watermark == "2026-09-21T14:23:00.000Z"  # the tick's event time minus one minute
+
+
+def test_sink_delta_without_the_jars_fails_at_start_saying_how_to_add_them(app_spark, broker, tmp_path):
+    cfg = _config(broker, tmp_path, "bronze", sink="delta")
+    active = len(app_spark.streams.active)
+    with pytest.raises(DeltaJarsMissingError) as e:
+        start(app_spark, cfg)
+    msg = str(e.value)
+    assert "gradle stageDeltaJars" in msg and "--jars" in msg and "spark.jars" in msg and "build.gradle" in msg
+    assert len(app_spark.streams.active) == active
+    assert not cfg.table_path("bronze").exists()
+    assert not cfg.status_file.exists()
+
+
+def test_app_status_file_is_valid_json_lines(app_spark, broker, tmp_path):
+    cfg = _config(broker, tmp_path, "bronze", max_bytes_per_trigger=None, maintenance_every=0)
+    run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+    lines = cfg.status_file.read_text().splitlines()
+    events = [json.loads(line) for line in lines]
+    assert [e["event"] for e in events] == ["started", "progress", "terminated"]
+    assert events[-1]["exception"] is None

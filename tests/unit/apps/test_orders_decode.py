@@ -1,0 +1,95 @@
+"""streaming_apps.apps.orders: the silver/gold decoder of the workload's msgpack order events."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import msgpack
+import pyarrow as pa
+import pytest
+
+from streaming_apps.apps.orders import (
+    DECODED_SCHEMA,
+    MAX_REASON_CHARS,
+    OrderDecodeError,
+    decode_order_batch,
+    decode_order_batches,
+    decode_order_body,
+)
+from streaming_apps.workload import order_events
+
+GOOD = {"orderId": "ORD-1", "customerId": "C-1", "status": "PAID", "amountCents": 1500, "currency": "EUR",
+        "region": "eu-west", "items": [{"sku": "SKU-1", "qty": 2, "priceCents": 500},
+                                       {"sku": "SKU-2", "qty": 1, "priceCents": 500}],
+        "eventTimeMs": 1_790_000_000_123, "note": "ignored"}
+
+
+def test_a_workload_event_decodes_to_typed_fields():
+    msg = next(order_events(1, seed=3))
+    order = decode_order_body(msg.body)
+    raw = msgpack.unpackb(msg.body)
+    assert order["orderId"] == raw["orderId"] == "ORD-000000000"
+    assert order["status"] == msg.tags
+    assert order["amountCents"] == sum(i["qty"] * i["priceCents"] for i in raw["items"])
+    assert order["itemQuantity"] == sum(i["qty"] for i in raw["items"])
+    assert order["eventTime"] == dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=raw["eventTimeMs"])
+    assert set(order) == {f.name for f in DECODED_SCHEMA} - {"broker", "topic", "queueId", "queueOffset",
+                                                             "commitLogOffset", "msgId", "tags", "keys",
+                                                             "storeTimestamp", "reason", "body"}
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    (b"\x01\x02 not msgpack", "body is not msgpack (ExtraData"),
+    (b"\xc1", "body is not msgpack"),
+    (msgpack.packb({"orderId": "x"})[:-1], "body is not msgpack"),
+    (b"", "body is not msgpack"),
+    (msgpack.packb([1, 2, 3]), "body is msgpack list, not a map"),
+    (msgpack.packb({**GOOD, "amountCents": "12"}), "field amountCents: expected int, got str"),
+    (msgpack.packb({**GOOD, "amountCents": True}), "field amountCents: expected int, got bool"),
+    (msgpack.packb({**GOOD, "amountCents": 2**63}), "field amountCents: 9223372036854775808 is out of range"),
+    (msgpack.packb({k: v for k, v in GOOD.items() if k != "orderId"}), "field orderId is missing"),
+    (msgpack.packb({**GOOD, "customerId": None}), "field customerId: expected str, got nil"),
+    (msgpack.packb({**GOOD, "items": "none"}), "field items: expected list, got str"),
+    (msgpack.packb({**GOOD, "items": [GOOD["items"][0], 7]}), "field items[1]: expected map, got int"),
+    (msgpack.packb({**GOOD, "items": [{"sku": "a", "qty": 2**40, "priceCents": 1}]}),
+     "field items[0].qty: 1099511627776 is out of range"),
+    (msgpack.packb({**GOOD, "eventTimeMs": 10**17}), "field eventTimeMs: 100000000000000000 is out of range"),
+])
+def test_invalid_bodies_name_what_is_wrong(body, reason):
+    with pytest.raises(OrderDecodeError) as e:
+        decode_order_body(body)
+    assert str(e.value).startswith(reason)
+
+
+def _messages(bodies: list[bytes]) -> pa.RecordBatch:
+    n = len(bodies)
+    ts = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    return pa.record_batch({
+        "broker": ["broker-a"] * n, "topic": ["OrderPaid"] * n, "queueId": pa.array(range(n), pa.int32()),
+        "queueOffset": pa.array(range(n), pa.int64()), "commitLogOffset": pa.array([100 * i for i in range(n)],
+                                                                                   pa.int64()),
+        "msgId": [f"id{i}" for i in range(n)], "tags": ["PAID"] * n, "keys": [None] * n,
+        "storeTimestamp": pa.array([ts] * n, pa.timestamp("us", tz="UTC")), "body": pa.array(bodies, pa.binary()),
+    })
+
+
+def test_a_batch_keeps_good_rows_typed_and_bad_rows_with_reason_and_body():
+    bad = b"\xff" * 5
+    out = decode_order_batch(_messages([msgpack.packb(GOOD), bad, msgpack.packb({"x": 1})]))
+    assert out.schema == DECODED_SCHEMA
+    rows = out.to_pylist()
+    assert rows[0]["orderId"] == "ORD-1" and rows[0]["reason"] is None and rows[0]["body"] is None
+    assert rows[0]["items"] == GOOD["items"] and rows[0]["itemQuantity"] == 3
+    assert rows[0]["eventTime"] == dt.datetime(2026, 9, 21, 14, 13, 20, 123000, tzinfo=dt.UTC)
+    assert rows[1]["orderId"] is None and rows[1]["body"] == bad and rows[1]["reason"].startswith("body is not")
+    assert rows[2]["reason"] == "field items is missing"
+    assert [r["commitLogOffset"] for r in rows] == [0, 100, 200]
+    assert all(r["storeTimestamp"] == dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC) for r in rows)
+
+
+def test_reasons_are_bounded_and_empty_batches_skipped():
+    huge_key = {"k" * 1000: 1}
+    out = decode_order_batch(_messages([msgpack.packb([huge_key])]))
+    assert len(out.column("reason")[0].as_py()) <= MAX_REASON_CHARS
+    assert list(decode_order_batches(iter([_messages([]), _messages([b"x"])])))[0].num_rows == 1
+
