@@ -164,6 +164,16 @@ class BrokerAdminClient:
         The min offset is the start of the first mapped file the broker still has; -1 (no file yet)
         is returned as 0. The max offset is the next byte the broker will write (spec §1.1).
         """
+        return self.store_offsets()[:2]
+
+    def store_offsets(self) -> tuple[int, int, int | None]:
+        """(commitLogMinOffset, commitLogMaxOffset, dispatchBehindBytes) from one GET_BROKER_RUNTIME_INFO.
+
+        ``dispatchBehindBytes`` (bytes the ReputMessageService has not dispatched to ConsumeQueues yet,
+        DefaultMessageStore.dispatchBehindBytes) is None when the broker does not report it.
+        ``commitLogMaxOffset - dispatchBehindBytes`` is the reput offset, which only ever stops at a
+        record boundary (the reput walks whole records and jumps over END_FILE blanks).
+        """
         info = self.runtime_info()
         values = []
         for key in ("commitLogMinOffset", "commitLogMaxOffset"):
@@ -173,7 +183,11 @@ class BrokerAdminClient:
             except ValueError:
                 raise BrokerAdminError(f"{self._describe(RequestCode.GET_BROKER_RUNTIME_INFO)}: field {key} is "
                                        f"{raw!r}, not an integer") from None
-        return max(values[0], 0), max(values[1], 0)
+        try:
+            behind = int(str(info["dispatchBehindBytes"]).strip())
+        except (KeyError, ValueError):
+            behind = None
+        return max(values[0], 0), max(values[1], 0), behind
 
     def commit_log_min_offset(self) -> int:
         """commitLogMinOffset (bytes), -1 mapped to 0."""
@@ -183,9 +197,10 @@ class BrokerAdminClient:
         """commitLogMaxOffset (bytes): the next CommitLog byte the broker will write."""
         return max(self._runtime_long("commitLogMaxOffset"), 0)
 
-    def mapped_file_size(self) -> int:
-        """mappedFileSizeCommitLog (bytes) from GET_BROKER_CONFIG; 1 GiB (upstream default) when absent."""
-        config = self.broker_config()
+    def mapped_file_size(self, config: dict[str, str] | None = None) -> int:
+        """mappedFileSizeCommitLog (bytes) from GET_BROKER_CONFIG (or the ``config`` already fetched);
+        1 GiB (upstream default) when absent."""
+        config = self.broker_config() if config is None else config
         raw = config.get("mappedFileSizeCommitLog")
         if raw is None:
             return DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG_BYTES

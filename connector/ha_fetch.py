@@ -25,9 +25,10 @@ It speaks the classic RocketMQ 4.9.8 master/slave protocol as a slave that never
   ``fetch_retries`` reconnects without progress; then :class:`HAFetchError`. A reconnect reports
   ``start`` again and discards the bytes it already delivered.
 
-The iterator yields ``(offset, bytes)`` chunks that cover ``[start, end)`` exactly and in order. The
-only exception is a data-loss skip with ``fail_on_data_loss=False``: then the next chunk starts
-later (possibly as an empty chunk at the new offset) and the bytes in between are gone.
+The iterator yields ``(offset, bytes)`` chunks that cover ``[start, end)`` exactly and in order (or
+zero-copy ``memoryview`` chunks, see ``copy_chunks``). The only exception is a data-loss skip with
+``fail_on_data_loss=False``: then the next chunk starts later (possibly as an empty chunk at the new
+offset) and the bytes in between are gone.
 """
 
 from __future__ import annotations
@@ -40,12 +41,15 @@ from collections.abc import Callable, Iterator
 
 from connector.admin import split_addr
 from connector.protocol.errors import DataLossError, HAProtocolError, HAReplicaError
-from connector.protocol.ha import TransferFrameReader, encode_report
+from connector.protocol.ha import TRANSFER_HEADER_SIZE_BYTES, encode_report, parse_transfer_header
 
 log = logging.getLogger(__name__)
 
-RECV_BUFFER_BYTES = 256 * 1024
+RECV_BUFFER_BYTES = 1024 * 1024  # one recv_into; frames are parsed in place, bodies copied once
 RETRY_BACKOFF_MS = 200
+
+
+_ZERO_BYTE = memoryview(b"\x00")
 
 
 class HAFetchError(HAReplicaError):
@@ -69,6 +73,11 @@ class HARangeFetcher:
         offsets_probe: returns the broker's (commitLogMinOffset, commitLogMaxOffset); called when the
             master sends heartbeats although bytes are expected. None disables loss detection.
         fail_on_data_loss: raise DataLossError (True) or skip the lost bytes with a warning (False).
+        server_is_slave: ``ha_addr`` is a slave's HA port: a max offset below ``end`` then means the
+            slave has not replicated the bytes *yet* (a stall, retried), not that they were lost.
+        copy_chunks: yield ``bytes`` (one per receive, safe to keep); False yields memoryviews of
+            the receive buffer, one per frame, valid only until the next iteration (no copy: for a
+            consumer that copies them anyway, such as the decoder).
 
     Iterate once; use as a context manager or call :meth:`close` to drop the connection early.
     Raises HAProtocolError (bad frames, offset discontinuity), DataLossError, HAFetchError.
@@ -77,7 +86,7 @@ class HARangeFetcher:
     def __init__(self, ha_addr: str, start: int, end: int, *, broker: str = "broker",
                  connect_timeout_ms: int = 5000, read_timeout_ms: int = 20000, fetch_retries: int = 3,
                  heartbeat_interval_ms: int = 5000, offsets_probe: OffsetsProbe | None = None,
-                 fail_on_data_loss: bool = True):
+                 fail_on_data_loss: bool = True, server_is_slave: bool = False, copy_chunks: bool = True):
         if not 0 <= start <= end:
             raise ValueError(f"bad CommitLog range [{start}, {end})")
         self.ha_addr = ha_addr
@@ -90,12 +99,15 @@ class HARangeFetcher:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.offsets_probe = offsets_probe
         self.fail_on_data_loss = fail_on_data_loss
+        self.server_is_slave = server_is_slave
+        self.copy_chunks = copy_chunks
         #: the one value every report carries: ``start``, or 1 for a range starting at 0
         self.report_offset = start if start > 0 else 1
         self.delivered = start  # every byte below this was yielded (or skipped as lost)
         self.reports_sent: list[int] = []
         self.connections = 0
         self.lost_ranges: list[tuple[int, int]] = []
+        self.bytes_received = 0  # stream bytes (headers included) over all connections
         self._sock: socket.socket | None = None
         self._stop_keepalive: threading.Event | None = None
         self._report_lock = threading.Lock()
@@ -161,7 +173,7 @@ class HARangeFetcher:
                 log.debug("%s: keep-alive report failed: %s", self._where(), exc)
                 return
 
-    def _session(self) -> Iterator[tuple[int, bytes]]:
+    def _session(self) -> Iterator[tuple[int, bytes | memoryview]]:
         host, port = split_addr(self.ha_addr)
         sock = socket.create_connection((host, port), timeout=self.connect_timeout_ms / 1000)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -172,48 +184,74 @@ class HARangeFetcher:
         self._stop_keepalive = stop
         threading.Thread(target=self._keepalive, args=(stop,), name=f"ha-keepalive-{self.broker}",
                          daemon=True).start()
-        reader = TransferFrameReader()
+        buf = bytearray(RECV_BUFFER_BYTES)
+        view = memoryview(buf)  # never resized: sub-views handed out stay valid until the next recv
+        have = 0  # bytes of buf holding received, unparsed stream bytes
         wire = self.report_offset  # where the next frame must start
         stalls = 0
-        read_timeout = self.read_timeout_ms / 1000
-        sock.settimeout(read_timeout)
+        sock.settimeout(self.read_timeout_ms / 1000)
         while self.delivered < self.end:
+            if have == len(buf):  # one frame larger than the buffer (bodies of up to 4 MiB are legal)
+                buf = buf + bytearray(len(buf))
+                view = memoryview(buf)
             try:
-                data = sock.recv(RECV_BUFFER_BYTES)
+                received = sock.recv_into(view[have:])
             except TimeoutError:
                 raise _Stall(f"no bytes from the master for {self.read_timeout_ms} ms while waiting for offset "
                              f"{wire}") from None
-            if not data:
+            if not received:
                 raise ConnectionResetError(f"master closed the connection while offset {wire} was expected")
-            reader.feed(data)
+            self.bytes_received += received
+            have += received
+            pos = 0
+            spans: list[tuple[int, int, int]] = []  # (CommitLog offset, start, end in buf) of bytes to deliver
+            resume = None
+            stream = view[:have]
             while self.delivered < self.end:
-                frame = reader.next_frame()
-                if frame is None:
-                    break
-                if frame.master_phy_offset != wire:
+                header = parse_transfer_header(stream, pos)
+                if header is None or have - pos - TRANSFER_HEADER_SIZE_BYTES < header[1]:
+                    break  # incomplete frame: wait for more bytes
+                frame_offset, size = header
+                body_at = pos + TRANSFER_HEADER_SIZE_BYTES
+                pos = body_at + size
+                if frame_offset != wire:
                     raise HAProtocolError(
-                        f"{self._where()}: master pushed a frame at offset {frame.master_phy_offset}, expected "
-                        f"{wire} (the end of the previous frame)")
-                if frame.is_heartbeat:
+                        f"{self._where()}: master pushed a frame at offset {frame_offset}, expected {wire} "
+                        "(the end of the previous frame)")
+                if size == 0:  # heartbeat although bytes are expected
                     stalls += 1
                     resume = self._on_heartbeat(wire, stalls)
                     if resume is not None:
-                        yield resume, b""  # marks the skip (if any) for the consumer
-                        self.close()
-                        return  # reconnect (reporting self.report_offset) unless the range is done
+                        break
                     continue
                 stalls = 0
                 first = wire
-                wire += len(frame.body)
+                wire += size
                 if self.delivered == 0 and first == 1:
-                    yield 0, b"\x00"  # byte 0: TOTALSIZE's high byte (DESIGN §3)
+                    spans.append((0, -1, -1))  # byte 0: TOTALSIZE's high byte (DESIGN §3)
                     self.delivered = 1
                 lo = max(first, self.delivered)
                 hi = min(wire, self.end)
                 if hi > lo:
-                    chunk = frame.body if (lo == first and hi == wire) else frame.body[lo - first:hi - first]
+                    spans.append((lo, body_at + lo - first, body_at + hi - first))
                     self.delivered = hi
-                    yield lo, chunk
+            del stream
+            if spans:
+                pieces = [_ZERO_BYTE if a < 0 else view[a:b] for _, a, b in spans]
+                if self.copy_chunks:
+                    yield spans[0][0], b"".join(pieces)
+                else:
+                    for (offset, _, _), piece in zip(spans, pieces, strict=True):
+                        yield offset, piece
+                del pieces
+            rest = have - pos
+            if rest and pos:
+                view[:rest] = view[pos:have].tobytes()
+            have = rest
+            if resume is not None:
+                yield resume, b""  # marks the skip (if any) for the consumer
+                self.close()
+                return  # reconnect (reporting self.report_offset) unless the range is done
         self.close()
 
     def _on_heartbeat(self, wire: int, stalls: int) -> int | None:
@@ -237,7 +275,10 @@ class HARangeFetcher:
                     # producer can still be waiting for
                     self.report_offset = max(self.report_offset, min(min_offset, self.delivered))
                     return self.delivered
-                if max_offset <= wire and max_offset < self.end:
+                if max_offset <= wire and max_offset < self.end and self.server_is_slave:
+                    log.warning("%s: the slave holds CommitLog bytes up to %d only; waiting for it to replicate "
+                                "up to %d", self._where(), max_offset, self.end)
+                elif max_offset <= wire and max_offset < self.end:
                     self._lost(self.delivered, self.end,
                                f"the CommitLog now ends at {max_offset}, below the planned range end (the broker "
                                "lost its tail, e.g. a crash before flushing)")

@@ -9,13 +9,26 @@ option                     default       meaning
 =========================  ============  ==========================================================
 brokers                    (required)    broker sets to read, ``name=host:haPort[/host:remotingPort]``
                                          joined by commas, e.g.
-                                         ``broker-a=10.0.0.1:10912,broker-b=10.0.0.2:10912``.
+                                         ``broker-a=10.0.0.1:10912,broker-b=10.0.0.2:10912``: each
+                                         brokerName with the HA address of its *master*.
                                          The remoting address (GET_BROKER_RUNTIME_INFO /
                                          GET_BROKER_CONFIG) defaults to the HA host with port
                                          ``haPort - 1``, as RocketMQ derives ``haListenPort =
                                          listenPort + 1`` (spec §2.1); give it after a ``/`` when
                                          it differs, e.g. ``broker-a=10.0.0.1:10912/10.0.0.9:10911``.
                                          IPv6 hosts go in brackets: ``broker-a=[::1]:10912``.
+slaves                     (none)        the slaves of the broker sets, same syntax, one entry per
+                                         slave (a name may repeat):
+                                         ``broker-a=10.0.0.11:10912,broker-a=10.0.0.12:10912``.
+                                         Needed by ``readFrom=slave`` and ``minReplicas``.
+readFrom                   master        ``master``: executors read the master's HA port.
+                                         ``slave``: they read a slave's HA port (the one holding
+                                         the most; the master only for bytes no slave holds) and
+                                         batches end at what a slave holds.
+minReplicas                0             a batch ends no later than what at least this many
+                                         slaves of the broker set hold (commitLogMaxOffset over
+                                         remoting, rounded down to a record boundary the driver
+                                         has seen): Kafka's high watermark for RocketMQ.
 startingOffsets            earliest      ``earliest`` (the broker's commitLogMinOffset), ``latest``
                                          (commitLogMaxOffset) or JSON ``{"broker-a": 12345}`` with
                                          one entry per broker: a CommitLog offset that is a record
@@ -24,6 +37,13 @@ maxBytesPerTrigger         none          soft cap in bytes of CommitLog per micr
                                          brokers (see ``connector.source`` for why it is soft).
 failOnDataLoss             true          fail when CommitLog bytes the query needs are gone from the
                                          broker; ``false`` logs the lost range and goes on.
+topics                     (all)         comma-separated topic names to keep (exact match); other
+                                         records are skipped on the executors.
+topicPattern               (all)         regular expression (Python ``re``) a topic must match as a
+                                         whole to be kept. Not together with ``topics``.
+includeSystemTopics        false         keep RocketMQ's system topics (SCHEDULE_TOPIC_XXXX,
+                                         RMQ_SYS_*, TBW102, ... see ``connector.topic_filter``) when
+                                         ``topics`` is not given.
 decompressBody             true          inflate bodies stored compressed (sysFlag COMPRESSED_FLAG).
 connectTimeoutMs           5000          TCP connect timeout, HA and remoting (RemotingUtil.connect).
 readTimeoutMs              20000         no byte from the broker for this long means a dead
@@ -33,11 +53,9 @@ fetchRetries               3             reconnects of one HA fetch before the t
 haSendHeartbeatInterval    5000          ms between keep-alive reports on an HA connection (must be
                                          below the master's haHousekeepingInterval, 20000).
 arrowMaxRecordsPerBatch    10000         rows per pyarrow.RecordBatch a task yields.
-arrowMaxBytesPerBatch      16777216      stored CommitLog bytes per RecordBatch (soft: one record).
+arrowMaxBytesPerBatch      8388608       stored CommitLog bytes per RecordBatch (soft: one record);
+                                         also the cap on inflated body bytes per RecordBatch.
 =========================  ============  ==========================================================
-
-Reserved for a later version and rejected with a clear message for now: ``topics``,
-``topicPattern``, ``includeSystemTopics``, ``minReplicas``.
 
 Errors: :class:`HAReplicaOptionError` (a ``ValueError``) naming the option and the bad value.
 """
@@ -52,6 +70,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from connector.protocol.errors import HAReplicaError
+from connector.topic_filter import TOPIC_MAX_LENGTH, VALID_TOPIC, TopicFilter
 
 log = logging.getLogger(__name__)
 
@@ -66,19 +85,15 @@ DEFAULT_FETCH_RETRIES = 3
 DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS = 5000  # haSendHeartbeatInterval
 HA_HOUSEKEEPING_INTERVAL_MS = 20000  # the master closes a connection silent for this long
 DEFAULT_ARROW_MAX_RECORDS_PER_BATCH = 10000  # spark.sql.execution.arrow.maxRecordsPerBatch
-DEFAULT_ARROW_MAX_BYTES_PER_BATCH = 16 * 1024 * 1024
+DEFAULT_ARROW_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
 
 _BROKER_NAME = re.compile(r"^[A-Za-z0-9_.%-]+$")
-_RESERVED = {
-    "topics": "topics",
-    "topicpattern": "topicPattern",
-    "includesystemtopics": "includeSystemTopics",
-    "minreplicas": "minReplicas",
-}
 _KNOWN = {name.lower(): name for name in (
-    "brokers", "startingOffsets", "maxBytesPerTrigger", "failOnDataLoss", "decompressBody", "connectTimeoutMs",
-    "readTimeoutMs", "fetchRetries", "haSendHeartbeatInterval", "arrowMaxRecordsPerBatch",
-    "arrowMaxBytesPerBatch")}
+    "brokers", "slaves", "readFrom", "minReplicas", "startingOffsets", "maxBytesPerTrigger", "failOnDataLoss",
+    "topics", "topicPattern", "includeSystemTopics", "decompressBody", "connectTimeoutMs", "readTimeoutMs",
+    "fetchRetries", "haSendHeartbeatInterval", "arrowMaxRecordsPerBatch", "arrowMaxBytesPerBatch")}
+READ_FROM_MASTER = "master"
+READ_FROM_SLAVE = "slave"
 
 
 class HAReplicaOptionError(HAReplicaError, ValueError):
@@ -127,6 +142,7 @@ class FetchSettings:
     decompress_body: bool = True
     max_records_per_batch: int = DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
     max_bytes_per_batch: int = DEFAULT_ARROW_MAX_BYTES_PER_BATCH
+    topic_filter: TopicFilter = field(default_factory=TopicFilter)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,13 +150,22 @@ class SourceOptions:
     """The validated options of one ``format("hareplica")`` source.
 
     ``starting_offsets`` is ``"earliest"``, ``"latest"`` or a mapping broker name → CommitLog offset
-    (bytes; -2 earliest, -1 latest). ``max_bytes_per_trigger`` is None when unset.
+    (bytes; -2 earliest, -1 latest). ``max_bytes_per_trigger`` is None when unset. ``slaves`` holds
+    one endpoint per configured slave (``name`` = its broker set); ``read_from`` is ``"master"`` or
+    ``"slave"``; ``min_replicas`` is 0 when replicated-only reads are off.
     """
 
     brokers: tuple[BrokerEndpoint, ...]
     starting_offsets: str | Mapping[str, int] = STARTING_OFFSETS_EARLIEST
     max_bytes_per_trigger: int | None = None
     fetch: FetchSettings = field(default_factory=FetchSettings)
+    slaves: tuple[BrokerEndpoint, ...] = ()
+    read_from: str = READ_FROM_MASTER
+    min_replicas: int = 0
+
+    def slaves_of(self, name: str) -> tuple[BrokerEndpoint, ...]:
+        """The configured slaves of broker set ``name``, in option order."""
+        return tuple(s for s in self.slaves if s.name == name)
 
     @property
     def fail_on_data_loss(self) -> bool:
@@ -168,12 +193,21 @@ class SourceOptions:
         """
         opts = {str(k).lower(): v for k, v in options.items()}
         for key, value in opts.items():
-            if key in _RESERVED:
-                raise HAReplicaOptionError(_RESERVED[key], value, "is not supported by this version of hareplica yet")
             if key not in _KNOWN:
                 raise HAReplicaOptionError(key, value, f"unknown option; known options: {', '.join(_KNOWN.values())}")
         brokers = parse_brokers(opts.get("brokers"))
         names = [b.name for b in brokers]
+        slaves = parse_slaves(opts.get("slaves"), names)
+        read_from = _choice(opts, "readFrom", (READ_FROM_MASTER, READ_FROM_SLAVE), READ_FROM_MASTER)
+        min_replicas = _int(opts, "minReplicas", 0, minimum=0)
+        for name in names:
+            count = sum(1 for s in slaves if s.name == name)
+            if read_from == READ_FROM_SLAVE and count == 0:
+                raise HAReplicaOptionError("readFrom", opts.get("readfrom"), f"needs at least one slave of broker "
+                                           f"{name} in the slaves option")
+            if count < min_replicas:
+                raise HAReplicaOptionError("minReplicas", opts.get("minreplicas"), f"needs at least {min_replicas} "
+                                           f"slave(s) of broker {name} in the slaves option, found {count}")
         fetch = FetchSettings(
             connect_timeout_ms=_positive_int(opts, "connectTimeoutMs", DEFAULT_CONNECT_TIMEOUT_MS),
             read_timeout_ms=_positive_int(opts, "readTimeoutMs", DEFAULT_READ_TIMEOUT_MS),
@@ -183,6 +217,7 @@ class SourceOptions:
             decompress_body=_bool(opts, "decompressBody", True),
             max_records_per_batch=_positive_int(opts, "arrowMaxRecordsPerBatch", DEFAULT_ARROW_MAX_RECORDS_PER_BATCH),
             max_bytes_per_batch=_positive_int(opts, "arrowMaxBytesPerBatch", DEFAULT_ARROW_MAX_BYTES_PER_BATCH),
+            topic_filter=parse_topic_filter(opts),
         )
         if fetch.heartbeat_interval_ms >= HA_HOUSEKEEPING_INTERVAL_MS:
             raise HAReplicaOptionError(
@@ -193,34 +228,94 @@ class SourceOptions:
         if opts.get("maxbytespertrigger") is not None:
             max_bytes = _positive_int(opts, "maxBytesPerTrigger", 0)
         return cls(brokers=brokers, starting_offsets=parse_starting_offsets(opts.get("startingoffsets"), names),
-                   max_bytes_per_trigger=max_bytes, fetch=fetch)
+                   max_bytes_per_trigger=max_bytes, fetch=fetch, slaves=slaves, read_from=read_from,
+                   min_replicas=min_replicas)
+
+
+def parse_topic_filter(opts: Mapping[str, str]) -> TopicFilter:
+    """``topics`` / ``topicPattern`` / ``includeSystemTopics`` (lower-cased keys) → TopicFilter.
+
+    Topic names must be valid RocketMQ topics (``^[%|a-zA-Z0-9_-]+$``, at most 127 characters,
+    TopicValidator). Raises HAReplicaOptionError for an empty list, a bad name, a pattern that does
+    not compile, or both options at once.
+    """
+    include = _bool(opts, "includeSystemTopics", False)
+    raw_topics = opts.get("topics")
+    raw_pattern = opts.get("topicpattern")
+    if raw_topics is not None and raw_pattern is not None:
+        raise HAReplicaOptionError("topics", raw_topics, "give topics or topicPattern, not both")
+    if raw_topics is not None:
+        names = [t.strip() for t in str(raw_topics).split(",") if t.strip()]
+        if not names:
+            raise HAReplicaOptionError("topics", raw_topics, "names no topic; give one or more names joined by commas")
+        for name in names:
+            if not VALID_TOPIC.match(name) or len(name) > TOPIC_MAX_LENGTH:
+                raise HAReplicaOptionError("topics", raw_topics, f"{name!r} is not a RocketMQ topic name "
+                                           f"(^[%|a-zA-Z0-9_-]+$, at most {TOPIC_MAX_LENGTH} characters)")
+        return TopicFilter(topics=frozenset(names), include_system_topics=include)
+    if raw_pattern is not None:
+        pattern = str(raw_pattern)
+        if not pattern.strip():
+            raise HAReplicaOptionError("topicPattern", raw_pattern, "is empty")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise HAReplicaOptionError("topicPattern", raw_pattern, f"is not a valid regular expression: {exc}"
+                                       ) from None
+        return TopicFilter(pattern=pattern, include_system_topics=include)
+    return TopicFilter(include_system_topics=include)
+
+
+def parse_slaves(value: str | None, broker_names: list[str]) -> tuple[BrokerEndpoint, ...]:
+    """Parse ``slaves``: ``name=host:haPort[/host:remotingPort]`` entries (a name may repeat).
+
+    Raises HAReplicaOptionError (option slaves) for malformed entries, names not in ``brokers``, or
+    the same address twice.
+    """
+    if value is None:
+        return ()
+    out = parse_endpoints(value, "slaves", unique_names=False)
+    for slave in out:
+        if slave.name not in broker_names:
+            raise HAReplicaOptionError("slaves", value, f"names broker {slave.name!r} which is not in brokers "
+                                       f"({', '.join(broker_names)})")
+    addrs = [s.ha_addr for s in out]
+    for addr in addrs:
+        if addrs.count(addr) > 1:
+            raise HAReplicaOptionError("slaves", value, f"HA address {addr} appears twice")
+    return out
 
 
 def parse_brokers(value: str | None) -> tuple[BrokerEndpoint, ...]:
     """Parse ``name=host:haPort[/host:remotingPort][,...]``. Raises HAReplicaOptionError (option brokers)."""
     if value is None or not str(value).strip():
         raise HAReplicaOptionError("brokers", value, "is required, e.g. brokers=broker-a=10.0.0.1:10912")
+    return parse_endpoints(value, "brokers", unique_names=True)
+
+
+def parse_endpoints(value: str, option: str, *, unique_names: bool) -> tuple[BrokerEndpoint, ...]:
+    """Parse ``name=host:haPort[/host:remotingPort][,...]`` for ``option`` (brokers or slaves)."""
     out: list[BrokerEndpoint] = []
     for item in str(value).split(","):
         item = item.strip()
         name, sep, addrs = item.partition("=")
         name = name.strip()
         if not sep or not name or not addrs.strip():
-            raise HAReplicaOptionError("brokers", value, f"entry {item!r} is not name=host:haPort")
+            raise HAReplicaOptionError(option, value, f"entry {item!r} is not name=host:haPort")
         if not _BROKER_NAME.match(name):
-            raise HAReplicaOptionError("brokers", value, f"broker name {name!r} has characters other than "
+            raise HAReplicaOptionError(option, value, f"broker name {name!r} has characters other than "
                                        "letters, digits and _.%:-")
         ha_text, slash, remoting_text = addrs.strip().partition("/")
-        ha_host, ha_port = _split_host_port(ha_text, value, f"HA address of {name}")
+        ha_host, ha_port = _split_host_port(ha_text, value, f"HA address of {name}", option)
         if slash:
-            rem_host, rem_port = _split_host_port(remoting_text, value, f"remoting address of {name}")
+            rem_host, rem_port = _split_host_port(remoting_text, value, f"remoting address of {name}", option)
         else:
             if ha_port < 2:
-                raise HAReplicaOptionError("brokers", value, f"HA port {ha_port} of {name} leaves no remoting port "
+                raise HAReplicaOptionError(option, value, f"HA port {ha_port} of {name} leaves no remoting port "
                                            "(haPort - 1); give it as name=host:haPort/host:remotingPort")
             rem_host, rem_port = ha_host, ha_port - 1
-        if any(b.name == name for b in out):
-            raise HAReplicaOptionError("brokers", value, f"broker name {name!r} appears twice")
+        if unique_names and any(b.name == name for b in out):
+            raise HAReplicaOptionError(option, value, f"broker name {name!r} appears twice")
         out.append(BrokerEndpoint(name, ha_host, ha_port, rem_host, rem_port))
     return tuple(out)
 
@@ -262,7 +357,7 @@ def _join_host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _split_host_port(text: str, whole: str, what: str) -> tuple[str, int]:
+def _split_host_port(text: str, whole: str, what: str, option: str = "brokers") -> tuple[str, int]:
     text = text.strip()
     if text.startswith("["):
         host, sep, port = text[1:].partition("]:")
@@ -276,7 +371,7 @@ def _split_host_port(text: str, whole: str, what: str) -> tuple[str, int]:
         if ":" in host:
             sep = ""
     if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-        raise HAReplicaOptionError("brokers", whole, f"{what} {text!r} is not host:port with a port in 1..65535 "
+        raise HAReplicaOptionError(option, whole, f"{what} {text!r} is not host:port with a port in 1..65535 "
                                    "(IPv6 as [addr]:port)")
     return host, int(port)
 
@@ -297,6 +392,16 @@ def _int(opts: Mapping[str, str], name: str, default: int, *, minimum: int) -> i
 
 def _positive_int(opts: Mapping[str, str], name: str, default: int) -> int:
     return _int(opts, name, default, minimum=1)
+
+
+def _choice(opts: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    if text not in choices:
+        raise HAReplicaOptionError(name, raw, f"must be one of {', '.join(choices)}")
+    return text
 
 
 def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:

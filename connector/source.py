@@ -25,11 +25,17 @@ commitLogMinOffset/commitLogMaxOffset (GET_BROKER_RUNTIME_INFO) and mappedFileSi
   checkpoint (it lost its tail), the query fails naming the lost range; with ``false`` it logs the
   lost bytes and continues at the broker's min offset (or waits for the broker to pass the
   checkpoint again).
+* **Slaves** (``slaves``, ``readFrom``, ``minReplicas``): batches end at what enough slaves hold,
+  rounded down to a known record boundary, and partitions may be read from a slave's HA port; see
+  :mod:`connector.planning`, which also holds the SYNC_MASTER acknowledgement rule.
+* **Other HA variants.** The first contact asks GET_BROKER_CONFIG and fails fast with
+  UnsupportedBrokerModeError for a DLedger broker or a controller-mode (AutoSwitch) one.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -37,12 +43,13 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 
-from connector.admin import BrokerAdminClient
+from connector.admin import BrokerAdminClient, BrokerAdminError
 from connector.arrow_decode import CommitLogArrowDecoder, spark_schema
 from connector.ha_fetch import HARangeFetcher
 from connector.options import (
     EARLIEST_OFFSET_SENTINEL,
     LATEST_OFFSET_SENTINEL,
+    READ_FROM_SLAVE,
     STARTING_OFFSETS_EARLIEST,
     STARTING_OFFSETS_LATEST,
     BrokerEndpoint,
@@ -50,19 +57,19 @@ from connector.options import (
     HAReplicaOptionError,
     SourceOptions,
 )
+from connector.planning import ACK_WINDOW_MARGIN_MS, BrokerSetView, ServerOffsets
 from connector.protocol.errors import DataLossError
 
 log = logging.getLogger(__name__)
-
-MAX_KNOWN_BOUNDARIES_PER_BROKER = 4096
 
 
 @dataclass
 class HAReplicaInputPartition(InputPartition):
     """One Spark task: CommitLog bytes ``[start, end)`` of one broker, inside one mapped file.
 
-    Offsets and ``mapped_file_size`` in bytes; ``fetch`` carries the options executors need.
-    Picklable (module-level dataclass of plain values).
+    Offsets and ``mapped_file_size`` in bytes; ``ha_addr`` / ``remoting_addr`` are those of the server
+    to read (the master, or a slave with ``readFrom=slave``), ``server_role`` says which; ``fetch``
+    carries the options executors need. Picklable (module-level dataclass of plain values).
     """
 
     broker: str
@@ -72,6 +79,7 @@ class HAReplicaInputPartition(InputPartition):
     end: int
     mapped_file_size: int
     fetch: FetchSettings
+    server_role: str = "master"
 
 
 class HAReplicaDataSource(DataSource):
@@ -104,17 +112,14 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     """Plans CommitLog byte ranges per micro-batch (driver) and reads them (executors).
 
     Offsets: ``{broker_name: next_commitlog_offset}``. Broker errors raise
-    :class:`connector.admin.BrokerAdminError`; lost data raises :class:`DataLossError` when
-    ``failOnDataLoss`` is true.
+    :class:`connector.admin.BrokerAdminError` (or UnsupportedBrokerModeError for DLedger / controller
+    mode); lost data raises :class:`DataLossError` when ``failOnDataLoss`` is true.
     """
 
     def __init__(self, options: SourceOptions):
         self.options = options
-        self._admins: dict[str, BrokerAdminClient] = {}
-        self._file_sizes: dict[str, int] = {}
-        self._min_offsets: dict[str, int] = {}
-        self._latest: dict[str, int] = {}
-        self._boundaries: dict[str, set[int]] = {}
+        self._admins: dict[str, BrokerAdminClient] = {}  # by remoting address
+        self._views: dict[str, BrokerSetView] = {}
         self._trigger_target: dict[str, int] | None = None
 
     def __getstate__(self) -> dict:
@@ -125,37 +130,86 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.__init__(state["options"])
 
     # --- broker metadata (driver) ------------------------------------------------------------------
-    def _admin(self, broker: BrokerEndpoint) -> BrokerAdminClient:
-        client = self._admins.get(broker.name)
+    def _admin(self, endpoint: BrokerEndpoint) -> BrokerAdminClient:
+        client = self._admins.get(endpoint.remoting_addr)
         if client is None:
-            client = BrokerAdminClient(broker.remoting_addr, self.options.fetch.read_timeout_ms)
-            self._admins[broker.name] = client
+            client = BrokerAdminClient(endpoint.remoting_addr, self.options.fetch.read_timeout_ms)
+            self._admins[endpoint.remoting_addr] = client
         return client
 
-    def _mapped_file_size(self, broker: BrokerEndpoint) -> int:
-        size = self._file_sizes.get(broker.name)
-        if size is None:
-            admin = self._admin(broker)
-            config = admin.broker_config()
-            admin.check_classic_ha(config)
-            size = admin.mapped_file_size()
-            self._file_sizes[broker.name] = size
-        return size
+    def _view(self, broker: BrokerEndpoint) -> BrokerSetView:
+        """The broker set's view; the first call asks the master (or a slave) for its config and
+        fails fast when the broker is not a classic master/slave one."""
+        view = self._views.get(broker.name)
+        if view is None:
+            size = None
+            errors = []
+            for endpoint in (broker, *self.options.slaves_of(broker.name)):
+                admin = self._admin(endpoint)
+                try:
+                    config = admin.broker_config()
+                except BrokerAdminError as exc:
+                    if self.options.read_from != READ_FROM_SLAVE:
+                        raise
+                    errors.append(str(exc))
+                    continue
+                admin.check_classic_ha(config)
+                size = admin.mapped_file_size(config)
+                break
+            if size is None:
+                raise BrokerAdminError(f"broker {broker.name}: neither the master nor a slave answered "
+                                       f"GET_BROKER_CONFIG: {'; '.join(errors)}")
+            view = BrokerSetView(broker.name, size, ack_window_ms=ack_window_ms(config))
+            self._views[broker.name] = view
+        return view
 
-    def _offsets(self, broker: BrokerEndpoint) -> tuple[int, int]:
-        """(commitLogMinOffset, commitLogMaxOffset) now; remembers the max as a record boundary."""
-        self._mapped_file_size(broker)
-        min_offset, max_offset = self._admin(broker).commit_log_offsets()
-        known = self._boundaries.setdefault(broker.name, set())
-        previous = self._latest.get(broker.name)
-        if previous is not None and max_offset < previous:
-            log.warning("broker %s: commitLogMaxOffset went back from %d to %d", broker.name, previous, max_offset)
-            known.clear()
-        if len(known) < MAX_KNOWN_BOUNDARIES_PER_BROKER:
-            known.add(max_offset)
-        self._min_offsets[broker.name] = min_offset
-        self._latest[broker.name] = max_offset
-        return min_offset, max_offset
+    def _sample(self, endpoint: BrokerEndpoint, role: str) -> ServerOffsets:
+        try:
+            min_offset, max_offset, behind = self._admin(endpoint).store_offsets()
+        except BrokerAdminError as exc:
+            return ServerOffsets(endpoint, role, error=str(exc))
+        return ServerOffsets(endpoint, role, min_offset, max_offset, dispatch_behind=behind)
+
+    def _refresh(self, broker: BrokerEndpoint, *, slaves: bool | None = None) -> BrokerSetView:
+        """Sample the master's (and, when they matter, the slaves') commitLogMin/MaxOffset.
+
+        The master's max offset is remembered as a record boundary. A master that cannot be asked
+        fails the batch unless ``readFrom=slave`` (then batches go on from the slaves).
+        """
+        view = self._view(broker)
+        master = self._sample(broker, "master")
+        if master.reachable:
+            previous = view.master.max_offset if view.master is not None and view.master.reachable else None
+            if previous is not None and master.max_offset < previous:
+                log.warning("broker %s: commitLogMaxOffset went back from %d to %d", broker.name, previous,
+                            master.max_offset)
+                view.forget_boundaries()
+            view.add_boundary(master.max_offset)
+            view.note_master_max(master.max_offset, time.monotonic())
+        elif self.options.read_from != READ_FROM_SLAVE:
+            raise BrokerAdminError(master.error)
+        else:
+            log.warning("broker %s: master unreachable, planning from its slaves: %s", broker.name, master.error)
+        view.master = master
+        if slaves if slaves is not None else (self.options.read_from == READ_FROM_SLAVE or self.options.min_replicas):
+            previous = {s.endpoint.ha_addr: s for s in view.slaves}
+            view.slaves = [self._sample(s, "slave") for s in self.options.slaves_of(broker.name)]
+            for s in view.slaves:
+                if not s.reachable:
+                    log.warning("broker %s: slave %s unreachable: %s", broker.name, s.endpoint.ha_addr, s.error)
+                view.note_slave_sample(previous.get(s.endpoint.ha_addr), s)
+        return view
+
+    @staticmethod
+    def _bounds(view: BrokerSetView) -> tuple[int, int]:
+        """(min, max) offsets of the broker set: the master's, or the slaves' when it is unreachable."""
+        if view.master is not None and view.master.reachable:
+            return view.master.min_offset, view.master.max_offset
+        live = [s for s in view.slaves if s.reachable]
+        if not live:
+            raise BrokerAdminError(f"broker {view.name}: neither the master nor any slave answered "
+                                   "GET_BROKER_RUNTIME_INFO")
+        return min(s.min_offset for s in live), max(s.max_offset for s in live)
 
     # --- Spark API (driver) ------------------------------------------------------------------------
     def initialOffset(self) -> dict:
@@ -166,7 +220,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         starting = self.options.starting_offsets
         out = {}
         for broker in self.options.brokers:
-            min_offset, max_offset = self._offsets(broker)
+            min_offset, max_offset = self._bounds(self._refresh(broker))
             if starting == STARTING_OFFSETS_EARLIEST:
                 value = min_offset
             elif starting == STARTING_OFFSETS_LATEST:
@@ -193,7 +247,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Record every broker's current commitLogMaxOffset as the AvailableNow target."""
-        self._trigger_target = {b.name: self._offsets(b)[1] for b in self.options.brokers}
+        self._trigger_target = {b.name: self._bounds(self._refresh(b))[1] for b in self.options.brokers}
         log.info("Trigger.AvailableNow target offsets %s", self._trigger_target)
 
     def _start_of(self, broker: BrokerEndpoint, start: dict, min_offset: int) -> int:
@@ -217,16 +271,37 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     broker.name, start, min_offset, min_offset, min_offset)
         return min_offset
 
+    def _target(self, view: BrokerSetView, begin: int, max_offset: int) -> int:
+        """Where a batch of this broker set may end at most: the max offset, cut to what ``minReplicas``
+        slaves hold and (``readFrom=slave``) what the best slave holds, as known boundaries."""
+        target = max_offset
+        if self.options.min_replicas:
+            replicated = view.replicated_offset(self.options.min_replicas)
+            if replicated is None:
+                log.warning("broker %s: fewer than minReplicas=%d slaves answered; the batch waits", view.name,
+                            self.options.min_replicas)
+                return begin
+            target = min(target, view.floor_boundary(replicated, begin))
+        if self.options.read_from == READ_FROM_SLAVE:
+            best = view.best_slave()
+            if best is not None and best.max_offset > begin and best.min_offset <= begin:
+                target = min(target, view.floor_boundary(best.max_offset, begin))
+        if self._trigger_target is not None and view.name in self._trigger_target:
+            target = min(target, self._trigger_target[view.name])
+        target = max(begin, target)
+        safe = view.ack_safe_end(begin, target, time.monotonic())
+        if safe < target:
+            log.info("broker %s: SYNC_MASTER bytes below %d were appended less than %d ms ago; the batch ends "
+                     "there so no reader acknowledges them before they land", view.name, safe, view.ack_window_ms)
+        return safe
+
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """End offset of the next micro-batch (see the module doc for how the read limit cuts it)."""
-        ends: dict[str, int] = {}
         spans: dict[str, tuple[int, int]] = {}
         for broker in self.options.brokers:
-            min_offset, max_offset = self._offsets(broker)
+            view = self._refresh(broker)
+            min_offset, max_offset = self._bounds(view)
             begin = self._check_min(broker, self._start_of(broker, start, min_offset), min_offset)
-            target = max_offset
-            if self._trigger_target is not None and broker.name in self._trigger_target:
-                target = min(target, self._trigger_target[broker.name])
             if begin > max_offset:
                 message = (f"broker {broker.name}: the query is at CommitLog offset {begin} but the broker's "
                            f"commitLogMaxOffset is {max_offset}: the broker lost bytes [{max_offset}, {begin}) it "
@@ -234,14 +309,12 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 if self.options.fail_on_data_loss:
                     raise DataLossError(message + ". Set failOnDataLoss=false to wait until it passes the offset.")
                 log.warning("%s; waiting until it passes the offset", message)
-            spans[broker.name] = (begin, max(begin, target))
+            spans[broker.name] = (begin, self._target(view, begin, max_offset))
         if isinstance(limit, ReadMaxBytes):
-            ends = self._apply_byte_limit(spans, limit.max_bytes)
-        else:
-            if not isinstance(limit, ReadAllAvailable):
-                log.warning("read limit %r is not supported by hareplica; reading all available bytes", limit)
-            ends = {name: end for name, (_, end) in spans.items()}
-        return ends
+            return self._apply_byte_limit(spans, limit.max_bytes)
+        if not isinstance(limit, ReadAllAvailable):
+            log.warning("read limit %r is not supported by hareplica; reading all available bytes", limit)
+        return {name: end for name, (_, end) in spans.items()}
 
     def _apply_byte_limit(self, spans: dict[str, tuple[int, int]], max_bytes: int) -> dict[str, int]:
         backlog = {name: end - begin for name, (begin, end) in spans.items()}
@@ -255,48 +328,45 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 ends[broker.name] = end
                 continue
             share = max(1, max_bytes * backlog[broker.name] // total)
-            ends[broker.name] = self._first_boundary_at_or_after(broker, begin + share, end)
+            ends[broker.name] = self._view(broker).ceil_boundary(begin + share, end)
         return ends
 
-    def _first_boundary_at_or_after(self, broker: BrokerEndpoint, wanted: int, end: int) -> int:
-        """The smallest known record boundary >= ``wanted``, capped at ``end`` (a boundary itself)."""
-        if wanted >= end:
-            return end
-        size = self._mapped_file_size(broker)
-        best = min(end, -(-wanted // size) * size)
-        for b in self._boundaries.get(broker.name, ()):
-            if wanted <= b < best:
-                best = b
-        return best
-
     def reportLatestOffset(self) -> dict:
-        """The brokers' latest commitLogMaxOffset seen (for StreamingQueryProgress.latestOffset)."""
-        if len(self._latest) < len(self.options.brokers):
-            for broker in self.options.brokers:
-                self._offsets(broker)
-        return {b.name: self._latest[b.name] for b in self.options.brokers}
+        """The brokers' latest commitLogMaxOffset seen (StreamingQueryProgress ``latestOffset``): with the
+        batch's ``endOffset`` it shows, per broker, how many CommitLog bytes the query is behind."""
+        out = {}
+        for broker in self.options.brokers:
+            view = self._views.get(broker.name)
+            if view is None or view.master is None:
+                view = self._refresh(broker, slaves=False)
+            out[broker.name] = self._bounds(view)[1]
+        return out
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        """One HAReplicaInputPartition per (broker, mapped-file slice) of ``[start, end)``."""
+        """One HAReplicaInputPartition per (broker, mapped-file slice) of ``[start, end)``, each read from
+        the master, or with ``readFrom=slave`` from a slave that holds the slice."""
         parts: list[InputPartition] = []
         for broker in self.options.brokers:
             stop = end.get(broker.name)
             if stop is None:
                 continue
             stop = int(stop)
-            min_offset = self._min_offsets.get(broker.name)
-            if min_offset is None:
-                min_offset = self._offsets(broker)[0]
+            view = self._views.get(broker.name)
+            if view is None or view.master is None or (self.options.read_from == READ_FROM_SLAVE and not view.slaves):
+                view = self._refresh(broker, slaves=self.options.read_from == READ_FROM_SLAVE)
+            min_offset = self._bounds(view)[0]
             begin = self._start_of(broker, start, min_offset)
             if begin >= stop:
                 continue
             begin = min(self._check_min(broker, begin, min_offset), stop)
-            size = self._mapped_file_size(broker)
+            size = view.mapped_file_size
             while begin < stop:
                 slice_end = min(stop, begin - begin % size + size)
+                server = view.server_for(begin, slice_end, self.options.read_from == READ_FROM_SLAVE)
                 parts.append(HAReplicaInputPartition(
-                    broker=broker.name, ha_addr=broker.ha_addr, remoting_addr=broker.remoting_addr, start=begin,
-                    end=slice_end, mapped_file_size=size, fetch=self.options.fetch))
+                    broker=broker.name, ha_addr=server.endpoint.ha_addr, remoting_addr=server.endpoint.remoting_addr,
+                    start=begin, end=slice_end, mapped_file_size=size, fetch=self.options.fetch,
+                    server_role=server.role))
                 begin = slice_end
         log.info("planned %d partition(s) for %s -> %s", len(parts), start, end)
         return parts
@@ -308,9 +378,9 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def commit(self, end: dict) -> None:
         """Forget boundaries below the committed offsets."""
         for name, offset in (end or {}).items():
-            known = self._boundaries.get(name)
-            if known:
-                self._boundaries[name] = {b for b in known if b >= int(offset)}
+            view = self._views.get(name)
+            if view is not None:
+                view.forget_boundaries(below=int(offset))
 
     def stop(self) -> None:
         """Close the driver's remoting connections."""
@@ -319,10 +389,26 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._admins.clear()
 
 
+def ack_window_ms(config: dict[str, str]) -> int:
+    """How long (ms) a producer may wait for a replica ack on this broker (GET_BROKER_CONFIG): on a
+    SYNC_MASTER ``max(slaveTimeout, syncFlushTimeout)`` (3000 / 5000 upstream) plus
+    ACK_WINDOW_MARGIN_MS; 0 on any other role (acks release no producer there)."""
+    if config.get("brokerRole", "ASYNC_MASTER").strip().upper() != "SYNC_MASTER":
+        return 0
+    waits = []
+    for key, default in (("slaveTimeout", 3000), ("syncFlushTimeout", 5000)):
+        try:
+            waits.append(int(config.get(key, default)))
+        except ValueError:
+            waits.append(default)
+    return max(waits) + ACK_WINDOW_MARGIN_MS
+
+
 def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
     """Fetch ``[partition.start, partition.end)`` over the HA port and decode it into RecordBatches.
 
-    Memory stays bounded by one batch plus one HA frame whatever the partition size. Raises
+    Memory stays bounded by one batch plus one receive buffer whatever the partition size. Records
+    whose topic the query's filter drops are skipped before their columns are built. Raises
     DataLossError, HAFetchError, HAProtocolError or CommitLogFormatError (each naming offsets).
     """
     fetch = partition.fetch
@@ -330,12 +416,13 @@ def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatc
     decoder = CommitLogArrowDecoder(
         partition.start, partition.end, partition.mapped_file_size, broker=partition.broker,
         decompress_body=fetch.decompress_body, max_records_per_batch=fetch.max_records_per_batch,
-        max_bytes_per_batch=fetch.max_bytes_per_batch)
+        max_bytes_per_batch=fetch.max_bytes_per_batch, topic_filter=fetch.topic_filter)
     fetcher = HARangeFetcher(
         partition.ha_addr, partition.start, partition.end, broker=partition.broker,
         connect_timeout_ms=fetch.connect_timeout_ms, read_timeout_ms=fetch.read_timeout_ms,
         fetch_retries=fetch.fetch_retries, heartbeat_interval_ms=fetch.heartbeat_interval_ms,
-        offsets_probe=admin.commit_log_offsets, fail_on_data_loss=fetch.fail_on_data_loss)
+        offsets_probe=admin.commit_log_offsets, fail_on_data_loss=fetch.fail_on_data_loss,
+        server_is_slave=partition.server_role == "slave", copy_chunks=False)
     try:
         for offset, data in fetcher:
             if offset != decoder.stream_offset:
@@ -343,9 +430,10 @@ def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatc
             if data:
                 yield from decoder.feed(offset, data)
         yield from decoder.finish()
-        log.info("broker %s: read [%d, %d): %d records, %d END_FILE blanks, %d HA connection(s)", partition.broker,
-                 partition.start, partition.end, decoder.records_emitted, decoder.blanks_skipped,
-                 fetcher.connections)
+        log.info("broker %s (%s %s): read [%d, %d): %d records kept, %d filtered out by topic, %d END_FILE "
+                 "blanks, %d HA connection(s)", partition.broker, partition.server_role, partition.ha_addr,
+                 partition.start, partition.end, decoder.records_emitted, decoder.records_filtered,
+                 decoder.blanks_skipped, fetcher.connections)
     finally:
         fetcher.close()
         admin.close()

@@ -115,3 +115,21 @@ class TransferFrameReader:
         self._pos = start + size
         self.bytes_consumed += TRANSFER_HEADER_SIZE_BYTES + size
         return TransferFrame(offset, bytes(self._buf[start:start + size]))
+
+
+def parse_transfer_header(buf: bytes | bytearray | memoryview, pos: int = 0,
+                          max_body_bytes: int = HA_CLIENT_READ_MAX_BUFFER_SIZE_BYTES - TRANSFER_HEADER_SIZE_BYTES
+                          ) -> tuple[int, int] | None:
+    """Parse the 12-byte frame header at ``buf[pos:]`` in place: ``(masterPhyOffset, bodySize)``.
+
+    Returns None when fewer than 12 bytes are available (nothing is consumed). Raises HAProtocolError
+    for a negative offset or a body size outside ``[0, max_body_bytes]`` (spec §2.3, §2.6). For callers
+    that keep their own receive buffer (no copy); :class:`TransferFrameReader` is the buffering variant.
+    """
+    if len(buf) - pos < TRANSFER_HEADER_SIZE_BYTES:
+        return None
+    offset, size = _HEADER.unpack_from(buf, pos)
+    if size < 0 or size > max_body_bytes or offset < 0:
+        raise HAProtocolError(f"bad HA transfer header: masterPhyOffset={offset}, bodySize={size} "
+                              f"(allowed 0..{max_body_bytes})")
+    return offset, size

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 from pyspark.errors import StreamingQueryException
 
 from broker_stub.producer import Producer
+from connector.topic_filter import is_system_topic
 from tests.integration.connector.conftest import (
     FIXTURE_MAX_OFFSET,
     MAPPED_FILE_SIZE,
@@ -15,6 +17,7 @@ from tests.integration.connector.conftest import (
     run_stream,
     start_fixture_master,
 )
+from tests.support.brokers import max_offset
 
 pytestmark = pytest.mark.spark
 
@@ -35,8 +38,14 @@ def assert_rows_match(rows: list[dict], expected: list[dict], *, body_key: str =
         assert r["broker"] == "broker-a"
 
 
+def user_messages(messages: list[dict]) -> list[dict]:
+    """messages.jsonl without RocketMQ's system topics (hidden by default, includeSystemTopics=false)."""
+    return [m for m in messages if not is_system_topic(m["topic"])]
+
+
 def test_stream_of_the_fixture_commitlog_equals_messages_jsonl(hareplica_spark, fixture_master, messages, tmp_path):
-    run = run_stream(hareplica_spark, tmp_path / "cp", {"brokers": brokers_option(fixture_master)})
+    run = run_stream(hareplica_spark, tmp_path / "cp", {"brokers": brokers_option(fixture_master),
+                                                        "includeSystemTopics": "true"})
     assert_rows_match(run.rows, messages)
     assert run.end_offsets[-1] == {"broker-a": FIXTURE_MAX_OFFSET}
     assert run.progress[-1]["sources"][0]["latestOffset"] == '{"broker-a": 3402931}'
@@ -45,13 +54,13 @@ def test_stream_of_the_fixture_commitlog_equals_messages_jsonl(hareplica_spark, 
 def test_raw_bodies_when_decompress_body_is_false(hareplica_spark, fixture_master, messages, tmp_path):
     run = run_stream(hareplica_spark, tmp_path / "cp", {"brokers": brokers_option(fixture_master),
                                                         "decompressBody": "false"})
-    assert_rows_match(run.rows, messages, body_key="bodyBase64")
+    assert_rows_match(run.rows, user_messages(messages), body_key="bodyBase64")
 
 
 def test_max_bytes_per_trigger_gives_several_batches_without_gap_or_duplicate(hareplica_spark, fixture_master,
                                                                               messages, tmp_path):
     run = run_stream(hareplica_spark, tmp_path / "cp", {"brokers": brokers_option(fixture_master),
-                                                        "maxBytesPerTrigger": "300000"})
+                                                        "maxBytesPerTrigger": "300000", "includeSystemTopics": "true"})
     # the driver knows no record boundary inside a file: each batch ends at the next mapped-file start
     assert run.end_offsets == [{"broker-a": MAPPED_FILE_SIZE}, {"broker-a": 2 * MAPPED_FILE_SIZE},
                                {"broker-a": 3 * MAPPED_FILE_SIZE}, {"broker-a": FIXTURE_MAX_OFFSET}]
@@ -66,7 +75,7 @@ def test_max_bytes_per_trigger_gives_several_batches_without_gap_or_duplicate(ha
 def test_starting_offsets_json_and_latest(hareplica_spark, fixture_master, messages, tmp_path):
     run = run_stream(hareplica_spark, tmp_path / "cp1", {"brokers": brokers_option(fixture_master),
                                                          "startingOffsets": '{"broker-a": 554616}'})
-    assert_rows_match(run.rows, [m for m in messages if m["commitLogOffset"] >= 554616])
+    assert_rows_match(run.rows, [m for m in user_messages(messages) if m["commitLogOffset"] >= 554616])
     latest = run_stream(hareplica_spark, tmp_path / "cp2", {"brokers": brokers_option(fixture_master),
                                                             "startingOffsets": "latest"})
     assert latest.rows == []
@@ -137,7 +146,7 @@ def test_data_loss_fails_the_query_or_is_skipped(hareplica_spark, tmp_path, fixt
         with pytest.raises(StreamingQueryException, match=r"no longer holds CommitLog bytes \[554616, 1048576\)"):
             run_stream(hareplica_spark, tmp_path / "cp1", options)
         run = run_stream(hareplica_spark, tmp_path / "cp2", {**options, "failOnDataLoss": "false"})
-        assert_rows_match(run.rows, [m for m in messages if m["commitLogOffset"] >= MAPPED_FILE_SIZE])
+        assert_rows_match(run.rows, [m for m in user_messages(messages) if m["commitLogOffset"] >= MAPPED_FILE_SIZE])
     finally:
         try:
             broker.stop()
@@ -172,8 +181,13 @@ def test_two_broker_sets_in_one_query(hareplica_spark, fixture_master, broker_fa
     by_broker = {"broker-a": [], "broker-b": []}
     for r in run.rows:
         by_broker[r["broker"]].append(r)
-    assert_rows_match(by_broker["broker-a"], messages)
+    assert_rows_match(by_broker["broker-a"], user_messages(messages))
     _assert_produced(by_broker["broker-b"], sent)
     assert set(run.end_offsets[-1]) == {"broker-a", "broker-b"}
     assert run.end_offsets[-1]["broker-a"] == FIXTURE_MAX_OFFSET
     assert len(run.batches) >= 2
+    # progress: per broker, how far the broker is (latestOffset) next to where the batch ended (endOffset)
+    first = run.progress[0]["sources"][0]
+    latest = json.loads(first["latestOffset"])
+    assert latest == {"broker-a": FIXTURE_MAX_OFFSET, "broker-b": max_offset(broker_b.remoting_addr)}
+    assert any(json.loads(first["endOffset"])[b] < latest[b] for b in latest)  # the first batch was behind

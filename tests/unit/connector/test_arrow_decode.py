@@ -361,3 +361,108 @@ def _iter_scalar(data: bytes, size: int):
         for rec in iter_records(data[base:base + size], base_offset=base):
             if isinstance(rec, MessageRecord):
                 yield record_to_json(rec)
+
+
+# --- topic filter, fast walk, memory bounds for inflated bodies --------------------------------------
+def test_topic_filters_drop_records_before_rows_are_built(commitlog, messages):
+    from connector.topic_filter import TopicFilter, is_system_topic
+
+    dec = CommitLogArrowDecoder(0, MAX_OFFSET, MAPPED_FILE_SIZE, broker="broker-a",
+                                topic_filter=TopicFilter(topics=frozenset({"FixOrders611", "SCHEDULE_TOPIC_XXXX"})))
+    got = rows(list(dec.decode_all(chunks(commitlog, 0, MAX_OFFSET, 32768))))
+    expected = [m for m in messages if m["topic"] in ("FixOrders611", "SCHEDULE_TOPIC_XXXX")]
+    assert_matches(got, expected)
+    assert dec.records_filtered == len(messages) - len(expected) and dec.records_emitted == len(expected)
+    default = rows(decode(commitlog, 0, MAX_OFFSET, topic_filter=TopicFilter()))
+    assert_matches(default, [m for m in messages if not is_system_topic(m["topic"])])
+    assert {"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC"} <= {m["topic"] for m in messages}
+    pattern = rows(decode(commitlog, 0, MAX_OFFSET, topic_filter=TopicFilter(pattern=r"%(RETRY|DLQ)%.*")))
+    assert_matches(pattern, [m for m in messages if m["topic"].startswith(("%RETRY%", "%DLQ%"))])
+    assert decode(commitlog, 0, MAX_OFFSET, topic_filter=TopicFilter(topics=frozenset({"nope"}))) == []
+
+
+MAGIC = bytes.fromhex("DAA320A7")
+
+
+def _records_with_magic_in_bodies(count: int, base: int = 0) -> tuple[bytes, list[int]]:
+    """Records whose bodies contain the MESSAGE MAGICCODE bytes at many positions (false candidates)."""
+    data = bytearray()
+    starts = []
+    for i in range(count):
+        body = (b"x" * (i % 7) + b"\x00\x00\x01\x00" + MAGIC + b"y" * (i % 5) + MAGIC * (i % 3)) * (1 + i % 4)
+        starts.append(len(data))
+        data += encode_record(commit_log_offset=base + len(data), topic=f"t{i % 3}", body=body,
+                              properties={"KEYS": f"k{i}", "N": str(i)})
+    return bytes(data), starts
+
+
+def test_magic_bytes_inside_bodies_do_not_confuse_the_walk():
+    from connector.arrow_decode import chain_record_starts
+
+    data, starts = _records_with_magic_in_bodies(200, base=4096)
+    found, totals, false_hits = chain_record_starts(data)
+    assert found.tolist() == starts and false_hits > 200
+    assert (found + totals).tolist() == starts[1:] + [len(data)]
+    dec = CommitLogArrowDecoder(4096, 4096 + len(data), 2 ** 30, broker="b")
+    got = rows(list(dec.decode_all(chunks(bytes(4096) + data, 4096, 4096 + len(data), 777))))
+    assert [g["commitLogOffset"] for g in got] == [4096 + s for s in starts]
+    assert [g["properties"]["N"] for g in got] == [str(i) for i in range(200)]
+    assert dec.false_magic_candidates > 200
+
+
+def test_chain_stops_before_incomplete_or_irregular_records():
+    from connector.arrow_decode import chain_record_starts
+
+    data, starts = _records_with_magic_in_bodies(10)
+    found, _, _ = chain_record_starts(data[:starts[7] + 20])  # record 7 is cut short
+    assert found.tolist() == starts[:7]
+    blanked = data[:starts[4]] + encode_blank(64) + bytes(56)
+    assert chain_record_starts(blanked)[0].tolist() == starts[:4]
+    with pytest.raises(ValueError, match="does not start with a MESSAGE record"):
+        chain_record_starts(b"\x00" * 100)
+
+
+def test_inflated_bodies_are_split_into_bounded_record_batches():
+    body = b"z" * 200000  # ~200 KB inflated, a few hundred bytes stored
+    data = bytearray()
+    for i in range(40):
+        stored = zlib.compress(body + str(i).encode())
+        data += encode_record(commit_log_offset=len(data), topic="big", body=stored,
+                              sys_flag=COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE)
+        data += encode_record(commit_log_offset=len(data), topic="small", body=b"s%d" % i)
+    dec = CommitLogArrowDecoder(0, len(data), 2 ** 30, broker="b", max_bytes_per_batch=1_000_000)
+    batches = list(dec.decode_all([(0, bytes(data))]))
+    assert len(batches) >= 8
+    for b in batches:
+        sizes = [len(v) for v in b.column("body").to_pylist()]
+        assert sum(sizes[:-1]) <= 1_000_000  # at most one body past the cap
+    bodies = [v for b in batches for v in b.column("body").to_pylist()]
+    assert bodies == [x for i in range(40) for x in (body + str(i).encode(), b"s%d" % i)]
+
+
+def test_a_record_larger_than_many_chunks_is_walked_once_complete():
+    data = encode_record(commit_log_offset=0, topic="big", body=b"q" * 3_000_000)
+    dec = CommitLogArrowDecoder(0, len(data), 2 ** 30, broker="b")
+    out = []
+    for off, piece in chunks(data, 0, len(data), 32768):
+        out += dec.feed(off, piece)
+        assert dec.records_walked == 0 or off + len(piece) == len(data)
+    out += dec.finish()
+    assert [len(v) for b in out for v in b.column("body").to_pylist()] == [3_000_000]
+
+
+def test_bodies_inflate_the_same_with_and_without_zlib_ng(commitlog, messages, monkeypatch):
+    import connector.arrow_decode as ad
+
+    with_fast = rows(decode(commitlog, 0, MAX_OFFSET))
+    monkeypatch.setattr(ad, "_fast_zlib", None)
+    assert rows(decode(commitlog, 0, MAX_OFFSET)) == with_fast
+    assert sum(1 for m in messages if m["sysFlag"] & COMPRESSED_FLAG) == 71
+
+
+def test_a_body_that_does_not_inflate_names_the_record():
+    good = encode_record(commit_log_offset=0, topic="t", body=b"fine")
+    bad = encode_record(commit_log_offset=len(good), topic="t", body=b"not zlib at all",
+                        sys_flag=COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE)
+    with pytest.raises(CommitLogFormatError, match=f"zlib body does not inflate.*CommitLog offset {len(good)}.*BODY"):
+        list(decode_commitlog_range([(0, good + bad)], 0, len(good + bad), 2 ** 30, broker="b"))

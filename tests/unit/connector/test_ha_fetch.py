@@ -146,7 +146,7 @@ def test_range_from_zero_reports_one_and_supplies_byte_zero(replay, commitlog):
     master = replay(script)
     fetcher = HARangeFetcher(master.addr, 0, 70000, heartbeat_interval_ms=50)
     got = fetch_all(fetcher)
-    assert got[0] == (0, b"\x00")
+    assert got[0][0] == 0 and got[0][1][:1] == b"\x00"  # byte 0 supplied by the fetcher
     assert b"".join(c for _, c in got) == commitlog[:70000]
     assert set(fetcher.reports_sent) == {1} and master.reports[0][0] == 1
 
@@ -266,3 +266,16 @@ def test_truncated_broker_tail_is_data_loss(replay):
 def test_empty_range_does_not_connect():
     fetcher = HARangeFetcher("127.0.0.1:1", 10, 10)
     assert fetch_all(fetcher) == [] and fetcher.connections == 0
+
+
+def test_zero_copy_chunks_are_frame_views_that_decode_the_same(replay, commitlog):
+    master = replay(lambda report, conn: conn.sendall(_frames(commitlog, report, 300000)))
+    fetcher = HARangeFetcher(master.addr, 0, 250000, copy_chunks=False)
+    joined = bytearray()
+    kinds = set()
+    with fetcher:
+        for offset, chunk in fetcher:
+            assert offset == len(joined)
+            kinds.add(type(chunk))
+            joined += chunk  # consumed before the next iteration, as the decoder does
+    assert kinds == {memoryview} and bytes(joined) == commitlog[:250000]

@@ -13,6 +13,7 @@ from connector.options import (
     parse_brokers,
 )
 from connector.protocol.errors import HAReplicaError
+from connector.topic_filter import TopicFilter
 
 BROKERS = "broker-a=127.0.0.1:10912"
 
@@ -135,20 +136,90 @@ def test_bad_booleans(name, value):
     assert str(err.value) == f"option {name}={value!r}: must be true or false"
 
 
-def test_unknown_and_reserved_options_are_rejected():
+def test_unknown_options_are_rejected_listing_the_known_ones():
     with pytest.raises(HAReplicaOptionError, match=r"option startingoffset='earliest': unknown option; known "
-                                                   r"options: brokers, startingOffsets"):
+                                                   r"options: brokers, slaves, readFrom, minReplicas, startingOffsets"):
         parse(startingOffset="earliest")
-    for name in ("topics", "topicPattern", "includeSystemTopics", "minReplicas"):
-        with pytest.raises(HAReplicaOptionError, match=f"option {name}='x': is not supported"):
-            parse(**{name.lower(): "x"})
+
+
+# --- topics, topicPattern, includeSystemTopics ---------------------------------------------------------
+def test_topic_filter_defaults_to_every_user_topic():
+    f = parse().fetch.topic_filter
+    assert f == TopicFilter(include_system_topics=False) and not f.keeps_everything
+    assert f.keep("orders") and f.keep("%RETRY%group-a") and f.keep("%DLQ%group-a")
+    assert not f.keep("SCHEDULE_TOPIC_XXXX") and not f.keep("RMQ_SYS_TRANS_HALF_TOPIC") and not f.keep("rmq_sys_x")
+    assert parse(includeSystemTopics="true").fetch.topic_filter.keeps_everything
+
+
+def test_topics_option_keeps_exactly_the_named_topics_system_ones_included():
+    f = parse(topics=" orders , %DLQ%g1,SCHEDULE_TOPIC_XXXX").fetch.topic_filter
+    assert f.topics == frozenset({"orders", "%DLQ%g1", "SCHEDULE_TOPIC_XXXX"})
+    assert f.keep("orders") and f.keep("SCHEDULE_TOPIC_XXXX") and not f.keep("orders2") and not f.keep("ORDERS")
+
+
+def test_topic_pattern_matches_whole_names_and_hides_system_topics_unless_asked():
+    f = parse(topicPattern="Order.*").fetch.topic_filter
+    assert f.keep("OrderPaid") and not f.keep("xOrderPaid") and not f.keep("order")
+    f = parse(topicPattern=".*TOPIC.*").fetch.topic_filter
+    assert f.keep("MY_TOPIC") and not f.keep("RMQ_SYS_TRACE_TOPIC")
+    f = parse(topicPattern=".*TOPIC.*", includeSystemTopics="TRUE").fetch.topic_filter
+    assert f.keep("RMQ_SYS_TRACE_TOPIC")
+
+
+@pytest.mark.parametrize("opts, option, fragment", [
+    ({"topics": ""}, "topics", "names no topic"),
+    ({"topics": " , ,"}, "topics", "names no topic"),
+    ({"topics": "a,b c"}, "topics", "'b c' is not a RocketMQ topic name"),
+    ({"topics": "t" * 128}, "topics", "at most 127 characters"),
+    ({"topics": "a", "topicPattern": "a"}, "topics", "give topics or topicPattern, not both"),
+    ({"topicPattern": "("}, "topicPattern", "is not a valid regular expression"),
+    ({"topicPattern": " "}, "topicPattern", "is empty"),
+    ({"includeSystemTopics": "yes"}, "includeSystemTopics", "must be true or false"),
+])
+def test_bad_topic_options(opts, option, fragment):
+    with pytest.raises(HAReplicaOptionError) as err:
+        parse(**opts)
+    assert err.value.option == option and fragment in str(err.value)
+
+
+# --- slaves, readFrom, minReplicas --------------------------------------------------------------------
+def test_slaves_read_from_and_min_replicas():
+    o = SourceOptions.from_options({"brokers": "a=10.0.0.1:10912,b=10.0.0.2:10912",
+                                    "slaves": "a=10.0.0.11:10912,a=10.0.0.12:20912/10.0.0.12:20000,b=10.0.0.21:10912",
+                                    "readFrom": "SLAVE", "minReplicas": "1"})
+    assert (o.read_from, o.min_replicas) == ("slave", 1)
+    assert [(s.ha_addr, s.remoting_addr) for s in o.slaves_of("a")] == [("10.0.0.11:10912", "10.0.0.11:10911"),
+                                                                        ("10.0.0.12:20912", "10.0.0.12:20000")]
+    assert [s.ha_addr for s in o.slaves_of("b")] == ["10.0.0.21:10912"]
+    defaults = parse()
+    assert (defaults.slaves, defaults.read_from, defaults.min_replicas) == ((), "master", 0)
+
+
+@pytest.mark.parametrize("opts, option, fragment", [
+    ({"slaves": "broker-b=1.2.3.4:10912"}, "slaves", "names broker 'broker-b' which is not in brokers"),
+    ({"slaves": "broker-a=1.2.3.4"}, "slaves", "HA address of broker-a '1.2.3.4'"),
+    ({"slaves": "broker-a=1.2.3.4:10912,broker-a=1.2.3.4:10912"}, "slaves", "HA address 1.2.3.4:10912 appears twice"),
+    ({"slaves": ""}, "slaves", "is not name=host:haPort"),
+    ({"readFrom": "replica"}, "readFrom", "must be one of master, slave"),
+    ({"readFrom": "slave"}, "readFrom", "needs at least one slave of broker broker-a"),
+    ({"minReplicas": "-1"}, "minReplicas", "must be >= 0"),
+    ({"minReplicas": "x"}, "minReplicas", "must be an integer"),
+    ({"minReplicas": "2", "slaves": "broker-a=1.2.3.4:10912"}, "minReplicas",
+     "needs at least 2 slave(s) of broker broker-a in the slaves option, found 1"),
+])
+def test_bad_slave_options(opts, option, fragment):
+    with pytest.raises(HAReplicaOptionError) as err:
+        parse(**opts)
+    assert err.value.option == option and fragment in str(err.value), str(err.value)
 
 
 def test_options_are_frozen_and_picklable():
     import pickle
 
-    o = parse(startingOffsets='{"broker-a": 5}', maxBytesPerTrigger="10")
-    assert pickle.loads(pickle.dumps(o)) == o
+    o = parse(startingOffsets='{"broker-a": 5}', maxBytesPerTrigger="10", topicPattern="a.*",
+              slaves="broker-a=h:3", minReplicas="1")
+    clone = pickle.loads(pickle.dumps(o))
+    assert clone == o and clone.fetch.topic_filter.keep("ab") and not clone.fetch.topic_filter.keep("b")
     with pytest.raises(AttributeError):
         o.max_bytes_per_trigger = 3  # type: ignore[misc]
     assert o.broker("broker-a").ha_port == 10912

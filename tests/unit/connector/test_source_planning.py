@@ -9,6 +9,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes
 
 from connector.admin import BrokerAdminClient, BrokerAdminError
 from connector.options import HAReplicaOptionError, SourceOptions
+from connector.planning import BrokerSetView, ServerOffsets
 from connector.protocol.errors import DataLossError
 from connector.source import HAReplicaDataSource, HAReplicaInputPartition, HAReplicaStreamReader
 
@@ -19,8 +20,11 @@ def reader(**opts) -> HAReplicaStreamReader:
     r = HAReplicaStreamReader(SourceOptions.from_options({"brokers": "broker-a=127.0.0.1:10912,broker-b=h:20912",
                                                           **opts}))
     # what the driver learns from GET_BROKER_CONFIG / GET_BROKER_RUNTIME_INFO
-    r._file_sizes.update({"broker-a": MB, "broker-b": 4 * MB})
-    r._min_offsets.update({"broker-a": 0, "broker-b": 4 * MB})
+    for broker, size, min_offset in ((r.options.brokers[0], MB, 0), (r.options.brokers[1], 4 * MB, 4 * MB)):
+        view = BrokerSetView(broker.name, size)
+        view.master = ServerOffsets(broker, "master", min_offset, 10 * MB)
+        view.slaves = [ServerOffsets(s, "slave", min_offset, 10 * MB) for s in r.options.slaves_of(broker.name)]
+        r._views[broker.name] = view
     return r
 
 
@@ -47,12 +51,12 @@ def test_empty_ranges_plan_no_partition():
 
 def test_partitions_and_reader_pickle_without_connections():
     r = reader()
-    r._admins["broker-a"] = BrokerAdminClient("127.0.0.1:1", 100)
+    r._admins["127.0.0.1:1"] = BrokerAdminClient("127.0.0.1:1", 100)
     part = r.partitions({"broker-a": 0}, {"broker-a": 10})[0]
     assert isinstance(part, HAReplicaInputPartition)
     assert pickle.loads(pickle.dumps(part)) == part
     clone = pickle.loads(pickle.dumps(r))
-    assert clone.options == r.options and clone._admins == {} and clone._file_sizes == {}
+    assert clone.options == r.options and clone._admins == {} and clone._views == {}
 
 
 def test_start_below_the_min_offset_is_data_loss_or_skipped():
@@ -66,7 +70,8 @@ def test_start_below_the_min_offset_is_data_loss_or_skipped():
 
 def test_byte_limit_cuts_at_the_first_known_boundary_and_splits_by_backlog():
     r = reader()
-    r._boundaries["broker-a"] = {700000, 900000}
+    r._views["broker-a"].add_boundary(700000)
+    r._views["broker-a"].add_boundary(900000)
     # broker-a has 3 MB of backlog, broker-b none: the whole budget goes to broker-a
     ends = r._apply_byte_limit({"broker-a": (554616, 3402931), "broker-b": (4 * MB, 4 * MB)}, 100000)
     assert ends == {"broker-a": 700000, "broker-b": 4 * MB}  # an observed commitLogMaxOffset
