@@ -1,24 +1,35 @@
-"""The broker process (RocketMQ 4.9.8 ``BrokerController``): store + HA service + remoting server.
+"""The broker process (RocketMQ 4.9.8 ``BrokerController``): store, HA service (and HA client on a SLAVE),
+remoting servers (main port and VIP port ``listenPort - 2``), name-server registration, slave metadata
+sync, consumer offsets, and the optional Prometheus endpoint.
 
 One asyncio event loop runs everything (DESIGN §5): appends happen on the loop (the loop is the put
-lock), disk flushes run in worker threads, HA pushes are woken by appends. :func:`run_broker` is the
-process body used by ``python -m broker_stub``: it starts the broker, waits for SIGTERM/SIGINT, and
-shuts down cleanly (stop accepting, close connections, flush, delete ``abort``).
+lock), disk flushes run in worker threads, HA pushes and ConsumeQueue dispatch are woken by appends.
+:func:`run_broker` is the process body used by ``python -m broker_stub``: it starts the broker, waits for
+SIGTERM/SIGINT, and shuts down cleanly (stop accepting, close connections, flush, delete ``abort``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
 import struct
 import time
 
 from broker_stub.config import BrokerStubConfig
+from broker_stub.ha.client import HAClient
 from broker_stub.ha.service import HAService
+from broker_stub.metadata import ConsumerOffsetManager, DelayOffsetStore, SubscriptionGroupManager
+from broker_stub.metrics import MetricsExporter
+from broker_stub.outer_api import BrokerOuterAPI
 from broker_stub.remoting.admin_processor import AdminBrokerProcessor
+from broker_stub.remoting.client import RemotingClient
+from broker_stub.remoting.consumer_processor import ConsumerManager, ConsumerProcessor
+from broker_stub.remoting.pull_processor import PullMessageProcessor
 from broker_stub.remoting.send_processor import SendMessageProcessor
 from broker_stub.remoting.server import RemotingServer
+from broker_stub.slave_synchronize import SlaveSynchronize
 from broker_stub.store.message_store import DefaultMessageStore
 from broker_stub.store.stats import BrokerStats
 from broker_stub.topic_config import TopicConfigManager
@@ -45,10 +56,31 @@ class BrokerController:
         self.config_data_version = {"counter": 1, "timestamp": time.time_ns() // 1_000_000}
         self.ha_service = HAService(self.message_store.commit_log, config.store, host=config.broker_ip2,
                                     port=config.ha_listen_port)
+        config_dir = self.message_store.config_dir
+        self.consumer_offset_manager = ConsumerOffsetManager(config_dir / "consumerOffset.json")
+        self.subscription_group_manager = SubscriptionGroupManager(
+            config_dir / "subscriptionGroup.json", auto_create=config.broker.autoCreateSubscriptionGroup)
+        self.delay_offset_store = DelayOffsetStore(config_dir / "delayOffset.json")
+        self.consumer_manager = ConsumerManager()
         self.remoting_server = RemotingServer(config.broker_ip1, config.listen_port)
-        self.remoting_server.register(SendMessageProcessor.CODES, SendMessageProcessor(self))
+        # the VIP ("fast") port, listenPort - 2: same processors (a slave fetches GET_ALL_TOPIC_CONFIG there)
+        self.fast_remoting_server = RemotingServer(config.broker_ip1, config.vip_listen_port)
         self.admin_processor = AdminBrokerProcessor(self)
-        self.remoting_server.register(AdminBrokerProcessor.CODES, self.admin_processor)
+        self.pull_processor = PullMessageProcessor(self)
+        for server in (self.remoting_server, self.fast_remoting_server):
+            server.register(SendMessageProcessor.CODES, SendMessageProcessor(self))
+            server.register(AdminBrokerProcessor.CODES, self.admin_processor)
+            server.register(PullMessageProcessor.CODES, self.pull_processor)
+            server.register(ConsumerProcessor.CODES, ConsumerProcessor(self))
+        self.ha_client: HAClient | None = None
+        if config.is_slave:
+            self.ha_client = HAClient(self.message_store.commit_log, config.store, config.fixed_ha_master_address)
+        self.remoting_client = RemotingClient(config.netty_client.connectTimeoutMillis)
+        self.outer_api = BrokerOuterAPI(self)
+        self._register_tasks: set[asyncio.Task] = set()
+        self.topic_config_manager.change_listeners.append(self._register_after_topic_change)
+        self.slave_synchronize = SlaveSynchronize(self) if config.is_slave else None
+        self.metrics_exporter = MetricsExporter(self)
         self._tasks: list[asyncio.Task] = []
         self._stopped = False
 
@@ -66,10 +98,29 @@ class BrokerController:
             await self.message_store.start()
             await self.ha_service.start()
             await self.remoting_server.start()
+            try:
+                await self.fast_remoting_server.start()
+            except OSError as exc:  # upstream refuses to start; the stub keeps serving the main port
+                log.warning("VIP remoting port %d not available, slaves cannot sync topics from it error=%s",
+                            cfg.vip_listen_port, exc)
         except BaseException:
             await self.shutdown()
             raise
-        self._tasks.append(asyncio.create_task(self._print_master_and_slave_diff(), name="printMasterAndSlaveDiff"))
+        if cfg.broker.metricsPromExporterPort:
+            try:
+                self.metrics_exporter.start(cfg.metrics_host, cfg.broker.metricsPromExporterPort)
+            except OSError:
+                await self.shutdown()
+                raise
+        self._tasks.append(asyncio.create_task(self._persist_consumer_offsets_loop(), name="persistConsumerOffset"))
+        self._tasks.append(asyncio.create_task(self.outer_api.run(), name="registerBrokerAll"))
+        if self.slave_synchronize is not None:
+            self._tasks.append(asyncio.create_task(self.slave_synchronize.run(), name="SlaveSynchronize"))
+        if self.ha_client is not None:
+            self._tasks.append(asyncio.create_task(self.ha_client.run(), name="HAClient"))
+        else:
+            self._tasks.append(asyncio.create_task(self._print_master_and_slave_diff(),
+                                                   name="printMasterAndSlaveDiff"))
         log.info("broker started brokerName=%s maxOffset=%d", cfg.broker.brokerName,
                  self.message_store.commit_log.max_offset)
 
@@ -80,15 +131,45 @@ class BrokerController:
         self._stopped = True
         for t in self._tasks:
             t.cancel()
+        for t in self._tasks:
+            try:
+                await asyncio.wait_for(t, timeout=SHUTDOWN_STEP_TIMEOUT_S)
+            except (asyncio.CancelledError, TimeoutError, Exception):  # noqa: BLE001 - stopping regardless
+                pass
+        self.metrics_exporter.stop()
         await self.remoting_server.stop_accepting()
+        await self.fast_remoting_server.stop_accepting()
+        await self.outer_api.unregister_all()
         # HA first: closing its connections answers pending SYNC_MASTER waits, whose replies then go out
-        for step in (self.ha_service.shutdown(), self.remoting_server.shutdown()):
+        for step in (self.ha_service.shutdown(), self.remoting_server.shutdown(), self.fast_remoting_server.shutdown(),
+                     self.remoting_client.close()):
             try:
                 await asyncio.wait_for(step, timeout=SHUTDOWN_STEP_TIMEOUT_S)
             except TimeoutError:
                 log.warning("shutdown step timed out")
+        self._persist_consumer_offsets()
         await self.message_store.shutdown()
         log.info("broker stopped")
+
+    def _register_after_topic_change(self) -> None:
+        """A new topic: register with the name servers now (createTopicInSendMessageMethod → registerBrokerAll)."""
+        if self._stopped or not self.outer_api.name_servers:
+            return
+        task = asyncio.get_running_loop().create_task(self.outer_api.register_broker_all())
+        self._register_tasks.add(task)
+        task.add_done_callback(self._register_tasks.discard)
+
+    def _persist_consumer_offsets(self) -> None:
+        try:
+            self.consumer_offset_manager.persist()
+        except OSError as exc:
+            log.error("consumer offsets persist failed error=%s", exc)
+
+    async def _persist_consumer_offsets_loop(self) -> None:
+        """Persist consumer offsets every ``flushConsumerOffsetInterval`` ms (BrokerController.initialize)."""
+        while True:
+            await asyncio.sleep(self.config.broker.flushConsumerOffsetInterval / 1000)
+            self._persist_consumer_offsets()
 
     async def _print_master_and_slave_diff(self) -> None:
         """BrokerController.printMasterAndSlaveDiff: log the replica lag every 60 s while slaves exist."""
@@ -98,6 +179,27 @@ class BrokerController:
                 diff = self.message_store.commit_log.max_offset - self.ha_service.push2_slave_max_offset
                 log.info("Slave fall behind master: %d bytes", diff)
             await asyncio.sleep(MASTER_SLAVE_DIFF_LOG_INTERVAL_S)
+
+    def ha_runtime_info(self) -> dict[str, str]:
+        """The stub's replication keys of GET_BROKER_RUNTIME_INFO (round-2 contract), values as strings.
+
+        Always: ``brokerRole``, ``brokerId``, ``push2SlaveMaxOffset`` (bytes), ``haConnectionCount``,
+        ``haConnections`` (JSON array of :meth:`HAConnection.status` objects). On a SLAVE also
+        ``haMasterAddress`` (the HA address in use, "" when none is known), ``masterPhyOffset`` (end offset of
+        the last frame received, −1 before any) and ``slaveConnected`` ("true"/"false").
+        """
+        ha = self.ha_service
+        conns = [c.status() for c in list(ha.connections)]
+        info = {
+            "brokerRole": self.config.store.brokerRole,
+            "brokerId": str(self.config.broker.brokerId),
+            "push2SlaveMaxOffset": str(ha.push2_slave_max_offset),
+            "haConnectionCount": str(ha.connection_count),
+            "haConnections": json.dumps(conns, separators=(",", ":")),
+        }
+        if self.ha_client is not None:
+            info.update(self.ha_client.runtime_info())
+        return info
 
     def earliest_message_time(self) -> int:
         """Store timestamp (ms) of the record at commitLogMinOffset, −1 when there is none."""

@@ -1,16 +1,27 @@
-"""Command line of the broker stub: ``python -m broker_stub -c broker.conf`` (also ``hareplica broker -c ...``).
+"""Command line of the broker stub (also ``hareplica broker ...``, which forwards every argument here).
 
-Options mirror ``mqbroker`` where they exist (``-c`` config file, ``-p`` print the effective config and
-exit) plus ``--log-file`` and ``--log-level``. Logs are single lines of ``key=value`` pairs on stderr (and
-the log file when given). Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT), 1 when the broker cannot
-start (bad config, locked or inconsistent store, port in use).
+* ``python -m broker_stub -c broker.conf`` runs a broker. Options mirror ``mqbroker`` where they exist
+  (``-c`` config file, ``-p`` print the effective config and exit) plus ``--log-file``, ``--log-level`` and
+  ``--log-format kv|json``.
+* ``python -m broker_stub status ADDR [--json]`` prints a broker's role, offsets and HA connections
+  (:mod:`broker_stub.status`).
+* ``python -m broker_stub delete-expired ADDR`` runs retention now (DELETE_EXPIRED_COMMITLOG).
+* ``python -m broker_stub namesrv [-c namesrv.conf] [--host H] [-p PORT]`` runs the name server.
+
+Logs are structured, one line per record on stderr (and the log file): ``kv`` (default) is
+``ts=... level=... logger=... <message with key=value pairs>``; ``json`` is one JSON object per line with
+``ts``, ``level``, ``logger``, ``message`` and ``fields`` (the message's ``key=value`` pairs). Exit codes:
+0 after a clean shutdown (SIGTERM/SIGINT), 1 when the broker cannot start (bad config, locked or
+inconsistent store, port in use), 2 when a status/delete-expired target cannot be reached.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
+import re
 import sys
 import time
 
@@ -32,8 +43,27 @@ class KeyValueFormatter(logging.Formatter):
         return text.replace("\n", " | ")
 
 
-def configure_logging(level: str = "INFO", log_file: str | None = None) -> None:
-    """Send every log record to stderr (and ``log_file``) in :class:`KeyValueFormatter` form."""
+_FIELD = re.compile(r"(\w+)=(\S*)")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``ts``, ``level``, ``logger``, ``message``, ``fields`` (``key=value`` pairs of
+    the message, values as text) and ``exc`` when an exception is attached."""
+
+    converter = time.gmtime
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        obj = {"ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+               "level": record.levelname, "logger": record.name, "message": message,
+               "fields": dict(_FIELD.findall(message))}
+        if record.exc_info:
+            obj["exc"] = self.formatException(record.exc_info)
+        return json.dumps(obj, ensure_ascii=False)
+
+
+def configure_logging(level: str = "INFO", log_file: str | None = None, log_format: str = "kv") -> None:
+    """Send every log record to stderr (and ``log_file``), formatted ``kv`` (KeyValueFormatter) or ``json``."""
     root = logging.getLogger()
     root.setLevel(level.upper())
     for h in list(root.handlers):
@@ -41,26 +71,60 @@ def configure_logging(level: str = "INFO", log_file: str | None = None) -> None:
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file:
         handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+    formatter = JsonFormatter() if log_format == "json" else KeyValueFormatter()
     for h in handlers:
-        h.setFormatter(KeyValueFormatter())
+        h.setFormatter(formatter)
         root.addHandler(h)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="broker_stub",
-                                     description="RocketMQ 4.9.8 master broker stub (CommitLog + classic HA)")
+                                     description="RocketMQ 4.9.8 broker stub (CommitLog, classic master/slave HA)")
     parser.add_argument("-c", "--config", required=True, help="broker.conf (java.util.Properties syntax)")
     parser.add_argument("-p", "--print-config", action="store_true",
                         help="print the effective configuration (GET_BROKER_CONFIG keys) and exit")
     parser.add_argument("--log-file", help="also write logs to this file")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument("--log-format", choices=("kv", "json"), default="kv", help="log line format (default kv)")
+    parser.epilog = ("other commands: status ADDR [--json] | delete-expired ADDR | namesrv [-c conf] [-p PORT]")
     return parser
 
 
+def _status_main(argv: list[str]) -> int:
+    from broker_stub.status import status_command
+
+    parser = argparse.ArgumentParser(prog="broker_stub status",
+                                     description="print a broker's role, offsets and HA connections")
+    parser.add_argument("addr", help="broker remoting address HOST:PORT")
+    parser.add_argument("--json", action="store_true", help="print the runtime info as JSON")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the answer (default 5)")
+    args = parser.parse_args(argv)
+    return status_command(args.addr, as_json=args.json, timeout_s=args.timeout)
+
+
+def _delete_expired_main(argv: list[str]) -> int:
+    from broker_stub.status import delete_expired_command
+
+    parser = argparse.ArgumentParser(prog="broker_stub delete-expired",
+                                     description="delete expired CommitLog files now (DELETE_EXPIRED_COMMITLOG)")
+    parser.add_argument("addr", help="broker remoting address HOST:PORT")
+    args = parser.parse_args(argv)
+    return delete_expired_command(args.addr)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the broker stub until SIGTERM/SIGINT. Returns the exit code."""
+    """Run the broker stub until SIGTERM/SIGINT, or one of the sub-commands. Returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "status":
+        return _status_main(argv[1:])
+    if argv and argv[0] == "delete-expired":
+        return _delete_expired_main(argv[1:])
+    if argv and argv[0] == "namesrv":
+        from broker_stub.namesrv import main as namesrv_main
+
+        return namesrv_main(argv[1:])
     args = build_parser().parse_args(argv)
-    configure_logging(args.log_level, args.log_file)
+    configure_logging(args.log_level, args.log_file, args.log_format)
     try:
         config = load_config(args.config)
     except BrokerConfigError as exc:

@@ -6,8 +6,15 @@ A real ``broker.conf`` (``java.util.Properties`` syntax) is read into four objec
 the property names; defaults are the 4.9.8 ones (``tests/fixtures/rocketmq-4.9.8/broker_config.properties``
 lists every key as a real broker reports it).
 
-Roles and flush types: ASYNC_MASTER and SYNC_MASTER with ASYNC_FLUSH run; SLAVE and SYNC_FLUSH are refused
-at start-up with a clear error until issue 3 implements them.
+Roles and flush types: every 4.9.8 ``brokerRole`` (ASYNC_MASTER, SYNC_MASTER, SLAVE) and ``flushDiskType``
+(ASYNC_FLUSH, SYNC_FLUSH) runs. DLedger mode is refused.
+
+Stub-only keys (no 4.9.8 equivalent; names borrowed from RocketMQ 5.x where one exists):
+
+* ``inSyncReplicas`` (default 1 = 4.9.8 behaviour): a SYNC_MASTER answers SEND_OK only once that many
+  distinct HA connections have acked the message (5.x ``inSyncReplicas``).
+* ``metricsPromExporterPort`` (default 0 = off) / ``metricsPromExporterHost`` (default ``brokerIP1``): the
+  Prometheus text endpoint (5.x names).
 
 Deliberate differences from upstream, all documented on the fields they touch:
 
@@ -42,11 +49,11 @@ _CPUS = os.cpu_count() or 1
 
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 FLUSH_DISK_TYPES = ("SYNC_FLUSH", "ASYNC_FLUSH")
-SUPPORTED_BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER")
-SUPPORTED_FLUSH_DISK_TYPES = ("ASYNC_FLUSH",)
 MASTER_ID = 0
 DEFAULT_LISTEN_PORT = 10911  # BrokerStartup: nettyServerConfig.setListenPort(10911)
 DEFAULT_BROKER_IP = "127.0.0.1"
+# HAClient.READ_MAX_BUFFER_SIZE (4 MiB) minus the 12-byte frame header: a bigger frame never completes (spec §2.6)
+HA_MAX_TRANSFER_BATCH_SIZE_BYTES = 4 * 1024 * 1024 - 12
 
 
 class BrokerConfigError(HAReplicaError):
@@ -146,6 +153,9 @@ class BrokerConfig:
     autoDeleteUnusedStats: bool = False
     isolateLogEnable: bool = False
     configBlackList: str = "configBlackList;brokerConfigPath"
+    # stub-only (RocketMQ 5.x names): Prometheus text endpoint, 0 = off; host "" = brokerIP1
+    metricsPromExporterPort: int = 0
+    metricsPromExporterHost: str = ""
 
 
 @dataclass
@@ -274,6 +284,8 @@ class MessageStoreConfig:
     enableScheduleAsyncDeliver: bool = False
     scheduleAsyncDeliverMaxPendingLimit: int = 2000
     scheduleAsyncDeliverMaxResendNum2Blocked: int = 3
+    # stub-only (RocketMQ 5.x name): distinct slaves a SYNC_MASTER waits for; 1 = 4.9.8 behaviour
+    inSyncReplicas: int = 1
 
     @property
     def commit_log_dir(self) -> Path:
@@ -359,6 +371,28 @@ class BrokerStubConfig:
         return self.netty_server.listenPort
 
     @property
+    def vip_listen_port(self) -> int:
+        """The VIP ("fast") remoting port, ``listenPort - 2`` as BrokerController sets it (spec §2.1, §3.2)."""
+        return self.netty_server.listenPort - 2
+
+    @property
+    def is_slave(self) -> bool:
+        return self.store.brokerRole == "SLAVE"
+
+    @property
+    def fixed_ha_master_address(self) -> str | None:
+        """``haMasterAddress`` when it pins the master (≥ 6 characters, as BrokerController checks), else None.
+
+        None means the slave learns the master's ``haServerAddr`` from name-server registrations (spec §3.1).
+        """
+        addr = (self.store.haMasterAddress or "").strip()
+        return addr if len(addr) >= 6 else None
+
+    @property
+    def metrics_host(self) -> str:
+        return self.broker.metricsPromExporterHost or self.broker.brokerIP1
+
+    @property
     def broker_ip1(self) -> str:
         return self.broker.brokerIP1
 
@@ -400,8 +434,8 @@ def config_from_properties(props: Mapping[str, str], *, config_path: Path | None
     """Build and validate a :class:`BrokerStubConfig` from property strings (as ``broker.conf`` holds them).
 
     Applies BrokerStartup's rules: masters get ``brokerId`` 0; a SLAVE needs ``brokerId`` > 0.
-    Raises BrokerConfigError for malformed values, an unknown ``brokerRole``/``flushDiskType``, a role or
-    flush type the stub does not implement yet (SLAVE, SYNC_FLUSH: issue 3), or impossible sizes/ports.
+    Raises BrokerConfigError for malformed values, an unknown ``brokerRole``/``flushDiskType``, DLedger mode,
+    or impossible sizes/ports.
     """
     objs = []
     for cls in _GROUPS:
@@ -438,17 +472,10 @@ def _validate(cfg: BrokerStubConfig) -> None:
     store.brokerRole = role
     if role not in BROKER_ROLES:
         raise BrokerConfigError(f"config key brokerRole: {role!r} is not one of {', '.join(BROKER_ROLES)}")
-    if role not in SUPPORTED_BROKER_ROLES:
-        raise BrokerConfigError(
-            f"config key brokerRole: {role} is not implemented by the broker stub yet (issue 3); "
-            f"use {' or '.join(SUPPORTED_BROKER_ROLES)}")
     flush = store.flushDiskType.strip()
     store.flushDiskType = flush
     if flush not in FLUSH_DISK_TYPES:
         raise BrokerConfigError(f"config key flushDiskType: {flush!r} is not one of {', '.join(FLUSH_DISK_TYPES)}")
-    if flush not in SUPPORTED_FLUSH_DISK_TYPES:
-        raise BrokerConfigError(
-            f"config key flushDiskType: {flush} is not implemented by the broker stub yet (issue 3); use ASYNC_FLUSH")
     if store.enableDLegerCommitLog:
         raise BrokerConfigError("config key enableDLegerCommitLog: DLedger mode is not supported by the broker stub")
     if role in ("ASYNC_MASTER", "SYNC_MASTER"):
@@ -463,8 +490,16 @@ def _validate(cfg: BrokerStubConfig) -> None:
     if store.mappedFileSizeCommitLog < 4096:
         raise BrokerConfigError(
             f"config key mappedFileSizeCommitLog: {store.mappedFileSizeCommitLog} bytes is too small (minimum 4096)")
+    if store.haTransferBatchSize > HA_MAX_TRANSFER_BATCH_SIZE_BYTES:
+        raise BrokerConfigError(
+            f"config key haTransferBatchSize: {store.haTransferBatchSize} bytes would never fit a 4.9.8 slave's "
+            f"4 MiB read buffer (maximum {HA_MAX_TRANSFER_BATCH_SIZE_BYTES})")
+    if not 0 <= cfg.broker.metricsPromExporterPort <= 65535:
+        raise BrokerConfigError(
+            f"config key metricsPromExporterPort: port {cfg.broker.metricsPromExporterPort} is outside 0..65535")
     for key in ("haTransferBatchSize", "maxMessageSize", "flushIntervalCommitLog", "haSendHeartbeatInterval",
-                "haHousekeepingInterval", "defaultTopicQueueNums"):
+                "haHousekeepingInterval", "defaultTopicQueueNums", "inSyncReplicas", "syncFlushTimeout",
+                "slaveTimeout", "mappedFileSizeConsumeQueue"):
         obj = cfg.broker if key == "defaultTopicQueueNums" else store
         if getattr(obj, key) <= 0:
             raise BrokerConfigError(f"config key {key}: must be > 0, got {getattr(obj, key)}")

@@ -12,6 +12,7 @@ Nothing here does IO.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterator, Mapping
 
 from connector.protocol.commitlog import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
@@ -228,3 +229,53 @@ def _unescape(text: str, line_no: int) -> str:
         out.append(_PROPERTIES_ESCAPES.get(nxt, nxt))
         pos += 2
     return "".join(out)
+
+
+def fastjson_loads(text: str | bytes) -> object:
+    """Parse JSON as fastjson 1.x writes it for RocketMQ: maps with non-string keys come out with *bare*
+    number keys (``{"offsetTable":{"t@g":{0:5}}}`` — ``Map<Integer, Long>`` without WriteNonStringKeyAsString),
+    which standard JSON rejects. Bare integer keys are quoted first (outside strings), then ``json.loads``.
+
+    Raises ValueError for anything that is not JSON even then.
+    """
+    if isinstance(text, (bytes, bytearray)):
+        text = text.decode("utf-8")
+    out: list[str] = []
+    i, n = 0, len(text)
+    in_string = False
+    expect_key = False
+    while i < n:
+        ch = text[i]
+        if in_string:
+            out.append(ch)
+            if ch == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            if ch == '"':
+                in_string = False
+            i += 1
+            continue
+        if ch == '"':
+            in_string = True
+            expect_key = False
+        elif ch in "{,":
+            expect_key = True
+        elif expect_key and (ch.isdigit() or ch == "-"):
+            j = i + 1
+            while j < n and text[j].isdigit():
+                j += 1
+            k = j
+            while k < n and text[k] in " \t\r\n":
+                k += 1
+            if k < n and text[k] == ":":
+                out.append(f'"{text[i:j]}"')
+                i = j
+                expect_key = False
+                continue
+            expect_key = False
+        elif not ch.isspace():
+            expect_key = False
+        out.append(ch)
+        i += 1
+    return json.loads("".join(out))

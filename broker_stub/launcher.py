@@ -49,24 +49,32 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def free_port_pair(host: str = "127.0.0.1", attempts: int = 50) -> int:
-    """A port ``p`` such that ``p`` and ``p + 1`` were both free a moment ago (listenPort, haListenPort).
+def free_port_pair(host: str = "127.0.0.1", attempts: int = 50, *, vip: bool = True) -> int:
+    """A port ``p`` such that ``p`` and ``p + 1`` (listenPort, haListenPort) — and with ``vip`` also ``p - 2``
+    (the VIP remoting port) — were all free a moment ago.
 
-    Raises OSError when no such pair turns up in ``attempts`` tries.
+    Raises OSError when no such port turns up in ``attempts`` tries.
     """
     for _ in range(attempts):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as a:
             a.bind((host, 0))
             port = a.getsockname()[1]
-            if port >= 65535:
+            if port >= 65535 or port < 1026:
                 continue
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as b:
-                try:
-                    b.bind((host, port + 1))
-                except OSError:
-                    continue
-                return port
-    raise OSError(f"no two adjacent free ports found on {host}")
+            others = [port + 1] + ([port - 2] if vip else [])
+            held = []
+            try:
+                for other in others:
+                    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    held.append(s)
+                    s.bind((host, other))
+            except OSError:
+                continue
+            finally:
+                for s in held:
+                    s.close()
+            return port
+    raise OSError(f"no free listenPort/haListenPort/VIP port set found on {host}")
 
 
 def _port_open(host: str, port: int) -> bool:
@@ -109,6 +117,11 @@ class BrokerProcess:
     @property
     def remoting_addr(self) -> str:
         return _addr(self.host, self.listen_port)
+
+    @property
+    def vip_addr(self) -> str:
+        """The VIP remoting port, ``listenPort - 2`` (GET_ALL_TOPIC_CONFIG for slaves)."""
+        return _addr(self.host, self.listen_port - 2)
 
     @property
     def ha_addr(self) -> str:
@@ -228,6 +241,73 @@ class BrokerProcess:
             return "(no log)"
 
     def __enter__(self) -> BrokerProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stop()
+        finally:
+            self.kill9()
+
+
+class NameServerProcess:
+    """One ``python -m broker_stub namesrv`` child process; ``addr`` is its ``host:port``.
+
+    ``start(workdir)`` picks a free port, logs to ``workdir/namesrv.log`` and returns once the port accepts
+    connections (BrokerStartError otherwise). ``stop()`` sends SIGTERM and waits; ``kill9()`` kills.
+    """
+
+    def __init__(self, workdir: Path, host: str, port: int) -> None:
+        self.workdir = Path(workdir)
+        self.host = host
+        self.port = port
+        self.log_path = self.workdir / "namesrv.log"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def addr(self) -> str:
+        return _addr(self.host, self.port)
+
+    @classmethod
+    def start(cls, workdir: Path, *, port: int | None = None, host: str = "127.0.0.1",
+              timeout_s: float = STARTUP_TIMEOUT_S) -> NameServerProcess:
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        ns = cls(workdir, host, port or free_port(host))
+        with open(ns.log_path, "ab") as log_file:
+            ns.process = subprocess.Popen(
+                [sys.executable, "-m", "broker_stub", "namesrv", "--host", host, "-p", str(ns.port)],
+                stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if ns.process.poll() is not None:
+                raise BrokerStartError(f"name server exited with code {ns.process.returncode}:\n"
+                                       f"{ns.log_path.read_text(errors='replace')[-4000:]}")
+            if _port_open(host, ns.port):
+                return ns
+            time.sleep(0.05)
+        ns.kill9()
+        raise BrokerStartError(f"name server port {ns.port} not open after {timeout_s} s")
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=timeout_s)
+        return self.process.returncode
+
+    def kill9(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+
+    def __enter__(self) -> NameServerProcess:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -6,7 +6,7 @@ SCHEDULE_TOPIC_XXXX with 18 queues, ``<cluster>_REPLY_TOPIC``); a send to an unk
 its default topic (normally TBW102) with ``min(client defaultTopicQueueNums, TBW102 queues)`` queues —
 TBW102 has ``defaultTopicQueueNums`` (8) queues, the Java client asks for 4. The table is persisted as
 ``{storePathRootDir}/config/topics.json`` (TopicConfigSerializeWrapper JSON with ``dataVersion``), which
-issue 3's GET_ALL_TOPIC_CONFIG serves.
+GET_ALL_TOPIC_CONFIG serves to slaves (``replace_from_master`` applies it there).
 """
 
 from __future__ import annotations
@@ -89,6 +89,8 @@ class TopicConfigManager:
         self.config_path = Path(config_path)
         self.table: dict[str, TopicConfig] = {}
         self.data_version = {"counter": 0, "timestamp": time.time_ns() // 1_000_000}
+        # called after a topic is created by a send or a consumer (the broker then re-registers, as upstream)
+        self.change_listeners: list = []
         self._add_system_topics()
         self._load()
 
@@ -175,4 +177,42 @@ class TopicConfigManager:
             self.persist()
         except OSError as exc:
             log.error("topic config persist failed path=%s error=%s", self.config_path, exc)
+        self._changed()
         return tc
+
+    def _changed(self) -> None:
+        for listener in self.change_listeners:
+            listener()
+
+    def create_topic_in_send_message_back_method(self, topic: str, queue_nums: int, perm: int,
+                                                 topic_sys_flag: int = 0) -> TopicConfig:
+        """TopicConfigManager.createTopicInSendMessageBackMethod: create ``topic`` (a retry topic) if missing."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        tc = TopicConfig(topic, queue_nums, queue_nums, perm, topicSysFlag=topic_sys_flag)
+        self.table[topic] = tc
+        self.data_version = {"counter": self.data_version["counter"] + 1, "timestamp": time.time_ns() // 1_000_000}
+        log.info("topic created topic=%s queues=%d (retry topic)", topic, queue_nums)
+        try:
+            self.persist()
+        except OSError as exc:
+            log.error("topic config persist failed path=%s error=%s", self.config_path, exc)
+        self._changed()
+        return tc
+
+    def replace_from_master(self, obj: dict) -> bool:
+        """Slave sync (SlaveSynchronize.syncTopicConfig, spec §3.2): when the master's ``dataVersion``
+        differs, replace the whole table (topics the master dropped go away) and persist. True if replaced."""
+        dv = obj.get("dataVersion")
+        table = obj.get("topicConfigTable")
+        if not isinstance(dv, dict) or not isinstance(table, dict):
+            raise ValueError("TopicConfigSerializeWrapper without dataVersion/topicConfigTable")
+        version = {"counter": int(dv.get("counter", 0)), "timestamp": int(dv.get("timestamp", 0))}
+        if version == self.data_version:
+            return False
+        self.table = {str(name): TopicConfig.from_json(tc) for name, tc in table.items()}
+        self.data_version = version
+        self.persist()
+        log.info("topic config replaced from master topics=%d dataVersion=%s", len(self.table), version)
+        return True

@@ -20,8 +20,13 @@ Behaviour, as 4.9.8 unless marked:
 * **Improvement**: new data is pushed as soon as it is appended (event-driven wake-up) instead of the
   100 ms polling of an idle ASYNC_MASTER (spec §7.7).
 
-A slow reader only blocks its own writer coroutine (``drain``); other connections and the remoting port
-are unaffected.
+Transport: a non-blocking socket driven by the event loop. Pushes go out with ``sendmsg`` of many frames
+at once (up to ``PUSH_BATCH_BYTES``), the frame bodies as views of the mapped CommitLog file, so the
+kernel copies the bytes straight from the page cache into the socket — one copy, one system call per
+batch; views are released before the coroutine yields, so files can always be unmapped (retention). A
+frame left half-sent by a full socket buffer is copied aside and finished first on the next write. A slow
+reader only blocks its own writer coroutine (it waits for the socket to become writable); other
+connections and the remoting port are unaffected.
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 READ_CHUNK_BYTES = 64 * 1024
-WRITE_BUFFER_HIGH_WATER_BYTES = 256 * 1024
+PUSH_BATCH_BYTES = 4 * 1024 * 1024  # CommitLog bytes per sendmsg call
+PUSH_BATCH_FRAMES = 256  # frames per sendmsg call (2 buffers each, well below IOV_MAX)
 
 
 def _now_ms() -> float:
@@ -48,16 +54,20 @@ def _now_ms() -> float:
 
 
 class HAConnection:
-    """Serves one slave (or hareplica reader). Create with an accepted stream pair, then ``await run()``."""
+    """Serves one slave (or hareplica reader) on an accepted socket: ``await run()`` until it closes."""
 
-    def __init__(self, service: HAService, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, service: HAService, sock: socket.socket, peer) -> None:
         self.service = service
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
+        self.sock = sock
+        sock.setblocking(False)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
         self.client_addr = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.slave_request_offset = -1
         self.slave_ack_offset = -1
+        self.max_reported_offset = -1
         self.next_transfer_from_where = -1
         self.last_read_timestamp_ms = _now_ms()
         self.last_write_timestamp_ms = _now_ms()
@@ -66,13 +76,7 @@ class HAConnection:
         self.close_reason: str | None = None
         self._first_report = asyncio.Event()
         self._wakeup = asyncio.Event()
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
-        writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_WATER_BYTES)
+        self._unsent = b""  # the rest of a frame the socket did not take
 
     def wakeup(self) -> None:
         """New CommitLog data: let the writer look again (called on every append)."""
@@ -94,7 +98,7 @@ class HAConnection:
                     pass
             for t in done:
                 exc = t.exception()
-                if exc is not None and not isinstance(exc, (ConnectionError, asyncio.IncompleteReadError)):
+                if exc is not None and not isinstance(exc, OSError):
                     log.error("ha connection failed peer=%s error=%r", self.client_addr, exc)
                     self.close_reason = self.close_reason or f"error {exc!r}"
                 elif exc is not None:
@@ -108,13 +112,17 @@ class HAConnection:
             self._close()
 
     def _close(self) -> None:
-        self.writer.close()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
         self.service.remove_connection(self)
         log.info("ha connection closed peer=%s reason=%s slaveAckOffset=%d bytesSent=%d", self.client_addr,
                  self.close_reason or "peer closed", self.slave_ack_offset, self.bytes_sent)
 
     # --- ReadSocketService ---------------------------------------------------------------------------
     async def _read_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         reports = ReportReader()
         housekeeping_ms = self.service.store_config.haHousekeepingInterval
         while True:
@@ -124,7 +132,7 @@ class HAConnection:
                 log.warning("ha housekeeping, connection expired peer=%s idleMs=%d", self.client_addr, idle_ms)
                 return
             try:
-                data = await asyncio.wait_for(self.reader.read(READ_CHUNK_BYTES),
+                data = await asyncio.wait_for(loop.sock_recv(self.sock, READ_CHUNK_BYTES),
                                               timeout=(housekeeping_ms - idle_ms) / 1000 + 0.001)
             except TimeoutError:
                 continue
@@ -141,6 +149,8 @@ class HAConnection:
     def _accept_report(self, offset: int) -> bool:
         """Apply one report; False closes the connection (negative, or above the master's max offset)."""
         self.slave_ack_offset = offset
+        if offset > self.max_reported_offset:
+            self.max_reported_offset = offset
         max_offset = self.service.commit_log.max_offset
         first = self.slave_request_offset < 0
         if offset < 0 or offset > max_offset:
@@ -169,21 +179,19 @@ class HAConnection:
         log.info("master transfer data from=%d peer=%s slaveRequest=%d", self.next_transfer_from_where,
                  self.client_addr, self.slave_request_offset)
         heartbeat_ms = store_cfg.haSendHeartbeatInterval
-        batch = store_cfg.haTransferBatchSize
-        writer = self.writer
         while True:
+            if self._unsent:
+                await self._send_unsent()
+                continue
             if _now_ms() - self.last_write_timestamp_ms > heartbeat_ms:
-                writer.write(encode_transfer_header(self.next_transfer_from_where, 0))
-                await writer.drain()
-                self.last_write_timestamp_ms = _now_ms()
-            data = commit_log.get_data(self.next_transfer_from_where, batch)
-            if data:
-                this_offset = self.next_transfer_from_where
-                self.next_transfer_from_where += len(data)
-                writer.write(encode_transfer_header(this_offset, len(data)) + data)
-                await writer.drain()
-                self.bytes_sent += len(data)
-                self.last_write_timestamp_ms = _now_ms()
+                self._unsent = encode_transfer_header(self.next_transfer_from_where, 0)
+                await self._send_unsent()
+            pushed = self._push_batch()
+            if pushed is not None:
+                if not pushed:
+                    await self._writable()  # the socket buffer is full: a slow reader only waits here
+                else:
+                    await asyncio.sleep(0)  # let acks, appends and other connections in between batches
                 continue
             self._note_missing_offset()
             self._wakeup.clear()
@@ -192,6 +200,89 @@ class HAConnection:
                 await asyncio.wait_for(self._wakeup.wait(), timeout=max(wait_ms, 1) / 1000)
             except TimeoutError:
                 pass
+
+    def _push_batch(self) -> bool | None:
+        """Send the frames that are ready with one ``sendmsg``: None when there was nothing to send, True when
+        the socket took everything, False when it is full (wait until it is writable).
+
+        Frames carry at most ``haTransferBatchSize`` bytes and stop at the read position of their file.
+        Raises OSError when the socket fails.
+        """
+        commit_log = self.service.commit_log
+        batch = self.service.store_config.haTransferBatchSize
+        queue = commit_log.mapped_file_queue
+        buffers: list = []
+        frames: list[tuple[int, int]] = []  # (offset, size) per frame, in order
+        views: list[memoryview] = []
+        offset = self.next_transfer_from_where
+        total = 0
+        try:
+            while total < PUSH_BATCH_BYTES and len(frames) < PUSH_BATCH_FRAMES:
+                mf = queue.find_mapped_file_by_offset(offset)
+                if mf is None:
+                    break
+                pos = offset - mf.file_from_offset
+                size = min(batch, mf.wrote_position - pos)
+                if size <= 0:
+                    break
+                view = memoryview(mf.mapping)[pos:pos + size]
+                views.append(view)
+                buffers.append(encode_transfer_header(offset, size))
+                buffers.append(view)
+                frames.append((offset, size))
+                offset += size
+                total += size
+            if not frames:
+                return None
+            try:
+                sent = self.sock.sendmsg(buffers)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            self._account(frames, buffers, sent)
+        finally:
+            for v in views:
+                v.release()
+        return sent == total + 12 * len(frames)
+
+    def _account(self, frames: list[tuple[int, int]], buffers: list, sent: int) -> None:
+        """Advance past the frames the socket took; keep a copy of a half-sent frame in ``_unsent``."""
+        if sent > 0:
+            self.last_write_timestamp_ms = _now_ms()
+        for i, (offset, size) in enumerate(frames):
+            frame_len = 12 + size
+            if sent >= frame_len:
+                sent -= frame_len
+                self.next_transfer_from_where = offset + size
+                self.bytes_sent += size
+                continue
+            if sent > 0:  # this frame is half out: finish it before anything else
+                self._unsent = (bytes(buffers[2 * i]) + bytes(buffers[2 * i + 1]))[sent:]
+                self.next_transfer_from_where = offset + size
+                self.bytes_sent += size
+            return
+
+    async def _writable(self) -> None:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        fd = self.sock.fileno()
+        loop.add_writer(fd, lambda: fut.done() or fut.set_result(None))
+        try:
+            await fut
+        finally:
+            loop.remove_writer(fd)
+
+    async def _send_unsent(self) -> None:
+        """Write ``_unsent`` completely (waiting for the socket as needed). Raises OSError."""
+        while self._unsent:
+            try:
+                n = self.sock.send(self._unsent)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            if n:
+                self._unsent = self._unsent[n:]
+                self.last_write_timestamp_ms = _now_ms()
+            if self._unsent:
+                await self._writable()
 
     def _note_missing_offset(self) -> None:
         commit_log = self.service.commit_log
@@ -203,14 +294,23 @@ class HAConnection:
         self.requested_offset_missing = missing
 
     def status(self) -> dict:
-        """Figures for status/metrics (issue 3): peer, offsets (bytes), lag, ms since the last read."""
+        """Figures for status, metrics and GET_BROKER_RUNTIME_INFO ``haConnections`` (round-2 contract).
+
+        Keys: ``peer`` ("ip:port"), ``slaveRequestOffset`` (first report, −1 before it), ``slaveAckOffset``
+        (last report), ``maxReportedOffset`` (highest report ever on this connection), ``nextTransferFromWhere``
+        (next byte to push), ``lagBytes`` (commitLogMaxOffset − slaveAckOffset, ≥ 0), ``msSinceLastRead`` (ms),
+        ``requestedOffsetMissing`` (the start offset is below commitLogMinOffset: only heartbeats are sent),
+        ``bytesSent`` (CommitLog bytes pushed, headers excluded). Offsets are CommitLog bytes.
+        """
         max_offset = self.service.commit_log.max_offset
         return {
             "peer": self.client_addr,
             "slaveRequestOffset": self.slave_request_offset,
             "slaveAckOffset": self.slave_ack_offset,
+            "maxReportedOffset": self.max_reported_offset,
             "nextTransferFromWhere": self.next_transfer_from_where,
             "lagBytes": max(max_offset - max(self.slave_ack_offset, 0), 0),
             "msSinceLastRead": int(_now_ms() - self.last_read_timestamp_ms),
             "requestedOffsetMissing": self.requested_offset_missing,
+            "bytesSent": self.bytes_sent,
         }

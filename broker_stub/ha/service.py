@@ -10,12 +10,17 @@
 * SYNC_MASTER replica waits (:meth:`HAService.wait_for_replicas`) are futures resolved by acks, with the
   ``slaveTimeout`` deadline; **improvement**: when the last connection closes, pending waits answer
   SLAVE_NOT_AVAILABLE at once instead of waiting for the timeout (DESIGN §5).
+* **Optional quorum** (``inSyncReplicas`` = N > 1, the RocketMQ 5.x key; spec §7.1): a wait completes when
+  N distinct live connections have acked the message's end offset; the entry check asks for N connections
+  less than ``haSlaveFallbehindMax`` behind; when fewer than N connections remain, pending waits answer
+  SLAVE_NOT_AVAILABLE at once. N = 1 is exactly the 4.9.8 rule above (the fastest slave decides).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 
 from broker_stub.config import MessageStoreConfig
 from broker_stub.ha.connection import HAConnection
@@ -34,7 +39,8 @@ class HAService:
         self.port = port
         self.connections: list[HAConnection] = []
         self.push2_slave_max_offset = 0
-        self._server: asyncio.base_events.Server | None = None
+        self._listener: socket.socket | None = None
+        self._accept_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._replica_waits: list[tuple[int, asyncio.Future]] = []
         commit_log.append_listeners.append(self._on_append)
@@ -44,29 +50,46 @@ class HAService:
         return len(self.connections)
 
     async def start(self) -> None:
-        """Bind and listen. Raises OSError when the port is taken."""
-        self._server = await asyncio.start_server(self._accept, host=self.host, port=self.port, reuse_address=True,
-                                                  backlog=128)
+        """Bind and listen (AcceptSocketService, SO_REUSEADDR). Raises OSError when the port is taken."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((self.host, self.port))
+            listener.listen(128)
+            listener.setblocking(False)
+        except OSError:
+            listener.close()
+            raise
+        self._listener = listener
+        self._accept_task = asyncio.create_task(self._accept_loop(), name="HAService.accept")
         log.info("ha service listening host=%s haListenPort=%d", self.host, self.port)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = HAConnection(self, reader, writer)
-        self.connections.append(conn)
-        task = asyncio.current_task()
-        if task is not None:
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, peer = await loop.sock_accept(self._listener)
+            except OSError as exc:  # e.g. EMFILE: keep serving the connections we have
+                log.error("ha accept failed error=%s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            conn = HAConnection(self, sock, peer)
+            self.connections.append(conn)
+            task = asyncio.create_task(conn.run(), name=f"HAConnection {conn.client_addr}")
             self._tasks.add(task)
-        try:
-            await conn.run()
-        finally:
-            if task is not None:
-                self._tasks.discard(task)
+            task.add_done_callback(self._tasks.discard)
+
+    @property
+    def in_sync_replicas(self) -> int:
+        return max(self.store_config.inSyncReplicas, 1)
 
     def remove_connection(self, conn: HAConnection) -> None:
         if conn in self.connections:
             self.connections.remove(conn)
-        if not self.connections and self._replica_waits:
-            log.warning("last HA connection closed; %d replica waits answer SLAVE_NOT_AVAILABLE",
-                        len(self._replica_waits))
+        if self.connection_count < self.in_sync_replicas and self._replica_waits:
+            log.warning("HA connections left %d < inSyncReplicas %d; %d replica waits answer SLAVE_NOT_AVAILABLE",
+                        self.connection_count, self.in_sync_replicas, len(self._replica_waits))
             waits, self._replica_waits = self._replica_waits, []
             for _, fut in waits:
                 if not fut.done():
@@ -77,32 +100,52 @@ class HAService:
             conn.wakeup()
 
     def notify_transfer_some(self, offset: int) -> None:
-        """Raise ``push2SlaveMaxOffset`` to ``offset`` if higher and complete the satisfied replica waits."""
-        if offset <= self.push2_slave_max_offset:
-            return
-        self.push2_slave_max_offset = offset
-        if self._replica_waits:
+        """An ack of ``offset`` bytes arrived (the connection has recorded it as its ``slaveAckOffset``).
+
+        Raises ``push2SlaveMaxOffset`` if higher and completes the replica waits now satisfied.
+        """
+        raised = offset > self.push2_slave_max_offset
+        if raised:
+            self.push2_slave_max_offset = offset
+        if self._replica_waits and (raised or self.in_sync_replicas > 1):
             still = []
             for next_offset, fut in self._replica_waits:
                 if fut.done():
                     continue
-                if next_offset <= offset:
+                if self._acked(next_offset):
                     fut.set_result(PutMessageStatus.PUT_OK)
                 else:
                     still.append((next_offset, fut))
             self._replica_waits = still
 
+    def _acked(self, next_offset: int) -> bool:
+        if self.in_sync_replicas <= 1:
+            return self.push2_slave_max_offset >= next_offset
+        acked = sum(1 for c in self.connections if c.slave_ack_offset >= next_offset)
+        return acked >= self.in_sync_replicas
+
+    def in_sync_connection_count(self, master_put_where: int) -> int:
+        """Connections less than ``haSlaveFallbehindMax`` bytes behind ``master_put_where`` (unreported count as 0)."""
+        limit = self.store_config.haSlaveFallbehindMax
+        return sum(1 for c in self.connections if master_put_where - max(c.slave_ack_offset, 0) < limit)
+
     def is_slave_ok(self, master_put_where: int) -> bool:
-        """HAService.isSlaveOK: a connection exists and the lag is below ``haSlaveFallbehindMax`` bytes."""
-        return (self.connection_count > 0
-                and master_put_where - self.push2_slave_max_offset < self.store_config.haSlaveFallbehindMax)
+        """HAService.isSlaveOK: a connection exists and the lag is below ``haSlaveFallbehindMax`` bytes.
+
+        With ``inSyncReplicas`` N > 1: at least N connections are that close.
+        """
+        if self.in_sync_replicas <= 1:
+            return (self.connection_count > 0
+                    and master_put_where - self.push2_slave_max_offset < self.store_config.haSlaveFallbehindMax)
+        return self.in_sync_connection_count(master_put_where) >= self.in_sync_replicas
 
     async def wait_for_replicas(self, next_offset: int) -> PutMessageStatus:
-        """SYNC_MASTER: PUT_OK once a slave acked ``next_offset``; SLAVE_NOT_AVAILABLE when none can
-        (checked at once, or the last slave left); FLUSH_SLAVE_TIMEOUT after ``slaveTimeout`` ms."""
+        """SYNC_MASTER: PUT_OK once a slave (``inSyncReplicas`` slaves) acked ``next_offset``;
+        SLAVE_NOT_AVAILABLE when that cannot happen (checked at once, or slaves left);
+        FLUSH_SLAVE_TIMEOUT after ``slaveTimeout`` ms (spec §2.8, §2.9)."""
         if not self.is_slave_ok(next_offset):
             return PutMessageStatus.SLAVE_NOT_AVAILABLE
-        if self.push2_slave_max_offset >= next_offset:
+        if self._acked(next_offset):
             return PutMessageStatus.PUT_OK
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._replica_waits.append((next_offset, fut))
@@ -111,15 +154,20 @@ class HAService:
         try:
             return await asyncio.wait_for(asyncio.shield(fut), timeout=self.store_config.slaveTimeout / 1000)
         except TimeoutError:
-            return PutMessageStatus.PUT_OK if self.push2_slave_max_offset >= next_offset \
-                else PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+            return PutMessageStatus.PUT_OK if self._acked(next_offset) else PutMessageStatus.FLUSH_SLAVE_TIMEOUT
         finally:
             self._replica_waits = [(o, f) for o, f in self._replica_waits if f is not fut]
 
     async def shutdown(self) -> None:
         """Stop accepting, close every connection, answer pending waits with SLAVE_NOT_AVAILABLE."""
-        if self._server is not None:
-            self._server.close()
+        if self._accept_task is not None:
+            self._accept_task.cancel()
+            try:
+                await self._accept_task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing anyway
+                pass
+        if self._listener is not None:
+            self._listener.close()
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
@@ -131,14 +179,9 @@ class HAService:
             if not fut.done():
                 fut.set_result(PutMessageStatus.SLAVE_NOT_AVAILABLE)
         self._replica_waits = []
-        if self._server is not None:
-            try:
-                await asyncio.wait_for(self._server.wait_closed(), timeout=1.0)
-            except TimeoutError:
-                pass
         log.info("ha service stopped push2SlaveMaxOffset=%d", self.push2_slave_max_offset)
 
     def status(self) -> dict:
-        """push2SlaveMaxOffset, connection count and per-connection figures (issue 3 status/metrics)."""
+        """push2SlaveMaxOffset, connection count and per-connection figures (status command and metrics)."""
         return {"push2SlaveMaxOffset": self.push2_slave_max_offset, "connectionCount": self.connection_count,
                 "connections": [c.status() for c in self.connections]}

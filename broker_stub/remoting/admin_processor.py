@@ -1,4 +1,9 @@
-"""GET_BROKER_CONFIG (26) and GET_BROKER_RUNTIME_INFO (28): RocketMQ 4.9.8 ``AdminBrokerProcessor``.
+"""Admin and metadata requests: RocketMQ 4.9.8 ``AdminBrokerProcessor``.
+
+* GET_MAX_OFFSET (30) / GET_MIN_OFFSET (31): ConsumeQueue offsets (entry counts) of ``topic``/``queueId``.
+* GET_ALL_TOPIC_CONFIG (21, also on the VIP port), GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45),
+  GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): the JSON tables a slave synchronises (spec §3.2).
+* DELETE_EXPIRED_COMMITLOG (329): run retention now (:mod:`broker_stub.store.retention`).
 
 * GET_BROKER_CONFIG: body = every config key as ``key=value`` lines (``MixAll.properties2String``), UTF-8;
   extFields ``version`` = the configuration DataVersion JSON.
@@ -8,6 +13,11 @@
   is reported for every delay level as ``"0,<messages in that SCHEDULE_TOPIC_XXXX queue>"`` — the stub does
   not deliver delayed messages, so nothing has been delivered (0); upstream lists only levels that have
   delivered something.
+* Stub additions to the runtime info (extra keys are harmless for real clients, which ignore unknown keys;
+  real 4.9.8 brokers lack them, so clients treat them as optional): ``brokerRole``, ``brokerId``,
+  ``push2SlaveMaxOffset``, ``haConnectionCount``, ``haConnections`` (a JSON array, see
+  :meth:`broker_stub.ha.connection.HAConnection.status`), and on a SLAVE ``haMasterAddress``,
+  ``masterPhyOffset`` and ``slaveConnected`` (see :meth:`broker_stub.broker.BrokerController.ha_runtime_info`).
 """
 
 from __future__ import annotations
@@ -34,17 +44,60 @@ BROKER_VERSION_DESC = "V4_9_8"
 
 
 class AdminBrokerProcessor:
-    """Serves the admin requests of issue 2 for one :class:`BrokerController`."""
+    """Serves the admin and metadata requests for one :class:`BrokerController` (see module doc)."""
 
-    CODES = (RequestCode.GET_BROKER_CONFIG, RequestCode.GET_BROKER_RUNTIME_INFO)
+    CODES = (RequestCode.GET_BROKER_CONFIG, RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.GET_MAX_OFFSET,
+             RequestCode.GET_MIN_OFFSET, RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFFSET,
+             RequestCode.GET_ALL_DELAY_OFFSET, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+             RequestCode.DELETE_EXPIRED_COMMITLOG)
 
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        if request.code == RequestCode.GET_BROKER_CONFIG:
+    def __call__(self, ctx: RequestContext, request: RemotingCommand):
+        code = request.code
+        if code == RequestCode.GET_BROKER_CONFIG:
             return self.get_broker_config(request)
-        return self.get_broker_runtime_info(request)
+        if code == RequestCode.GET_BROKER_RUNTIME_INFO:
+            return self.get_broker_runtime_info(request)
+        if code in (RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET):
+            return self.get_queue_offset(request)
+        if code == RequestCode.DELETE_EXPIRED_COMMITLOG:
+            return self.delete_expired_commit_log(request)
+        c = self.controller
+        content = {
+            RequestCode.GET_ALL_TOPIC_CONFIG: c.topic_config_manager.encode,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: c.consumer_offset_manager.encode,
+            RequestCode.GET_ALL_DELAY_OFFSET: c.delay_offset_store.encode,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: c.subscription_group_manager.encode,
+        }[code]()
+        if not content:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark="No content in this broker")
+        return request.response(ResponseCode.SUCCESS, body=content.encode("utf-8"))
+
+    def get_queue_offset(self, request: RemotingCommand) -> RemotingCommand:
+        """GET_MAX_OFFSET / GET_MIN_OFFSET: header ``topic``, ``queueId`` → header ``offset`` (queue entries)."""
+        ext = request.ext_fields or {}
+        try:
+            topic, queue_id = ext["topic"], int(ext["queueId"])
+        except (KeyError, ValueError) as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad header, topic and queueId needed: {exc}")
+        store = self.controller.message_store
+        if request.code == RequestCode.GET_MAX_OFFSET:
+            offset = store.get_max_offset_in_queue(topic, queue_id)
+        else:
+            offset = store.get_min_offset_in_queue(topic, queue_id)
+        return request.response(ResponseCode.SUCCESS, {"offset": offset})
+
+    async def delete_expired_commit_log(self, request: RemotingCommand) -> RemotingCommand:
+        """DELETE_EXPIRED_COMMITLOG (329): run a manual retention round now (module doc of retention).
+
+        The response carries (stub extras) ``deletedFiles`` and the new ``commitLogMinOffset``.
+        """
+        store = self.controller.message_store
+        deleted = await store.clean_commit_log_service.execute_delete_files_manually()
+        return request.response(ResponseCode.SUCCESS, {"deletedFiles": deleted,
+                                                       "commitLogMinOffset": store.commit_log.min_offset})
 
     def get_broker_config(self, request: RemotingCommand) -> RemotingCommand:
         body = encode_properties_body(self.controller.config.all_properties())
@@ -73,7 +126,7 @@ class AdminBrokerProcessor:
             "queryThreadPoolQueueCapacity": str(bc.queryThreadPoolQueueCapacity),
             "EndTransactionQueueSize": "0",
             "EndTransactionThreadPoolQueueCapacity": str(bc.endTransactionPoolQueueCapacity),
-            "dispatchBehindBytes": "0",
+            "dispatchBehindBytes": str(store.reput.dispatch_behind_bytes),
             "pageCacheLockTimeMills": "0",
             "sendThreadPoolQueueHeadWaitTimeMills": "0",
             "pullThreadPoolQueueHeadWaitTimeMills": "0",
@@ -84,6 +137,7 @@ class AdminBrokerProcessor:
             "remainHowManyDataToFlush": human_readable_byte_count(store.remain_how_many_data_to_flush()),
             "commitLogDirCapacity": store.dir_capacity(),
         })
+        info.update(c.ha_runtime_info())
         return info
 
     def get_broker_runtime_info(self, request: RemotingCommand) -> RemotingCommand:

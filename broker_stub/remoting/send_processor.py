@@ -16,11 +16,13 @@ The request path, as ``asyncSendMessage`` / ``asyncSendBatchMessage`` + ``msgChe
 7. Store status → response code and remark (spec §2.10); success carries ``msgId`` (offset msgId,
    comma-joined for batches), ``queueId`` (the requested/selected queue) and ``queueOffset``.
 
-On a SYNC_MASTER a stored message with ``WAIT`` true then waits for a replica ack (HAService).
+A stored message with ``WAIT`` true then waits, concurrently, for its flush (SYNC_FLUSH, GroupCommitService)
+and for replica acks (SYNC_MASTER, HAService); a SLAVE refuses every send with SERVICE_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -129,6 +131,11 @@ class SendMessageProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
         response_ext = {PROPERTY_MSG_REGION: self.config.broker.regionId,
                         PROPERTY_TRACE_SWITCH: "true" if self.config.broker.traceOn else "false"}
+        if self.config.is_slave:  # DefaultMessageStore.checkStoreStatus: a slave never takes writes
+            log.warning("message store is slave mode, so putMessage is forbidden producer=%s", ctx.peer_text)
+            self.controller.message_store.stats.on_put_failed()
+            return self._response(request, PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE), 0,
+                                  response_ext)
         error = self._pre_send(ctx, request, header, response_ext)
         if error is not None:
             return error
@@ -243,13 +250,30 @@ class SendMessageProcessor:
             self.controller.message_store.stats.on_put_failed()
             return self._response(request, put, queue_id, ext)
         self.controller.broker_stats.on_put(put.result.msg_num)
-        if self.config.store.brokerRole == "SYNC_MASTER" and wait:
-            return self._await_replicas(request, put, queue_id, ext)
+        store_cfg = self.config.store
+        sync_flush = store_cfg.flushDiskType == "SYNC_FLUSH" and wait
+        sync_master = store_cfg.brokerRole == "SYNC_MASTER" and wait
+        if sync_flush or sync_master:
+            return self._await_flush_and_replicas(request, put, queue_id, ext, sync_flush, sync_master)
         return self._response(request, put, queue_id, ext)
 
-    async def _await_replicas(self, request: RemotingCommand, put: PutMessageResult, queue_id: int, ext: dict):
+    async def _await_flush_and_replicas(self, request: RemotingCommand, put: PutMessageResult, queue_id: int,
+                                        ext: dict, sync_flush: bool, sync_master: bool):
+        """CommitLog.asyncPutMessage's ``thenCombine`` (spec §2.9 step 5): flush and replica waits run
+        concurrently; the replica status overrides the flush status when it is not PUT_OK."""
         assert put.result is not None
-        status = await self.controller.ha_service.wait_for_replicas(put.result.next_offset)
+        next_offset = put.result.next_offset
+        store = self.controller.message_store
+        waits = []
+        if sync_flush:
+            waits.append(store.flush_service.wait_flush(next_offset))
+        if sync_master:
+            waits.append(self.controller.ha_service.wait_for_replicas(next_offset))
+        statuses = await asyncio.gather(*waits)
+        status = PutMessageStatus.PUT_OK
+        for s in statuses:  # flush first, replica last: a non-OK replica status wins
+            if s is not PutMessageStatus.PUT_OK:
+                status = s
         if status is not PutMessageStatus.PUT_OK:
             put = PutMessageResult(status, put.result)
         return self._response(request, put, queue_id, ext)

@@ -10,6 +10,8 @@ of one (replies may then go out of order, matched by ``opaque`` as upstream), or
 * A malformed frame or one over 16 MiB → the connection is closed and logged; others keep working.
 * Responses use the request's serialize type (JSON or ROCKETMQ).
 * Responses received by the server (no request of ours is pending) are logged and dropped.
+* ``connection_closed_listeners`` are told the peer ``"ip:port"`` of every closed connection (the name
+  server drops brokers whose registration connection closed).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class RemotingServer:
         self._conn_tasks: set[asyncio.Task] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self._pending: set[asyncio.Task] = set()
+        self.connection_closed_listeners: list[Callable[[str], None]] = []  # called with the peer "ip:port"
 
     def register(self, codes: int | tuple[int, ...], processor: Processor) -> None:
         """Route requests with these codes to ``processor`` (a later registration wins)."""
@@ -150,6 +153,11 @@ class RemotingServer:
             if task is not None:
                 self._conn_tasks.discard(task)
             log.debug("remoting connection closed peer=%s reason=%s", peer_text, reason)
+            for listener in self.connection_closed_listeners:
+                try:
+                    listener(peer_text)
+                except Exception:  # noqa: BLE001 - a listener bug must not break the server
+                    log.exception("connection-closed listener failed peer=%s", peer_text)
 
     def _dispatch(self, ctx: RequestContext, cmd: RemotingCommand, writer: asyncio.StreamWriter) -> bytes | None:
         """Run the processor; returns the encoded reply when it is ready now (None: no reply or later)."""

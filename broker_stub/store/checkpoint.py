@@ -2,8 +2,9 @@
 
 One 4 KiB page holding three big-endian longs (epoch ms): offset 0 ``physicMsgTimestamp`` (store time of
 the last flushed CommitLog record), 8 ``logicsMsgTimestamp`` (ConsumeQueue), 16 ``indexMsgTimestamp``.
-The stub has no ConsumeQueue or index yet (issue 3) and writes 0 for those two, which makes a real
-4.9.8 broker started on this store recover conservatively from its first file.
+The stub writes ``physicMsgTimestamp`` only (0 for the other two, it has no index files), which makes a
+real 4.9.8 broker started on this store recover conservatively from its first file; the stub's own
+abnormal recovery uses ``physicMsgTimestamp`` and re-dispatches the ConsumeQueues from there.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class StoreCheckpoint:
     def min_timestamp_for_recovery(self) -> int:
         """Store timestamp (ms) at or before which data is known flushed, minus 3 s as upstream pads it.
 
-        Upstream takes ``min(physic, logics) - 3000``; without a ConsumeQueue the stub uses ``physic``.
+        Upstream takes ``min(physic, logics) - 3000``; the stub uses ``physic`` (its reput re-dispatches the
+        ConsumeQueues from the file recovery starts at, see :mod:`broker_stub.store.reput`).
         """
         return max(self.physic_msg_timestamp - 3000, 0)
 

@@ -84,6 +84,10 @@ class PutMessageException(HAReplicaError):
     """
 
 
+class CommitLogAppendError(HAReplicaError):
+    """Replicated bytes that cannot be appended (wrong offset, crossing a file end); names offset and file."""
+
+
 @dataclass
 class MessageExtBrokerInner:
     """A single message on its way into the CommitLog (MessageExtBrokerInner).
@@ -223,6 +227,17 @@ class CommitLog:
         if pos >= mf.wrote_position:
             return None
         return mf.read(pos, min(max_bytes, mf.wrote_position - pos))
+
+    def get_message(self, offset: int, size: int) -> bytes | None:
+        """CommitLog.getMessage: exactly ``size`` bytes at ``offset``, or None when they are not all there
+        (the file was deleted, or ``size`` reaches past its written data)."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        if size <= 0 or pos + size > mf.wrote_position:
+            return None
+        return mf.read(pos, size)
 
     # --- single messages -----------------------------------------------------------------------------
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
@@ -366,6 +381,86 @@ class CommitLog:
             logics_offset=begin_queue_offset, msg_num=len(encoded), phy_offsets=phy_offsets)
         self._appended(batch.topic, len(encoded), total_len, begin)
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
+
+    # --- slave: replicated bytes ----------------------------------------------------------------------
+    def append_data(self, start_offset: int, data: bytes | bytearray | memoryview) -> None:
+        """Append raw replicated CommitLog bytes at ``start_offset`` (4.9.8 ``CommitLog.appendData``, spec §2.6).
+
+        ``start_offset`` must equal :attr:`max_offset` (or, for an empty store, be a file boundary: the first
+        file is created there, as ``getLastMappedFile(startOffset)`` does). A full last file makes the next
+        file. Empty ``data`` (a heartbeat) only creates the first file. The bytes may end inside a record:
+        a slave's max offset is wherever replication stopped. Append listeners are told the new max offset.
+
+        Raises CommitLogAppendError when the offset does not continue the log, the bytes cross a file
+        boundary, or the file cannot be created.
+        """
+        self.append_data_batch([(start_offset, data)])
+
+    def append_data_batch(self, frames: list[tuple[int, bytes | bytearray | memoryview]]) -> None:
+        """:meth:`append_data` for consecutive frames ``(offset, bytes)``, one ``pwritev`` per run in one file.
+
+        The listeners are told once, after the last frame. Raises CommitLogAppendError as ``append_data``.
+        """
+        i, n = 0, len(frames)
+        appended = False
+        try:
+            while i < n:
+                offset, data = frames[i]
+                mf = self._replica_target_file(offset, len(data))
+                if mf is None:  # a heartbeat at the end of a full file, or the first file just created
+                    i += 1
+                    continue
+                if not data:
+                    i += 1
+                    continue
+                parts, total, expected = [], 0, offset
+                while i < n and frames[i][0] == expected and frames[i][1] and len(parts) < 512:
+                    size = len(frames[i][1])
+                    if total + size > mf.remaining:
+                        break
+                    parts.append(frames[i][1])
+                    total += size
+                    expected += size
+                    i += 1
+                if total == 0:
+                    raise CommitLogAppendError(
+                        f"{len(data)} replicated bytes at offset {offset} cross the end of file {mf.file_name}")
+                mf.append_many(parts)
+                appended = True
+        finally:
+            if appended:
+                new_max = self.max_offset
+                for listener in self.append_listeners:
+                    listener(new_max)
+
+    def _replica_target_file(self, start_offset: int, size: int) -> MappedFile | None:
+        """The file replicated bytes at ``start_offset`` go to (created when needed), or None for nothing to
+        write (an empty frame). Raises CommitLogAppendError when the offset does not continue the log."""
+        queue = self.mapped_file_queue
+        try:
+            mf = queue.last_mapped_file()
+            if mf is None:
+                if start_offset % self.file_size:
+                    raise CommitLogAppendError(
+                        f"empty CommitLog cannot start at offset {start_offset}: not a multiple of "
+                        f"mappedFileSizeCommitLog {self.file_size}")
+                mf = queue.create_next_file(start_offset)
+            elif mf.is_full:
+                if start_offset != mf.file_tail_offset:
+                    raise CommitLogAppendError(
+                        f"replicated bytes at offset {start_offset} do not continue the CommitLog at "
+                        f"{mf.file_tail_offset} (file {mf.file_name} is full)")
+                if not size:
+                    return None
+                mf = queue.create_next_file()
+        except OSError as exc:
+            raise CommitLogAppendError(f"cannot create CommitLog file for offset {start_offset}: {exc}") from exc
+        expected = mf.file_from_offset + mf.wrote_position
+        if start_offset != expected:
+            raise CommitLogAppendError(
+                f"replicated bytes at offset {start_offset} do not continue the CommitLog at {expected} "
+                f"(file {mf.file_name})")
+        return mf if size else None
 
     # --- internals -----------------------------------------------------------------------------------
     def _writable_file(self, needed: int) -> MappedFile | None:

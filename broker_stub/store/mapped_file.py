@@ -1,10 +1,13 @@
 """CommitLog mapped files and their queue (RocketMQ 4.9.8 ``MappedFile`` / ``MappedFileQueue``, spec §1.1).
 
 A :class:`MappedFile` is one fixed-size file named by the 20-digit CommitLog offset of its first byte,
-memory-mapped read/write. New files are created sparse (``ftruncate``), so a 1 GiB file costs nothing
-until written. Appends copy bytes into the mapping; flushing is ``fdatasync`` of the file descriptor
-(on Linux this writes back the shared mapping's dirty pages) and is safe to run in another thread while
-the event loop appends.
+memory-mapped for reading. New files are created sparse (``ftruncate``), so a 1 GiB file costs nothing
+until written. Appends are ``pwrite`` calls on the file descriptor — the same page cache the mapping
+shows, so readers see them at once, without the page-fault per 4 KiB that writing a fresh mapping costs
+(upstream pre-touches its mappings instead, ``warmMapedFileEnable``); disk blocks are reserved ahead of
+the write position with ``posix_fallocate`` in chunks that grow with the data (1 MiB to 64 MiB), so
+appends rarely wait for block allocation while a small store stays small on disk. Flushing is
+``fdatasync`` of the descriptor and is safe to run in another thread while the event loop appends.
 
 Positions: ``wrote_position`` is the end of the last whole record (the read position for HA and the
 runtime info), ``flushed_position`` the part known to be on disk.
@@ -24,6 +27,8 @@ from connector.protocol.commitlog import file_name
 log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE_BYTES = 4096  # MappedFile.OS_PAGE_SIZE
+PREALLOCATE_CHUNK_BYTES = 64 * 1024 * 1024
+PREALLOCATE_MIN_CHUNK_BYTES = 1024 * 1024
 _ZERO_CHUNK_BYTES = 1 << 20
 
 
@@ -33,13 +38,16 @@ class MappedFile:
     Raises OSError when the file cannot be created or mapped.
     """
 
-    def __init__(self, path: Path, file_from_offset: int, file_size: int, *, create: bool = False) -> None:
+    def __init__(self, path: Path, file_from_offset: int, file_size: int, *, create: bool = False,
+                 preallocate: bool = True) -> None:
         self.path = Path(path)
         self.file_from_offset = file_from_offset
         self.file_size = file_size
         self.wrote_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0  # store timestamp of the last record appended (checkpoint input)
+        # disk blocks reserved (posix_fallocate) up to this position; -1: off or unsupported
+        self._allocated_to = 0 if preallocate else -1
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
         self._fd = os.open(self.path, flags, 0o644)
         try:
@@ -85,13 +93,56 @@ class MappedFile:
         end = pos + len(data)
         if end > self.file_size:
             raise ValueError(f"{len(data)} bytes do not fit at position {pos} of {self.file_name}")
-        self.mapping[pos:end] = data
+        self._preallocate(end)
+        self._pwrite_all(data, pos)
         self.wrote_position = end
         return pos
 
+    def _preallocate(self, end: int) -> None:
+        """Reserve disk blocks ahead of the write position in ``PREALLOCATE_CHUNK_BYTES`` steps.
+
+        Writing into a sparse file makes the file system allocate blocks page by page, which is slow and
+        erratic under load; reserving a chunk at a time keeps appends at memory speed. The chunk grows
+        with the data (1 MiB, then as much as is written, at most 64 MiB), so a file uses at most about
+        twice its data, plus 64 MiB, on disk. Not supported → silently skipped.
+        """
+        if end <= self._allocated_to or self._allocated_to < 0:
+            return
+        start = max(self._allocated_to, self.wrote_position)
+        chunk = min(max(end, PREALLOCATE_MIN_CHUNK_BYTES), PREALLOCATE_CHUNK_BYTES)  # grows with the data
+        upto = min(max(end, start + chunk), self.file_size)
+        try:
+            os.posix_fallocate(self._fd, start, upto - start)
+            self._allocated_to = upto
+        except OSError as exc:
+            log.info("preallocation not available, appending to a sparse file file=%s error=%s", self.file_name, exc)
+            self._allocated_to = -1
+
+    def append_many(self, parts: list) -> int:
+        """Append several buffers back to back with one ``pwritev``; returns the position written at.
+
+        Raises ValueError when they do not fit (nothing is written then).
+        """
+        pos = self.wrote_position
+        total = sum(len(p) for p in parts)
+        if pos + total > self.file_size:
+            raise ValueError(f"{total} bytes do not fit at position {pos} of {self.file_name}")
+        self._preallocate(pos + total)
+        done = os.pwritev(self._fd, parts, pos)
+        if done < total:  # a short vectored write: finish byte by byte through the joined rest
+            self._pwrite_all(b"".join(bytes(p) for p in parts)[done:], pos + done)
+        self.wrote_position = pos + total
+        return pos
+
+    def _pwrite_all(self, data: bytes | bytearray | memoryview, pos: int) -> None:
+        view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+        done = os.pwrite(self._fd, view, pos)
+        while done < len(view):  # short writes are rare (signals); finish them
+            done += os.pwrite(self._fd, view[done:], pos + done)
+
     def write_at(self, pos: int, data: bytes) -> None:
         """Write bytes at a position without moving the write position (the END_FILE blank header)."""
-        self.mapping[pos:pos + len(data)] = data
+        self._pwrite_all(data, pos)
 
     def read(self, pos: int, size: int) -> bytes:
         """A copy of ``size`` bytes from file position ``pos`` (clipped to the write position)."""
@@ -132,6 +183,8 @@ class MappedFile:
         self._mm = mmap.mmap(self._fd, self.file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.wrote_position = position
         self.flushed_position = position
+        if self._allocated_to > position:
+            self._allocated_to = position
 
     def close_mapping(self) -> None:
         if self._mm is not None:
@@ -166,9 +219,10 @@ class MappedFileQueue:
     its write position (0 with no file).
     """
 
-    def __init__(self, store_path: Path, mapped_file_size: int) -> None:
+    def __init__(self, store_path: Path, mapped_file_size: int, *, preallocate: bool = True) -> None:
         self.store_path = Path(store_path)
         self.mapped_file_size = mapped_file_size
+        self.preallocate = preallocate
         self.files: list[MappedFile] = []
 
     def load(self) -> None:
@@ -191,7 +245,7 @@ class MappedFileQueue:
                                  f"{self.mapped_file_size}")
             if self.files and start != self.files[-1].file_tail_offset:
                 raise ValueError(f"CommitLog file {p} does not follow {self.files[-1].file_name} (gap in the folder)")
-            mf = MappedFile(p, start, self.mapped_file_size)
+            mf = MappedFile(p, start, self.mapped_file_size, preallocate=self.preallocate)
             mf.wrote_position = mf.flushed_position = self.mapped_file_size
             self.files.append(mf)
             log.info("mapped file loaded file=%s", p.name)
@@ -218,14 +272,21 @@ class MappedFileQueue:
     def last_mapped_file(self) -> MappedFile | None:
         return self.files[-1] if self.files else None
 
-    def create_next_file(self) -> MappedFile:
-        """Create the file after the last one (or the file at offset 0 in an empty folder).
+    def create_next_file(self, first_file_offset: int = 0) -> MappedFile:
+        """Create the file after the last one (or, in an empty folder, the file at ``first_file_offset``).
 
-        Raises OSError when the file cannot be created.
+        ``first_file_offset`` must be a multiple of the file size (a slave's first file starts where the
+        master's replication started, spec §2.6). Raises OSError when the file cannot be created and
+        ValueError for a misaligned ``first_file_offset``.
         """
-        start = self.files[-1].file_tail_offset if self.files else 0
+        if not self.files and first_file_offset % self.mapped_file_size:
+            raise ValueError(f"first CommitLog file offset {first_file_offset} is not a multiple of "
+                             f"mappedFileSizeCommitLog {self.mapped_file_size}")
+        start = self.files[-1].file_tail_offset if self.files else first_file_offset
+        if not self.files:
+            self.store_path.mkdir(parents=True, exist_ok=True)
         path = self.store_path / file_name(start)
-        mf = MappedFile(path, start, self.mapped_file_size, create=True)
+        mf = MappedFile(path, start, self.mapped_file_size, create=True, preallocate=self.preallocate)
         self.files.append(mf)
         log.info("mapped file created file=%s", path.name)
         return mf

@@ -1,6 +1,7 @@
-"""The message store of the broker stub (RocketMQ 4.9.8 ``DefaultMessageStore``, master side of issue 2).
+"""The message store of the broker stub (RocketMQ 4.9.8 ``DefaultMessageStore``).
 
 Layout under ``storePathRootDir`` (StorePathConfigHelper): ``commitlog/`` (or ``storePathCommitLog``),
+``consumequeue/{topic}/{queueId}/`` (built by the ReputMessageService on master and slave),
 ``checkpoint``, ``abort`` (exists while the store runs: found at start-up it means the last run did not
 shut down cleanly, so recovery is abnormal and CRC-checked), ``lock`` (an exclusive ``flock`` so two
 brokers never share a store) and ``config/``.
@@ -13,14 +14,20 @@ import fcntl
 import logging
 import os
 import shutil
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_stub.config import BrokerStubConfig
 from broker_stub.store.checkpoint import StoreCheckpoint
 from broker_stub.store.commit_log import CommitLog
-from broker_stub.store.flush import FlushRealTimeService
+from broker_stub.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueueStore
+from broker_stub.store.flush import FlushRealTimeService, GroupCommitService
 from broker_stub.store.mapped_file import MappedFileQueue
-from broker_stub.store.recovery import RecoveryReport, rebuild_topic_queue_table, recover_commit_log
+from broker_stub.store.recovery import RecoveryReport, recover_commit_log
+from broker_stub.store.reput import ReputMessageService
+from broker_stub.store.retention import CleanCommitLogService
 from broker_stub.store.stats import StoreStatsService
 from connector.protocol.errors import HAReplicaError
 
@@ -61,6 +68,31 @@ def human_readable_byte_count(n: int) -> str:
     return f"{n / 1024 ** exp:.1f} {'KMGTPE'[exp - 1]}iB"
 
 
+def _total_physical_memory_bytes() -> int:
+    """StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE: the machine's RAM, 24 GiB when it cannot be read."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return 24 * 1024 ** 3
+
+
+TOTAL_PHYSICAL_MEMORY_BYTES = _total_physical_memory_bytes()
+_CQ_ENTRY = struct.Struct(">qiq")
+
+
+@dataclass
+class GetMessageResult:
+    """DefaultMessageStore.getMessage result: status name (GetMessageStatus), raw records, queue offsets."""
+
+    status: str
+    next_begin_offset: int
+    min_offset: int = 0
+    max_offset: int = 0
+    messages: list[bytes] = field(default_factory=list)
+    buffer_total_size: int = 0
+    suggest_pulling_from_slave: bool = False
+
+
 class DefaultMessageStore:
     """Owns the CommitLog, its recovery, flushing, checkpoint, abort and lock files.
 
@@ -80,8 +112,14 @@ class DefaultMessageStore:
                                     max_delay_level=len(store_cfg.delay_levels_ms()))
         self.stats = StoreStatsService()
         self.commit_log.put_listeners.append(self.stats.on_put)
+        self.cq_store = ConsumeQueueStore(self.root / "consumequeue", store_cfg.mappedFileSizeConsumeQueue)
+        self.arrival_listeners: list = []  # called with {(topic, queueId)} after ConsumeQueue entries land
+        self.reput = ReputMessageService(self.commit_log, self.cq_store, is_slave=config.is_slave,
+                                         delay_levels_ms=store_cfg.delay_levels_ms(), on_arrival=self._on_arrival)
+        self.cq_flush_lock = asyncio.Lock()
+        self.clean_commit_log_service = CleanCommitLogService(self)
         self.checkpoint: StoreCheckpoint | None = None
-        self.flush_service: FlushRealTimeService | None = None
+        self.flush_service: FlushRealTimeService | GroupCommitService | None = None
         self.recovery: RecoveryReport | None = None
         self._lock_fd = -1
         self._tasks: list[asyncio.Task] = []
@@ -119,10 +157,23 @@ class DefaultMessageStore:
         self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
         self.recovery = recover_commit_log(self.mapped_file_queue, abnormal=abnormal,
                                            check_crc=self.config.store.checkCRCOnRecover, checkpoint=self.checkpoint)
-        self.commit_log.topic_queue_table = rebuild_topic_queue_table(self.mapped_file_queue)
         last = self.mapped_file_queue.last_mapped_file()
         if last is not None:
             self.commit_log.last_store_timestamp = self.checkpoint.physic_msg_timestamp
+        try:
+            self.cq_store.load()
+        except (ValueError, OSError) as exc:
+            self.cq_store.close()
+            self.mapped_file_queue.close()
+            self._unlock()
+            raise BrokerStoreError(f"consume queue: {exc}") from exc
+        self.cq_store.recover(self.commit_log.min_offset, self.commit_log.max_offset)
+        abnormal_start = int(self.recovery.start_file) if abnormal and self.recovery.start_file else None
+        self.reput.set_start(abnormal_start)
+        self.reput.catch_up()  # upstream waits for the dispatch backlog before serving too
+        self.commit_log.topic_queue_table = self.cq_store.queue_offset_table()
+        log.info("consume queues ready queues=%d dispatchedRecords=%d reputFromOffset=%d", len(self.cq_store.table),
+                 self.reput.dispatched_records, self.reput.reput_from_offset)
         return self.recovery
 
     async def start(self) -> None:
@@ -130,12 +181,22 @@ class DefaultMessageStore:
         store_cfg = self.config.store
         self.abort_file.touch()
         assert self.checkpoint is not None, "load() first"
-        self.flush_service = FlushRealTimeService(
-            self.commit_log, self.checkpoint, interval_ms=store_cfg.flushIntervalCommitLog,
-            least_pages=store_cfg.flushCommitLogLeastPages,
-            thorough_interval_ms=store_cfg.flushCommitLogThoroughInterval)
-        self._tasks = [asyncio.create_task(self.flush_service.run(), name="FlushRealTimeService"),
-                       asyncio.create_task(self.stats.run_sampling(), name="StoreStatsService")]
+        if store_cfg.flushDiskType == "SYNC_FLUSH":
+            self.flush_service = GroupCommitService(
+                self.commit_log, self.checkpoint, sync_flush_timeout_ms=store_cfg.syncFlushTimeout,
+                checkpoint_interval_ms=store_cfg.flushIntervalConsumeQueue)
+        else:
+            self.flush_service = FlushRealTimeService(
+                self.commit_log, self.checkpoint, interval_ms=store_cfg.flushIntervalCommitLog,
+                least_pages=store_cfg.flushCommitLogLeastPages,
+                thorough_interval_ms=store_cfg.flushCommitLogThoroughInterval)
+        self._tasks = [asyncio.create_task(self.flush_service.run(), name=type(self.flush_service).__name__),
+                       asyncio.create_task(self.stats.run_sampling(), name="StoreStatsService"),
+                       asyncio.create_task(self.reput.run(), name="ReputMessageService"),
+                       asyncio.create_task(self._flush_consume_queue_loop(), name="FlushConsumeQueueService"),
+                       asyncio.create_task(self.clean_commit_log_service.run(), name="CleanCommitLogService")]
+        if self.reput.dispatch_behind_bytes:
+            self.reput._wakeup.set()
         self._started = True
 
     async def shutdown(self) -> None:
@@ -155,6 +216,13 @@ class DefaultMessageStore:
             except OSError as exc:
                 clean = False
                 log.error("final flush failed, keeping the abort file error=%s", exc)
+        try:
+            async with self.cq_flush_lock:
+                await asyncio.to_thread(self._flush_consume_queues)
+        except OSError as exc:
+            clean = False
+            log.error("final consume queue flush failed, keeping the abort file error=%s", exc)
+        self.cq_store.close()
         self.mapped_file_queue.close()
         if self._started and clean:
             try:
@@ -164,8 +232,137 @@ class DefaultMessageStore:
         self._unlock()
         log.info("store shut down clean=%s maxOffset=%d", clean, self.commit_log.max_offset)
 
+    def _on_arrival(self, queues: set[tuple[str, int]]) -> None:
+        for listener in self.arrival_listeners:
+            listener(queues)
+
+    def _flush_consume_queues(self) -> None:
+        for mf, position in self.cq_store.dirty_files():
+            mf.flush_to(position)
+
+    async def _flush_consume_queue_loop(self) -> None:
+        """FlushConsumeQueueService: flush dirty ConsumeQueue files every ``flushIntervalConsumeQueue`` ms."""
+        interval = self.config.store.flushIntervalConsumeQueue / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                async with self.cq_flush_lock:
+                    await asyncio.to_thread(self._flush_consume_queues)
+            except OSError as exc:
+                log.error("consume queue flush failed error=%s", exc)
+
+    def flush_lock(self) -> asyncio.Lock:
+        """The CommitLog flush service's lock: held while a flush thread works on the files."""
+        if self.flush_service is None:
+            return asyncio.Lock()
+        return self.flush_service._lock
+
+    # --- reads (DefaultMessageStore.getMessage, spec §5.3) ---------------------------------------------
+    def get_message(self, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+                    tags_filter: Callable[[int], bool] | None = None) -> GetMessageResult:
+        """Up to ``max_msg_nums`` raw records of a queue from queue offset ``offset``, as 4.9.8 selects them.
+
+        Status, ``nextBeginOffset`` and the min/max queue offsets follow ``DefaultMessageStore.getMessage``;
+        batch limits follow ``isTheBatchFull`` (256 KiB / 32 messages from memory, 64 KiB / 8 from disk,
+        where "on disk" means more than ``accessMessageInMemoryMaxRatio`` % of RAM behind the CommitLog
+        end); ``suggest_pulling_from_slave`` is set by the same rule. ``tags_filter(tagsCode)`` filters by
+        the ConsumeQueue tagsCode. On a SLAVE (``offsetCheckInSlave=false``) error statuses keep the
+        requested offset as ``nextBeginOffset``.
+        """
+        store_cfg = self.config.store
+        cl = self.commit_log
+        max_offset_py = cl.max_offset
+        result = GetMessageResult(status="NO_MESSAGE_IN_QUEUE", next_begin_offset=offset)
+        cq = self.cq_store.find(topic, queue_id)
+        correct = self._next_offset_correction
+        if cq is None:
+            result.next_begin_offset = correct(offset, 0)
+            return result
+        result.min_offset, result.max_offset = cq.min_offset_in_queue, cq.max_offset_in_queue
+        if result.max_offset == 0:
+            result.next_begin_offset = correct(offset, 0)
+        elif offset < result.min_offset:
+            result.status, result.next_begin_offset = "OFFSET_TOO_SMALL", correct(offset, result.min_offset)
+        elif offset == result.max_offset:
+            result.status, result.next_begin_offset = "OFFSET_OVERFLOW_ONE", correct(offset, offset)
+        elif offset > result.max_offset:
+            result.status, result.next_begin_offset = "OFFSET_OVERFLOW_BADLY", correct(offset, result.max_offset)
+        else:
+            buf = cq.get_index_buffer(offset)
+            if buf is None:
+                result.status = "OFFSET_FOUND_NULL"
+                result.next_begin_offset = correct(offset, cq.roll_next_file(offset))
+                return result
+            result.status = "NO_MATCHED_MESSAGE"
+            memory = TOTAL_PHYSICAL_MEMORY_BYTES * store_cfg.accessMessageInMemoryMaxRatio // 100
+            max_filter = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE)
+            next_phy_file_start = None
+            max_phy_pulling = 0
+            i = 0
+            while i < len(buf) and i < max_filter:
+                offset_py, size_py, tag = _CQ_ENTRY.unpack_from(buf, i)
+                max_phy_pulling = offset_py
+                if next_phy_file_start is not None and offset_py < next_phy_file_start:
+                    i += CQ_STORE_UNIT_SIZE
+                    continue
+                in_disk = max_offset_py - offset_py > memory
+                if self._batch_full(size_py, max_msg_nums, result.buffer_total_size, len(result.messages),
+                                    in_disk):
+                    break
+                if tags_filter is not None and not tags_filter(tag):
+                    i += CQ_STORE_UNIT_SIZE
+                    continue
+                data = cl.get_message(offset_py, size_py)
+                if data is None:
+                    if not result.messages:
+                        result.status = "MESSAGE_WAS_REMOVING"
+                    next_phy_file_start = offset_py - offset_py % cl.file_size + cl.file_size
+                    i += CQ_STORE_UNIT_SIZE
+                    continue
+                result.messages.append(data)
+                result.buffer_total_size += len(data)
+                result.status = "FOUND"
+                next_phy_file_start = None
+                i += CQ_STORE_UNIT_SIZE
+            result.next_begin_offset = offset + i // CQ_STORE_UNIT_SIZE
+            result.suggest_pulling_from_slave = max_offset_py - max_phy_pulling > memory
+        if result.status == "FOUND":
+            self.stats.get_found += 1
+        else:
+            self.stats.get_miss += 1
+        return result
+
+    def _next_offset_correction(self, old: int, new: int) -> int:
+        store_cfg = self.config.store
+        return new if store_cfg.brokerRole != "SLAVE" or store_cfg.offsetCheckInSlave else old
+
+    def _batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int, message_total: int,
+                    in_disk: bool) -> bool:
+        cfg = self.config.store
+        if buffer_total == 0 or message_total == 0:
+            return False
+        if max_msg_nums <= message_total:
+            return True
+        if in_disk:
+            return (buffer_total + size_py > cfg.maxTransferBytesOnMessageInDisk
+                    or message_total > cfg.maxTransferCountOnMessageInDisk - 1)
+        return (buffer_total + size_py > cfg.maxTransferBytesOnMessageInMemory
+                or message_total > cfg.maxTransferCountOnMessageInMemory - 1)
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """getMaxOffsetInQueue: entries in the ConsumeQueue (0 for a queue that does not exist yet)."""
+        cq = self.cq_store.find(topic, queue_id)
+        return cq.max_offset_in_queue if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """getMinOffsetInQueue: the first entry still backed by the CommitLog (0 for a new queue: 4.9.8's
+        findConsumeQueue creates the queue, so the −1 branch upstream never runs)."""
+        cq = self.cq_store.find(topic, queue_id)
+        return cq.min_offset_in_queue if cq is not None else 0
+
     def close(self) -> None:
         """Close the files and release the lock without flushing (a store that was loaded, never started)."""
+        self.cq_store.close()
         self.mapped_file_queue.close()
         self._unlock()
 

@@ -13,9 +13,10 @@ Deliberate difference: an END_FILE blank that ends the *last* file counts as dat
 size). 4.9.8 rewinds to the blank's start there, which would put commitLogMaxOffset below bytes a slave
 has already received.
 
-There is no ConsumeQueue yet (issue 3), so the per-queue offsets (``topicQueueTable``) are rebuilt by
-walking every record header of every file: the next queue offset of ``topic-queueId`` is 1 + the highest
-QUEUEOFFSET stored for it, counting only NOT/COMMIT transaction types.
+The per-queue offsets (``topicQueueTable``) come from the ConsumeQueues once the reput service has caught
+up (:mod:`broker_stub.store.message_store`); :func:`rebuild_topic_queue_table` derives the same table by
+walking every record header (the next queue offset of ``topic-queueId`` is 1 + the highest QUEUEOFFSET
+stored for it, NOT/COMMIT types only) and serves as a cross-check in tests.
 """
 
 from __future__ import annotations

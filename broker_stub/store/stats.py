@@ -42,6 +42,8 @@ class StoreStatsService:
         self.put_times_by_topic: dict[str, int] = {}
         self.put_size_by_topic: dict[str, int] = {}
         self.put_message_failed_times = 0
+        self.get_found = 0  # pulls that found messages (getMessageTimesTotalFound)
+        self.get_miss = 0
         self.put_message_entire_time_max_ms = 0
         self.put_distribution = [0] * len(PUT_MESSAGE_ENTIRE_TIME_MAX_DESC)
         self._put_samples: deque[tuple[float, int]] = deque(maxlen=MAX_RECORDS_OF_SAMPLING + 1)
@@ -151,6 +153,10 @@ class BrokerStats:
 
     def on_put(self, msgs: int) -> None:
         self.msg_put_total += msgs
+
+    def on_get(self, msgs: int) -> None:
+        """Messages handed out by pulls (incBrokerGetNums)."""
+        self.msg_get_total += msgs
 
     def _roll(self) -> None:
         today = dt.date.today()

@@ -62,6 +62,7 @@ class RequestCode:
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
+    DELETE_EXPIRED_COMMITLOG = 329  # RocketMQ 5.x AdminBrokerProcessor.deleteExpiredCommitLog
     SEND_REPLY_MESSAGE = 324
     SEND_REPLY_MESSAGE_V2 = 325
 
@@ -87,6 +88,12 @@ class ResponseCode:
     PULL_RETRY_IMMEDIATELY = 20
     PULL_OFFSET_MOVED = 21
     QUERY_NOT_FOUND = 22
+    SUBSCRIPTION_PARSE_FAILED = 23
+    SUBSCRIPTION_NOT_EXIST = 24
+    SUBSCRIPTION_NOT_LATEST = 25
+    SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    FILTER_DATA_NOT_EXIST = 27
+    FILTER_DATA_NOT_LATEST = 28
 
 
 # SendMessageRequestHeaderV2 short field names → SendMessageRequestHeader names (spec §4.5).

@@ -15,8 +15,15 @@ import socket
 import time
 from pathlib import Path
 
-from broker_stub.launcher import BrokerProcess, BrokerProcessError, BrokerStartError, free_port, free_port_pair
-from connector.protocol.commitlog import BlankRecord, EndOfData, MessageRecord, iter_records
+from broker_stub.launcher import (
+    BrokerProcess,
+    BrokerProcessError,
+    BrokerStartError,
+    NameServerProcess,
+    free_port,
+    free_port_pair,
+)
+from connector.protocol.commitlog import BlankRecord, EndOfData, MessageRecord, decode_record, iter_records
 from connector.protocol.ha import TransferFrame, TransferFrameReader, encode_report
 from connector.protocol.remoting import (
     FrameDecoder,
@@ -60,6 +67,43 @@ def broker_config(addr: str) -> dict[str, str]:
     return decode_properties_body(resp.body)
 
 
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+
+
+def pull(addr: str, topic: str, queue_id: int, offset: int, *, group: str = "test_cg", max_msgs: int = 32,
+         subscription: str = "*", suspend_ms: int | None = None, commit_offset: int | None = None,
+         timeout_s: float = 10.0) -> tuple[RemotingCommand, list[MessageRecord]]:
+    """PULL_MESSAGE as a Java consumer sends it (subscription flag set); returns the response and its records."""
+    sys_flag = PULL_FLAG_SUBSCRIPTION
+    if suspend_ms is not None:
+        sys_flag |= PULL_FLAG_SUSPEND
+    if commit_offset is not None:
+        sys_flag |= PULL_FLAG_COMMIT_OFFSET
+    header = {"consumerGroup": group, "topic": topic, "queueId": queue_id, "queueOffset": offset,
+              "maxMsgNums": max_msgs, "sysFlag": sys_flag, "commitOffset": commit_offset or 0,
+              "suspendTimeoutMillis": suspend_ms or 0, "subscription": subscription, "subVersion": 0,
+              "expressionType": "TAG"}
+    resp = remoting_request(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header), timeout_s=timeout_s)
+    records: list[MessageRecord] = []
+    pos = 0
+    while pos < len(resp.body):
+        rec = decode_record(resp.body, pos, check_crc=True)
+        assert isinstance(rec, MessageRecord), f"pull body holds a non-message at {pos}: {rec!r}"
+        records.append(rec)
+        pos += rec.store_size
+    return resp, records
+
+
+def queue_offset(addr: str, topic: str, queue_id: int, *, which: str = "max") -> int:
+    """GET_MAX_OFFSET / GET_MIN_OFFSET of a queue (entries)."""
+    code = RequestCode.GET_MAX_OFFSET if which == "max" else RequestCode.GET_MIN_OFFSET
+    resp = remoting_request(addr, RemotingCommand.request(code, {"topic": topic, "queueId": queue_id}))
+    assert resp.code == 0, f"{which} offset failed: {resp.code} {resp.remark}"
+    return int(resp.ext_fields["offset"])
+
+
 def read_commitlog(commitlog_dir: Path, *, check_crc: bool = True) -> list[MessageRecord | BlankRecord]:
     """Every record and END_FILE blank of a CommitLog folder, in offset order (EndOfData dropped)."""
     out: list[MessageRecord | BlankRecord] = []
@@ -77,6 +121,56 @@ def read_commitlog(commitlog_dir: Path, *, check_crc: bool = True) -> list[Messa
 def max_offset(addr: str) -> int:
     """commitLogMaxOffset of the broker at ``addr``."""
     return int(runtime_info(addr)["commitLogMaxOffset"])
+
+
+def wait_for(predicate, what: str, *, timeout_s: float = 15.0, interval_s: float = 0.05):
+    """Poll ``predicate()`` until it returns something truthy and return it.
+
+    Raises AssertionError naming ``what`` (and the last value seen) after ``timeout_s``. Exceptions from
+    the predicate (e.g. a broker not answering yet) count as "not yet" and are shown on failure.
+    """
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    while True:
+        try:
+            value = predicate()
+        except (OSError, AssertionError, ValueError, KeyError) as exc:
+            value, last = None, exc
+        else:
+            last = value
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what} (last: {last!r})")
+        time.sleep(interval_s)
+
+
+def wait_for_offset(addr: str, offset: int, *, timeout_s: float = 30.0) -> int:
+    """Wait until the broker at ``addr`` reports commitLogMaxOffset == ``offset``; returns it."""
+    return wait_for(lambda: max_offset(addr) == offset and offset, f"{addr} to reach commitLogMaxOffset {offset}",
+                    timeout_s=timeout_s)
+
+
+def commitlog_files(commitlog_dir: Path) -> dict[str, bytes]:
+    """``{file name: bytes}`` of every 20-digit CommitLog file in a folder."""
+    return {p.name: p.read_bytes() for p in sorted(Path(commitlog_dir).iterdir())
+            if p.name.isdigit() and len(p.name) == 20}
+
+
+def assert_same_commitlog(master_dir: Path, slave_dir: Path, *, end: int) -> None:
+    """The slave's CommitLog files hold exactly the master's bytes up to ``end`` (file names and sizes too)."""
+    master, slave = commitlog_files(master_dir), commitlog_files(slave_dir)
+    assert sorted(slave) == sorted(master), f"file names differ: master {sorted(master)} slave {sorted(slave)}"
+    for name, data in master.items():
+        start = int(name)
+        upto = min(max(end - start, 0), len(data))
+        other = slave[name]
+        assert len(other) == len(data), f"{name}: sizes differ"
+        if other[:upto] != data[:upto]:
+            first = next(i for i in range(upto) if other[i] != data[i])
+            raise AssertionError(f"{name}: first differing byte at file position {first} "
+                                 f"(CommitLog offset {start + first})")
+        assert not any(other[upto:]), f"{name}: slave has bytes past offset {end}"
 
 
 class HASocket:
@@ -152,5 +246,7 @@ class HASocket:
         self.close()
 
 
-__all__ = ["BrokerProcess", "BrokerProcessError", "BrokerStartError", "HASocket", "broker_config", "free_port",
-           "free_port_pair", "max_offset", "read_commitlog", "remoting_request", "runtime_info"]
+__all__ = ["BrokerProcess", "BrokerProcessError", "BrokerStartError", "HASocket", "NameServerProcess",
+           "assert_same_commitlog", "broker_config", "commitlog_files", "free_port", "free_port_pair", "max_offset",
+           "pull", "queue_offset", "read_commitlog", "remoting_request", "runtime_info", "wait_for",
+           "wait_for_offset"]

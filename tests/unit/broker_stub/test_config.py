@@ -97,9 +97,11 @@ def test_unknown_keys_are_kept_for_get_broker_config():
 
 
 @pytest.mark.parametrize(("props", "message"), [
-    ({"brokerRole": "SLAVE", "brokerId": "1"}, "SLAVE is not implemented"),
+    ({"brokerRole": "SLAVE", "brokerId": "0"}, "brokerId"),
     ({"brokerRole": "MASTER"}, "brokerRole"),
-    ({"flushDiskType": "SYNC_FLUSH"}, "SYNC_FLUSH is not implemented"),
+    ({"haTransferBatchSize": str(4 * 1024 * 1024)}, "haTransferBatchSize"),
+    ({"inSyncReplicas": "0"}, "inSyncReplicas"),
+    ({"metricsPromExporterPort": "-1"}, "metricsPromExporterPort"),
     ({"flushDiskType": "LAZY"}, "flushDiskType"),
     ({"listenPort": "ten"}, "listenPort"),
     ({"autoCreateTopicEnable": "yes"}, "autoCreateTopicEnable"),
@@ -113,6 +115,18 @@ def test_unknown_keys_are_kept_for_get_broker_config():
 def test_invalid_configs_are_rejected_naming_the_key(props, message):
     with pytest.raises(BrokerConfigError, match=message):
         config_from_properties(props)
+
+
+def test_slave_and_sync_flush_are_accepted_with_upstream_rules():
+    cfg = config_from_properties({"brokerRole": "SLAVE", "brokerId": "2", "flushDiskType": "SYNC_FLUSH",
+                                  "listenPort": "20911", "haMasterAddress": "127.0.0.1:10912"})
+    assert cfg.is_slave and cfg.broker.brokerId == 2 and cfg.store.flushDiskType == "SYNC_FLUSH"
+    assert cfg.fixed_ha_master_address == "127.0.0.1:10912"
+    assert cfg.vip_listen_port == 20909
+    assert cfg.store.inSyncReplicas == 1 and cfg.store.syncFlushTimeout == 5000
+    # a value shorter than 6 characters does not pin the master (BrokerController rule): learned from namesrv
+    assert config_from_properties({"brokerRole": "SLAVE", "brokerId": "1",
+                                   "haMasterAddress": "x:1"}).fixed_ha_master_address is None
 
 
 def test_missing_config_file_is_a_clear_error(tmp_path):

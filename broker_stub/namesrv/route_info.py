@@ -1,0 +1,224 @@
+"""The name server's route tables and request handlers (RocketMQ 4.9.8 ``RouteInfoManager`` +
+``DefaultRequestProcessor``, spec §3.1, §4.3) — enough for 4.9 clients to find brokers and for slaves to
+learn their master.
+
+Requests served (JSON bodies as fastjson writes them; map keys are strings, which fastjson also reads):
+
+* REGISTER_BROKER (103): header ``brokerAddr, brokerId, brokerName, clusterName, haServerAddr, compressed,
+  bodyCrc32``; body ``RegisterBrokerBody`` (``topicConfigSerializeWrapper`` + ``filterServerList``). A
+  master's topics become queue routes (when it registers first or its topic ``dataVersion`` changed). The
+  answer's header carries, for a slave whose master is registered, ``masterAddr`` and the master's
+  ``haServerAddr``. A non-zero ``bodyCrc32`` that does not match → SYSTEM_ERROR ("crc32 not match").
+  ``compressed=true`` bodies are refused (the stub's brokers never compress).
+* UNREGISTER_BROKER (104): header ``brokerAddr, clusterName, brokerName, brokerId``.
+* GET_ROUTEINFO_BY_TOPIC (105): header ``topic`` → ``TopicRouteData`` ``{"brokerDatas": [{"cluster",
+  "brokerName", "brokerAddrs": {"0": addr, "1": addr}}], "queueDatas": [{"brokerName", "readQueueNums",
+  "writeQueueNums", "perm", "topicSysFlag"}], "filterServerTable": {}}``, or TOPIC_NOT_EXIST.
+* GET_BROKER_CLUSTER_INFO (106): ``{"brokerAddrTable": {name: BrokerData}, "clusterAddrTable": {cluster:
+  [names]}}``.
+* GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206): ``{"topicList": [...]}``.
+* GET_KV_CONFIG (101): the stub keeps no KV config: QUERY_NOT_FOUND, as for an unknown key upstream.
+
+A broker disappears when the connection it registered over closes (``onChannelDestroy``) or after
+``BROKER_CHANNEL_EXPIRED_TIME_MS`` (120 s) without a registration (``scanNotActiveBroker``, every 10 s).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import zlib
+from dataclasses import dataclass, field
+
+from broker_stub.javautil import fastjson_loads
+from broker_stub.remoting.server import RequestContext
+from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+
+log = logging.getLogger(__name__)
+
+MASTER_ID = 0
+BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
+SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS = 10_000
+PERM_WRITE = 0x2
+
+
+@dataclass
+class _BrokerLiveInfo:
+    last_update_ms: float
+    data_version: dict
+    channel: str
+    ha_server_addr: str | None
+
+
+@dataclass
+class _BrokerData:
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"cluster": self.cluster, "brokerName": self.broker_name,
+                "brokerAddrs": {str(k): v for k, v in sorted(self.broker_addrs.items())}}
+
+
+class RouteInfoManager:
+    """Route tables of one name server (see module doc). Handlers are plain methods, called on the loop."""
+
+    CODES = (RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER, RequestCode.GET_ROUTEINFO_BY_TOPIC,
+             RequestCode.GET_BROKER_CLUSTER_INFO, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+             RequestCode.GET_KV_CONFIG)
+
+    def __init__(self) -> None:
+        self.topic_queue_table: dict[str, dict[str, dict]] = {}  # topic → brokerName → QueueData
+        self.broker_addr_table: dict[str, _BrokerData] = {}
+        self.cluster_addr_table: dict[str, set[str]] = {}
+        self.broker_live_table: dict[str, _BrokerLiveInfo] = {}
+
+    # --- dispatch ------------------------------------------------------------------------------------
+    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        handler = {
+            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info_by_topic,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list,
+            RequestCode.GET_KV_CONFIG: self.get_kv_config,
+        }[request.code]
+        return handler(ctx, request)
+
+    # --- REGISTER_BROKER / UNREGISTER_BROKER ---------------------------------------------------------
+    def register_broker(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        ext = request.ext_fields or {}
+        try:
+            broker_addr, broker_name, cluster = ext["brokerAddr"], ext["brokerName"], ext["clusterName"]
+            broker_id = int(ext["brokerId"])
+            body_crc = int(ext.get("bodyCrc32") or 0)
+        except (KeyError, ValueError) as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad REGISTER_BROKER header: {exc!r}")
+        if body_crc and request.body and zlib.crc32(request.body) & 0x7FFFFFFF != body_crc:
+            log.warning("receive registerBroker request, crc32 not match peer=%s", ctx.peer_text)
+            return request.response(ResponseCode.SYSTEM_ERROR, remark="crc32 not match")
+        if (ext.get("compressed") or "false").lower() == "true":
+            return request.response(ResponseCode.SYSTEM_ERROR, remark="compressed RegisterBrokerBody not supported")
+        wrapper: dict = {}
+        if request.body:
+            try:
+                body = fastjson_loads(request.body)
+                wrapper = body.get("topicConfigSerializeWrapper") or {}
+            except (UnicodeDecodeError, ValueError, AttributeError) as exc:
+                return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad RegisterBrokerBody: {exc}")
+        data_version = wrapper.get("dataVersion") or {"counter": 0, "timestamp": 0}
+        self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
+        bd = self.broker_addr_table.get(broker_name)
+        if bd is None:
+            bd = self.broker_addr_table[broker_name] = _BrokerData(cluster, broker_name)
+        for other_id in [i for i, a in bd.broker_addrs.items() if a == broker_addr and i != broker_id]:
+            del bd.broker_addrs[other_id]  # "Switch slave to master": same address, new id
+        register_first = bd.broker_addrs.get(broker_id) is None
+        bd.broker_addrs[broker_id] = broker_addr
+        previous = self.broker_live_table.get(broker_addr)
+        if broker_id == MASTER_ID and (register_first or previous is None or previous.data_version != data_version):
+            for topic, tc in (wrapper.get("topicConfigTable") or {}).items():
+                self._create_and_update_queue_data(broker_name, tc if isinstance(tc, dict) else {"topicName": topic})
+        if previous is None:
+            log.info("new broker registered brokerAddr=%s brokerName=%s brokerId=%d haServerAddr=%s", broker_addr,
+                     broker_name, broker_id, ext.get("haServerAddr"))
+        self.broker_live_table[broker_addr] = _BrokerLiveInfo(time.monotonic() * 1000, data_version, ctx.peer_text,
+                                                              ext.get("haServerAddr"))
+        fields = {}
+        if broker_id != MASTER_ID:
+            master_addr = bd.broker_addrs.get(MASTER_ID)
+            live = self.broker_live_table.get(master_addr) if master_addr else None
+            if live is not None:
+                fields = {"haServerAddr": live.ha_server_addr, "masterAddr": master_addr}
+        return request.response(ResponseCode.SUCCESS, fields)
+
+    def _create_and_update_queue_data(self, broker_name: str, tc: dict) -> None:
+        topic = str(tc.get("topicName"))
+        queue_data = {"brokerName": broker_name, "perm": int(tc.get("perm", 6)),
+                      "readQueueNums": int(tc.get("readQueueNums", 16)),
+                      "topicSysFlag": int(tc.get("topicSysFlag", 0)),
+                      "writeQueueNums": int(tc.get("writeQueueNums", 16))}
+        table = self.topic_queue_table.setdefault(topic, {})
+        if table.get(broker_name) != queue_data:
+            table[broker_name] = queue_data
+            log.info("topic route updated topic=%s brokerName=%s queueData=%s", topic, broker_name, queue_data)
+
+    def unregister_broker(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        ext = request.ext_fields or {}
+        try:
+            self._remove(ext["brokerAddr"], ext["brokerName"], int(ext["brokerId"]), ext["clusterName"],
+                         "unregistered")
+        except (KeyError, ValueError) as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad UNREGISTER_BROKER header: {exc!r}")
+        return request.response(ResponseCode.SUCCESS)
+
+    def _remove(self, broker_addr: str, broker_name: str, broker_id: int, cluster: str | None, why: str) -> None:
+        self.broker_live_table.pop(broker_addr, None)
+        bd = self.broker_addr_table.get(broker_name)
+        if bd is not None and bd.broker_addrs.get(broker_id) == broker_addr:
+            del bd.broker_addrs[broker_id]
+            log.info("broker removed (%s) brokerAddr=%s brokerName=%s brokerId=%d", why, broker_addr, broker_name,
+                     broker_id)
+        if bd is not None and not bd.broker_addrs:
+            del self.broker_addr_table[broker_name]
+            for names in self.cluster_addr_table.values():
+                names.discard(broker_name)
+            for c in [c for c, names in self.cluster_addr_table.items() if not names]:
+                del self.cluster_addr_table[c]
+            for topic in list(self.topic_queue_table):
+                self.topic_queue_table[topic].pop(broker_name, None)
+                if not self.topic_queue_table[topic]:
+                    del self.topic_queue_table[topic]
+
+    def _remove_by_addr(self, broker_addr: str, why: str) -> None:
+        for bd in list(self.broker_addr_table.values()):
+            for broker_id, addr in list(bd.broker_addrs.items()):
+                if addr == broker_addr:
+                    self._remove(addr, bd.broker_name, broker_id, bd.cluster, why)
+        self.broker_live_table.pop(broker_addr, None)
+
+    def on_channel_destroy(self, channel: str) -> None:
+        """A connection closed: brokers that registered over it are gone (RouteInfoManager.onChannelDestroy)."""
+        for addr in [a for a, live in self.broker_live_table.items() if live.channel == channel]:
+            self._remove_by_addr(addr, "channel closed")
+
+    def scan_not_active_broker(self) -> None:
+        """Drop brokers silent for more than 120 s."""
+        limit = time.monotonic() * 1000 - BROKER_CHANNEL_EXPIRED_TIME_MS
+        for addr in [a for a, live in self.broker_live_table.items() if live.last_update_ms < limit]:
+            self._remove_by_addr(addr, f"no registration for {BROKER_CHANNEL_EXPIRED_TIME_MS} ms")
+
+    # --- queries -------------------------------------------------------------------------------------
+    def pickup_topic_route_data(self, topic: str) -> dict | None:
+        queue_map = self.topic_queue_table.get(topic)
+        if not queue_map:
+            return None
+        broker_datas = [self.broker_addr_table[n].to_json() for n in sorted(queue_map) if n in self.broker_addr_table]
+        if not broker_datas:
+            return None
+        return {"brokerDatas": broker_datas, "filterServerTable": {},
+                "queueDatas": [queue_map[n] for n in sorted(queue_map)]}
+
+    def get_route_info_by_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        topic = (request.ext_fields or {}).get("topic", "")
+        route = self.pickup_topic_route_data(topic)
+        if route is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST,
+                                    remark=f"No topic route info in name server for the topic: {topic}")
+        return request.response(ResponseCode.SUCCESS, body=json.dumps(route).encode("utf-8"))
+
+    def get_broker_cluster_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        info = {"brokerAddrTable": {n: bd.to_json() for n, bd in sorted(self.broker_addr_table.items())},
+                "clusterAddrTable": {c: sorted(names) for c, names in sorted(self.cluster_addr_table.items())}}
+        return request.response(ResponseCode.SUCCESS, body=json.dumps(info).encode("utf-8"))
+
+    def get_all_topic_list(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS,
+                                body=json.dumps({"topicList": sorted(self.topic_queue_table)}).encode("utf-8"))
+
+    def get_kv_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        ext = request.ext_fields or {}
+        return request.response(ResponseCode.QUERY_NOT_FOUND,
+                                remark=f"No config item, Namespace: {ext.get('namespace')} Key: {ext.get('key')}")

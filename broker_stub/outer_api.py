@@ -1,0 +1,149 @@
+"""Name-server registration (RocketMQ 4.9.8 ``BrokerOuterAPI.registerBrokerAll`` run by BrokerController, spec §3.1).
+
+Every broker with ``namesrvAddr`` (``;``-separated) sends REGISTER_BROKER (103) to each name server at start
+and then every ``registerNameServerPeriod`` ms (bounded to 10–60 s as upstream), with a
+``registerBrokerTimeoutMills`` (6 s) timeout:
+
+* header ``brokerAddr`` (brokerIP1:listenPort), ``brokerId``, ``brokerName``, ``clusterName``,
+  ``haServerAddr`` (brokerIP2:haListenPort), ``compressed=false``, ``bodyCrc32`` (CRC32 & 0x7FFFFFFF of the body);
+* body ``RegisterBrokerBody`` JSON: ``{"topicConfigSerializeWrapper": {"dataVersion", "topicConfigTable"},
+  "filterServerList": []}``.
+
+A SLAVE uses the answer (``RegisterBrokerResponseHeader``): ``haServerAddr`` becomes its HA master address
+unless ``haMasterAddress`` pins one (``updateMasterHAServerAddrPeriodically``), and ``masterAddr`` is where
+SlaveSynchronize fetches metadata. **Improvement**: a slave that has not learned its master yet registers
+again after 1 s, 2 s, 4 s… (up to the period) instead of waiting the full 30 s.
+
+A topic created by a send or a consumer heartbeat triggers a registration at once (as 4.9.8's
+``createTopicInSendMessageMethod`` does), so routes to new topics appear without waiting for the period.
+At shutdown the broker sends UNREGISTER_BROKER (104) to every name server (best effort, 1 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import zlib
+from typing import TYPE_CHECKING
+
+from broker_stub.remoting.client import RemotingClientError
+from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+
+if TYPE_CHECKING:
+    from broker_stub.broker import BrokerController
+
+log = logging.getLogger(__name__)
+
+REGISTER_PERIOD_MIN_MS = 10_000
+REGISTER_PERIOD_MAX_MS = 60_000
+SLAVE_RETRY_START_MS = 1_000
+UNREGISTER_TIMEOUT_MS = 1_000
+
+
+def name_server_addresses(namesrv_addr: str | None) -> list[str]:
+    """``namesrvAddr`` split on ``;`` (blank entries dropped)."""
+    return [a.strip() for a in (namesrv_addr or "").split(";") if a.strip()]
+
+
+class BrokerOuterAPI:
+    """Registers the broker with its name servers (see module doc). ``await run()`` until cancelled."""
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+        self.name_servers = name_server_addresses(controller.config.broker.namesrvAddr)
+        self.master_addr: str | None = None  # learned from registration (slaves)
+        self.master_ha_addr: str | None = None
+        self.registrations = 0
+        self.last_error: str | None = None
+
+    def _body(self) -> bytes:
+        topics = json.loads(self.controller.topic_config_manager.encode())
+        return json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": topics},
+                          separators=(",", ":")).encode("utf-8")
+
+    def _header(self) -> dict:
+        cfg = self.controller.config
+        return {"brokerAddr": cfg.store_host, "brokerId": cfg.broker.brokerId, "brokerName": cfg.broker.brokerName,
+                "clusterName": cfg.broker.brokerClusterName,
+                "haServerAddr": _join(cfg.broker_ip2, cfg.ha_listen_port)}
+
+    async def register_broker_all(self) -> None:
+        """One REGISTER_BROKER round to every name server; applies the first answer that names a master."""
+        if not self.name_servers:
+            return
+        body = self._body()
+        header = dict(self._header(), compressed=False, bodyCrc32=zlib.crc32(body) & 0x7FFFFFFF)
+        timeout = self.controller.config.broker.registerBrokerTimeoutMills
+        results = await asyncio.gather(*(self._register_one(addr, header, body, timeout) for addr in self.name_servers))
+        for resp in results:
+            if resp is None:
+                continue
+            ext = resp.ext_fields or {}
+            if ext.get("masterAddr") or ext.get("haServerAddr"):
+                self._apply(ext.get("masterAddr"), ext.get("haServerAddr"))
+                break
+
+    async def _register_one(self, addr: str, header: dict, body: bytes, timeout_ms: int) -> RemotingCommand | None:
+        try:
+            resp = await self.controller.remoting_client.invoke(
+                addr, RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body), timeout_ms)
+        except (RemotingClientError, ValueError) as exc:
+            self.last_error = str(exc)
+            log.warning("register broker to name server failed namesrv=%s error=%s", addr, exc)
+            return None
+        if resp.code != ResponseCode.SUCCESS:
+            self.last_error = f"code {resp.code}: {resp.remark}"
+            log.warning("register broker to name server refused namesrv=%s code=%d remark=%s", addr, resp.code,
+                        resp.remark)
+            return None
+        self.registrations += 1
+        log.debug("registered to name server namesrv=%s", addr)
+        return resp
+
+    def _apply(self, master_addr: str | None, ha_server_addr: str | None) -> None:
+        c = self.controller
+        if not c.config.is_slave:
+            return
+        if master_addr and master_addr != self.master_addr:
+            log.info("master address learned from name server masterAddr=%s", master_addr)
+            self.master_addr = master_addr
+        if ha_server_addr:
+            self.master_ha_addr = ha_server_addr
+            if c.ha_client is not None and c.config.fixed_ha_master_address is None:
+                c.ha_client.update_master_address(ha_server_addr)
+
+    async def run(self) -> None:
+        """Register at start, then periodically (slaves without a master: sooner, see module doc)."""
+        if not self.name_servers:
+            return
+        period = min(max(self.controller.config.broker.registerNameServerPeriod, REGISTER_PERIOD_MIN_MS),
+                     REGISTER_PERIOD_MAX_MS)
+        retry = SLAVE_RETRY_START_MS
+        while True:
+            await self.register_broker_all()
+            if self.controller.config.is_slave and self.master_addr is None:
+                await asyncio.sleep(retry / 1000)
+                retry = min(retry * 2, period)
+                continue
+            await asyncio.sleep(period / 1000)
+
+    async def unregister_all(self) -> None:
+        """UNREGISTER_BROKER to every name server (best effort, short timeout)."""
+        if not self.name_servers:
+            return
+        h = self._header()
+        header = {k: h[k] for k in ("brokerAddr", "clusterName", "brokerName", "brokerId")}
+
+        async def one(addr: str) -> None:
+            try:
+                await self.controller.remoting_client.invoke(
+                    addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, header), UNREGISTER_TIMEOUT_MS)
+            except (RemotingClientError, ValueError) as exc:
+                log.info("unregister broker failed namesrv=%s error=%s", addr, exc)
+
+        await asyncio.gather(*(one(a) for a in self.name_servers))
+
+
+def _join(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -1,0 +1,178 @@
+"""Client and consumer-offset requests: RocketMQ 4.9.8 ``ClientManageProcessor`` + ``ConsumerManageProcessor``.
+
+* HEART_BEAT (34): body ``HeartbeatData`` JSON ``{"clientID", "producerDataSet": [{"groupName"}],
+  "consumerDataSet": [{"groupName", "consumeType", "messageModel", "consumeFromWhere",
+  "subscriptionDataSet": [{"topic", "subString", "expressionType", ...}]}]}``. Consumer groups are
+  registered (their subscriptions serve pulls without the subscription flag), their subscription group is
+  found or auto-created and their retry topic ``%RETRY%group`` created, as upstream. Answer: SUCCESS.
+* UNREGISTER_CLIENT (35): header ``clientID``, ``producerGroup``, ``consumerGroup`` → SUCCESS.
+* GET_CONSUMER_LIST_BY_GROUP (38): header ``consumerGroup`` → body ``{"consumerIdList": [...]}``, or
+  SYSTEM_ERROR "no consumer for this group" when none is alive.
+* QUERY_CONSUMER_OFFSET (14): header ``consumerGroup, topic, queueId`` → header ``offset``. Without a
+  committed offset: 0 when the queue's min offset is ≤ 0 (the queue was never cleaned), else QUERY_NOT_FOUND.
+* UPDATE_CONSUMER_OFFSET (15): header ``consumerGroup, topic, queueId, commitOffset`` → SUCCESS (Java
+  clients usually send it oneway).
+
+A client is alive while it heart-beats: one that has not sent HEART_BEAT for ``CHANNEL_EXPIRED_TIMEOUT_MS``
+(120 s, ClientHousekeepingService) is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from broker_stub.javautil import fastjson_loads
+from broker_stub.remoting.server import RequestContext
+from broker_stub.topic_config import PERM_READ, PERM_WRITE
+from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+
+if TYPE_CHECKING:
+    from broker_stub.broker import BrokerController
+
+log = logging.getLogger(__name__)
+
+CHANNEL_EXPIRED_TIMEOUT_MS = 120_000
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+
+
+@dataclass
+class _ConsumerGroupInfo:
+    clients: dict[str, float] = field(default_factory=dict)  # clientID → last heartbeat (monotonic s)
+    subscriptions: dict[str, dict] = field(default_factory=dict)  # topic → SubscriptionData JSON
+    message_model: str = "CLUSTERING"
+
+
+class ConsumerManager:
+    """Consumer groups known from heartbeats (ConsumerManager)."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, _ConsumerGroupInfo] = {}
+        self.producer_groups: dict[str, dict[str, float]] = {}
+
+    def register_consumer(self, group: str, client_id: str, subscriptions: list[dict], message_model: str) -> None:
+        info = self.groups.setdefault(group, _ConsumerGroupInfo())
+        info.clients[client_id] = time.monotonic()
+        info.message_model = message_model or info.message_model
+        for sub in subscriptions:
+            if isinstance(sub, dict) and sub.get("topic"):
+                info.subscriptions[str(sub["topic"])] = sub
+
+    def register_producer(self, group: str, client_id: str) -> None:
+        self.producer_groups.setdefault(group, {})[client_id] = time.monotonic()
+
+    def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> None:
+        if consumer_group and consumer_group in self.groups:
+            self.groups[consumer_group].clients.pop(client_id, None)
+        if producer_group and producer_group in self.producer_groups:
+            self.producer_groups[producer_group].pop(client_id, None)
+
+    def alive_clients(self, group: str) -> list[str]:
+        info = self.groups.get(group)
+        if info is None:
+            return []
+        limit = time.monotonic() - CHANNEL_EXPIRED_TIMEOUT_MS / 1000
+        for cid in [c for c, t in info.clients.items() if t < limit]:
+            del info.clients[cid]
+        return sorted(info.clients)
+
+    def find_subscription(self, group: str, topic: str) -> dict | None:
+        info = self.groups.get(group)
+        return info.subscriptions.get(topic) if info is not None else None
+
+
+class ConsumerProcessor:
+    """Serves HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, QUERY/UPDATE_CONSUMER_OFFSET."""
+
+    CODES = (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+             RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET)
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+
+    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        handler = {
+            RequestCode.HEART_BEAT: self.heart_beat,
+            RequestCode.UNREGISTER_CLIENT: self.unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
+            RequestCode.QUERY_CONSUMER_OFFSET: self.query_consumer_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self.update_consumer_offset,
+        }[request.code]
+        return handler(ctx, request)
+
+    @staticmethod
+    def _header(request: RemotingCommand, *names: str) -> dict[str, str]:
+        ext = request.ext_fields or {}
+        for name in names:
+            if ext.get(name) is None:
+                raise ValueError(f"the custom field <{name}> is null")
+        return ext
+
+    def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        try:
+            data = fastjson_loads(request.body)
+            if not isinstance(data, dict):
+                raise ValueError("HeartbeatData is not a JSON object")
+        except (UnicodeDecodeError, ValueError) as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad HeartbeatData body: {exc}")
+        client_id = str(data.get("clientID") or ctx.peer_text)
+        c = self.controller
+        for consumer in data.get("consumerDataSet") or []:
+            if not isinstance(consumer, dict) or not consumer.get("groupName"):
+                continue
+            group = str(consumer["groupName"])
+            group_cfg = c.subscription_group_manager.find(group)
+            if group_cfg is not None and group_cfg.retryQueueNums > 0:
+                c.topic_config_manager.create_topic_in_send_message_back_method(
+                    RETRY_GROUP_TOPIC_PREFIX + group, group_cfg.retryQueueNums, PERM_READ | PERM_WRITE)
+            subs = consumer.get("subscriptionDataSet") or []
+            c.consumer_manager.register_consumer(group, client_id, subs if isinstance(subs, list) else [],
+                                                 str(consumer.get("messageModel") or "CLUSTERING"))
+        for producer in data.get("producerDataSet") or []:
+            if isinstance(producer, dict) and producer.get("groupName"):
+                c.consumer_manager.register_producer(str(producer["groupName"]), client_id)
+        return request.response(ResponseCode.SUCCESS)
+
+    def unregister_client(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        ext = request.ext_fields or {}
+        self.controller.consumer_manager.unregister(ext.get("clientID", ""), ext.get("producerGroup"),
+                                                    ext.get("consumerGroup"))
+        return request.response(ResponseCode.SUCCESS)
+
+    def get_consumer_list_by_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        try:
+            ext = self._header(request, "consumerGroup")
+        except ValueError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
+        clients = self.controller.consumer_manager.alive_clients(ext["consumerGroup"])
+        if not clients:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark="no consumer for this group, "
+                                    + ext["consumerGroup"])
+        return request.response(ResponseCode.SUCCESS, body=json.dumps({"consumerIdList": clients}).encode())
+
+    def query_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        try:
+            ext = self._header(request, "consumerGroup", "topic", "queueId")
+            queue_id = int(ext["queueId"])
+        except ValueError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
+        c = self.controller
+        offset = c.consumer_offset_manager.query_offset(ext["consumerGroup"], ext["topic"], queue_id)
+        if offset >= 0:
+            return request.response(ResponseCode.SUCCESS, {"offset": offset})
+        if c.message_store.get_min_offset_in_queue(ext["topic"], queue_id) <= 0:
+            return request.response(ResponseCode.SUCCESS, {"offset": 0})
+        return request.response(ResponseCode.QUERY_NOT_FOUND,
+                                remark="Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+
+    def update_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        try:
+            ext = self._header(request, "consumerGroup", "topic", "queueId", "commitOffset")
+            queue_id, offset = int(ext["queueId"]), int(ext["commitOffset"])
+        except ValueError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
+        self.controller.consumer_offset_manager.commit_offset(ext["consumerGroup"], ext["topic"], queue_id, offset)
+        return request.response(ResponseCode.SUCCESS)

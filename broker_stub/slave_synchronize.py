@@ -1,0 +1,114 @@
+"""Slave metadata sync (RocketMQ 4.9.8 ``SlaveSynchronize``, spec §3.2).
+
+On a SLAVE, 3 s after start and then every 10 s, four requests go to the master (3 s timeout each, no
+header, no body); a failed step is logged and the next one still runs:
+
+1. GET_ALL_TOPIC_CONFIG (21) on the master's **VIP port** (port − 2): when its ``dataVersion`` differs from
+   the slave's, the whole topic table is replaced and persisted (``config/topics.json``);
+2. GET_ALL_CONSUMER_OFFSET (43): merged into the slave's table (entries are never removed) and persisted
+   (``config/consumerOffset.json``);
+3. GET_ALL_DELAY_OFFSET (45): the text is written verbatim to ``config/delayOffset.json``;
+4. GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): replaced when the ``dataVersion`` differs
+   (``config/subscriptionGroup.json``).
+
+The master address is the ``masterAddr`` a name server returned to this slave's registration. Stub
+additions: without a name server it is derived from a pinned ``haMasterAddress`` (HA port − 1, the upstream
+port convention; 4.9.8 would never sync then), and when the VIP port does not answer the topic request
+is retried on the main port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from broker_stub.javautil import fastjson_loads
+from broker_stub.metadata import ConsumerOffsetManager
+from broker_stub.remoting.client import RemotingClientError, split_address, vip_channel_address
+from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+
+if TYPE_CHECKING:
+    from broker_stub.broker import BrokerController
+
+log = logging.getLogger(__name__)
+
+SYNC_INITIAL_DELAY_MS = 3000
+SYNC_PERIOD_MS = 10_000
+SYNC_TIMEOUT_MS = 3000
+
+
+class SlaveSynchronize:
+    """Pulls the master's metadata tables (see module doc). ``await run()`` until cancelled."""
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+        self.rounds = 0
+        self.last_error: str | None = None
+
+    @property
+    def master_addr(self) -> str | None:
+        """The master's remoting address: learned from the name server, else derived from haMasterAddress."""
+        c = self.controller
+        if c.outer_api.master_addr:
+            return c.outer_api.master_addr
+        pinned = c.config.fixed_ha_master_address
+        if pinned and not c.outer_api.name_servers:
+            try:
+                host, port = split_address(pinned)
+            except ValueError:
+                return None
+            return f"[{host}]:{port - 1}" if ":" in host else f"{host}:{port - 1}"
+        return None
+
+    async def run(self) -> None:
+        await asyncio.sleep(SYNC_INITIAL_DELAY_MS / 1000)
+        while True:
+            await self.sync_all()
+            await asyncio.sleep(SYNC_PERIOD_MS / 1000)
+
+    async def sync_all(self) -> None:
+        """The four steps, in order (skipped without a master address or when it is this broker)."""
+        addr = self.master_addr
+        if not addr or addr == self.controller.config.store_host:
+            return
+        for step in (self.sync_topic_config, self.sync_consumer_offset, self.sync_delay_offset,
+                     self.sync_subscription_group_config):
+            try:
+                await step(addr)
+            except (RemotingClientError, ValueError, OSError) as exc:
+                self.last_error = f"{step.__name__}: {exc}"
+                log.warning("slave sync step failed step=%s master=%s error=%s", step.__name__, addr, exc)
+        self.rounds += 1
+
+    async def _fetch(self, addr: str, code: int) -> bytes:
+        resp = await self.controller.remoting_client.invoke(addr, RemotingCommand.request(code), SYNC_TIMEOUT_MS)
+        if resp.code != ResponseCode.SUCCESS:
+            raise ValueError(f"request code {code} to {addr} answered {resp.code}: {resp.remark}")
+        return resp.body
+
+    async def sync_topic_config(self, addr: str) -> None:
+        try:
+            body = await self._fetch(vip_channel_address(addr), RequestCode.GET_ALL_TOPIC_CONFIG)
+        except RemotingClientError as exc:
+            log.info("VIP channel of the master unavailable, using its main port error=%s", exc)
+            body = await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+        if self.controller.topic_config_manager.replace_from_master(fastjson_loads(body)):
+            log.info("update slave topic config from master masterAddr=%s", addr)
+
+    async def sync_consumer_offset(self, addr: str) -> None:
+        body = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
+        manager = self.controller.consumer_offset_manager
+        manager.put_all(ConsumerOffsetManager.decode(body))
+        manager.persist()
+
+    async def sync_delay_offset(self, addr: str) -> None:
+        body = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
+        text = body.decode("utf-8")
+        fastjson_loads(text)  # refuse to persist something that is not JSON
+        self.controller.delay_offset_store.write_verbatim(text)
+
+    async def sync_subscription_group_config(self, addr: str) -> None:
+        body = await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        if self.controller.subscription_group_manager.replace_from_master(fastjson_loads(body)):
+            log.info("update slave subscription group from master masterAddr=%s", addr)

@@ -1,0 +1,140 @@
+"""``broker_stub status ADDR`` and ``broker_stub delete-expired ADDR``: operator commands over remoting.
+
+``status`` asks a broker for GET_BROKER_RUNTIME_INFO (28) and prints its role, CommitLog min/max offsets,
+``push2SlaveMaxOffset``, the dispatch backlog and every HA connection (peer, slaveAckOffset, lag bytes, ms
+since the last read, whether the requested offset is missing); on a slave also its master address,
+``masterPhyOffset`` and whether it is connected. ``--json`` prints the parsed table as JSON instead. A real
+4.9.8 broker lacks the stub's HA keys: they are shown as "n/a".
+
+``delete-expired`` sends DELETE_EXPIRED_COMMITLOG (329) and prints the CommitLog min offset afterwards.
+
+Exit codes: 0 on success, 2 when the broker cannot be reached or answers with an error.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from typing import TextIO
+
+from connector.protocol.errors import HAReplicaError
+from connector.protocol.remoting import FrameDecoder, RemotingCommand, RequestCode, decode_kv_table
+
+DEFAULT_TIMEOUT_S = 5.0
+
+
+class BrokerRequestError(HAReplicaError):
+    """The broker could not be reached, closed the connection, timed out, or answered with an error code."""
+
+
+def request(addr: str, cmd: RemotingCommand, timeout_s: float = DEFAULT_TIMEOUT_S) -> RemotingCommand:
+    """One blocking request/response on a fresh connection. Raises BrokerRequestError."""
+    host, _, port = addr.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as s:
+            s.sendall(cmd.encode())
+            decoder = FrameDecoder()
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                s.settimeout(max(deadline - time.monotonic(), 0.01))
+                data = s.recv(1 << 20)
+                if not data:
+                    raise BrokerRequestError(f"{addr} closed the connection before answering code {cmd.code}")
+                for resp in decoder.feed(data):
+                    if resp.opaque == cmd.opaque:
+                        return resp
+    except (OSError, ValueError) as exc:
+        raise BrokerRequestError(f"cannot query {addr}: {exc}") from exc
+    raise BrokerRequestError(f"no answer from {addr} to code {cmd.code} within {timeout_s} s")
+
+
+def fetch_runtime_info(addr: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, str]:
+    """GET_BROKER_RUNTIME_INFO of ``addr`` as a dict of strings. Raises BrokerRequestError."""
+    resp = request(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout_s)
+    if resp.code != 0:
+        raise BrokerRequestError(f"{addr} answered GET_BROKER_RUNTIME_INFO with code {resp.code}: {resp.remark}")
+    return decode_kv_table(resp.body)
+
+
+def _fmt_int(text: str | None) -> str:
+    if text is None:
+        return "n/a"
+    try:
+        return f"{int(text):,}"
+    except ValueError:
+        return text
+
+
+def format_status(addr: str, info: dict[str, str]) -> str:
+    """The human-readable status report of one broker's runtime info."""
+    lines = [f"broker {addr}"]
+    role = info.get("brokerRole", "n/a (not a stub broker)")
+    lines.append(f"  role                 {role} (brokerId {info.get('brokerId', 'n/a')}, "
+                 f"version {info.get('brokerVersionDesc', '?')})")
+    lines.append(f"  commitLogMinOffset   {_fmt_int(info.get('commitLogMinOffset'))}")
+    lines.append(f"  commitLogMaxOffset   {_fmt_int(info.get('commitLogMaxOffset'))}")
+    lines.append(f"  push2SlaveMaxOffset  {_fmt_int(info.get('push2SlaveMaxOffset'))}")
+    lines.append(f"  dispatchBehindBytes  {_fmt_int(info.get('dispatchBehindBytes'))}")
+    if "haMasterAddress" in info:
+        lines.append(f"  haMasterAddress      {info.get('haMasterAddress') or '(unknown)'}")
+        lines.append(f"  slaveConnected       {info.get('slaveConnected')}")
+        lines.append(f"  masterPhyOffset      {_fmt_int(info.get('masterPhyOffset'))}")
+    raw = info.get("haConnections")
+    if raw is None:
+        lines.append("  haConnections        n/a")
+        return "\n".join(lines)
+    try:
+        conns = json.loads(raw)
+    except ValueError:
+        conns = []
+    lines.append(f"  haConnections        {info.get('haConnectionCount', len(conns))}")
+    if conns:
+        header = f"    {'peer':<22} {'slaveAckOffset':>16} {'lagBytes':>14} {'msSinceLastRead':>15} " \
+                 f"{'bytesSent':>14}  requestedOffsetMissing"
+        lines.append(header)
+        for c in conns:
+            lines.append(f"    {c.get('peer', '?'):<22} {c.get('slaveAckOffset', -1):>16,} {c.get('lagBytes', 0):>14,} "
+                         f"{c.get('msSinceLastRead', 0):>15,} {c.get('bytesSent', 0):>14,}  "
+                         f"{str(c.get('requestedOffsetMissing', False)).lower()}")
+    return "\n".join(lines)
+
+
+def status_command(addr: str, *, as_json: bool = False, out: TextIO | None = None,
+                   timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
+    """Print the status of the broker at ``addr``; returns the exit code."""
+    out = out or sys.stdout
+    try:
+        info = fetch_runtime_info(addr, timeout_s)
+    except BrokerRequestError as exc:
+        print(f"broker_stub status: {exc}", file=sys.stderr)
+        return 2
+    if as_json:
+        parsed: dict = dict(info)
+        if "haConnections" in parsed:
+            try:
+                parsed["haConnections"] = json.loads(parsed["haConnections"])
+            except ValueError:
+                pass
+        print(json.dumps(parsed, indent=2, sort_keys=True), file=out)
+    else:
+        print(format_status(addr, info), file=out)
+    return 0
+
+
+def delete_expired_command(addr: str, *, out: TextIO | None = None, timeout_s: float = 30.0) -> int:
+    """DELETE_EXPIRED_COMMITLOG on ``addr``; prints files deleted and the new min offset; returns the exit code."""
+    out = out or sys.stdout
+    try:
+        resp = request(addr, RemotingCommand.request(RequestCode.DELETE_EXPIRED_COMMITLOG), timeout_s)
+        if resp.code != 0:
+            raise BrokerRequestError(f"{addr} answered DELETE_EXPIRED_COMMITLOG with code {resp.code}: {resp.remark}")
+        info = fetch_runtime_info(addr)
+    except BrokerRequestError as exc:
+        print(f"broker_stub delete-expired: {exc}", file=sys.stderr)
+        return 2
+    deleted = (resp.ext_fields or {}).get("deletedFiles", "?")
+    print(f"deleted {deleted} CommitLog file(s); commitLogMinOffset={info.get('commitLogMinOffset')} "
+          f"commitLogMaxOffset={info.get('commitLogMaxOffset')}", file=out)
+    return 0

@@ -1,0 +1,150 @@
+"""Retention of old CommitLog and ConsumeQueue files (RocketMQ 4.9.8 ``CleanCommitLogService`` and
+``CleanConsumeQueueService``, spec §6 "Other store defaults").
+
+Every ``cleanResourceInterval`` ms (10 s) the service deletes CommitLog files when one of these holds:
+
+* **time**: the current hour is listed in ``deleteWhen`` (``"04"``, or several like ``"03;04"``);
+* **space**: the CommitLog disk is more than ``diskMaxUsedSpaceRatio`` % used (75); above 85 % (the
+  ``rocketmq.broker.diskSpaceCleanForciblyRatio`` default) or 90 % (warning level) files are deleted even
+  when not expired, if ``cleanFileForciblyEnable`` (true);
+* **manual**: DELETE_EXPIRED_COMMITLOG (329, ``mqadmin deleteExpiredCommitLog``) was received — the next
+  20 rounds run (``MAX_MANUAL_DELETE_FILE_TIMES``).
+
+A file is expired when its last modification is more than ``fileReservedTime`` hours ago (72; 0 makes
+every full file expired). Files go oldest first, at most 10 per round, never the last (current) file,
+and deletion stops at the first file that is kept ("avoid deleting files in the middle"). Then every
+ConsumeQueue drops whole files that only point below the new CommitLog min offset and moves its
+min offset (CleanConsumeQueueService). Like 4.9.8, retention does not consider slave or reader
+progress (spec §7.5): readers see the gap as commitLogMinOffset > their offset.
+
+Differences: the stub runs a round at once when DELETE_EXPIRED_COMMITLOG arrives (upstream waits for
+the next 10 s tick), and does not sleep ``deleteCommitLogFilesInterval`` between deletions (an unlink
+does not block the event loop). Deletions hold the flush locks, so no flush thread touches a file
+being deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker_stub.store.message_store import DefaultMessageStore
+
+log = logging.getLogger(__name__)
+
+MAX_MANUAL_DELETE_FILE_TIMES = 20
+DELETE_FILES_BATCH_MAX = 10  # MappedFileQueue.DELETE_FILES_BATCH_MAX
+DISK_SPACE_WARNING_LEVEL_RATIO = 0.90  # -Drocketmq.broker.diskSpaceWarningLevelRatio default
+DISK_SPACE_CLEAN_FORCIBLY_RATIO = 0.85  # -Drocketmq.broker.diskSpaceCleanForciblyRatio default
+
+
+def is_it_time_to_do(when: str, hour: int | None = None) -> bool:
+    """UtilAll.isItTimeToDo: ``when`` lists hours separated by ``;``; True when the current hour is one.
+
+    Entries that are not numbers are ignored (upstream throws NumberFormatException in its thread).
+    """
+    now_hour = time.localtime().tm_hour if hour is None else hour
+    for item in when.split(";"):
+        try:
+            if int(item.strip()) == now_hour:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+class CleanCommitLogService:
+    """Deletes expired CommitLog files and the ConsumeQueue files they leave dangling (see module doc)."""
+
+    def __init__(self, store: DefaultMessageStore, disk_used_ratio=None) -> None:
+        self.store = store
+        self.manual_delete_file_several_times = 0
+        self.deleted_files_total = 0
+        if disk_used_ratio is None:
+            from broker_stub.store.message_store import disk_partition_used_ratio
+            disk_used_ratio = disk_partition_used_ratio
+        self._disk_used_ratio = disk_used_ratio
+
+    async def run(self) -> None:
+        """A round every ``cleanResourceInterval`` ms (until cancelled)."""
+        interval = self.store.config.store.cleanResourceInterval / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.run_once()
+            except OSError as exc:
+                log.error("clean commit log round failed error=%s", exc)
+
+    async def execute_delete_files_manually(self) -> int:
+        """DELETE_EXPIRED_COMMITLOG: arm 20 manual rounds and run one now; returns files deleted now."""
+        self.manual_delete_file_several_times = MAX_MANUAL_DELETE_FILE_TIMES
+        log.info("executeDeleteFilesManually was invoked")
+        return await self.run_once()
+
+    def _space_to_delete(self) -> tuple[bool, bool]:
+        """isSpaceToDelete: (disk over diskMaxUsedSpaceRatio, clean immediately because over 85 %)."""
+        cfg = self.store.config.store
+        ratio = cfg.diskMaxUsedSpaceRatio / 100.0
+        physic = self._disk_used_ratio(self.store.commit_log_dir)
+        clean_immediately = physic > DISK_SPACE_CLEAN_FORCIBLY_RATIO
+        if physic > DISK_SPACE_WARNING_LEVEL_RATIO:
+            log.error("physic disk maybe full soon ratio=%.2f, so mark disk full path=%s", physic,
+                      self.store.commit_log_dir)
+        if physic < 0 or physic > ratio:
+            log.info("physic disk maybe full soon ratio=%.2f diskMaxUsedSpaceRatio=%d", physic,
+                     cfg.diskMaxUsedSpaceRatio)
+            return True, clean_immediately
+        return False, clean_immediately
+
+    async def run_once(self) -> int:
+        """One deleteExpiredFiles round; returns the number of CommitLog files deleted."""
+        cfg = self.store.config.store
+        timeup = is_it_time_to_do(cfg.deleteWhen)
+        spacefull, clean_immediately = self._space_to_delete()
+        manual = self.manual_delete_file_several_times > 0
+        if not (timeup or spacefull or manual):
+            return 0
+        if manual:
+            self.manual_delete_file_several_times -= 1
+        clean_at_once = cfg.cleanFileForciblyEnable and clean_immediately
+        log.info("begin to delete before %d hours file. timeup: %s spacefull: %s manualDeleteFileSeveralTimes: %d "
+                 "cleanAtOnce: %s", cfg.fileReservedTime, timeup, spacefull, self.manual_delete_file_several_times,
+                 clean_at_once)
+        async with self.store.flush_lock(), self.store.cq_flush_lock:
+            deleted = self._delete_expired_files(cfg.fileReservedTime * 3600 * 1000, clean_at_once)
+            if deleted:
+                self._clean_consume_queues()
+        if not deleted and spacefull:
+            log.warning("disk space will be full soon, but delete file failed.")
+        return deleted
+
+    def _delete_expired_files(self, expired_ms: int, clean_immediately: bool) -> int:
+        """MappedFileQueue.deleteExpiredFileByTime over the CommitLog (all files but the last)."""
+        queue = self.store.mapped_file_queue
+        now_ms = time.time() * 1000
+        deleted = 0
+        while len(queue.files) > 1 and deleted < DELETE_FILES_BATCH_MAX:
+            mf = queue.files[0]
+            try:
+                mtime_ms = os.stat(mf.path).st_mtime * 1000
+            except OSError:
+                mtime_ms = 0
+            if not (now_ms >= mtime_ms + expired_ms or clean_immediately):
+                break
+            queue.files.pop(0)
+            mf.destroy()
+            deleted += 1
+            log.info("CommitLog file deleted (retention) file=%s commitLogMinOffset=%d", mf.file_name,
+                     queue.min_offset)
+        self.deleted_files_total += deleted
+        return deleted
+
+    def _clean_consume_queues(self) -> None:
+        """CleanConsumeQueueService.deleteExpiredFiles: drop ConsumeQueue files below the CommitLog min offset."""
+        min_offset = self.store.commit_log.min_offset
+        removed = sum(cq.delete_expired_files(min_offset) for cq in self.store.cq_store.table.values())
+        log.info("consume queue files deleted count=%d commitLogMinOffset=%d", removed, min_offset)
