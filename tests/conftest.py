@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -29,3 +30,14 @@ def spark(tmp_path_factory):
         "hareplica-tests", local_dir=str(tmp_path_factory.mktemp("spark-local")), ui=False)
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logging():
+    """Commands run in-process (hareplica, broker_stub) install root log handlers on the test's captured
+    stderr; put the previous handlers back so nothing logs to a closed stream later."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 
 from streaming_apps.cli import main
 from tests.support.brokers import free_port
 
 
-@pytest.fixture
-def keep_root_logging():
-    """The broker stub's CLI installs its own root handlers; put pytest's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-
-
-def test_broker_subcommand_forwards_options_to_the_broker_stub(tmp_path, capsys, keep_root_logging):
+def test_broker_subcommand_forwards_options_to_the_broker_stub(tmp_path, capsys):
     conf = tmp_path / "broker.conf"
     conf.write_text(f"brokerName=broker-z\nlistenPort=20911\nstorePathRootDir={tmp_path}/store\n")
     assert main(["broker", "-c", str(conf), "-p"]) == 0
