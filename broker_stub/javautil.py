@@ -15,7 +15,7 @@ import functools
 import json
 from collections.abc import Iterator, Mapping
 
-from connector.protocol.commitlog import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from connector.protocol.commitlog import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, iter_properties
 
 _INT_MASK = 0xFFFFFFFF
 _HASHMAP_DEFAULT_CAPACITY = 16
@@ -125,22 +125,11 @@ class JavaHashMap:
     def from_properties_string(cls, text: str | None) -> JavaHashMap:
         """``MessageDecoder.string2messageProperties`` into a fresh HashMap, keys put in string order.
 
-        Same acceptance rules as :func:`connector.protocol.commitlog.parse_properties` (spec §1.5).
+        Pairs as :func:`connector.protocol.commitlog.iter_properties` yields them (spec §1.5).
         """
         out = cls()
-        if not text:
-            return out
-        length = len(text)
-        index = 0
-        while index < length:
-            end = text.find(PROPERTY_SEPARATOR, index)
-            if end < 0:
-                end = length
-            if end - index >= 3:
-                kv = text.find(NAME_VALUE_SEPARATOR, index)
-                if index < kv < end - 1:
-                    out.put(text[index:kv], text[kv + 1:end])
-            index = end + 1
+        for name, value in iter_properties(text or ""):
+            out.put(name, value)
         return out
 
 

@@ -139,14 +139,13 @@ class HostAddress:
 
 
 # --- properties ------------------------------------------------------------------------------------
-def parse_properties(text: str) -> dict[str, str]:
-    """Decode a properties string exactly as RocketMQ 4.9.8 ``string2messageProperties`` does.
+def iter_properties(text: str) -> Iterator[tuple[str, str]]:
+    """The (name, value) pairs of a properties string in stored order, by RocketMQ 4.9.8's rules.
 
-    Pairs are ``name\\x01value`` joined by ``\\x02``; a trailing ``\\x02`` (4.9.0) is accepted; segments
-    shorter than 3 characters, or whose separator is first or last, are ignored; a later duplicate
-    name wins (spec §1.5).
+    Pairs are ``name\x01value`` joined by ``\x02``; a trailing ``\x02`` (4.9.0) is accepted; segments
+    shorter than 3 characters, or whose separator is first or last, are skipped
+    (MessageDecoder.string2messageProperties, spec §1.5). Duplicates are all yielded.
     """
-    props: dict[str, str] = {}
     length = len(text)
     index = 0
     while index < length:
@@ -156,9 +155,14 @@ def parse_properties(text: str) -> dict[str, str]:
         if end - index >= 3:
             kv = text.find(NAME_VALUE_SEPARATOR, index)
             if index < kv < end - 1:
-                props[text[index:kv]] = text[kv + 1:end]
+                yield text[index:kv], text[kv + 1:end]
         index = end + 1
-    return props
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Decode a properties string as RocketMQ 4.9.8 ``string2messageProperties`` does: a later duplicate
+    name wins (see :func:`iter_properties` for the rules)."""
+    return dict(iter_properties(text))
 
 
 def encode_properties(props: Mapping[str, str | None]) -> str:
@@ -301,24 +305,24 @@ def _need(buf: Buffer, pos: int, size: int, what: str, offset: int, file: str | 
             offset=offset, field=what, file=file)
 
 
-def decode_record(buf: Buffer, pos: int = 0, *, base_offset: int = 0, check_crc: bool = False,
-                  file: str | None = None, file_end: int | None = None) -> Record:
-    """Decode the record that starts at ``buf[pos]``.
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where the variable parts of one validated record lie in its buffer (positions are buffer indexes)."""
 
-    Args:
-        buf: bytes holding the record; ``buf[0]`` is at CommitLog offset ``base_offset``.
-        pos: position of the record in ``buf``.
-        check_crc: verify BODYCRC (as recovery does with ``checkCRCOnRecover``).
-        file: CommitLog file name, used in error messages only.
-        file_end: position in ``buf`` where the mapped file ends; a TOTALSIZE reaching past it is an
-            error (a record never spans files). Defaults to ``len(buf)``.
+    total_size: int
+    sys_flag: int
+    born_host_pos: int
+    store_ts_pos: int
+    body_pos: int
+    body_len: int
+    topic: str
+    props_pos: int
+    props_len: int
 
-    Returns a MessageRecord, a BlankRecord, or EndOfData (TOTALSIZE = MAGICCODE = 0).
 
-    Raises CommitLogFormatError naming the offset and field: bad MAGICCODE, TOTALSIZE too small or past
-    the end of the file, a length field that disagrees with TOTALSIZE, truncated bytes, BODYCRC mismatch.
-    """
-    offset = base_offset + pos
+def _check_head(buf: Buffer, pos: int, offset: int, file: str | None, file_end: int | None
+                ) -> BlankRecord | EndOfData | int:
+    """Validate TOTALSIZE and MAGICCODE; return the blank/end marker, or TOTALSIZE of a message."""
     end_limit = len(buf) if file_end is None else file_end
     _need(buf, pos, 8, "TOTALSIZE", offset, file)
     total_size = _I32.unpack_from(buf, pos)[0]
@@ -342,26 +346,22 @@ def decode_record(buf: Buffer, pos: int = 0, *, base_offset: int = 0, check_crc:
             f"TOTALSIZE {total_size} reaches past the end of the file ({file_end - pos} bytes left)",
             offset=offset, field="TOTALSIZE", file=file)
     _need(buf, pos, total_size, "TOTALSIZE", offset, file)
-    (_, _, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts) = _HEAD.unpack_from(buf, pos)
-    p = pos + BORNHOST_POSITION
-    ip_len = 16 if sys_flag & BORNHOST_V6_FLAG else 4
-    born_host = HostAddress(bytes(buf[p:p + ip_len]), _PORT.unpack_from(buf, p + ip_len)[0])
-    p += ip_len + 4
-    store_ts = _I64.unpack_from(buf, p)[0]
-    p += 8
-    ip_len = 16 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 4
-    store_host = HostAddress(bytes(buf[p:p + ip_len]), _PORT.unpack_from(buf, p + ip_len)[0])
-    p += ip_len + 4
-    reconsume_times = _I32.unpack_from(buf, p)[0]
-    prepared_tx = _I64.unpack_from(buf, p + 4)[0]
-    p += 12
+    return total_size
+
+
+def _layout(buf: Buffer, pos: int, total_size: int, offset: int, file: str | None) -> _Layout:
+    """Walk the length fields of a message whose TOTALSIZE is valid; each must fit in TOTALSIZE."""
+    sys_flag = _I32.unpack_from(buf, pos + SYSFLAG_POSITION)[0]
+    born_host_pos = pos + BORNHOST_POSITION
+    store_ts_pos = born_host_pos + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
+    p = store_ts_pos + 8 + (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8) + 12
     end = pos + total_size
     body_len = _I32.unpack_from(buf, p)[0]
     p += 4
     if body_len < 0 or p + body_len + 3 > end:
         raise CommitLogFormatError(f"BODY length {body_len} does not fit in TOTALSIZE {total_size}",
                                    offset=offset, field="BODY", file=file)
-    body = bytes(buf[p:p + body_len])
+    body_pos = p
     p += body_len
     topic_len = _I8.unpack_from(buf, p)[0]
     p += 1
@@ -379,15 +379,51 @@ def decode_record(buf: Buffer, pos: int = 0, *, base_offset: int = 0, check_crc:
         raise CommitLogFormatError(
             f"PROPERTIES length {props_len} disagrees with TOTALSIZE {total_size} "
             f"(expected {end - p})", offset=offset, field="PROPERTIES", file=file)
-    props_raw = bytes(buf[p:p + props_len])
+    return _Layout(total_size, sys_flag, born_host_pos, store_ts_pos, body_pos, body_len, topic, p, props_len)
+
+
+def _host(buf: Buffer, p: int, v6: bool) -> HostAddress:
+    ip_len = 16 if v6 else 4
+    return HostAddress(bytes(buf[p:p + ip_len]), _PORT.unpack_from(buf, p + ip_len)[0])
+
+
+def decode_record(buf: Buffer, pos: int = 0, *, base_offset: int = 0, check_crc: bool = False,
+                  file: str | None = None, file_end: int | None = None) -> Record:
+    """Decode the record that starts at ``buf[pos]``.
+
+    Args:
+        buf: bytes holding the record; ``buf[0]`` is at CommitLog offset ``base_offset``.
+        pos: position of the record in ``buf``.
+        check_crc: verify BODYCRC (as recovery does with ``checkCRCOnRecover``).
+        file: CommitLog file name, used in error messages only.
+        file_end: position in ``buf`` where the mapped file ends; a TOTALSIZE reaching past it is an
+            error (a record never spans files). Defaults to ``len(buf)``.
+
+    Returns a MessageRecord, a BlankRecord, or EndOfData (TOTALSIZE = MAGICCODE = 0).
+
+    Raises CommitLogFormatError naming the offset and field: bad MAGICCODE, TOTALSIZE too small or past
+    the end of the file, a length field that disagrees with TOTALSIZE, truncated bytes, BODYCRC mismatch.
+    """
+    offset = base_offset + pos
+    head = _check_head(buf, pos, offset, file, file_end)
+    if not isinstance(head, int):
+        return head
+    lay = _layout(buf, pos, head, offset, file)
+    (_, _, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts) = _HEAD.unpack_from(buf, pos)
+    store_host_pos = lay.store_ts_pos + 8
+    p = store_host_pos + (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8)
+    body = bytes(buf[lay.body_pos:lay.body_pos + lay.body_len])
     if check_crc and body_crc(body) != crc:
         raise CommitLogFormatError(f"BODYCRC mismatch: stored {crc}, computed {body_crc(body)}",
                                    offset=offset, field="BODYCRC", file=file)
     return MessageRecord(
-        commit_log_offset=offset, store_size=total_size, body_crc=crc, queue_id=queue_id, flag=flag,
-        queue_offset=queue_offset, sys_flag=sys_flag, born_timestamp=born_ts, born_host=born_host,
-        store_timestamp=store_ts, store_host=store_host, reconsume_times=reconsume_times,
-        prepared_transaction_offset=prepared_tx, body=body, topic=topic, properties_raw=props_raw,
+        commit_log_offset=offset, store_size=lay.total_size, body_crc=crc, queue_id=queue_id, flag=flag,
+        queue_offset=queue_offset, sys_flag=sys_flag, born_timestamp=born_ts,
+        born_host=_host(buf, lay.born_host_pos, bool(sys_flag & BORNHOST_V6_FLAG)),
+        store_timestamp=_I64.unpack_from(buf, lay.store_ts_pos)[0],
+        store_host=_host(buf, store_host_pos, bool(sys_flag & STOREHOSTADDRESS_V6_FLAG)),
+        reconsume_times=_I32.unpack_from(buf, p)[0], prepared_transaction_offset=_I64.unpack_from(buf, p + 4)[0],
+        body=body, topic=lay.topic, properties_raw=bytes(buf[lay.props_pos:lay.props_pos + lay.props_len]),
         physical_offset=physical_offset)
 
 
@@ -418,58 +454,18 @@ def decode_dispatch_info(buf: Buffer, pos: int = 0, *, base_offset: int = 0, fil
     """Decode the record at ``buf[pos]`` like :func:`decode_record` but without the body (no CRC check).
 
     Returns DispatchInfo, BlankRecord or EndOfData. Raises CommitLogFormatError (offset and field named)
-    for a bad MAGICCODE, a TOTALSIZE out of range, length fields that disagree with TOTALSIZE, or bytes
-    missing from ``buf`` (a record cut short: callers that may hold a partial tail check
-    ``TOTALSIZE`` against the bytes they have first).
+    exactly where :func:`decode_record` would, apart from BODYCRC.
     """
     offset = base_offset + pos
-    end_limit = len(buf) if file_end is None else file_end
-    _need(buf, pos, 8, "TOTALSIZE", offset, file)
-    total_size, magic = _I32.unpack_from(buf, pos)[0], _I32.unpack_from(buf, pos + 4)[0]
-    if magic == BLANK_MAGIC_CODE:
-        if total_size < END_FILE_MIN_BLANK_LENGTH_BYTES or pos + total_size > end_limit:
-            raise CommitLogFormatError(
-                f"END_FILE blank TOTALSIZE {total_size} does not reach the end of the file "
-                f"({end_limit - pos} bytes left)", offset=offset, field="TOTALSIZE", file=file)
-        return BlankRecord(offset, total_size)
-    if magic != MESSAGE_MAGIC_CODE:
-        if total_size == 0 and magic == 0:
-            return EndOfData(offset)
-        raise CommitLogFormatError(f"bad MAGICCODE 0x{magic & 0xFFFFFFFF:08X}", offset=offset, field="MAGICCODE",
-                                   file=file)
-    if total_size < MIN_RECORD_SIZE_BYTES or pos + total_size > end_limit:
-        raise CommitLogFormatError(f"TOTALSIZE {total_size} is outside {MIN_RECORD_SIZE_BYTES}..{end_limit - pos}",
-                                   offset=offset, field="TOTALSIZE", file=file)
-    _need(buf, pos, total_size, "TOTALSIZE", offset, file)
-    (_, _, _, queue_id, _, queue_offset, _, sys_flag, _) = _HEAD.unpack_from(buf, pos)
-    p = pos + BORNHOST_POSITION + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
-    store_ts = _I64.unpack_from(buf, p)[0]
-    p += 8 + (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8) + 12
-    end = pos + total_size
-    body_len = _I32.unpack_from(buf, p)[0]
-    p += 4
-    if body_len < 0 or p + body_len + 3 > end:
-        raise CommitLogFormatError(f"BODY length {body_len} does not fit in TOTALSIZE {total_size}",
-                                   offset=offset, field="BODY", file=file)
-    p += body_len
-    topic_len = _I8.unpack_from(buf, p)[0]
-    p += 1
-    if topic_len < 0 or p + topic_len + 2 > end:
-        raise CommitLogFormatError(f"TOPIC length {topic_len} does not fit in TOTALSIZE {total_size}",
-                                   offset=offset, field="TOPIC", file=file)
-    try:
-        topic = bytes(buf[p:p + topic_len]).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CommitLogFormatError(f"TOPIC is not UTF-8 ({exc})", offset=offset, field="TOPIC", file=file) from exc
-    p += topic_len
-    props_len = _I16.unpack_from(buf, p)[0]
-    p += 2
-    if props_len < 0 or p + props_len != end:
-        raise CommitLogFormatError(
-            f"PROPERTIES length {props_len} disagrees with TOTALSIZE {total_size} "
-            f"(expected {end - p})", offset=offset, field="PROPERTIES", file=file)
-    return DispatchInfo(offset, total_size, topic, queue_id, queue_offset, sys_flag, store_ts,
-                        bytes(buf[p:p + props_len]))
+    head = _check_head(buf, pos, offset, file, file_end)
+    if not isinstance(head, int):
+        return head
+    lay = _layout(buf, pos, head, offset, file)
+    queue_id = _I32.unpack_from(buf, pos + QUEUEID_POSITION)[0]
+    queue_offset = _I64.unpack_from(buf, pos + QUEUE_OFFSET_POSITION)[0]
+    props_raw = bytes(buf[lay.props_pos:lay.props_pos + lay.props_len])
+    return DispatchInfo(offset, lay.total_size, lay.topic, queue_id, queue_offset, lay.sys_flag,
+                        _I64.unpack_from(buf, lay.store_ts_pos)[0], props_raw)
 
 
 def iter_records(buf: Buffer, *, base_offset: int, check_crc: bool = False, file: str | None = None,
