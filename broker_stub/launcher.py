@@ -85,12 +85,62 @@ def _port_open(host: str, port: int) -> bool:
         return False
 
 
-class BrokerProcess:
+class _ChildProcess:
+    """What a broker and a name server child process share: stop (SIGTERM, wait), kill9, log tail,
+    context-manager use. Subclasses set ``process``, ``log_path`` and ``what`` (for messages)."""
+
+    what = "process"
+    process: subprocess.Popen | None = None
+    log_path: Path
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM and wait; returns the exit code (None if never started).
+
+        Raises BrokerStopError (after SIGKILL) when the process is still alive ``timeout_s`` later.
+        """
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=timeout_s)
+                raise BrokerStopError(f"{self.what} did not stop within {timeout_s} s of SIGTERM:\n"
+                                      f"{self.log_tail()}") from None
+        return self.process.returncode
+
+    def kill9(self) -> None:
+        """SIGKILL the process (no shutdown: a broker's store keeps its ``abort`` file)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stop()
+        finally:
+            self.kill9()
+
+
+class BrokerProcess(_ChildProcess):
     """One ``python -m broker_stub`` child process (see module doc). Use as a context manager to stop it.
 
     Attributes: ``remoting_addr`` / ``ha_addr`` (``"host:port"``), ``listen_port``, ``ha_port``, ``store_dir``,
     ``commitlog_dir``, ``conf_path``, ``log_path``, ``workdir``, ``props`` (the written properties), ``process``.
     """
+
+    what = "broker"
 
     def __init__(self, workdir: Path, props: dict[str, str], *, auto_ports: bool) -> None:
         self.workdir = Path(workdir)
@@ -203,30 +253,6 @@ class BrokerProcess:
         raise BrokerStartError(f"broker ports {self.listen_port}/{self.ha_port} not open after {timeout_s} s:\n"
                                f"{self.log_tail()}")
 
-    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
-        """SIGTERM and wait; returns the exit code (None if never started).
-
-        Raises BrokerStopError (after SIGKILL) when the process is still alive ``timeout_s`` later.
-        """
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=timeout_s)
-                raise BrokerStopError(f"broker did not stop within {timeout_s} s of SIGTERM:\n{self.log_tail()}"
-                                       ) from None
-        return self.process.returncode
-
-    def kill9(self) -> None:
-        """SIGKILL the process (no shutdown: the store keeps its ``abort`` file)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=STOP_TIMEOUT_S)
-
     def restart(self, timeout_s: float = STARTUP_TIMEOUT_S) -> BrokerProcess:
         """Start the same config again (stopping it first if it still runs). Raises BrokerStartError."""
         if self.is_running():
@@ -234,28 +260,15 @@ class BrokerProcess:
         self._launch(timeout_s)
         return self
 
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
-    def __enter__(self) -> BrokerProcess:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        try:
-            self.stop()
-        finally:
-            self.kill9()
-
-
-class NameServerProcess:
+class NameServerProcess(_ChildProcess):
     """One ``python -m broker_stub namesrv`` child process; ``addr`` is its ``host:port``.
 
     ``start(workdir)`` picks a free port, logs to ``workdir/namesrv.log`` and returns once the port accepts
     connections (BrokerStartError otherwise). ``stop()`` sends SIGTERM and waits; ``kill9()`` kills.
     """
+
+    what = "name server"
 
     def __init__(self, workdir: Path, host: str, port: int) -> None:
         self.workdir = Path(workdir)
@@ -289,29 +302,3 @@ class NameServerProcess:
             time.sleep(0.05)
         ns.kill9()
         raise BrokerStartError(f"name server port {ns.port} not open after {timeout_s} s")
-
-    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=timeout_s)
-        return self.process.returncode
-
-    def kill9(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=STOP_TIMEOUT_S)
-
-    def __enter__(self) -> NameServerProcess:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        try:
-            self.stop()
-        finally:
-            self.kill9()

@@ -23,10 +23,10 @@ from broker_stub.launcher import (
     free_port,
     free_port_pair,
 )
+from broker_stub.status import request as status_request
 from connector.protocol.commitlog import BlankRecord, EndOfData, MessageRecord, decode_record, iter_records
 from connector.protocol.ha import TransferFrame, TransferFrameReader, encode_report
 from connector.protocol.remoting import (
-    FrameDecoder,
     RemotingCommand,
     RequestCode,
     decode_kv_table,
@@ -36,21 +36,11 @@ from connector.protocol.remoting import (
 
 # --- clients ---------------------------------------------------------------------------------------
 def remoting_request(addr: str, cmd: RemotingCommand, *, timeout_s: float = 5.0) -> RemotingCommand:
-    """Send one request on a fresh connection and return its response. Raises OSError/TimeoutError."""
-    host, _, port = addr.rpartition(":")
-    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as s:
-        s.sendall(cmd.encode())
-        decoder = FrameDecoder()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            s.settimeout(max(deadline - time.monotonic(), 0.01))
-            data = s.recv(1 << 20)
-            if not data:
-                raise ConnectionError(f"{addr} closed the connection before answering code {cmd.code}")
-            for resp in decoder.feed(data):
-                if resp.opaque == cmd.opaque:
-                    return resp
-    raise TimeoutError(f"no response from {addr} to code {cmd.code} within {timeout_s} s")
+    """Send one request on a fresh connection and return its response (``broker_stub.status.request``).
+
+    Raises BrokerRequestError when the broker cannot be reached, closes early or does not answer in time.
+    """
+    return status_request(addr, cmd, timeout_s)
 
 
 def runtime_info(addr: str) -> dict[str, str]:
