@@ -23,6 +23,7 @@ from broker_stub.launcher import (
     free_port,
     free_port_pair,
 )
+from broker_stub.status import BrokerRequestError
 from broker_stub.status import request as status_request
 from connector.protocol.commitlog import BlankRecord, EndOfData, MessageRecord, decode_record, iter_records
 from connector.protocol.ha import TransferFrame, TransferFrameReader, encode_report
@@ -124,7 +125,7 @@ def wait_for(predicate, what: str, *, timeout_s: float = 15.0, interval_s: float
     while True:
         try:
             value = predicate()
-        except (OSError, AssertionError, ValueError, KeyError) as exc:
+        except (OSError, AssertionError, ValueError, KeyError, BrokerRequestError) as exc:
             value, last = None, exc
         else:
             last = value

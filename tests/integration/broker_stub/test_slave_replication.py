@@ -89,8 +89,9 @@ def test_slave_restart_resumes_from_its_own_max_offset(broker_factory):
     end = max_offset(master.remoting_addr)
     slave.restart()
     wait_for_offset(slave.remoting_addr, end)
-    conns = json.loads(runtime_info(master.remoting_addr)["haConnections"])
-    assert [c["slaveRequestOffset"] for c in conns] == [first]  # resumed exactly where it stopped
+    # resumed exactly where it stopped (the master drops the old connection when it reads its EOF)
+    wait_for(lambda: [c["slaveRequestOffset"] for c in json.loads(runtime_info(master.remoting_addr)["haConnections"])]
+             == [first], f"one HA connection on the master, started at {first}")
     slave.stop()
     master.stop()
     assert_same_commitlog(master.commitlog_dir, slave.commitlog_dir, end=end)
