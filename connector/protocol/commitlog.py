@@ -356,6 +356,10 @@ def _layout(buf: Buffer, pos: int, total_size: int, offset: int, file: str | Non
     store_ts_pos = born_host_pos + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
     p = store_ts_pos + 8 + (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8) + 12
     end = pos + total_size
+    if p + 4 + 1 + 2 > end:  # IPv6 hosts (sysFlag bits) need 12 more bytes each
+        raise CommitLogFormatError(
+            f"TOTALSIZE {total_size} is too small for the fixed fields of sysFlag 0x{sys_flag & 0xFFFFFFFF:X} "
+            f"({p + 7 - pos} bytes)", offset=offset, field="TOTALSIZE", file=file)
     body_len = _I32.unpack_from(buf, p)[0]
     p += 4
     if body_len < 0 or p + body_len + 3 > end:

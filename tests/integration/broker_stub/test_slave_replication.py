@@ -28,6 +28,10 @@ def _start_pair(broker_factory, role: str = "ASYNC_MASTER", **extra):
     common = {"mappedFileSizeCommitLog": FILE, "haSendHeartbeatInterval": 300, **extra}
     master = broker_factory("master", brokerRole=role, **common)
     slave = broker_factory("slave", brokerRole="SLAVE", brokerId=1, haMasterAddress=master.ha_addr, **common)
+    # an empty slave's first report (0) means "the master's current last file": let the master take it
+    # before anything is produced, so the slave starts at file 0 and its files equal the master's
+    wait_for(lambda: [c["slaveRequestOffset"] for c in json.loads(runtime_info(master.remoting_addr)["haConnections"])]
+             == [0], "the master to take the slave's first report")
     return master, slave
 
 

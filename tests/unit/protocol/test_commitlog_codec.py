@@ -171,6 +171,14 @@ def test_totalsize_below_minimum_and_inconsistent_lengths():
     assert err.value.field == "PROPERTIES"
 
 
+def test_v6_sysflag_bits_on_a_record_too_small_for_them():
+    raw = bytearray(encode_record(commit_log_offset=0, topic="t", body=b"x"))  # IPv4 hosts, 101 bytes
+    struct.pack_into(">i", raw, 36, BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+    with pytest.raises(CommitLogFormatError, match="too small for the fixed fields") as err:
+        decode_record(raw, base_offset=64)
+    assert err.value.field == "TOTALSIZE" and err.value.offset == 64
+
+
 def test_crc_mismatch_only_when_checked():
     raw = bytearray(_record())
     raw[88] ^= 0xFF  # first body byte
