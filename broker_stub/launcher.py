@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -42,37 +43,40 @@ def _addr(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago (bind to port 0, read it, release it)."""
+# Ports handed to brokers come from below Linux's ephemeral range (32768-60999 by default): a port in that
+# range can be taken, while a broker is down for a restart, by an outgoing connection's source port or by a
+# client's TCP self-connect to the dead port, and the restarted broker would then fail with EADDRINUSE.
+LISTEN_PORT_RANGE = (20000, 32000)
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
 
 
-def free_port_pair(host: str = "127.0.0.1", attempts: int = 50, *, vip: bool = True) -> int:
+def free_port(host: str = "127.0.0.1", attempts: int = 200) -> int:
+    """A TCP port in LISTEN_PORT_RANGE that was free on ``host`` a moment ago. Raises OSError if none is."""
+    for _ in range(attempts):
+        port = random.randrange(*LISTEN_PORT_RANGE)
+        if _bindable(host, port):
+            return port
+    raise OSError(f"no free port in {LISTEN_PORT_RANGE} on {host}")
+
+
+def free_port_pair(host: str = "127.0.0.1", attempts: int = 200, *, vip: bool = True) -> int:
     """A port ``p`` such that ``p`` and ``p + 1`` (listenPort, haListenPort) — and with ``vip`` also ``p - 2``
-    (the VIP remoting port) — were all free a moment ago.
+    (the VIP remoting port) — were all free a moment ago, all in LISTEN_PORT_RANGE.
 
     Raises OSError when no such port turns up in ``attempts`` tries.
     """
+    low, high = LISTEN_PORT_RANGE
     for _ in range(attempts):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as a:
-            a.bind((host, 0))
-            port = a.getsockname()[1]
-            if port >= 65535 or port < 1026:
-                continue
-            others = [port + 1] + ([port - 2] if vip else [])
-            held = []
-            try:
-                for other in others:
-                    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                    held.append(s)
-                    s.bind((host, other))
-            except OSError:
-                continue
-            finally:
-                for s in held:
-                    s.close()
+        port = random.randrange(low + 2, high - 1)
+        if all(_bindable(host, p) for p in [port, port + 1] + ([port - 2] if vip else [])):
             return port
     raise OSError(f"no free listenPort/haListenPort/VIP port set found on {host}")
 
