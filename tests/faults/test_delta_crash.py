@@ -43,19 +43,13 @@ def broker(tmp_path_factory):
     """A stub master holding bad bodies first (so batch 0 has quarantine rows), then order events."""
     from broker_stub.producer import Producer
 
-    b = BrokerProcess.start(tmp_path_factory.mktemp("crash-broker"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE)
-    try:
+    with BrokerProcess.start(tmp_path_factory.mktemp("crash-broker"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:
         with Producer(b.remoting_addr, "crash-test") as producer:
             futures = [producer.send_async(ORDER_TOPICS[i], body) for i, body in enumerate(BAD_BODIES)]
             futures += [producer.send_async(m.topic, m.body, tags=m.tags, keys=m.keys, properties=m.properties)
                         for m in order_events(ORDERS, seed=5)]
             assert {f.result(timeout=60).send_status for f in futures} == {"SEND_OK"}
         yield b
-    finally:
-        try:
-            b.stop()
-        finally:
-            b.kill9()
 
 
 @pytest.fixture(scope="module")

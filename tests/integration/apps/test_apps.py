@@ -61,17 +61,11 @@ def _workload() -> list[tuple[str, bytes, str | None]]:
 def broker(tmp_path_factory):
     from broker_stub.producer import Producer
 
-    b = BrokerProcess.start(tmp_path_factory.mktemp("apps-broker"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE)
-    try:
+    with BrokerProcess.start(tmp_path_factory.mktemp("apps-broker"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:
         with Producer(b.remoting_addr, "apps-test") as producer:
             futures = [producer.send_async(topic, body, tags=tags) for topic, body, tags in _workload()]
             assert {f.result(timeout=60).send_status for f in futures} == {"SEND_OK"}
         yield b
-    finally:
-        try:
-            b.stop()
-        finally:
-            b.kill9()
 
 
 @pytest.fixture(scope="module")

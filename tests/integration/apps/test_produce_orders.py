@@ -10,19 +10,6 @@ from streaming_apps.inspect_commitlog import iter_commitlog_dir
 from streaming_apps.workload import ORDER_TOPICS
 
 
-@pytest.fixture(autouse=True)
-def _restore_logging():
-    import logging
-
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for h in list(root.handlers):
-        if h not in handlers:
-            root.removeHandler(h)
-    root.setLevel(level)
-
-
 def test_produce_orders_stores_decodable_order_events(broker_factory, capsys):
     broker = broker_factory("orders")
     assert main(["produce", "--broker", broker.remoting_addr, "--workload", "orders", "--count", "60"]) == 0

@@ -36,20 +36,6 @@ def write_table(path: Path, batches: int, rows_per_batch: int = 4, partition_by:
         w.commit([w.write(iter([batch]))], b)
 
 
-@pytest.fixture(autouse=True)
-def _restore_logging():
-    """main() configures the root logger on pytest's captured stderr; undo that after each test."""
-    import logging
-
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for h in list(root.handlers):
-        if h not in handlers:
-            root.removeHandler(h)
-    root.setLevel(level)
-
-
 @pytest.fixture
 def tables_root(tmp_path) -> Path:
     root = tmp_path / "work" / "tables"
