@@ -43,7 +43,7 @@ import pyarrow as pa
 
 from bench.common import report
 from connector.arrow_decode import ARROW_SCHEMA, CommitLogArrowDecoder
-from connector.ha_fetch import HARangeFetcher
+from connector.ha_fetch import HARangeFetcher, prefetch_chunks
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_ZLIB_TYPE,
@@ -222,8 +222,8 @@ def fetch_and_decode(addr: str, start: int, end: int, file_size: int, decompress
     began = time.perf_counter()
     rows = 0
     decoder = CommitLogArrowDecoder(start, end, file_size, broker="broker-a", decompress_body=decompress)
-    with HARangeFetcher(addr, start, end, broker="broker-a", copy_chunks=False) as fetcher:
-        for offset, data in fetcher:
+    with HARangeFetcher(addr, start, end, broker="broker-a") as fetcher:
+        for offset, data in prefetch_chunks(fetcher):  # as connector.source.read_partition reads
             for batch in decoder.feed(offset, data):
                 rows += batch.num_rows
     for batch in decoder.finish():

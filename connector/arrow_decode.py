@@ -59,12 +59,24 @@ from connector.protocol.commitlog import (
 from connector.protocol.errors import CommitLogFormatError
 from connector.topic_filter import TopicFilter
 
-try:  # optional accelerator: inflates zlib bodies 3-6x faster than the standard library
+try:  # optional accelerator of the NumPy path: inflates zlib bodies 3-6x faster than the standard library
     from zlib_ng import zlib_ng as _fast_zlib
 except ImportError:  # pragma: no cover - depends on the environment
     _fast_zlib = None
 
 log = logging.getLogger(__name__)
+
+try:  # the native kernel (connector/_decode_kernel.c, built at install): record walk, body gather + inflate
+    from connector import _decode_kernel as _native
+except ImportError:  # pragma: no cover - depends on the build
+    _native = None
+    log.warning("connector._decode_kernel is not built (no C compiler or zlib headers at install time): "
+                "decoding CommitLog bytes with the slower NumPy path")
+
+
+def native_kernel_available() -> bool:
+    """True when the native decode kernel is in use (else the NumPy path, same results)."""
+    return _native is not None
 
 DEFAULT_MAX_RECORDS_PER_BATCH = 10000
 DEFAULT_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
@@ -162,6 +174,11 @@ def _slices(buf: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.Binar
     n = len(starts)
     if n == 0:
         return pa.array([], type=pa.binary())
+    if _native is not None and int(lengths.sum()) < 2 ** 31 - 1:  # one memcpy per value, no take
+        end, offsets, values, _ = _native.gather_bodies(buf, np.ascontiguousarray(starts, dtype=np.int64),
+                                                        np.ascontiguousarray(lengths, dtype=np.int64),
+                                                        np.zeros(n, dtype=np.int32), 0, False, 0)
+        return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(values)])
     large = buf.size >= 2 ** 31 - 1
     offsets = np.empty(2 * n + 1, dtype=np.int64 if large else np.int32)
     offsets[0] = 0
@@ -456,6 +473,8 @@ def _properties(buf: pa.Buffer, u8: np.ndarray, props_pos: np.ndarray, props_len
     ASCII, so byte positions give the same segments as characters. When some name or value is not
     valid UTF-8, the record-by-record parser (which replaces bad bytes with U+FFFD) is used instead.
     """
+    if _native is not None:
+        return _properties_native(buf, u8, props_pos, props_len)
     n = len(props_pos)
     packed = _slices(buf, props_pos, props_len)
     total = int(props_len.sum()) if n else 0
@@ -516,6 +535,29 @@ def _properties(buf: pa.Buffer, u8: np.ndarray, props_pos: np.ndarray, props_len
     return (properties, *special)
 
 
+_SPECIAL_NAMES = tuple(key.encode() for key in _SPECIAL_KEYS)
+
+
+def _properties_native(buf: pa.Buffer, u8: np.ndarray, props_pos: np.ndarray, props_len: np.ndarray
+                       ) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
+    """:func:`_properties` through the native kernel: one pass over the properties bytes splits them,
+    drops earlier duplicates and finds TAGS / KEYS / UNIQ_KEY (same rules, same results)."""
+    n = len(props_pos)
+    map_offsets, name_offsets, names, value_offsets, values, hits = _native.split_properties(
+        buf, np.ascontiguousarray(props_pos, dtype=np.int64), np.ascontiguousarray(props_len, dtype=np.int64),
+        _SPECIAL_NAMES)
+    m = len(name_offsets) // 4 - 1
+    names = _as_string(pa.Array.from_buffers(pa.binary(), m, [None, pa.py_buffer(name_offsets), pa.py_buffer(names)]))
+    values = _as_string(pa.Array.from_buffers(pa.binary(), m, [None, pa.py_buffer(value_offsets),
+                                                                pa.py_buffer(values)]))
+    if names is None or values is None:
+        return _properties_scalar(memoryview(u8), props_pos, props_len)
+    properties = pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(map_offsets)]),
+                                         names, values)
+    index = np.frombuffer(hits, dtype=np.int64).reshape(len(_SPECIAL_NAMES), n)
+    return (properties, *(values.take(pa.array(row, mask=row < 0)) for row in index))
+
+
 def _name_heads(data: np.ndarray, seg_start: np.ndarray, name_len: np.ndarray) -> np.ndarray:
     """The first 8 bytes of every property name as a big-endian uint64, bytes past the name zeroed.
 
@@ -558,6 +600,9 @@ def _bodies(buf: pa.Buffer, loc: _Located, decompress: bool, max_body_bytes: int
     :data:`BODY_BYTES_PER_ARROW_ARRAY`: the stored batch is already bounded)."""
     n = len(loc.s)
     body_pos, body_len = loc.body_pos, loc.body_len
+    if _native is not None:
+        yield from _bodies_native(buf, loc, decompress, max_body_bytes, mapped_file_size)
+        return
     compressed = np.flatnonzero((loc.sys_flag & COMPRESSED_FLAG) != 0) if decompress else np.zeros(0, np.int64)
     if not len(compressed):
         cum = np.cumsum(body_len)
@@ -599,6 +644,33 @@ def _bodies(buf: pa.Buffer, loc: _Located, decompress: bool, max_body_bytes: int
         size += len(value)
         row = c + 1
     yield first, n, _merge_bodies(buf, body_pos, body_len, first, n, inflated)
+
+
+def _bodies_native(buf: pa.Buffer, loc: _Located, decompress: bool, max_body_bytes: int, mapped_file_size: int
+                   ) -> Iterator[tuple[int, int, pa.Array]]:
+    """:func:`_bodies` through the native kernel: each group's bodies are copied, or inflated, straight
+    into the group's one values buffer (no per-body Python object); the group cut is the same rule
+    applied to every row, stored or inflated."""
+    n = len(loc.s)
+    if n == 0:
+        yield 0, 0, pa.array([], type=pa.binary())
+        return
+    pos = np.ascontiguousarray(loc.body_pos, dtype=np.int64)
+    length = np.ascontiguousarray(loc.body_len, dtype=np.int64)
+    flags = np.ascontiguousarray(loc.sys_flag, dtype=np.int32)
+    first = 0
+    while first < n:
+        end, offsets, values, bad = _native.gather_bodies(buf, pos, length, flags, first, decompress, max_body_bytes)
+        if end > first:
+            yield first, end, pa.Array.from_buffers(pa.binary(), end - first,
+                                                    [None, pa.py_buffer(offsets), pa.py_buffer(values)])
+        if bad >= 0:  # the reference path raises the error naming offset, file and what is wrong
+            off = int(loc.offsets[bad])
+            a = int(pos[bad])
+            decompress_body(memoryview(buf)[a:a + int(length[bad])], int(flags[bad]), offset=off,
+                            file=file_name(off - off % mapped_file_size))
+            raise _fail("body does not inflate", off, "BODY", mapped_file_size)  # pragma: no cover - zlib agrees
+        first = end
 
 
 _ZLIB_TYPES = (0, COMPRESSION_ZLIB_TYPE)  # type bits 0 (before 4.9.4) and 0x300 mean ZLIB (spec §1.4)
@@ -896,6 +968,8 @@ def chain_record_starts(region: bytes | bytearray | memoryview) -> tuple[np.ndar
     ``(starts, totals, false_candidates)``: int64 positions in ``region``, their TOTALSIZE (bytes), and
     how many candidates were bytes inside bodies that happen to equal the magic.
     """
+    if _native is not None:
+        return _chain_native(region)
     u8 = np.frombuffer(region, dtype=np.uint8)
     size = len(u8)
     hits = np.flatnonzero(u8[4:size - 3] == _MAGIC_BYTES[0]) if size >= 8 else np.zeros(0, dtype=np.int64)
@@ -929,6 +1003,18 @@ def chain_record_starts(region: bytes | bytearray | memoryview) -> tuple[np.ndar
         cut = int(np.argmin(ok))
         starts, totals = starts[:cut], totals[:cut]
     return starts, totals, false_hits
+
+
+def _chain_native(region: bytes | bytearray | memoryview) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`chain_record_starts` through the native kernel (a C loop over TOTALSIZE; no candidates)."""
+    size = len(region)
+    if size < 8 or _HEAD8.unpack_from(region, 0)[1] != MESSAGE_MAGIC_CODE:
+        raise ValueError("region does not start with a MESSAGE record")
+    capacity = size // MIN_RECORD_SIZE_BYTES + 1
+    starts = np.empty(capacity, dtype=np.int64)
+    totals = np.empty(capacity, dtype=np.int64)
+    count, _ = _native.walk_records(region, starts, totals)
+    return starts[:count], totals[:count], 0
 
 
 def decode_commitlog_range(chunks: Iterable[tuple[int, bytes]], start: int, end: int, mapped_file_size: int, *,

@@ -34,6 +34,7 @@ offset) and the bytes in between are gone.
 from __future__ import annotations
 
 import logging
+import queue
 import socket
 import threading
 import time
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 
 RECV_BUFFER_BYTES = 1024 * 1024  # one recv_into; frames are parsed in place, bodies copied once
 RETRY_BACKOFF_MS = 200
+PREFETCH_DEPTH = 4  # received chunks (each at most one receive buffer) waiting for the consumer
+PREFETCH_POLL_S = 0.2
 
 
 _ZERO_BYTE = memoryview(b"\x00")
@@ -111,6 +114,7 @@ class HARangeFetcher:
         self._sock: socket.socket | None = None
         self._stop_keepalive: threading.Event | None = None
         self._report_lock = threading.Lock()
+        self._cancelled = False
 
     def __enter__(self) -> HARangeFetcher:
         return self
@@ -131,21 +135,37 @@ class HARangeFetcher:
         if self._stop_keepalive is not None:
             self._stop_keepalive.set()
             self._stop_keepalive = None
-        if self._sock is not None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
             try:
-                self._sock.close()
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a recv blocked in another thread (close alone does not)
+            except OSError:
+                pass
             finally:
-                self._sock = None
+                sock.close()
+
+    @property
+    def cancelled(self) -> bool:
+        """True once :meth:`cancel` was called."""
+        return self._cancelled
+
+    def cancel(self) -> None:
+        """Stop the fetch from any thread: close the connection and never reconnect. The iteration then
+        ends without an error (a consumer that cancels does not want the rest)."""
+        self._cancelled = True
+        self.close()
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
         failures = 0
         try:
-            while self.delivered < self.end:
+            while self.delivered < self.end and not self._cancelled:
                 before = self.delivered
                 try:
                     yield from self._session()
                 except (OSError, _Stall) as exc:  # connection trouble: reconnect, bounded
                     self.close()
+                    if self._cancelled:
+                        return
                     failures = 0 if self.delivered > before else failures + 1
                     if failures > self.fetch_retries:
                         raise HAFetchError(f"{self._where()}: gave up at offset {self.delivered} after "
@@ -301,3 +321,65 @@ class HARangeFetcher:
 class _Stall(Exception):
     """Internal: the connection is alive but not delivering; retried like a connection error."""
 
+
+
+class _Failure:
+    """An exception raised on the prefetch thread, handed to the consumer."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+
+_END = object()
+
+
+def prefetch_chunks(fetcher: HARangeFetcher, depth: int = PREFETCH_DEPTH) -> Iterator[tuple[int, bytes]]:
+    """Iterate ``fetcher`` on a background thread, ``depth`` chunks ahead of the consumer.
+
+    Receiving (``recv_into``, frame parsing, the copy out of the receive buffer) then overlaps with
+    whatever the consumer does with the previous chunks (decoding, in the executor), on another core
+    when there is one. The fetcher must yield owned bytes (``copy_chunks=True``). Memory: at most
+    ``depth`` chunks of at most one receive buffer each (1 MiB, or one larger frame) plus the
+    fetcher's own buffer.
+
+    Yields exactly what the fetcher yields, in order; an exception of the fetcher (HAFetchError,
+    DataLossError, HAProtocolError...) is raised here, in the consumer. Closing the generator early
+    cancels the fetcher (the connection is shut down, no reconnect) and joins the thread.
+    """
+    if not fetcher.copy_chunks:
+        raise ValueError("prefetch_chunks needs a fetcher with copy_chunks=True (its chunks outlive the next recv)")
+    handoff: queue.Queue = queue.Queue(maxsize=depth)
+
+    def put(item) -> bool:
+        while not fetcher.cancelled:
+            try:
+                handoff.put(item, timeout=PREFETCH_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run() -> None:
+        try:
+            for item in fetcher:
+                if not put(item):
+                    return
+            put(_END)
+        except BaseException as exc:  # noqa: BLE001 - every failure goes to the consumer
+            put(_Failure(exc))
+
+    thread = threading.Thread(target=run, name=f"ha-prefetch-{fetcher.broker}", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = handoff.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failure):
+                raise item.exc
+            yield item
+    finally:
+        fetcher.cancel()
+        thread.join(timeout=max(fetcher.read_timeout_ms / 1000, 1.0) + 5)

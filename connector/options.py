@@ -55,6 +55,8 @@ haSendHeartbeatInterval    5000          ms between keep-alive reports on an HA 
 arrowMaxRecordsPerBatch    10000         rows per pyarrow.RecordBatch a task yields.
 arrowMaxBytesPerBatch      8388608       stored CommitLog bytes per RecordBatch (soft: one record);
                                          also the cap on inflated body bytes per RecordBatch.
+fetchPrefetchChunks        4             received chunks (<= 1 MiB each) a task's receive thread
+                                         holds ahead of decoding; 0 receives on the task's thread.
 =========================  ============  ==========================================================
 
 Errors: :class:`HAReplicaOptionError` (a ``ValueError``) naming the option and the bad value.
@@ -86,12 +88,14 @@ DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS = 5000  # haSendHeartbeatInterval
 HA_HOUSEKEEPING_INTERVAL_MS = 20000  # the master closes a connection silent for this long
 DEFAULT_ARROW_MAX_RECORDS_PER_BATCH = 10000  # spark.sql.execution.arrow.maxRecordsPerBatch
 DEFAULT_ARROW_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
+DEFAULT_FETCH_PREFETCH_CHUNKS = 4  # connector.ha_fetch.PREFETCH_DEPTH
 
 _BROKER_NAME = re.compile(r"^[A-Za-z0-9_.%-]+$")
 _KNOWN = {name.lower(): name for name in (
     "brokers", "slaves", "readFrom", "minReplicas", "startingOffsets", "maxBytesPerTrigger", "failOnDataLoss",
     "topics", "topicPattern", "includeSystemTopics", "decompressBody", "connectTimeoutMs", "readTimeoutMs",
-    "fetchRetries", "haSendHeartbeatInterval", "arrowMaxRecordsPerBatch", "arrowMaxBytesPerBatch")}
+    "fetchRetries", "haSendHeartbeatInterval", "arrowMaxRecordsPerBatch", "arrowMaxBytesPerBatch",
+    "fetchPrefetchChunks")}
 READ_FROM_MASTER = "master"
 READ_FROM_SLAVE = "slave"
 
@@ -143,6 +147,7 @@ class FetchSettings:
     max_records_per_batch: int = DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
     max_bytes_per_batch: int = DEFAULT_ARROW_MAX_BYTES_PER_BATCH
     topic_filter: TopicFilter = field(default_factory=TopicFilter)
+    prefetch_chunks: int = DEFAULT_FETCH_PREFETCH_CHUNKS
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +223,7 @@ class SourceOptions:
             max_records_per_batch=_positive_int(opts, "arrowMaxRecordsPerBatch", DEFAULT_ARROW_MAX_RECORDS_PER_BATCH),
             max_bytes_per_batch=_positive_int(opts, "arrowMaxBytesPerBatch", DEFAULT_ARROW_MAX_BYTES_PER_BATCH),
             topic_filter=parse_topic_filter(opts),
+            prefetch_chunks=_int(opts, "fetchPrefetchChunks", DEFAULT_FETCH_PREFETCH_CHUNKS, minimum=0),
         )
         if fetch.heartbeat_interval_ms >= HA_HOUSEKEEPING_INTERVAL_MS:
             raise HAReplicaOptionError(

@@ -45,7 +45,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from connector.admin import BrokerAdminClient, BrokerAdminError
 from connector.arrow_decode import CommitLogArrowDecoder, spark_schema
-from connector.ha_fetch import HARangeFetcher
+from connector.ha_fetch import HARangeFetcher, prefetch_chunks
 from connector.options import (
     EARLIEST_OFFSET_SENTINEL,
     LATEST_OFFSET_SENTINEL,
@@ -407,7 +407,9 @@ def ack_window_ms(config: dict[str, str]) -> int:
 def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
     """Fetch ``[partition.start, partition.end)`` over the HA port and decode it into RecordBatches.
 
-    Memory stays bounded by one batch plus one receive buffer whatever the partition size. Records
+    Bytes are received on a background thread (:func:`connector.ha_fetch.prefetch_chunks`) while the
+    previous ones are decoded, unless ``fetchPrefetchChunks`` is 0. Memory stays bounded by one batch
+    plus ``fetchPrefetchChunks`` + 2 receive buffers (1 MiB each) whatever the partition size. Records
     whose topic the query's filter drops are skipped before their columns are built. Raises
     DataLossError, HAFetchError, HAProtocolError or CommitLogFormatError (each naming offsets).
     """
@@ -422,9 +424,10 @@ def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatc
         connect_timeout_ms=fetch.connect_timeout_ms, read_timeout_ms=fetch.read_timeout_ms,
         fetch_retries=fetch.fetch_retries, heartbeat_interval_ms=fetch.heartbeat_interval_ms,
         offsets_probe=admin.commit_log_offsets, fail_on_data_loss=fetch.fail_on_data_loss,
-        server_is_slave=partition.server_role == "slave", copy_chunks=False)
+        server_is_slave=partition.server_role == "slave", copy_chunks=fetch.prefetch_chunks > 0)
+    chunks = prefetch_chunks(fetcher, fetch.prefetch_chunks) if fetch.prefetch_chunks else fetcher
     try:
-        for offset, data in fetcher:
+        for offset, data in chunks:
             if offset != decoder.stream_offset:
                 yield from decoder.jump(offset, "lost on the broker")
             if data:

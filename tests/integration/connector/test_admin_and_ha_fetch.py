@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import threading
+
 import pytest
 
 from connector.admin import BrokerAdminClient, BrokerAdminError
 from connector.arrow_decode import decode_commitlog_range
-from connector.ha_fetch import HARangeFetcher
+from connector.ha_fetch import HARangeFetcher, prefetch_chunks
 from connector.protocol.errors import DataLossError
 from tests.integration.connector.conftest import FIXTURE_MAX_OFFSET, MAPPED_FILE_SIZE, start_fixture_master
+from tests.support.brokers import runtime_info, wait_for
 
 
 def test_admin_reads_offsets_and_config_of_the_stub(fixture_master):
@@ -88,3 +92,40 @@ def test_fetching_deleted_bytes_without_fail_on_data_loss_skips_to_the_min_offse
     assert fetcher.lost_ranges == [(0, MAPPED_FILE_SIZE)]
     assert chunks[0] == (MAPPED_FILE_SIZE, b"")
     assert b"".join(c for _, c in chunks) == fixture_commitlog[MAPPED_FILE_SIZE:end]
+
+
+# --- receive-ahead thread (connector.source reads through it) ---------------------------------------------
+def test_prefetched_chunks_are_the_fetchers_chunks(fixture_master, fixture_commitlog):
+    start, end = 554616, FIXTURE_MAX_OFFSET
+    with HARangeFetcher(fixture_master.ha_addr, start, end) as fetcher:
+        chunks = list(prefetch_chunks(fetcher, depth=2))
+    assert chunks[0][0] == start
+    assert all(a[0] + len(a[1]) == b[0] for a, b in zip(chunks, chunks[1:], strict=False))
+    assert b"".join(c for _, c in chunks) == fixture_commitlog[start:end]
+    assert not [t for t in threading.enumerate() if t.name.startswith("ha-prefetch")]
+
+
+def test_prefetch_needs_owned_chunks(fixture_master):
+    with pytest.raises(ValueError, match="copy_chunks=True"):
+        next(prefetch_chunks(HARangeFetcher(fixture_master.ha_addr, 0, 10, copy_chunks=False)))
+
+
+def test_prefetch_raises_the_fetchers_error_in_the_consumer(lossy_master):
+    with BrokerAdminClient(lossy_master.remoting_addr, 5000) as admin:
+        fetcher = HARangeFetcher(lossy_master.ha_addr, 554616, MAPPED_FILE_SIZE + 5000, broker="broker-a",
+                                 offsets_probe=admin.commit_log_offsets)
+        with pytest.raises(DataLossError, match=r"no longer holds CommitLog bytes \[554616, 1048576\)"):
+            list(prefetch_chunks(fetcher))
+
+
+def test_closing_the_consumer_early_cancels_the_fetch_and_its_connection(fixture_master):
+    fetcher = HARangeFetcher(fixture_master.ha_addr, 0, FIXTURE_MAX_OFFSET)
+    chunks = prefetch_chunks(fetcher, depth=1)
+    first = next(chunks)
+    assert first[0] == 0
+    wait_for(lambda: json.loads(runtime_info(fixture_master.remoting_addr)["haConnections"]), "the fetch's connection")
+    chunks.close()  # Spark stops reading a partition (task killed, limit reached)
+    assert fetcher.cancelled and fetcher.delivered < FIXTURE_MAX_OFFSET
+    assert not [t for t in threading.enumerate() if t.name.startswith("ha-prefetch")]
+    wait_for(lambda: json.loads(runtime_info(fixture_master.remoting_addr)["haConnections"]) == [],
+             "the master to drop the cancelled connection")

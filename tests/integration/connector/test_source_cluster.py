@@ -191,8 +191,9 @@ def test_readers_never_acknowledge_past_their_range_start(hareplica_spark, broke
     produce(master, 150)
     end = max_offset(master.remoting_addr)
     # one executor task, driven by hand: keep its HA connection open and look at it from the master
+    # (no receive-ahead thread, so the fetch waits for the consumer with its connection open)
     options = SourceOptions.from_options({"brokers": brokers_option(master), "haSendHeartbeatInterval": "50",
-                                          "arrowMaxRecordsPerBatch": "5"})
+                                          "arrowMaxRecordsPerBatch": "5", "fetchPrefetchChunks": "0"})
     reader = HAReplicaStreamReader(options)
     part = reader.partitions({"broker-a": FILE}, {"broker-a": 2 * FILE})[0]
     batches = read_partition(part)

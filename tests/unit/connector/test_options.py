@@ -117,10 +117,18 @@ def test_bad_positive_integers(name, value, fragment):
     assert str(err.value) == f"option {name}={value!r}: {fragment}"
 
 
-def test_fetch_retries_may_be_zero_but_not_negative():
-    assert parse(fetchRetries="0").fetch.fetch_retries == 0
-    with pytest.raises(HAReplicaOptionError, match=r"option fetchRetries='-1': must be >= 0"):
-        parse(fetchRetries="-1")
+@pytest.mark.parametrize("name, attr", [("fetchRetries", "fetch_retries"), ("fetchPrefetchChunks", "prefetch_chunks")])
+def test_non_negative_integers_may_be_zero_but_not_negative(name, attr):
+    assert getattr(parse(**{name: "0"}).fetch, attr) == 0
+    assert getattr(parse(**{name: "7"}).fetch, attr) == 7
+    with pytest.raises(HAReplicaOptionError, match=rf"option {name}='-1': must be >= 0"):
+        parse(**{name: "-1"})
+    with pytest.raises(HAReplicaOptionError, match=rf"option {name}='two': must be an integer"):
+        parse(**{name: "two"})
+
+
+def test_prefetch_defaults_to_four_chunks():
+    assert parse().fetch.prefetch_chunks == 4
 
 
 def test_heartbeat_interval_must_stay_below_master_housekeeping():
