@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint bench clean-venv check-java
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py connector/_decode_kernel.c
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hareplica needs Python >= 3.11")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip

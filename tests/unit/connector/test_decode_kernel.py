@@ -1,0 +1,102 @@
+"""The native decode kernel itself: how it was built, its inflaters, its argument checks."""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+from connector import _decode_kernel as kernel
+
+# decode the fixture CommitLog and print a digest of every column (run in a fresh process, so the
+# kernel's import-time choice of inflater follows the environment)
+_DIGEST = r"""
+import hashlib, sys
+from pathlib import Path
+import pyarrow as pa
+from connector import _decode_kernel
+from connector.arrow_decode import decode_commitlog_range
+files = sorted(Path(sys.argv[1]).iterdir())
+data = b"".join(f.read_bytes() for f in files)
+end = int(sys.argv[2])
+table = pa.Table.from_batches(list(decode_commitlog_range([(0, data[:end])], 0, end, 1048576, broker="b")))
+sink = pa.BufferOutputStream()
+with pa.ipc.new_stream(sink, table.schema) as w:
+    w.write_table(table)
+print(_decode_kernel.INFLATER, table.num_rows, hashlib.sha256(sink.getvalue()).hexdigest())
+"""
+MAX_OFFSET = 3402931
+
+
+def _digest(fixture_dir, **env) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", _DIGEST, str(fixture_dir / "commitlog"), str(MAX_OFFSET)],
+                         capture_output=True, text=True, timeout=120, check=True, env={**os.environ, **env})
+    return out.stdout.split()
+
+
+def test_libdeflate_is_used_where_the_system_has_it():
+    expected = "libdeflate" if ctypes.util.find_library("deflate") else "zlib"
+    assert kernel.INFLATER == expected
+
+
+def test_zlib_and_libdeflate_inflate_the_fixture_to_the_same_columns(fixture_dir):
+    default = _digest(fixture_dir)
+    fallback = _digest(fixture_dir, HAREPLICA_NO_LIBDEFLATE="1")
+    assert fallback[0] == "zlib" and int(fallback[1]) > 0
+    assert default[1:] == fallback[1:]
+
+
+def _gather(bodies: list[bytes], flags: list[int], first=0, decompress=True, max_bytes=0):
+    data = b"".join(bodies)
+    pos = np.cumsum([0] + [len(b) for b in bodies[:-1]]).astype(np.int64)
+    return kernel.gather_bodies(data, pos, np.array([len(b) for b in bodies], np.int64),
+                                np.array(flags, np.int32), first, decompress, max_bytes)
+
+
+def test_gather_cuts_groups_at_max_bytes_but_takes_at_least_one_row():
+    big = zlib.compress(b"x" * 100_000)
+    end, offsets, values, bad = _gather([b"ab", big, b"cd"], [0, 0x301, 0], max_bytes=50_000)
+    assert (end, bad, bytes(values)) == (1, -1, b"ab")
+    end, offsets, values, bad = _gather([b"ab", big, b"cd"], [0, 0x301, 0], first=1, max_bytes=50_000)
+    assert (end, bad, len(values)) == (2, -1, 100_000)  # alone in its group although past max_bytes
+    assert np.frombuffer(offsets, np.int32).tolist() == [0, 100_000]
+    end, offsets, values, bad = _gather([b"ab", big, b"cd"], [0, 0x301, 0])
+    assert (end, bad, bytes(values)) == (3, -1, b"ab" + b"x" * 100_000 + b"cd")
+
+
+def test_gather_reports_the_first_bad_row_and_keeps_the_rows_before():
+    end, offsets, values, bad = _gather([b"ab", zlib.compress(b"ok"), b"\x78\x9cbroken", b"cd"], [0, 1, 1, 0])
+    assert (end, bad, bytes(values)) == (2, 2, b"abok")
+    assert _gather([b"ab", zlib.compress(b"ok")], [0, 0x201])[3] == 1  # ZSTD type bits: not inflated here
+    assert bytes(_gather([zlib.compress(b"ok")], [1], decompress=False)[2]) == zlib.compress(b"ok")
+
+
+def test_arguments_that_do_not_fit_are_value_errors():
+    with pytest.raises(ValueError, match="lies outside"):
+        kernel.gather_bodies(b"abc", np.array([2], np.int64), np.array([5], np.int64), np.zeros(1, np.int32), 0, 0, 0)
+    with pytest.raises(ValueError, match="one item per row"):
+        kernel.gather_bodies(b"abc", np.array([0, 1], np.int64), np.array([1], np.int64), np.zeros(1, np.int32), 0, 0,
+                             0)
+    with pytest.raises(ValueError, match="whole number of 8-byte items"):
+        kernel.walk_records(b"abc", bytearray(12), bytearray(16))
+    with pytest.raises(ValueError, match="lie outside"):
+        kernel.split_properties(b"a\x01b", np.array([1], np.int64), np.array([3], np.int64), ())
+    with pytest.raises(TypeError, match="must be bytes"):
+        kernel.split_properties(b"a\x01b", np.array([0], np.int64), np.array([3], np.int64), ("TAGS",))
+
+
+def test_split_properties_keeps_the_last_of_duplicate_names_and_finds_special_names():
+    props = b"A\x01one\x02TAGS\x01t\x02A\x01two\x02\x01x\x02y\x01\x02KEYS\x01k1 k2\x02"
+    moff, noff, names, voff, values, hits = kernel.split_properties(
+        props, np.array([0], np.int64), np.array([len(props)], np.int64), (b"TAGS", b"KEYS", b"UNIQ_KEY"))
+    cut = np.frombuffer(noff, np.int32).tolist()
+    vcut = np.frombuffer(voff, np.int32).tolist()
+    got = [(bytes(names[a:b]), bytes(values[c:d])) for a, b, c, d in zip(cut, cut[1:], vcut, vcut[1:], strict=False)]
+    assert got == [(b"TAGS", b"t"), (b"A", b"two"), (b"KEYS", b"k1 k2")]
+    assert np.frombuffer(moff, np.int32).tolist() == [0, 3]
+    assert np.frombuffer(hits, np.int64).tolist() == [0, 2, -1]
