@@ -363,6 +363,10 @@ static PyObject *split_properties(PyObject *self, PyObject *args)
         }
         total += (Py_ssize_t)len[r];
     }
+    if (total > ARROW_INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "properties of more than 2^31-1 bytes in one call (int32 Arrow offsets)");
+        goto done;
+    }
     /* a kept entry takes at least 4 bytes (name, 0x01, value, 0x02) except the last of a record */
     Py_ssize_t max_entries = total / 3 + 1;
     map_off = PyByteArray_FromStringAndSize(NULL, (n + 1) * 4);

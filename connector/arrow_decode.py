@@ -473,7 +473,7 @@ def _properties(buf: pa.Buffer, u8: np.ndarray, props_pos: np.ndarray, props_len
     ASCII, so byte positions give the same segments as characters. When some name or value is not
     valid UTF-8, the record-by-record parser (which replaces bad bytes with U+FFFD) is used instead.
     """
-    if _native is not None:
+    if _native is not None and int(props_len.sum()) < 2 ** 31 - 1:  # int32 Arrow offsets
         return _properties_native(buf, u8, props_pos, props_len)
     n = len(props_pos)
     packed = _slices(buf, props_pos, props_len)
