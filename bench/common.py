@@ -45,3 +45,62 @@ def report(name: str, results: dict, rows: list[tuple[str, object, str]], *, not
                "machine": machine(), "results": results}
     path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     return path
+
+
+def arrow_file_source():
+    """``format("arrowfiles")``: a Python streaming source replaying Arrow IPC files, ``filesPerBatch`` per batch.
+
+    The ceiling of what Spark's Python data source path can carry (no network, no decoding): option
+    ``paths`` (comma-separated IPC files, one InputPartition each, in order) and ``filesPerBatch``
+    (micro-batch size in files; with one file per mapped file and ``maxBytesPerTrigger`` = two mapped
+    files this plans the same partitions and micro-batches as ``hareplica``). Supports Trigger.AvailableNow.
+    Defined in a function so cloudpickle ships the classes by value (``bench`` is not installed).
+    """
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+    from connector.arrow_decode import spark_schema
+
+    class ArrowFilePartition(InputPartition):
+        def __init__(self, path: str):
+            self.path = path
+
+    class ArrowFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        def __init__(self, paths: list[str], files_per_batch: int):
+            self.paths = paths
+            self.files_per_batch = files_per_batch
+
+        def initialOffset(self):
+            return {"file": 0}
+
+        def latestOffset(self, start, limit):
+            return {"file": min(len(self.paths), start["file"] + self.files_per_batch)}
+
+        def prepareForTriggerAvailableNow(self):
+            pass
+
+        def partitions(self, start, end):
+            return [ArrowFilePartition(p) for p in self.paths[start["file"]:end["file"]]]
+
+        def read(self, partition):
+            with pa.memory_map(partition.path) as source:
+                reader = pa.ipc.open_file(source)
+                for i in range(reader.num_record_batches):
+                    yield reader.get_batch(i)
+
+        def commit(self, end):
+            pass
+
+    class ArrowFileDataSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "arrowfiles"
+
+        def schema(self):
+            return spark_schema()
+
+        def streamReader(self, schema):
+            return ArrowFileStreamReader(self.options["paths"].split(","), int(self.options.get("filesPerBatch", 2)))
+
+    return ArrowFileDataSource

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from bench.common import report
+from bench.common import arrow_file_source, report
 from connector.arrow_decode import ARROW_SCHEMA, CommitLogArrowDecoder
 from connector.ha_fetch import HARangeFetcher, prefetch_chunks
 from connector.protocol.commitlog import (
@@ -287,52 +287,6 @@ def worker_peak_rss(addr: str, start: int, end: int, file_size: int) -> tuple[fl
 
 
 # --- (b) Spark: hareplica vs an in-memory Arrow source -----------------------------------------------
-def arrow_baseline_source():
-    """A Python streaming source yielding pre-decoded RecordBatches from Arrow IPC files, one per partition."""
-    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-
-    from connector.arrow_decode import spark_schema
-
-    class ArrowFilePartition(InputPartition):
-        def __init__(self, path: str):
-            self.path = path
-
-    class ArrowBenchStreamReader(DataSourceStreamReader):
-        def __init__(self, paths: list[str]):
-            self.paths = paths
-
-        def initialOffset(self):
-            return {"batch": 0}
-
-        def latestOffset(self):
-            return {"batch": 1}
-
-        def partitions(self, start, end):
-            return [ArrowFilePartition(p) for p in self.paths] if start["batch"] < end["batch"] else []
-
-        def read(self, partition):
-            with pa.memory_map(partition.path) as source:
-                reader = pa.ipc.open_file(source)
-                for i in range(reader.num_record_batches):
-                    yield reader.get_batch(i)
-
-        def commit(self, end):
-            pass
-
-    class ArrowBenchDataSource(DataSource):
-        @classmethod
-        def name(cls):
-            return "arrowbench"
-
-        def schema(self):
-            return spark_schema()
-
-        def streamReader(self, schema):
-            return ArrowBenchStreamReader(self.options["paths"].split(","))
-
-    return ArrowBenchDataSource
-
-
 def timed_noop_query(spark, reader, checkpoint: Path) -> float:
     """Seconds for a Trigger.AvailableNow query from ``reader`` into the noop sink."""
     began = time.perf_counter()
@@ -353,7 +307,7 @@ def spark_comparison(spark, work: Path, directory: Path, end: int, file_size: in
     from streaming_apps.spark_session import register_data_sources
 
     register_data_sources(spark)
-    spark.dataSource.register(arrow_baseline_source())
+    spark.dataSource.register(arrow_file_source())
     ipc_paths = []
     rows = 0
     for file_start in range(0, end, file_size):
@@ -375,7 +329,8 @@ def spark_comparison(spark, work: Path, directory: Path, end: int, file_size: in
             source_runs.append(timed_noop_query(
                 spark, spark.readStream.format("hareplica").option("brokers", brokers), work / f"cp-source-{i}"))
             baseline_runs.append(timed_noop_query(
-                spark, spark.readStream.format("arrowbench").option("paths", ",".join(ipc_paths)),
+                spark, spark.readStream.format("arrowfiles").option("paths", ",".join(ipc_paths))
+                .option("filesPerBatch", str(len(ipc_paths))),
                 work / f"cp-baseline-{i}"))
         source_s, baseline_s = min(source_runs[warm_up:]), min(baseline_runs[warm_up:])
     finally:

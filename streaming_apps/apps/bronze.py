@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from streaming_apps.apps.common import AppConfig, DeltaSink, hareplica_stream
+from streaming_apps.apps.common import LANDING_DIRECT, AppConfig, DeltaSink, hareplica_stream, trigger_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,17 @@ def bronze_frame(spark, config: AppConfig):
 
 
 def start(spark, config: AppConfig, sink: DeltaSink) -> list:
-    """Start the bronze query; returns ``[StreamingQuery]``."""
+    """Start the bronze query; returns ``[StreamingQuery]``.
+
+    ``--landing spark``: the stream goes through Spark into the sink. ``--landing direct``: the executors
+    write the Delta files as they decode (:mod:`connector.landing`), same table, files and exactly-once.
+    """
+    if config.landing == LANDING_DIRECT:
+        from connector.landing import start_direct_landing
+
+        return [start_direct_landing(spark, config.source_option_map(), path=str(config.table_path(TABLE)),
+                                     app_id=config.app_id(), checkpoint=str(config.checkpoint()),
+                                     query_name=QUERY_NAMES[0], trigger=trigger_kwargs(config.trigger),
+                                     partition_by=PARTITION_BY, target_file_size=config.target_file_size)]
     return [sink.start_stream(bronze_frame(spark, config), table=TABLE, query_name=QUERY_NAMES[0],
                               partition_by=PARTITION_BY)]

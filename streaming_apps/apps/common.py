@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 SINK_DELTALAKE = "deltalake"
 SINK_DELTA = "delta"
 SINKS = (SINK_DELTALAKE, SINK_DELTA)
+LANDING_SPARK = "spark"
+LANDING_DIRECT = "direct"
+LANDINGS = (LANDING_SPARK, LANDING_DIRECT)
 TRIGGER_AVAILABLE_NOW = "available-now"
 DEFAULT_TRIGGER = "1s"
 DEFAULT_WORKDIR = "hareplica-data"
@@ -73,6 +76,8 @@ class AppConfig:
         brokers: the source's ``brokers`` option (``name=host:haPort[/host:remotingPort],...``).
         workdir: root of tables (``tables/``), checkpoints (``checkpoints/APP``) and status (``status/APP.jsonl``).
         sink: ``deltalake`` (default, no jars) or ``delta`` (Spark's Delta Lake).
+        landing: bronze only: ``spark`` (rows go through Spark into the sink, default) or ``direct``
+            (executors write the Delta files as they decode, :mod:`connector.landing`; deltalake sink only).
         trigger: ``available-now`` (catch up, then stop) or a processing-time interval (``1s``, ``500ms``,
             ``2 minutes``; default 1s).
         starting_offsets, max_bytes_per_trigger, fail_on_data_loss: the source options of the same name.
@@ -92,6 +97,7 @@ class AppConfig:
     checkpoint_root: Path | None = None
     status_dir: Path | None = None
     sink: str = SINK_DELTALAKE
+    landing: str = LANDING_SPARK
     trigger: str = DEFAULT_TRIGGER
     starting_offsets: str = "earliest"
     max_bytes_per_trigger: int | None = None
@@ -111,6 +117,11 @@ class AppConfig:
         self.status_dir = Path(self.status_dir or self.workdir / "status").resolve()
         if self.sink not in SINKS:
             raise AppError(f"--sink {self.sink!r} must be one of {', '.join(SINKS)}")
+        if self.landing not in LANDINGS:
+            raise AppError(f"--landing {self.landing!r} must be one of {', '.join(LANDINGS)}")
+        if self.landing == LANDING_DIRECT and (self.app != "bronze" or self.sink != SINK_DELTALAKE):
+            raise AppError("--landing direct lands the raw replica with this project's Delta writer: it is for the "
+                           "bronze app with --sink deltalake")
         if self.maintenance_every < 0:
             raise AppError(f"--maintenance-every {self.maintenance_every} must be >= 0")
         trigger_kwargs(self.trigger)

@@ -57,10 +57,10 @@ def commitlog(broker) -> dict[int, object]:
     return {rec.commit_log_offset: rec for _, rec in iter_commitlog_dir(broker.commitlog_dir)}
 
 
-def _command(app: str, broker, workdir: Path) -> list[str]:
+def _command(app: str, broker, workdir: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "streaming_apps.cli", "--log-level", "WARNING", "run", app,
             "--brokers", f"broker-a={broker.ha_addr}", "--workdir", str(workdir), "--trigger", "available-now",
-            "--max-bytes-per-trigger", str(MAPPED_FILE_SIZE), "--maintenance-every", "0"]
+            "--max-bytes-per-trigger", str(MAPPED_FILE_SIZE), "--maintenance-every", "0", *extra]
 
 
 def _session_pids(sid: int) -> list[int]:
@@ -101,15 +101,15 @@ def _tail(path: Path, n: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else "(no log)"
 
 
-def run_until_fault(app: str, broker, workdir: Path, fault: str) -> dict:
+def run_until_fault(app: str, broker, workdir: Path, fault: str, *extra: str) -> dict:
     """Start the app with the fault armed, wait for the marker, SIGKILL the whole session; the marker JSON."""
     marker = workdir / "fault-marker.json"
     log_path = workdir / f"{app}-crash.log"
     env = {**os.environ, FAULT_INJECTION_ENV: fault, FAULT_MARKER_ENV: str(marker), FAULT_PAUSE_ENV: "600"}
     workdir.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(_command(app, broker, workdir), env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(_command(app, broker, workdir, *extra), env=env, stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + MARKER_TIMEOUT_S
         while not marker.exists():
@@ -121,13 +121,13 @@ def run_until_fault(app: str, broker, workdir: Path, fault: str) -> dict:
     return json.loads(marker.read_text())
 
 
-def run_to_completion(app: str, broker, workdir: Path) -> None:
+def run_to_completion(app: str, broker, workdir: Path, *extra: str) -> None:
     """Restart the app from its checkpoint without a fault; it must catch up and exit 0."""
     log_path = workdir / f"{app}-restart.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("HAREPLICA_DELTA_FAULT")}
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(_command(app, broker, workdir), env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(_command(app, broker, workdir, *extra), env=env, stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         code = proc.wait(timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -158,13 +158,16 @@ def assert_bronze_exactly_once(table: Path, commitlog: dict) -> None:
     assert parquet_on_disk(table) == table_files(table), "no data file left that the table does not reference"
 
 
-def test_bronze_killed_at_each_commit_point_and_restarted_lands_every_message_once(broker, commitlog, tmp_path):
+@pytest.mark.parametrize("landing", ["spark", "direct"])
+def test_bronze_killed_at_each_commit_point_and_restarted_lands_every_message_once(broker, commitlog, tmp_path,
+                                                                                   landing):
     cfg = AppConfig(app="bronze", brokers="unused", workdir=tmp_path)
     table = cfg.table_path("bronze")
     batch1_prefix = batch_file_prefix(cfg.app_id(), 1)
+    mode = ("--landing", landing)
 
     # run 1: killed after batch 1's Parquet files are written, before its Delta commit
-    marker = run_until_fault("bronze", broker, tmp_path, "before-delta-commit:1")
+    marker = run_until_fault("bronze", broker, tmp_path, "before-delta-commit:1", *mode)
     assert marker["point"] == "before-delta-commit" and marker["batchId"] == 1
     assert DeltaTable(str(table)).transaction_version(cfg.app_id()) == 0
     dead_attempt = {f for f in parquet_on_disk(table) if Path(f).name.startswith(batch1_prefix)}
@@ -175,7 +178,7 @@ def test_bronze_killed_at_each_commit_point_and_restarted_lands_every_message_on
     # run 2: batch 1 again; killed after its Delta commit, before Spark's commit log (and before the
     # dead attempt's files were removed)
     (tmp_path / "fault-marker.json").unlink()
-    run_until_fault("bronze", broker, tmp_path, "after-delta-commit:1")
+    run_until_fault("bronze", broker, tmp_path, "after-delta-commit:1", *mode)
     dt = DeltaTable(str(table))
     assert dt.transaction_version(cfg.app_id()) == 1
     assert spark_committed(cfg.checkpoint()) == {0}, "Spark does not know batch 1 is done"
@@ -184,7 +187,7 @@ def test_bronze_killed_at_each_commit_point_and_restarted_lands_every_message_on
     assert 0 < rows_after_batch_1 < len(commitlog)
 
     # run 3: replays batch 1 (skipped: already in Delta), then the rest
-    run_to_completion("bronze", broker, tmp_path)
+    run_to_completion("bronze", broker, tmp_path, *mode)
     committed = spark_committed(cfg.checkpoint())
     assert 1 in committed and max(committed) >= 2
     batch_commits = Counter(h.get("hareplica.batchId") for h in DeltaTable(str(table)).history()

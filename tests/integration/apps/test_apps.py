@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 
 from broker_stub.launcher import BrokerProcess
 from connector.progress_listener import read_events
-from streaming_apps.apps import AppConfig, DeltaJarsMissingError, run_app, start
+from streaming_apps.apps import AppConfig, AppError, DeltaJarsMissingError, run_app, start
 from streaming_apps.apps.orders import OrderDecodeError, decode_order_body
 from streaming_apps.inspect_commitlog import iter_commitlog_dir
 from streaming_apps.query import discover_tables, query_tables, register_spark_views
@@ -98,9 +98,10 @@ def _expected_orders(commitlog) -> tuple[dict[int, dict], dict[int, str]]:
     return good, bad
 
 
+@pytest.mark.parametrize("landing", ["spark", "direct"])
 def test_bronze_lands_every_message_once_partitioned_by_store_date_with_maintenance(app_spark, broker, commitlog,
-                                                                                     tmp_path):
-    cfg = _config(broker, tmp_path, "bronze", maintenance_every=2)
+                                                                                     tmp_path, landing):
+    cfg = _config(broker, tmp_path, "bronze", maintenance_every=2, landing=landing)
     result = run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
     assert result.batches >= 3, "the read limit must split the backlog into several micro-batches"
     assert result.rows == len(commitlog)
@@ -230,3 +231,20 @@ def test_app_status_file_is_valid_json_lines(app_spark, broker, tmp_path):
     events = [json.loads(line) for line in lines]
     assert [e["event"] for e in events] == ["started", "progress", "terminated"]
     assert events[-1]["exception"] is None
+
+
+def test_direct_landing_writes_the_schema_of_the_spark_path(app_spark, broker, tmp_path):
+    from connector.landing import landed_schema
+    from streaming_apps.apps.bronze import bronze_frame
+
+    # same columns, types and nullability: either landing mode can create the table the other continues
+    assert bronze_frame(app_spark, _config(broker, tmp_path, "bronze")).schema == landed_schema()
+
+
+def test_direct_landing_is_for_bronze_with_the_deltalake_sink(broker, tmp_path):
+    with pytest.raises(AppError, match="--landing direct .* bronze app with --sink deltalake"):
+        _config(broker, tmp_path, "silver", landing="direct")
+    with pytest.raises(AppError, match="--landing direct"):
+        _config(broker, tmp_path, "bronze", landing="direct", sink="delta")
+    with pytest.raises(AppError, match="--landing 'rows' must be one of spark, direct"):
+        _config(broker, tmp_path, "bronze", landing="rows")
