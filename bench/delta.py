@@ -482,6 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sim-batches", type=int, default=None, help="simulated 1 s batches (default 3600; quick 200)")
     parser.add_argument("--maintenance-every", type=int, default=100, help="maintenance interval in batches (100)")
     parser.add_argument("--workdir", default=None, help="scratch folder (default: a temporary one, removed)")
+    parser.add_argument("--results-name", default=None,
+                        help="bench/results/NAME.json to write (default delta, or delta_quick with --quick)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     backlog = (args.backlog_mib or (16 if args.quick else 256)) * MIB
@@ -567,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         ("files_on_disk_after_1h", results["files_on_disk_after_1h"], "tombstones kept for the 7-day vacuum retention"),
         ("files_without_maintenance_1h", results["files_without_maintenance_1h"], "2 tasks per batch"),
     ]
-    report("delta_quick" if args.quick else "delta", results, rows,
+    report(args.results_name or ("delta_quick" if args.quick else "delta"), results, rows,
            notes="quick mode: small sizes, not comparable" if args.quick else "")
     return 0
 
