@@ -660,7 +660,12 @@ def _bodies_native(buf: pa.Buffer, loc: _Located, decompress: bool, max_body_byt
     flags = np.ascontiguousarray(loc.sys_flag, dtype=np.int32)
     first = 0
     while first < n:
-        end, offsets, values, bad = _native.gather_bodies(buf, pos, length, flags, first, decompress, max_body_bytes)
+        try:
+            end, offsets, values, bad = _native.gather_bodies(buf, pos, length, flags, first, decompress,
+                                                              max_body_bytes)
+        except ValueError as exc:  # only the group's first body can be too large for one Arrow array
+            raise _fail(f"body cannot be held in one Arrow array ({exc})", int(loc.offsets[first]), "BODY",
+                        mapped_file_size) from exc
         if end > first:
             yield first, end, pa.Array.from_buffers(pa.binary(), end - first,
                                                     [None, pa.py_buffer(offsets), pa.py_buffer(values)])

@@ -1183,16 +1183,26 @@ class DeltaLakeDataSource(DataSource):
         if overwrite:
             raise DeltaSinkConfigError(
                 f'format("deltalake") supports outputMode "append" only (table {opts.table_uri})')
-        table = load_table(opts.table_uri)
-        if table is not None:
-            check_schema_matches(opts.table_uri, table.schema().to_json(), table.metadata().partition_columns,
-                                 schema, opts.partition_by)
-            partition_by = tuple(table.metadata().partition_columns)
-        else:
-            partition_by = opts.partition_by or ()
-        check_partition_columns(opts.table_uri, schema, partition_by)
-        delta_schema_of(schema)
-        return DeltaLakeStreamWriter(opts, schema, partition_by)
+        return checked_stream_writer(opts, schema)
+
+
+def checked_stream_writer(opts: DeltaSinkOptions, schema: StructType) -> DeltaLakeStreamWriter:
+    """The sink's writer of ``schema`` rows into ``opts.table_uri``, checked on the driver before any task runs.
+
+    Partition columns: the existing table's (``opts.partition_by``, when given, must equal them), else
+    ``opts.partition_by`` or none. Raises DeltaSchemaMismatchError when the table's columns or partitioning
+    differ, DeltaSinkConfigError for bad partition columns or a type Delta cannot hold.
+    """
+    table = load_table(opts.table_uri)
+    if table is not None:
+        check_schema_matches(opts.table_uri, table.schema().to_json(), table.metadata().partition_columns,
+                             schema, opts.partition_by)
+        partition_by = tuple(table.metadata().partition_columns)
+    else:
+        partition_by = opts.partition_by or ()
+    check_partition_columns(opts.table_uri, schema, partition_by)
+    delta_schema_of(schema)
+    return DeltaLakeStreamWriter(opts, schema, partition_by)
 
 
 # --- foreachBatch: the same exactly-once write for a static DataFrame ---------------------------------

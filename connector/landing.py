@@ -43,14 +43,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource
 
 from connector.arrow_decode import spark_schema
-from connector.delta_sink import (
-    DeltaLakeStreamWriter,
-    DeltaSinkOptions,
-    check_partition_columns,
-    check_schema_matches,
-    delta_schema_of,
-    load_table,
-)
+from connector.delta_sink import DeltaLakeStreamWriter, DeltaSinkOptions, checked_stream_writer
 from connector.options import HAReplicaOptionError, SourceOptions
 from connector.source import HAReplicaInputPartition, HAReplicaStreamReader, read_partition
 
@@ -94,32 +87,16 @@ def split_landing_options(options: Mapping[str, str]) -> tuple[dict[str, str], d
     return source, sink
 
 
-def landing_partition_by(sink_options: Mapping[str, str]) -> tuple[str, ...]:
-    """The partition columns asked for (``landingPartitionBy``), default ``storeDate``."""
-    raw = sink_options.get("partitionBy")
-    if raw is None:
-        return DEFAULT_PARTITION_BY
-    return tuple(c.strip() for c in raw.split(",") if c.strip())
-
-
 def landing_writer(sink_options: Mapping[str, str]) -> DeltaLakeStreamWriter:
-    """The Delta sink writer of a landing, checked against the existing table (driver side).
+    """The Delta sink writer of a landing (``partitionBy`` defaults to ``storeDate``), checked against the
+    existing table on the driver (:func:`connector.delta_sink.checked_stream_writer`).
 
     Raises:
         DeltaSinkConfigError: missing ``landingPath`` / ``landingAppId``, bad partition columns.
         DeltaSchemaMismatchError: the existing table's columns or partitioning differ.
     """
-    opts = DeltaSinkOptions.from_options(dict(sink_options))
-    schema = landed_schema()
-    partition_by = landing_partition_by(sink_options)
-    table = load_table(opts.table_uri)
-    if table is not None:
-        check_schema_matches(opts.table_uri, table.schema().to_json(), table.metadata().partition_columns,
-                             schema, partition_by)
-        partition_by = tuple(table.metadata().partition_columns)
-    check_partition_columns(opts.table_uri, schema, partition_by)
-    delta_schema_of(schema)
-    return DeltaLakeStreamWriter(opts, schema, partition_by)
+    options = {"partitionBy": ",".join(DEFAULT_PARTITION_BY), **sink_options}
+    return checked_stream_writer(DeltaSinkOptions.from_options(options), landed_schema())
 
 
 class HAReplicaLandingStreamReader(HAReplicaStreamReader):

@@ -91,7 +91,7 @@ def _add_workdir_args(p: argparse.ArgumentParser, *, tables: bool = True) -> Non
 
 def _add_run_parser(sub) -> None:
     from connector.delta_maintenance import DEFAULT_MAINTENANCE_EVERY_BATCHES, DEFAULT_ORPHAN_GRACE_PERIOD_MS
-    from streaming_apps.apps.common import DEFAULT_TRIGGER, DEFAULT_WATERMARK, LANDING_SPARK, LANDINGS, SINKS
+    from streaming_apps.apps.common import DEFAULT_TRIGGER, DEFAULT_WATERMARK, LANDINGS, SINKS
 
     p = sub.add_parser("run", help="run a streaming app: bronze, silver or gold (docs/delta.md)")
     p.add_argument("app", choices=("bronze", "silver", "gold"), help="the app")
@@ -103,9 +103,10 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--sink", choices=SINKS, default="deltalake",
                    help="deltalake: this project's sink, no jars (default); delta: Spark's format('delta'), "
                         "needs --jars (gradle stageDeltaJars)")
-    p.add_argument("--landing", choices=LANDINGS, default=LANDING_SPARK,
-                   help="bronze: spark = hareplica -> Spark -> the Delta sink (default); direct = the executors "
-                        "write the Delta files as they decode (format('hareplica-landing'), faster)")
+    p.add_argument("--landing", choices=LANDINGS, default=None,
+                   help="bronze: direct = the executors write the Delta files as they decode "
+                        "(format('hareplica-landing'); the default with --sink deltalake); spark = hareplica -> "
+                        "Spark -> the sink (the default with --sink delta)")
     p.add_argument("--jars", nargs="+", default=[], metavar="JAR",
                    help="jars for spark.jars (comma lists and globs allowed), e.g. build/jars/*.jar")
     p.add_argument("--trigger", default=DEFAULT_TRIGGER,

@@ -76,8 +76,9 @@ class AppConfig:
         brokers: the source's ``brokers`` option (``name=host:haPort[/host:remotingPort],...``).
         workdir: root of tables (``tables/``), checkpoints (``checkpoints/APP``) and status (``status/APP.jsonl``).
         sink: ``deltalake`` (default, no jars) or ``delta`` (Spark's Delta Lake).
-        landing: bronze only: ``spark`` (rows go through Spark into the sink, default) or ``direct``
-            (executors write the Delta files as they decode, :mod:`connector.landing`; deltalake sink only).
+        landing: bronze only: ``direct`` (the executors write the Delta files as they decode,
+            :mod:`connector.landing`; deltalake sink only) or ``spark`` (rows go through Spark into the
+            sink). None (default): ``direct`` for bronze with the deltalake sink, else ``spark``.
         trigger: ``available-now`` (catch up, then stop) or a processing-time interval (``1s``, ``500ms``,
             ``2 minutes``; default 1s).
         starting_offsets, max_bytes_per_trigger, fail_on_data_loss: the source options of the same name.
@@ -97,7 +98,7 @@ class AppConfig:
     checkpoint_root: Path | None = None
     status_dir: Path | None = None
     sink: str = SINK_DELTALAKE
-    landing: str = LANDING_SPARK
+    landing: str | None = None
     trigger: str = DEFAULT_TRIGGER
     starting_offsets: str = "earliest"
     max_bytes_per_trigger: int | None = None
@@ -117,6 +118,8 @@ class AppConfig:
         self.status_dir = Path(self.status_dir or self.workdir / "status").resolve()
         if self.sink not in SINKS:
             raise AppError(f"--sink {self.sink!r} must be one of {', '.join(SINKS)}")
+        if self.landing is None:
+            self.landing = LANDING_DIRECT if self.app == "bronze" and self.sink == SINK_DELTALAKE else LANDING_SPARK
         if self.landing not in LANDINGS:
             raise AppError(f"--landing {self.landing!r} must be one of {', '.join(LANDINGS)}")
         if self.landing == LANDING_DIRECT and (self.app != "bronze" or self.sink != SINK_DELTALAKE):

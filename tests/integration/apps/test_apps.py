@@ -242,6 +242,9 @@ def test_direct_landing_writes_the_schema_of_the_spark_path(app_spark, broker, t
 
 
 def test_direct_landing_is_for_bronze_with_the_deltalake_sink(broker, tmp_path):
+    assert _config(broker, tmp_path, "bronze").landing == "direct"  # the default where it applies
+    assert _config(broker, tmp_path, "bronze", sink="delta").landing == "spark"
+    assert _config(broker, tmp_path, "silver").landing == "spark"
     with pytest.raises(AppError, match="--landing direct .* bronze app with --sink deltalake"):
         _config(broker, tmp_path, "silver", landing="direct")
     with pytest.raises(AppError, match="--landing direct"):
