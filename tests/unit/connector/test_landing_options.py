@@ -1,0 +1,50 @@
+"""format("hareplica-landing") options: split from the source's, checked on the driver before any task runs."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+
+from connector.delta_sink import DeltaSinkConfigError
+from connector.landing import landing_writer, split_landing_options, with_store_date
+from connector.options import HAReplicaOptionError, SourceOptions
+
+
+def test_landing_options_are_split_from_the_source_options_case_insensitively():
+    source, sink = split_landing_options({"brokers": "broker-a=127.0.0.1:10912", "LandingPath": "/t",
+                                          "landingappid": "app", "landingPartitionBy": "",
+                                          "landingTargetFileSize": "1000", "landingCompression": "zstd",
+                                          "maxBytesPerTrigger": "5"})
+    assert source == {"brokers": "broker-a=127.0.0.1:10912", "maxBytesPerTrigger": "5"}
+    assert sink == {"path": "/t", "appId": "app", "partitionBy": "", "targetFileSize": "1000",
+                    "compression": "zstd"}
+    SourceOptions.from_options(source)  # what is left is a valid hareplica option map
+    with pytest.raises(HAReplicaOptionError, match="unknown option"):
+        SourceOptions.from_options({**source, "landingPathh": "/t"})  # a misspelt landing option is not swallowed
+
+
+def test_a_new_table_is_partitioned_by_store_date_unless_asked_otherwise(tmp_path):
+    assert landing_writer({"path": str(tmp_path / "a"), "appId": "x"}).partition_by == ("storeDate",)
+    assert landing_writer({"path": str(tmp_path / "b"), "appId": "x", "partitionBy": ""}).partition_by == ()
+    assert landing_writer({"path": str(tmp_path / "c"), "appId": "x", "partitionBy": "topic"}).partition_by == (
+        "topic",)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"appId": "x"}, "needs the table location"),
+    ({"path": "/tmp/t"}, 'needs option "appId"'),
+    ({"path": "/tmp/t", "appId": "x", "partitionBy": "nope"}, "nope"),
+])
+def test_bad_landing_options_fail_on_the_driver(options, message):
+    with pytest.raises(DeltaSinkConfigError, match=message):
+        landing_writer(options)
+
+
+def test_store_date_is_the_utc_date_of_store_timestamp_also_before_1970():
+    ts = [dt.datetime(2026, 11, 22, 23, 59, 59, 999000, tzinfo=dt.UTC), dt.datetime(1969, 12, 31, 23, 0, tzinfo=dt.UTC)]
+    batch = pa.record_batch([pa.array(ts, type=pa.timestamp("us", tz="UTC"))], names=["storeTimestamp"])
+    out = with_store_date(batch)
+    assert out.schema.names == ["storeTimestamp", "storeDate"]
+    assert out.column("storeDate").to_pylist() == [dt.date(2026, 11, 22), dt.date(1969, 12, 31)]
