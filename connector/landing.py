@@ -3,8 +3,8 @@
 Through ``format("hareplica")`` → ``format("deltalake")`` every row crosses from the source's Python
 worker into the JVM (Arrow → rows) and back out to the sink's Python worker (rows → Arrow) before it
 is written. For the bronze table, which keeps every column as decoded, those two conversions are most
-of the cost (bench/delta.py measures ~15 CPU-s per GB of CommitLog for Spark's part alone, which caps
-a 2-core machine near 135 MB/s). ``format("hareplica-landing")`` removes them:
+of the cost (bench/delta.py measures ~10 CPU-s per GB of CommitLog for Spark's part alone, which keeps a
+2-core machine near 156 MB/s even with a free source). ``format("hareplica-landing")`` removes them:
 
 - **Executors** (``read``): the partition is fetched and decoded exactly as ``format("hareplica")``
   does (:func:`connector.source.read_partition`); ``storeDate`` (the UTC date of storeTimestamp) is
