@@ -506,3 +506,21 @@ def test_a_body_that_does_not_inflate_names_the_record():
                         sys_flag=COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE)
     with pytest.raises(CommitLogFormatError, match=f"zlib body does not inflate.*CommitLog offset {len(good)}.*BODY"):
         list(decode_commitlog_range([(0, good + bad)], 0, len(good + bad), 2 ** 30, broker="b"))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(flips=st.lists(st.tuples(st.integers(0, 2 ** 20), st.integers(0, 255)), min_size=1, max_size=6),
+       chunk=st.sampled_from([97, 4096, 32768]))
+def test_corrupted_bytes_end_in_rows_or_a_named_error_never_a_crash(commitlog, messages, flips, chunk):
+    # the fixture's records up to ~40 KB (compressed bodies, properties, many topics) with bytes overwritten
+    end = max(e for e in (m["commitLogOffset"] + m["storeSize"] for m in messages) if e <= 41_000)
+    data = bytearray(commitlog[:end])
+    for at, value in flips:
+        data[at % end] = value
+    try:
+        batches = list(decode_commitlog_range(chunks(bytes(data), 0, end, chunk), 0, end, MAPPED_FILE_SIZE,
+                                              broker="b"))
+    except CommitLogFormatError as exc:
+        assert exc.offset is not None and 0 <= exc.offset < end and exc.field
+        return
+    assert all(b.schema == ARROW_SCHEMA for b in batches)
