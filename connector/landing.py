@@ -156,8 +156,9 @@ class HAReplicaLandingDataSource(DataSource):
 def commit_landed_batch(writer: DeltaLakeStreamWriter, batch_df, batch_id: int) -> int:
     """The ``foreachBatch`` body: run the batch's tasks (they write the files), commit their messages.
 
-    Returns the rows committed (0 for a replay). A failed job aborts the batch (its files are removed
-    unless the table already holds it). Raises what the tasks or the commit raise.
+    Returns the rows the batch's tasks wrote (on a replay of a committed batch they are removed, not
+    committed). A failed job aborts the batch (its files are removed unless the table already holds it).
+    Raises what the tasks or the commit raise.
     """
     try:
         rows = batch_df.where(batch_df["message"].isNotNull()).collect()
