@@ -5,7 +5,22 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean-venv check-java
+.PHONY: demo test lint bench clean-venv check-java jvm-peers
+
+# Real JVM peers for the interoperability tests and format("delta"): Maven stages the jars named in
+# jvm/*.pom.xml into the git-ignored .jvm/<name>/lib (once; again when a pom changes). docs/real_peers.md
+JVM_PEERS := .jvm/rocketmq-4.9/.staged .jvm/delta/.staged
+MVN_STAGE  = mvn -q -B -f $< dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(@D)/lib
+
+.jvm/rocketmq-4.9/.staged: jvm/rocketmq-4.9.pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "staging the real RocketMQ peers needs Maven (Debian/Ubuntu: apt-get install maven)" >&2; exit 1; }
+	rm -rf $(@D) && $(MVN_STAGE) && touch $@
+
+.jvm/delta/.staged: jvm/delta.pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "staging the Delta jars needs Maven (Debian/Ubuntu: apt-get install maven)" >&2; exit 1; }
+	rm -rf $(@D) && $(MVN_STAGE) -DexcludeTransitive=true && touch $@
+
+jvm-peers: $(JVM_PEERS)
 
 $(STAMP): pyproject.toml setup.py connector/_decode_kernel.c
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hareplica needs Python >= 3.11")'
@@ -20,7 +35,7 @@ check-java:
 demo: check-java $(STAMP)
 	$(BIN)/hareplica demo
 
-test: check-java $(STAMP)
+test: check-java $(STAMP) $(JVM_PEERS)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

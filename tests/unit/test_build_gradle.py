@@ -33,6 +33,16 @@ def test_versions_agree_with_pyproject():
     assert ext["deltaVersion"] == pins["delta-spark"]
     assert ext["sparkVersion"] == pins["pyspark"]
     assert ext["scalaBinaryVersion"] == "2.13"
+    assert ext["sparkBinaryVersion"] == ".".join(pins["pyspark"].split(".")[:2])
+
+
+def test_maven_staging_pom_names_the_same_jars():
+    """jvm/delta.pom.xml (what `make jvm-peers` stages for the tests) and build.gradle agree."""
+    ext = _gradle_ext()
+    pom = (ROOT / "jvm" / "delta.pom.xml").read_text()
+    assert re.search(r"<delta.version>([^<]+)</delta.version>", pom).group(1) == ext["deltaVersion"]
+    artifacts = re.findall(r"<artifactId>(delta-[^<]+)</artifactId>", pom)
+    assert artifacts == [f"delta-spark_{ext['sparkBinaryVersion']}_{ext['scalaBinaryVersion']}", "delta-storage"]
 
 
 def test_installed_pyspark_is_the_pinned_one():
@@ -51,4 +61,4 @@ def test_gradle_resolves_the_coordinates_offline(tmp_path):
     ext = _gradle_ext()
     coords = [line for line in out.stdout.splitlines() if line.startswith("io.delta:")]
     version = ext["deltaVersion"]
-    assert coords == [f"io.delta:delta-spark_2.13:{version}", f"io.delta:delta-storage:{version}"]
+    assert coords == [f"io.delta:delta-spark_{ext['sparkBinaryVersion']}_2.13:{version}", f"io.delta:delta-storage:{version}"]
