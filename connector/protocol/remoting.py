@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import struct
 from dataclasses import dataclass, field
 
@@ -217,24 +218,77 @@ def _decode_rocketmq_header(h: bytes) -> RemotingCommand:
                            language=language, version=version, serialize_type=SERIALIZE_TYPE_ROCKETMQ)
 
 
-def _decode_json_header(h: bytes) -> RemotingCommand:
-    try:
-        obj = json.loads(h.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise RemotingProtocolError(f"JSON header is not valid JSON: {exc}") from exc
-    if not isinstance(obj, dict) or not isinstance(obj.get("code"), int):
-        raise RemotingProtocolError("JSON header has no integer 'code' field")
+_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
+_JSON_MAX_NUMBER_DIGITS = 40  # far beyond any int32/int64 header value; bounds int() work on hostile input
+
+
+def _parse_json_float(text: str) -> float:
+    """JSON reals and NaN/Infinity as floats (``1e400`` → inf); the field checks then name the field."""
+    if len(text) > _JSON_MAX_NUMBER_DIGITS:
+        raise RemotingProtocolError(f"JSON header holds a {len(text)}-character number")
+    return float(text)
+
+
+def _parse_json_int(text: str) -> int:
+    if len(text) > _JSON_MAX_NUMBER_DIGITS:
+        raise RemotingProtocolError(f"JSON header holds a {len(text)}-digit integer")
+    return int(text)
+
+
+def _header_int(obj: dict, name: str, default: int) -> int:
+    """A RemotingCommand ``int`` field (code, opaque, flag, version): a JSON integer within int32."""
+    value = obj.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RemotingProtocolError(f"JSON header field '{name}' is {str(value)[:64]}, not an integer")
+    if not _INT32_MIN <= value <= _INT32_MAX:
+        raise RemotingProtocolError(f"JSON header field '{name}' is {value}, outside int32")
+    return value
+
+
+def _header_ext_fields(obj: dict) -> dict[str, str]:
+    """``extFields`` (a ``HashMap<String, String>``): scalar values as Java strings, nulls dropped."""
     ext = obj.get("extFields") or {}
     if not isinstance(ext, dict):
         raise RemotingProtocolError("JSON header field 'extFields' is not an object")
+    out: dict[str, str] = {}
+    for k, v in ext.items():
+        if v is None:
+            continue
+        if isinstance(v, (dict, list)) or (isinstance(v, float) and not math.isfinite(v)):
+            raise RemotingProtocolError(f"JSON header field 'extFields' entry {k[:64]!r} is {str(v)[:64]}, "
+                                        "not a string or finite number")
+        out[k] = _java_str(v)
+    return out
+
+
+def _decode_json_header(h: bytes) -> RemotingCommand:
+    """A JSON RemotingCommand header (spec §4.2) → command, or a RemotingProtocolError naming the field.
+
+    Hostile input stays a RemotingProtocolError: NaN/Infinity and numbers that overflow a double
+    (``1e400``), integers outside int32 or longer than 40 digits, non-scalar ``extFields`` values, and
+    nesting deeper than the interpreter's recursion limit (``[[[...``).
+    """
     try:
-        return RemotingCommand(
-            code=obj["code"], ext_fields={str(k): _java_str(v) for k, v in ext.items() if v is not None},
-            opaque=int(obj.get("opaque", 0)), flag=int(obj.get("flag", 0)), remark=obj.get("remark"),
-            language=str(obj.get("language", "JAVA")), version=int(obj.get("version", 0)),
-            serialize_type=SERIALIZE_TYPE_JSON)
-    except (TypeError, ValueError) as exc:
-        raise RemotingProtocolError(f"JSON header has a field of the wrong type: {exc}") from exc
+        obj = json.loads(h.decode("utf-8"), parse_constant=_parse_json_float, parse_float=_parse_json_float,
+                         parse_int=_parse_json_int)
+    except RecursionError:
+        raise RemotingProtocolError("JSON header is nested too deeply") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RemotingProtocolError(f"JSON header is not valid JSON: {exc}") from exc
+    if not isinstance(obj, dict) or "code" not in obj:
+        raise RemotingProtocolError("JSON header has no integer 'code' field")
+    remark = obj.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        raise RemotingProtocolError("JSON header field 'remark' is not a string")
+    language = obj.get("language", "JAVA")
+    if not isinstance(language, str):
+        raise RemotingProtocolError("JSON header field 'language' is not a string")
+    return RemotingCommand(
+        code=_header_int(obj, "code", 0), ext_fields=_header_ext_fields(obj),
+        opaque=_header_int(obj, "opaque", 0), flag=_header_int(obj, "flag", 0), remark=remark,
+        language=language, version=_header_int(obj, "version", 0), serialize_type=SERIALIZE_TYPE_JSON)
 
 
 def decode_frame(buf: bytes | bytearray | memoryview, max_frame_bytes: int = FRAME_MAX_LENGTH_BYTES
