@@ -1,7 +1,8 @@
 """`hareplica inspect-commitlog DIR`: print every record of a RocketMQ CommitLog folder, offline.
 
 Files are the 20-digit mapped files of one CommitLog (spec §1.1); each is walked record by record with
-connector.protocol.commitlog, END_FILE blanks skipped, stopping at the end of written data.
+connector.protocol.commitlog, END_FILE blanks skipped, stopping at the end of written data. A folder
+with a missing middle file (a gap between neighbouring files) is refused before anything is printed.
 """
 
 from __future__ import annotations
@@ -26,8 +27,12 @@ TABLE_PAGE_ROWS = 1000
 def commitlog_files(directory: Path) -> list[tuple[int, Path]]:
     """The mapped files of a CommitLog folder as (start offset, path), in offset order.
 
-    Raises FileNotFoundError for a missing folder and CommitLogFormatError for a file whose name is
-    not a 20-digit offset.
+    A CommitLog is a run of equally sized files (``mappedFileSizeCommitLog`` bytes each), each named by the
+    20-digit offset of its first byte, so every file starts where the one before it ends (docs/broker_stub.md
+    "CommitLog files and recovery"). Raises FileNotFoundError for a missing folder and CommitLogFormatError for a file
+    whose name is not a 20-digit offset, a file (other than the last) whose size differs from the first
+    file's, and a gap or overlap between neighbouring files (a missing middle file), naming the offsets.
+    Retention deleting the oldest files is not a gap: the first file may start anywhere.
     """
     if not directory.is_dir():
         raise FileNotFoundError(f"CommitLog folder {directory} does not exist")
@@ -37,7 +42,32 @@ def commitlog_files(directory: Path) -> list[tuple[int, Path]]:
             raise CommitLogFormatError("file name is not a 20-digit CommitLog offset", offset=-1, field="file name",
                                        file=str(p))
         files.append((int(p.name), p))
-    return sorted(files)
+    files.sort()
+    _check_contiguous(files)
+    return files
+
+
+def _check_contiguous(files: list[tuple[int, Path]]) -> None:
+    """Raise CommitLogFormatError unless every file starts where the one before it ends (see above)."""
+    if len(files) < 2:
+        return
+    size = files[0][1].stat().st_size
+    for (start, path), (next_start, next_path) in zip(files, files[1:], strict=False):
+        length = path.stat().st_size
+        if length != size:
+            raise CommitLogFormatError(
+                f"file is {length} bytes but the CommitLog's first file {files[0][1].name} is {size} bytes "
+                "(every file but the last must be mappedFileSizeCommitLog long)",
+                offset=start, field="file size", file=path.name)
+        end = start + length
+        if next_start > end:
+            raise CommitLogFormatError(
+                f"gap in the CommitLog: offsets {end}..{next_start - 1} ({next_start - end} bytes) are missing "
+                f"between file {path.name} and file {next_path.name}", offset=end, field="file name", file=path.name)
+        if next_start < end:
+            raise CommitLogFormatError(
+                f"file {next_path.name} starts at {next_start}, inside file {path.name} (ends at {end})",
+                offset=next_start, field="file name", file=next_path.name)
 
 
 def iter_commitlog_dir(directory: Path, from_offset: int = 0, *, check_crc: bool = True
