@@ -63,7 +63,13 @@ Options (case-insensitive, as Spark passes them):
 ``targetFileSize`` bytes per Parquet file before rolling (default 104857600, delta-rs's default
                    ``delta.targetFileSize``).
 ``compression``    Parquet codec: snappy (default, as Spark), zstd, gzip, lz4, brotli, none.
+``createTableInNonEmptyPath``  ``true`` creates the table in a folder that holds other files;
+                   default ``false`` refuses (connector.delta_paths: only a missing or empty
+                   folder becomes a table).
 =================  ==========================================================================
+
+A ``_delta_log`` that cannot be read is a :class:`connector.delta_paths.DeltaTablePathError` whose one
+line names the table and the broken log file.
 """
 
 from __future__ import annotations
@@ -89,6 +95,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from connector.delta_paths import CREATE_IN_NON_EMPTY_OPTION, check_new_table_location, open_delta_table
 from connector.protocol.errors import HAReplicaError
 
 log = logging.getLogger(__name__)
@@ -219,6 +226,7 @@ class DeltaSinkOptions:
         target_file_size: bytes per Parquet file before rolling.
         compression: pyarrow Parquet codec name.
         codec_infix: file-name infix of the codec (``.snappy``...).
+        create_in_non_empty_path: ``createTableInNonEmptyPath`` (create a new table next to other files).
     """
 
     table_uri: str
@@ -227,6 +235,7 @@ class DeltaSinkOptions:
     target_file_size: int
     compression: str
     codec_infix: str
+    create_in_non_empty_path: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> DeltaSinkOptions:
@@ -268,8 +277,13 @@ class DeltaSinkOptions:
             raise DeltaSinkConfigError(
                 f"option compression={raw_codec!r} for table {path} is not one of {sorted(COMPRESSION_CODECS)}")
         codec, infix = COMPRESSION_CODECS[raw_codec]
+        raw_create = str(opts.get(CREATE_IN_NON_EMPTY_OPTION.lower(), "false")).strip().lower()
+        if raw_create not in ("true", "false"):
+            raise DeltaSinkConfigError(
+                f"option {CREATE_IN_NON_EMPTY_OPTION}={raw_create!r} for table {path} must be true or false")
         return cls(table_uri=normalize_table_uri(path), app_id=app_id, partition_by=partition_by,
-                   target_file_size=target, compression=codec, codec_infix=infix)
+                   target_file_size=target, compression=codec, codec_infix=infix,
+                   create_in_non_empty_path=raw_create == "true")
 
 
 def normalize_table_uri(path: str) -> str:
@@ -864,14 +878,12 @@ class _TaskFileWriter:
 
 # --- driver side: the Delta table --------------------------------------------------------------------
 def load_table(table_uri: str):
-    """The current DeltaTable at ``table_uri``, or None when no Delta table exists there yet."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
+    """The current DeltaTable at ``table_uri``, or None when no Delta table exists there yet.
 
-    try:
-        return DeltaTable(table_uri)
-    except TableNotFoundError:
-        return None
+    Raises:
+        connector.delta_paths.DeltaTablePathError: the ``_delta_log`` cannot be read (one line naming it).
+    """
+    return open_delta_table(table_uri)
 
 
 def referenced_file_names(table) -> set[str]:
@@ -1199,6 +1211,7 @@ def checked_stream_writer(opts: DeltaSinkOptions, schema: StructType) -> DeltaLa
                              schema, opts.partition_by)
         partition_by = tuple(table.metadata().partition_columns)
     else:
+        check_new_table_location(opts.table_uri, create_in_non_empty_path=opts.create_in_non_empty_path)
         partition_by = opts.partition_by or ()
     check_partition_columns(opts.table_uri, schema, partition_by)
     delta_schema_of(schema)
@@ -1236,7 +1249,8 @@ def _task_message_rows(writer: DeltaLakeStreamWriter):
 
 
 def write_batch(df, path: str, app_id: str, batch_id: int, *, partition_by: Sequence[str] | None = None,
-                target_file_size: int | None = None, compression: str | None = None) -> BatchWriteResult:
+                target_file_size: int | None = None, compression: str | None = None,
+                create_in_non_empty_path: bool = False) -> BatchWriteResult:
     """Append a static DataFrame to a Delta table exactly once per ``(app_id, batch_id)``.
 
     For ``foreachBatch`` functions that write more than one table per micro-batch. Executors write the
@@ -1252,8 +1266,10 @@ def write_batch(df, path: str, app_id: str, batch_id: int, *, partition_by: Sequ
         batch_id: the micro-batch id (>= 0).
         partition_by: partition columns for a new table (must equal an existing table's when given).
         target_file_size: bytes per Parquet file (default 100 MiB), ``compression``: Parquet codec.
+        create_in_non_empty_path: create a new table in a folder holding other files (default: refused).
     Raises:
         DeltaSinkConfigError, DeltaSchemaMismatchError, DeltaCommitError: as the streaming sink.
+        connector.delta_paths.DeltaTablePathError: an unreadable ``_delta_log``, or a non-empty plain folder.
     """
     raw: dict[str, str] = {"path": path, "appId": app_id}
     if partition_by:
@@ -1262,6 +1278,8 @@ def write_batch(df, path: str, app_id: str, batch_id: int, *, partition_by: Sequ
         raw["targetFileSize"] = str(target_file_size)
     if compression is not None:
         raw["compression"] = compression
+    if create_in_non_empty_path:
+        raw[CREATE_IN_NON_EMPTY_OPTION] = "true"
     opts = DeltaSinkOptions.from_options(raw)
     if batch_id < 0:
         raise DeltaSinkConfigError(f"batch id {batch_id} for table {opts.table_uri} must be >= 0")
@@ -1277,6 +1295,7 @@ def write_batch(df, path: str, app_id: str, batch_id: int, *, partition_by: Sequ
             return BatchWriteResult(opts.table_uri, batch_id, skipped=True)
         partition_by = tuple(table.metadata().partition_columns)
     else:
+        check_new_table_location(opts.table_uri, create_in_non_empty_path=opts.create_in_non_empty_path)
         partition_by = opts.partition_by or ()
     check_partition_columns(opts.table_uri, schema, partition_by)
     delta_schema_of(schema)

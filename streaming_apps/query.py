@@ -30,6 +30,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from connector.delta_paths import DeltaTablePathError, error_line, open_delta_table
 from connector.protocol.errors import HAReplicaError
 
 log = logging.getLogger(__name__)
@@ -81,19 +82,29 @@ def query_tables(sql: str, tables: Mapping[str, str]) -> pa.Table:
     Raises:
         QueryError: a table cannot be opened, or the statement fails (DataFusion's message included).
     """
-    from deltalake import DeltaTable, QueryBuilder
+    from deltalake import QueryBuilder
 
     qb = QueryBuilder()
     for name, path in tables.items():
-        try:
-            qb.register(name, DeltaTable(path))
-        except Exception as e:  # noqa: BLE001 - delta-rs raises several types
-            raise QueryError(f"cannot open Delta table {name} at {path}: {e}") from e
+        qb.register(name, _open_table(name, path))
     try:
         # read through the query engine: DeltaTable.to_pyarrow_table can abort the process at exit (delta-rs #2184)
         return pa.RecordBatchReader.from_stream(qb.execute(sql)).read_all()
     except Exception as e:  # noqa: BLE001 - DataFusion errors
-        raise QueryError(f"query failed: {e}\n  tables: {', '.join(sorted(tables))}") from e
+        raise QueryError(f"query failed: {error_line(e)} (tables: {', '.join(sorted(tables))})") from e
+
+
+def _open_table(name: str, path: str):
+    """The DeltaTable of table ``name``; QueryError (one line naming the path and the broken log file) otherwise."""
+    try:
+        table = open_delta_table(path)
+    except DeltaTablePathError as e:
+        raise QueryError(f"table {name}: {e}") from e
+    except Exception as e:  # noqa: BLE001 - delta-rs raises several types
+        raise QueryError(f"cannot open Delta table {name} at {path}: {error_line(e)}") from e
+    if table is None:
+        raise QueryError(f"table {name}: no Delta table at {path}")
+    return table
 
 
 def _json_value(value: Any) -> Any:
@@ -176,7 +187,7 @@ def query_command(sql: str, *, tables_root: str | None, tables: Mapping[str, str
         resolved = resolve_tables(tables_root, tables)
         result = query_tables(sql, resolved)
     except QueryError as e:
-        Console(stderr=True).print(f"[red]error:[/red] {e}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {e}", highlight=False)
         return 1
     text = render(result, fmt, max_rows=max_rows)
     if text is not None:

@@ -351,17 +351,38 @@ class RunningApp:
         return [r for r in list(self.listener.records) if r.get("event") == "progress"]
 
 
+def check_table_locations(config: AppConfig, tables: Sequence[str]) -> None:
+    """Each table folder must hold a readable Delta table, or be missing or empty (connector.delta_paths).
+
+    Checked for both sinks before any query starts (Spark's format("delta") would otherwise fail later
+    with a JVM trace, or silently create a table in a folder holding other files).
+
+    Raises:
+        AppError: one line naming the table, its path and what is wrong there.
+    """
+    from connector.delta_paths import DeltaTablePathError, check_new_table_location, open_delta_table
+
+    for table in tables:
+        uri = str(config.table_path(table))
+        try:
+            if open_delta_table(uri) is None:
+                check_new_table_location(uri)
+        except DeltaTablePathError as e:
+            raise AppError(f"table {table}: {e}") from e
+
+
 def start_app(spark, config: AppConfig, app_module) -> RunningApp:
     """Start ``app_module`` (bronze, silver or gold) as described in the module docstring.
 
     Raises:
         DeltaJarsMissingError: ``--sink delta`` without the jars (nothing was started).
-        AppError: bad configuration.
+        AppError: bad configuration, or a table folder that is unreadable or not empty (nothing was started).
     """
     from streaming_apps.spark_session import register_data_sources
 
     register_data_sources(spark)
     sink = DeltaSink(spark, config)
+    check_table_locations(config, app_module.TABLES)
     policy = config.maintenance_policy()
     query_names = list(app_module.QUERY_NAMES)
     listener_ref: list[ProgressFileListener] = []

@@ -1,0 +1,169 @@
+"""Table locations: open a Delta table with a one-line error naming the path, and create tables only where asked.
+
+docs/delta.md, "Table locations". Two rules every writer and reader of this project follows:
+
+- A folder whose ``_delta_log`` cannot be read (random bytes in ``00000000000000000000.json``, a torn
+  checkpoint) is reported in one line naming the table and, for a local table, the first log file that
+  is not what the Delta protocol says it is (a commit file holds one JSON action per line; a checkpoint
+  is a Parquet file) — never delta-rs's multi-line error with its Rust backtrace.
+- A table is created only in a missing or empty folder. A folder that is not a Delta table (no readable
+  ``_delta_log``) and holds other files is refused unless the writer asks for it
+  (``createTableInNonEmptyPath``). Hidden entries (names starting with ``.`` or ``_``), empty folders
+  and files named like this project's sink files (``part-<appTag>-b<batchId>-...``: a first batch killed
+  before its commit left them; its next commit removes them) do not make a folder non-empty.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import re
+
+from connector.protocol.errors import HAReplicaError
+
+#: A file a task of this project's sink (or the direct landing) wrote for a micro-batch (connector.delta_sink).
+SINK_BATCH_FILE = re.compile(r"^part-[0-9a-f]{8}-b\d+-")
+#: Delta log file names (Delta protocol "Delta Log Entries" and "Checkpoints").
+_COMMIT_FILE = re.compile(r"^\d{20}\.json$")
+_CHECKPOINT_FILE = re.compile(r"^\d{20}\.checkpoint(?:\.\d{10}\.\d{10})?\.parquet$")
+#: Foreign entries a refusal names before it says "…".
+NAMED_ENTRIES = 3
+#: The sink option that allows creating a table in a non-empty folder.
+CREATE_IN_NON_EMPTY_OPTION = "createTableInNonEmptyPath"
+
+
+class DeltaTablePathError(HAReplicaError):
+    """A table location that is not usable: an unreadable ``_delta_log`` or a non-empty plain folder.
+
+    The message is one line naming the table path (and the log file, where one is to blame).
+    """
+
+
+def error_line(error: BaseException) -> str:
+    """The first non-blank line of an exception's message (delta-rs appends a backtrace when RUST_BACKTRACE is set)."""
+    for line in str(error).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(error).__name__
+
+
+def _local_root(table_uri: str) -> str | None:
+    if table_uri.startswith("file://"):
+        return table_uri[len("file://"):]
+    return None if "://" in table_uri else table_uri
+
+
+def find_unreadable_log_file(table_uri: str) -> str | None:
+    """``"<file>: <what is wrong>"`` for the first log file of a local table that breaks the protocol, else None.
+
+    Commit files (``NNNNNNNNNNNNNNNNNNNN.json``) must be UTF-8 with one JSON object per non-blank line;
+    checkpoints must have a Parquet footer; ``_last_checkpoint`` must be one JSON object. Remote tables
+    (URIs) are not scanned. Reads every log file: for error paths only.
+    """
+    root = _local_root(table_uri)
+    if root is None:
+        return None
+    log_dir = os.path.join(root, "_delta_log")
+    try:
+        names = sorted(os.listdir(log_dir))
+    except OSError as e:
+        return f"{log_dir}: {e.strerror or e}"
+    for name in names:
+        path = os.path.join(log_dir, name)
+        if _COMMIT_FILE.match(name) or name == "_last_checkpoint":
+            problem = _json_lines_problem(path)
+        elif _CHECKPOINT_FILE.match(name):
+            problem = _parquet_problem(path)
+        else:
+            continue
+        if problem:
+            return f"{path}: {problem}"
+    return None
+
+
+def _json_lines_problem(path: str) -> str | None:
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                return f"line {number} is not UTF-8 (byte {e.start})"
+            except ValueError as e:
+                return f"line {number} is not JSON ({e})"
+            if not isinstance(value, dict):
+                return f"line {number} is not a JSON object"
+    return None
+
+
+def _parquet_problem(path: str) -> str | None:
+    import pyarrow.parquet as pq
+
+    try:
+        pq.read_metadata(path)
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several types for torn files
+        return f"not a Parquet file ({error_line(e)})"
+    return None
+
+
+def open_delta_table(table_uri: str):
+    """The current ``deltalake.DeltaTable`` at ``table_uri``, or None when no Delta table is there.
+
+    Raises:
+        DeltaTablePathError: a ``_delta_log`` exists but cannot be read (one line: path, file, cause).
+    """
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(table_uri)
+    except TableNotFoundError:
+        return None
+    except Exception as e:  # noqa: BLE001 - DeltaError, DeltaProtocolError, OSError, PyO3 panics
+        culprit = find_unreadable_log_file(table_uri)
+        where = f"{culprit}" if culprit else f"delta-rs: {error_line(e)}"
+        raise DeltaTablePathError(f"{table_uri} is not a readable Delta table: {where}") from e
+
+
+def foreign_entries(table_uri: str, limit: int = NAMED_ENTRIES) -> list[str]:
+    """Up to ``limit`` paths (relative) of files in a local folder that make it non-empty (module docstring)."""
+    root = _local_root(table_uri)
+    if root is None or not os.path.isdir(root):
+        return []
+    found: list[str] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        for name in sorted(files):
+            if name.startswith((".", "_")) or SINK_BATCH_FILE.match(name):
+                continue
+            found.append(posixpath.relpath(os.path.join(folder, name), root))
+            if len(found) >= limit:
+                return found
+    return found
+
+
+def check_new_table_location(table_uri: str, *, create_in_non_empty_path: bool = False) -> None:
+    """Refuse to create a Delta table at ``table_uri`` when it is a file or a non-empty plain folder.
+
+    Call it when :func:`open_delta_table` found no table. Remote locations (URIs) are not checked.
+
+    Raises:
+        DeltaTablePathError: the location is a file, or holds other files and ``create_in_non_empty_path``
+            is False (the message names the path, up to three of the files, and the option).
+    """
+    root = _local_root(table_uri)
+    if root is None:
+        return
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise DeltaTablePathError(f"{table_uri} is a file, not a folder: a Delta table is a folder")
+    if create_in_non_empty_path:
+        return
+    entries = foreign_entries(table_uri, NAMED_ENTRIES + 1)
+    if entries:
+        named = ", ".join(entries[:NAMED_ENTRIES]) + (", …" if len(entries) > NAMED_ENTRIES else "")
+        raise DeltaTablePathError(
+            f"{table_uri} is not a Delta table (no _delta_log) and is not empty ({named}): refusing to create a "
+            f"table there; use an empty folder, or set {CREATE_IN_NON_EMPTY_OPTION}=true to create the table next "
+            "to those files")
