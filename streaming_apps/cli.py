@@ -239,7 +239,7 @@ def _maintain(args) -> int:
     from connector.delta_maintenance import run_maintenance, summarize_maintenance
     from connector.delta_sink import DeltaSinkError
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # an error is one line, whatever the terminal width
     candidate = os.path.join(_tables_root(args), args.table)
     path = candidate if os.path.isdir(os.path.join(candidate, "_delta_log")) else args.table
     started = time.monotonic()
@@ -251,7 +251,9 @@ def _maintain(args) -> int:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 1
     except Exception as e:  # noqa: BLE001 - delta-rs errors (e.g. a retention below the table's minimum)
-        console.print(f"[red]error:[/red] maintenance of {path} failed: {e}", highlight=False)
+        from connector.delta_paths import error_line
+
+        console.print(f"[red]error:[/red] maintenance of {path} failed: {error_line(e)}", highlight=False)
         return 1
     summary = summarize_maintenance(os.path.abspath(path), result, (time.monotonic() - started) * 1000)
     if args.json:
