@@ -8,13 +8,18 @@
  *       Follows the TOTALSIZE chain of complete MESSAGE records from region[0] (RocketMQ 4.9.8
  *       CommitLog record layout, spec §1.2: TOTALSIZE int32 BE at +0, MAGICCODE int32 BE at +4).
  *
- *   gather_bodies(data, pos, length, sys_flag, first, decompress, max_bytes) -> (end, offsets, values, bad)
+ *   gather_bodies(data, pos, length, sys_flag, first, decompress, max_bytes, crc, verify_crc, max_inflated)
+ *           -> (end, offsets, values, bad)
  *       Copies (or inflates, spec §1.4) the bodies of rows [first, end) into one contiguous buffer and
- *       the int32 Arrow offsets of a BinaryArray over it.
+ *       the int32 Arrow offsets of a BinaryArray over it; checks BODYCRC (spec §1.6) and bounds every
+ *       inflated body (a zip bomb never allocates past the bound). A bad body is kept as stored and
+ *       reported, never stops the gather (docs/source.md, "Bad records").
  *
  *   split_properties(data, pos, length, specials) -> (map_offsets, name_offsets, names, value_offsets,
  *                                                     values, hits)
  *       Splits every record's PROPERTIES (spec §1.5) into the buffers of an Arrow map<string, string>.
+ *
+ * BODYCRC is checked with libdeflate_crc32 when libdeflate is loaded, else with zlib's crc32.
  *
  * Inflation uses libdeflate (a whole-buffer DEFLATE decoder, about twice as fast as zlib 1.2) when the
  * system has libdeflate.so.0, loaded at import through its public C API; otherwise zlib. Both accept
@@ -36,15 +41,40 @@
 #define COMPRESSION_TYPE_COMPARATOR 0x700
 #define COMPRESSION_ZLIB_TYPE 0x300
 #define ARROW_INT32_MAX 0x7FFFFFFF
+#define BODYCRC_MASK 0x7FFFFFFFu
+
+/* why a body was kept as stored (the codes gather_bodies reports; connector/arrow_decode.py names them) */
+enum bad_body { BAD_BODYCRC = 1, BAD_INFLATE = 2, BAD_COMPRESSION_TYPE = 3, BAD_TOO_LARGE = 4 };
 
 /* libdeflate's public API (libdeflate.h, stable since 1.0); looked up at import, never required. */
 enum { LIBDEFLATE_SUCCESS = 0, LIBDEFLATE_INSUFFICIENT_SPACE = 3 };
 typedef void *(*ld_alloc_fn)(void);
 typedef void (*ld_free_fn)(void *);
 typedef int (*ld_zlib_decompress_ex_fn)(void *, const void *, size_t, void *, size_t, size_t *, size_t *);
+typedef uint32_t (*ld_crc32_fn)(uint32_t, const void *, size_t);
 static ld_alloc_fn ld_alloc_decompressor = NULL;
 static ld_free_fn ld_free_decompressor = NULL;
 static ld_zlib_decompress_ex_fn ld_zlib_decompress_ex = NULL; /* NULL: inflate with zlib */
+static ld_crc32_fn ld_crc32 = NULL;                           /* NULL: zlib's crc32 */
+
+/* BODYCRC of a stored body: CRC-32 (IEEE, as java.util.zip.CRC32) masked to 31 bits (spec 1.6). */
+static uint32_t body_crc(const unsigned char *p, Py_ssize_t len)
+{
+    uint32_t crc;
+    if (ld_crc32 != NULL) {
+        crc = ld_crc32(0, p, (size_t)len);
+    } else {
+        uLong c = crc32(0L, Z_NULL, 0);
+        while (len > 0) { /* zlib takes uInt lengths */
+            uInt step = len > (Py_ssize_t)0x40000000 ? 0x40000000u : (uInt)len;
+            c = crc32(c, p, step);
+            p += step;
+            len -= step;
+        }
+        crc = (uint32_t)c;
+    }
+    return crc & BODYCRC_MASK;
+}
 
 static uint32_t load_be32(const unsigned char *p)
 {
@@ -106,7 +136,8 @@ done:
 }
 
 /* Outcome of one body, decided without the GIL. */
-enum body_status { BODY_OK, BODY_BAD, BODY_GROUP_FULL, BODY_TOO_LARGE, BODY_NO_MEMORY, BODY_ZLIB_STATE };
+enum body_status { BODY_OK, BODY_BAD, BODY_INFLATES_PAST_BOUND, BODY_GROUP_FULL, BODY_TOO_LARGE, BODY_NO_MEMORY,
+                   BODY_ZLIB_STATE };
 
 /* State of one gather_bodies call; `values` is only resized with the GIL held. */
 struct gather {
@@ -138,28 +169,33 @@ static char *values_at(struct gather *g, Py_ssize_t at)
     return PyByteArray_AS_STRING(g->values) + at;
 }
 
-/* Inflate one zlib-wrapped body to g->values[g->used:]; on BODY_OK, *out_len is its inflated size. */
+/* Inflate one zlib-wrapped body to g->values[g->used:]; on BODY_OK, *out_len is its inflated size.
+ * The output never grows past max_out + 1 bytes: one byte more than allowed tells BODY_INFLATES_PAST_BOUND. */
 static enum body_status inflate_body(struct gather *g, const unsigned char *in, Py_ssize_t in_len,
-                                     Py_ssize_t *out_len)
+                                     Py_ssize_t max_out, Py_ssize_t *out_len)
 {
+    Py_ssize_t cap = max_out + 1;
     Py_ssize_t want = in_len * 8 > 65536 ? in_len * 8 : 65536;
+    if (want > cap)
+        want = cap;
     if (g->ld != NULL) {
         for (;;) {
             if (reserve(g, g->used + want) < 0)
                 return BODY_NO_MEMORY;
-            Py_ssize_t room = PyByteArray_GET_SIZE(g->values) - g->used;
             size_t in_used = 0, produced = 0;
-            int rc = ld_zlib_decompress_ex(g->ld, in, (size_t)in_len, values_at(g, g->used), (size_t)room, &in_used,
+            int rc = ld_zlib_decompress_ex(g->ld, in, (size_t)in_len, values_at(g, g->used), (size_t)want, &in_used,
                                            &produced);
             if (rc == LIBDEFLATE_SUCCESS) {
+                if ((Py_ssize_t)produced > max_out)
+                    return BODY_INFLATES_PAST_BOUND;
                 *out_len = (Py_ssize_t)produced;
                 return BODY_OK;
             }
             if (rc != LIBDEFLATE_INSUFFICIENT_SPACE)
                 return BODY_BAD;
-            if (room >= ARROW_INT32_MAX)
-                return BODY_TOO_LARGE;
-            want = room * 2; /* larger than the room left: grow and inflate it again */
+            if (want >= cap)
+                return BODY_INFLATES_PAST_BOUND;
+            want = want * 2 < cap ? want * 2 : cap; /* inflate it again into twice the room */
         }
     }
     if (!g->zinit) {
@@ -173,9 +209,9 @@ static enum body_status inflate_body(struct gather *g, const unsigned char *in, 
     g->zs.avail_in = (uInt)in_len;
     Py_ssize_t produced = 0;
     for (;;) {
-        if (reserve(g, g->used + produced + want) < 0)
+        if (reserve(g, g->used + want) < 0)
             return BODY_NO_MEMORY;
-        Py_ssize_t room = PyByteArray_GET_SIZE(g->values) - g->used - produced;
+        Py_ssize_t room = want - produced;
         if (room > (Py_ssize_t)UINT32_MAX)
             room = (Py_ssize_t)UINT32_MAX;
         g->zs.next_out = (Bytef *)values_at(g, g->used + produced);
@@ -183,54 +219,97 @@ static enum body_status inflate_body(struct gather *g, const unsigned char *in, 
         int rc = inflate(&g->zs, Z_NO_FLUSH);
         produced += room - (Py_ssize_t)g->zs.avail_out;
         if (rc == Z_STREAM_END) {
+            if (produced > max_out)
+                return BODY_INFLATES_PAST_BOUND;
             *out_len = produced;
             return BODY_OK;
         }
-        if (g->used + produced > ARROW_INT32_MAX)
-            return BODY_TOO_LARGE;
-        if (g->zs.avail_out == 0 && (rc == Z_OK || rc == Z_BUF_ERROR))
-            continue; /* output full: grow and go on */
+        if (g->zs.avail_out == 0 && (rc == Z_OK || rc == Z_BUF_ERROR)) {
+            if (produced >= cap)
+                return BODY_INFLATES_PAST_BOUND;
+            want = want * 2 < cap ? want * 2 : cap; /* output full: grow and go on */
+            continue;
+        }
         return BODY_BAD; /* corrupt, truncated, or asks for a preset dictionary */
     }
 }
 
 PyDoc_STRVAR(gather_bodies_doc,
-"gather_bodies(data, pos, length, sys_flag, first, decompress, max_bytes) -> (end, offsets, values, bad)\n\n"
+"gather_bodies(data, pos, length, sys_flag, first, decompress, max_bytes, crc, verify_crc, max_inflated)\n"
+"    -> (end, offsets, values, bad)\n\n"
 "Bodies of rows first, first+1, ... as one BinaryArray's buffers.\n\n"
 "data: bytes-like CommitLog bytes; pos, length: int64 buffers (body position in data and stored body\n"
-"length, bytes); sys_flag: int32 buffer (the records' SYSFLAG). With decompress true, a body whose\n"
-"SYSFLAG has COMPRESSED_FLAG and the ZLIB type (0x300, or 0 from producers before 4.9.4; spec 1.4) is\n"
-"inflated; other bodies are copied as stored. Rows are taken until the end, or until the next row's\n"
-"body would take the values past max_bytes (bytes, at least one row, and never past 2^31-1, the\n"
-"int32 Arrow offset limit). Returns end (first row not taken), offsets (bytearray of end-first+1\n"
-"int32), values (bytearray) and bad: -1, or the first row whose body is compressed with another\n"
-"type or does not inflate (end == bad then: the caller raises the error naming the record).\n"
-"The GIL is released while bodies are copied and inflated.\n"
+"length, bytes); sys_flag, crc: int32 buffers (the records' SYSFLAG and BODYCRC). With verify_crc true,\n"
+"a body whose CRC-32 masked to 31 bits differs from its BODYCRC is kept as stored (spec 1.6). With\n"
+"decompress true, a body whose SYSFLAG has COMPRESSED_FLAG and the ZLIB type (0x300, or 0 from\n"
+"producers before 4.9.4; spec 1.4) is inflated, to at most max_inflated bytes (the inflater never\n"
+"writes more than one byte past it); other bodies are copied as stored. A body that does not inflate,\n"
+"has another compression type or inflates past max_inflated is kept as stored too. Rows are taken until\n"
+"the end, or until the next row's body would take the values past max_bytes (bytes, at least one row,\n"
+"and never past 2^31-1, the int32 Arrow offset limit). Returns end (first row not taken), offsets\n"
+"(bytearray of end-first+1 int32), values (bytearray) and bad: a bytearray of int32 pairs (row, code)\n"
+"for the rows kept as stored, code 1 BODYCRC mismatch, 2 does not inflate, 3 compression type not\n"
+"inflated here, 4 inflates past max_inflated. The GIL is released while bodies are checked and copied.\n"
 "Raises ValueError for inconsistent buffers or a single body over 2^31-1 bytes, MemoryError.");
+
+/* The body of one row into g->values[g->used:] (inflated, or as stored); *body is its size, *code the
+ * reason it was kept as stored (0: it was not). */
+static enum body_status gather_one(struct gather *g, const unsigned char *src, Py_ssize_t len, int32_t flag,
+                                   int32_t crc, int decompress, int verify_crc, Py_ssize_t max_inflated,
+                                   Py_ssize_t *body, int *code)
+{
+    enum body_status status = BODY_OK;
+    *code = 0;
+    if (verify_crc && body_crc(src, len) != (uint32_t)crc)
+        *code = BAD_BODYCRC;
+    else if (decompress && (flag & COMPRESSED_FLAG)) {
+        int kind = flag & COMPRESSION_TYPE_COMPARATOR;
+        if (kind != 0 && kind != COMPRESSION_ZLIB_TYPE)
+            *code = BAD_COMPRESSION_TYPE;
+        else {
+            status = inflate_body(g, src, len, max_inflated, body);
+            if (status == BODY_BAD)
+                *code = BAD_INFLATE;
+            else if (status == BODY_INFLATES_PAST_BOUND)
+                *code = BAD_TOO_LARGE;
+            else
+                return status; /* BODY_OK or an error of the whole call */
+        }
+    }
+    *body = len; /* as stored */
+    if (reserve(g, g->used + len) < 0)
+        return BODY_NO_MEMORY;
+    memcpy(values_at(g, g->used), src, (size_t)len);
+    return BODY_OK;
+}
 
 static PyObject *gather_bodies(PyObject *self, PyObject *args)
 {
-    Py_buffer data, pos_b, len_b, flag_b;
-    Py_ssize_t first, max_bytes;
-    int decompress;
+    Py_buffer data, pos_b, len_b, flag_b, crc_b;
+    Py_ssize_t first, max_bytes, max_inflated;
+    int decompress, verify_crc;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*npn", &data, &pos_b, &len_b, &flag_b, &first, &decompress, &max_bytes))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*npny*pn", &data, &pos_b, &len_b, &flag_b, &first, &decompress, &max_bytes,
+                          &crc_b, &verify_crc, &max_inflated))
         return NULL;
-    PyObject *result = NULL, *offsets = NULL;
+    PyObject *result = NULL, *offsets = NULL, *bad = NULL;
     struct gather g;
     memset(&g, 0, sizeof(g));
     if (require_items(&pos_b, 8, "pos") < 0 || require_items(&len_b, 8, "length") < 0 ||
-        require_items(&flag_b, 4, "sys_flag") < 0)
+        require_items(&flag_b, 4, "sys_flag") < 0 || require_items(&crc_b, 4, "crc") < 0)
         goto done;
     Py_ssize_t n = pos_b.len / 8;
-    if (len_b.len / 8 != n || flag_b.len / 4 != n || first < 0 || first > n) {
-        PyErr_SetString(PyExc_ValueError, "pos, length and sys_flag must have one item per row, first <= rows");
+    if (len_b.len / 8 != n || flag_b.len / 4 != n || (verify_crc && crc_b.len / 4 != n) || first < 0 || first > n) {
+        PyErr_SetString(PyExc_ValueError,
+                        "pos, length, sys_flag (and crc when verified) must have one item per row, first <= rows");
         goto done;
     }
     if (max_bytes > ARROW_INT32_MAX || max_bytes <= 0)
         max_bytes = ARROW_INT32_MAX;
+    if (max_inflated > ARROW_INT32_MAX - 1 || max_inflated <= 0)
+        max_inflated = ARROW_INT32_MAX - 1;
     const int64_t *pos = pos_b.buf, *len = len_b.buf;
-    const int32_t *flag = flag_b.buf;
+    const int32_t *flag = flag_b.buf, *crc = crc_b.buf;
     const unsigned char *src = data.buf;
     Py_ssize_t guess = 0; /* the stored size of the rows is the first guess; inflated rows grow it */
     for (Py_ssize_t r = first; r < n; r++) {
@@ -243,34 +322,34 @@ static PyObject *gather_bodies(PyObject *self, PyObject *args)
             guess += (Py_ssize_t)len[r];
     }
     offsets = PyByteArray_FromStringAndSize(NULL, (n - first + 1) * 4);
+    bad = PyByteArray_FromStringAndSize(NULL, (n - first) * 8 + 1);
     g.values = PyByteArray_FromStringAndSize(NULL, guess < max_bytes ? guess + 1 : max_bytes);
-    if (offsets == NULL || g.values == NULL)
+    if (offsets == NULL || bad == NULL || g.values == NULL)
         goto done;
     if (decompress && ld_zlib_decompress_ex != NULL && (g.ld = ld_alloc_decompressor()) == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     int32_t *off = (int32_t *)PyByteArray_AS_STRING(offsets);
-    Py_ssize_t row = first, bad = -1;
+    int32_t *bad_rows = (int32_t *)PyByteArray_AS_STRING(bad);
+    Py_ssize_t row = first, nbad = 0;
     enum body_status status = BODY_OK;
     off[0] = 0;
     g.thread = PyEval_SaveThread();
     for (; row < n; row++) {
         Py_ssize_t body;
-        if (decompress && (flag[row] & COMPRESSED_FLAG)) {
-            int kind = flag[row] & COMPRESSION_TYPE_COMPARATOR;
-            status = kind != 0 && kind != COMPRESSION_ZLIB_TYPE ? BODY_BAD
-                                                                  : inflate_body(&g, src + pos[row], len[row], &body);
-        } else {
-            body = (Py_ssize_t)len[row];
-            status = reserve(&g, g.used + body) < 0 ? BODY_NO_MEMORY : BODY_OK;
-            if (status == BODY_OK)
-                memcpy(values_at(&g, g.used), src + pos[row], (size_t)body);
-        }
+        int code;
+        status = gather_one(&g, src + pos[row], (Py_ssize_t)len[row], flag[row], verify_crc ? crc[row] : 0,
+                            decompress, verify_crc, max_inflated, &body, &code);
         if (status == BODY_OK && g.used + body > (row > first ? max_bytes : ARROW_INT32_MAX))
             status = row > first ? BODY_GROUP_FULL : BODY_TOO_LARGE;
         if (status != BODY_OK)
             break;
+        if (code != 0) {
+            bad_rows[2 * nbad] = (int32_t)row;
+            bad_rows[2 * nbad + 1] = code;
+            nbad++;
+        }
         g.used += body;
         off[row - first + 1] = (int32_t)g.used;
     }
@@ -279,9 +358,6 @@ static PyObject *gather_bodies(PyObject *self, PyObject *args)
     case BODY_OK:
     case BODY_GROUP_FULL:
         break; /* the group ends before `row` */
-    case BODY_BAD:
-        bad = row;
-        break;
     case BODY_TOO_LARGE:
         PyErr_Format(PyExc_ValueError, "row %zd: body exceeds 2^31-1 bytes", row);
         goto done;
@@ -291,21 +367,27 @@ static PyObject *gather_bodies(PyObject *self, PyObject *args)
     case BODY_ZLIB_STATE:
         PyErr_SetString(PyExc_MemoryError, "zlib could not set up an inflate stream");
         goto done;
-    }
-    if (PyByteArray_Resize(offsets, (row - first + 1) * 4) < 0 || PyByteArray_Resize(g.values, g.used) < 0)
+    default:
+        PyErr_Format(PyExc_SystemError, "row %zd: unexpected body status %d", row, (int)status);
         goto done;
-    result = Py_BuildValue("nOOn", row, offsets, g.values, bad);
+    }
+    if (PyByteArray_Resize(offsets, (row - first + 1) * 4) < 0 || PyByteArray_Resize(g.values, g.used) < 0 ||
+        PyByteArray_Resize(bad, nbad * 8) < 0)
+        goto done;
+    result = Py_BuildValue("nOOO", row, offsets, g.values, bad);
 done:
     if (g.zinit)
         inflateEnd(&g.zs);
     if (g.ld != NULL)
         ld_free_decompressor(g.ld);
     Py_XDECREF(offsets);
+    Py_XDECREF(bad);
     Py_XDECREF(g.values);
     PyBuffer_Release(&data);
     PyBuffer_Release(&pos_b);
     PyBuffer_Release(&len_b);
     PyBuffer_Release(&flag_b);
+    PyBuffer_Release(&crc_b);
     return result;
 }
 
@@ -472,6 +554,7 @@ static void load_libdeflate(void)
     ld_alloc_fn alloc = (ld_alloc_fn)dlsym(lib, "libdeflate_alloc_decompressor");
     ld_free_fn release = (ld_free_fn)dlsym(lib, "libdeflate_free_decompressor");
     ld_zlib_decompress_ex_fn fn = (ld_zlib_decompress_ex_fn)dlsym(lib, "libdeflate_zlib_decompress_ex");
+    ld_crc32_fn crc_fn = (ld_crc32_fn)dlsym(lib, "libdeflate_crc32");
     if (alloc == NULL || release == NULL || fn == NULL) {
         dlclose(lib);
         return;
@@ -479,6 +562,7 @@ static void load_libdeflate(void)
     ld_alloc_decompressor = alloc;
     ld_free_decompressor = release;
     ld_zlib_decompress_ex = fn;
+    ld_crc32 = crc_fn; /* may be NULL: zlib's crc32 then */
 }
 
 PyMODINIT_FUNC PyInit__decode_kernel(void)

@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import logging
 import struct
+import zlib
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -48,17 +50,23 @@ from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
+    COMPRESSION_LZ4_TYPE,
     COMPRESSION_TYPE_COMPARATOR,
     COMPRESSION_ZLIB_TYPE,
+    COMPRESSION_ZSTD_TYPE,
     MESSAGE_MAGIC_CODE,
     MIN_RECORD_SIZE_BYTES,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     STOREHOSTADDRESS_V6_FLAG,
+    BodyDecodeError,
     HostAddress,
-    decompress_body,
+    body_too_large,
+    check_body_crc,
+    compression_type_name,
     file_name,
+    inflate_body,
     offset_msg_id,
     parse_properties,
 )
@@ -88,6 +96,29 @@ DEFAULT_MAX_RECORDS_PER_BATCH = 10000
 DEFAULT_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
 BODY_BYTES_PER_ARROW_ARRAY = 512 * 1024 * 1024  # keeps int32 binary offsets far from overflow
 WALK_MIN_BYTES = 1024 * 1024  # unwalked bytes gathered before a walk (fewer, larger numpy passes)
+#: Largest body a compressed record may decompress to (``maxInflatedBodyBytes``): 16x RocketMQ's 4 MiB
+#: maxMessageSize, so any body a producer could send (which compresses at most ~10x for text) fits,
+#: while a zip bomb stops far below a task's memory (docs/source.md, "Bad records").
+DEFAULT_MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
+MAX_MAX_INFLATED_BODY_BYTES = 1024 * 1024 * 1024  # keeps a group plus one body below int32 Arrow offsets
+MODE_PERMISSIVE = "PERMISSIVE"
+MODE_FAILFAST = "FAILFAST"
+BAD_RECORD_MODES = (MODE_PERMISSIVE, MODE_FAILFAST)
+
+
+class BodyPolicy(NamedTuple):
+    """How bodies are turned into the ``body`` column and what a bad one does (docs/source.md, "Bad records").
+
+    decompress: decompress COMPRESSED bodies (``decompressBody``); verify_crc: check BODYCRC
+    (``verifyBodyCRC``); max_inflated: bytes a body may decompress to (``maxInflatedBodyBytes``);
+    fail_fast: ``mode=FAILFAST`` raises CommitLogFormatError at a bad body, else (PERMISSIVE) the row
+    keeps the stored bytes and names field and reason in ``decodeError``.
+    """
+
+    decompress: bool = True
+    verify_crc: bool = True
+    max_inflated: int = DEFAULT_MAX_INFLATED_BODY_BYTES
+    fail_fast: bool = False
 
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 
@@ -114,6 +145,7 @@ COLUMNS: tuple[tuple[str, pa.DataType, bool], ...] = (
     ("properties", pa.map_(pa.string(), pa.string()), False),
     ("body", pa.binary(), False),
     ("broker", pa.string(), False),
+    ("decodeError", pa.string(), True),
 )
 
 #: The schema of every RecordBatch the source yields (equal to Spark's ``to_arrow_schema(spark_schema())``).
@@ -183,7 +215,7 @@ def _slices(buf: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.Binar
     if _native is not None and int(lengths.sum()) < 2 ** 31 - 1:  # one memcpy per value, no take
         end, offsets, values, _ = _native.gather_bodies(buf, np.ascontiguousarray(starts, dtype=np.int64),
                                                         np.ascontiguousarray(lengths, dtype=np.int64),
-                                                        np.zeros(n, dtype=np.int32), 0, False, 0)
+                                                        np.zeros(n, dtype=np.int32), 0, False, 0, b"", False, 0)
         return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(values)])
     large = buf.size >= 2 ** 31 - 1
     offsets = np.empty(2 * n + 1, dtype=np.int64 if large else np.int32)
@@ -355,7 +387,8 @@ def _check(bad: np.ndarray, offsets: np.ndarray, field: str, what: str, mapped_f
 
 def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, broker: str, mapped_file_size: int,
                         decompress: bool = True, topic_filter: TopicFilter | None = None,
-                        max_body_bytes: int = BODY_BYTES_PER_ARROW_ARRAY) -> Iterator[pa.RecordBatch]:
+                        max_body_bytes: int = BODY_BYTES_PER_ARROW_ARRAY,
+                        policy: BodyPolicy | None = None) -> Iterator[pa.RecordBatch]:
     """Columns of the complete MESSAGE records that begin at ``starts`` (positions in ``data``).
 
     Args:
@@ -364,19 +397,25 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
             were already checked and the whole record lies inside ``data``.
         broker: value of the ``broker`` column.
         mapped_file_size: mappedFileSizeCommitLog (bytes), to name files in errors.
-        decompress: inflate COMPRESSED bodies (``decompressBody``).
+        decompress: inflate COMPRESSED bodies (``decompressBody``); ignored when ``policy`` is given.
         topic_filter: records whose topic it does not keep are dropped before their other columns are
             built (None keeps all).
         max_body_bytes: a RecordBatch is cut before a row whose *inflated* body would take its bodies
             past this many bytes, so compressed bodies cannot blow memory up (soft: one row; the native
             kernel applies the same cut to stored bodies too).
+        policy: BODYCRC check, decompression bound and bad-record mode (default: :class:`BodyPolicy`
+            with ``decompress``). In PERMISSIVE mode a bad body (BODYCRC mismatch, does not decompress,
+            unknown compression type, past ``max_inflated``) is kept as stored with ``decodeError`` set.
 
     Yields RecordBatches of :data:`ARROW_SCHEMA` lazily (one is built while the previous one is in use),
     nothing when every record is filtered out.
 
     Raises CommitLogFormatError naming offset and field when a length field disagrees with TOTALSIZE,
-    PHYSICALOFFSET is not the record's offset, the topic is not UTF-8 or a body does not inflate.
+    PHYSICALOFFSET is not the record's offset or the topic is not UTF-8; in FAILFAST mode also for the
+    first bad body (broker, offset, file and field BODY or BODYCRC named).
     """
+    if policy is None:
+        policy = BodyPolicy(decompress=decompress)
     u8 = np.frombuffer(data, dtype=np.uint8)
     loc = _locate(u8, np.asarray(starts), base_offset, mapped_file_size)
     buf = pa.py_buffer(data)
@@ -426,18 +465,39 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
         "properties": properties,
         "broker": pa.repeat(pa.scalar(broker, type=pa.string()), n),
     }
-    for lo, hi, body_array in _bodies(buf, loc, decompress, min(max_body_bytes, BODY_BYTES_PER_ARROW_ARRAY),
-                                      mapped_file_size):
-        cols = [body_array if name == "body" else fixed[name].slice(lo, hi - lo) for name, _, _ in COLUMNS]
+    for lo, hi, body_array, bad in _bodies(buf, loc, policy, min(max_body_bytes, BODY_BYTES_PER_ARROW_ARRAY),
+                                           mapped_file_size):
+        if bad and policy.fail_fast:
+            row = min(bad)
+            field, reason = bad[row]
+            off = int(loc.offsets[row])
+            raise _fail(f"broker {broker}: {reason} (mode=FAILFAST; the default mode=PERMISSIVE keeps such a record "
+                        "with its stored body and a decodeError)", off, field, mapped_file_size)
+        fixed["body"] = body_array
+        fixed["decodeError"] = _decode_errors(bad, lo, hi)
+        cols = [fixed[name] if name in ("body", "decodeError") else fixed[name].slice(lo, hi - lo)
+                for name, _, _ in COLUMNS]
         yield pa.RecordBatch.from_arrays(cols, schema=ARROW_SCHEMA)
+
+
+def _decode_errors(bad: dict[int, tuple[str, str]], lo: int, hi: int) -> pa.Array:
+    """The ``decodeError`` column of rows [lo, hi): ``FIELD: reason`` for the rows in ``bad``, else null."""
+    if not bad:
+        return pa.nulls(hi - lo, type=pa.string())
+    values: list[str | None] = [None] * (hi - lo)
+    for row, (field, reason) in bad.items():
+        values[row - lo] = f"{field}: {reason}"
+    return pa.array(values, type=pa.string())
 
 
 def build_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, broker: str,
                          mapped_file_size: int, decompress: bool = True, topic_filter: TopicFilter | None = None,
-                         max_body_bytes: int = BODY_BYTES_PER_ARROW_ARRAY) -> list[pa.RecordBatch]:
+                         max_body_bytes: int = BODY_BYTES_PER_ARROW_ARRAY,
+                         policy: BodyPolicy | None = None) -> list[pa.RecordBatch]:
     """:func:`iter_record_batches` as a list (one RecordBatch unless bodies pass ``max_body_bytes``)."""
     return list(iter_record_batches(data, starts, base_offset, broker=broker, mapped_file_size=mapped_file_size,
-                                    decompress=decompress, topic_filter=topic_filter, max_body_bytes=max_body_bytes))
+                                    decompress=decompress, topic_filter=topic_filter, max_body_bytes=max_body_bytes,
+                                    policy=policy))
 
 
 _SPECIAL_KEYS = (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
@@ -599,90 +659,138 @@ def _may_repeat_names(rec: np.ndarray, name_len: np.ndarray, head: np.ndarray, c
     return False
 
 
-def _bodies(buf: pa.Buffer, loc: _Located, decompress: bool, max_body_bytes: int, mapped_file_size: int
-            ) -> Iterator[tuple[int, int, pa.Array]]:
-    """``(first_row, end_row, body array)`` groups covering all rows: stored bytes, or inflated when
-    ``decompress`` and the record is COMPRESSED. A group ends before a row whose inflated body would
+BodyGroup = tuple[int, int, pa.Array, dict[int, tuple[str, str]]]
+_PYTHON_ONLY_TYPES = (COMPRESSION_LZ4_TYPE, COMPRESSION_ZSTD_TYPE)  # the native kernel inflates ZLIB only
+
+
+def _bodies(buf: pa.Buffer, loc: _Located, policy: BodyPolicy, max_body_bytes: int, mapped_file_size: int
+            ) -> Iterator[BodyGroup]:
+    """``(first_row, end_row, body array, bad)`` groups covering all rows: stored bytes, or decompressed
+    when ``policy.decompress`` and the record is COMPRESSED. ``bad`` maps the group's rows whose body is
+    kept as stored because it is bad to ``(field, reason)``. A group ends before a row whose body would
     take the group past ``max_body_bytes`` (stored bodies are never split below
     :data:`BODY_BYTES_PER_ARROW_ARRAY`: the stored batch is already bounded)."""
+    if _native is not None:
+        kinds = loc.sys_flag[(loc.sys_flag & COMPRESSED_FLAG) != 0] & COMPRESSION_TYPE_COMPARATOR
+        if not policy.decompress or not np.isin(kinds, _PYTHON_ONLY_TYPES).any():
+            yield from _bodies_native(buf, loc, policy, max_body_bytes, mapped_file_size)
+            return
+    yield from _bodies_python(buf, loc, policy, max_body_bytes)
+
+
+def _crc_failures(view: memoryview, loc: _Located) -> dict[int, tuple[str, str]]:
+    """Rows whose stored body does not match its BODYCRC, with the reason (one CRC-32 call per body)."""
+    crc32 = _fast_zlib.crc32 if _fast_zlib is not None else zlib.crc32
+    pos, lens, stored = loc.body_pos.tolist(), loc.body_len.tolist(), loc.crc.tolist()
+    bad = {}
+    for i, (a, length, crc) in enumerate(zip(pos, lens, stored, strict=True)):
+        if crc32(view[a:a + length]) & 0x7FFFFFFF != crc:
+            bad[i] = _reason(check_body_crc, view[a:a + length], crc)
+    return bad
+
+
+def _reason(check, *args, **kwargs) -> tuple[str, str]:
+    """``(field, reason)`` of the BodyDecodeError ``check(...)`` raises (a generic BODY one if it does not)."""
+    try:
+        check(*args, **kwargs)
+    except BodyDecodeError as exc:
+        return exc.field, exc.reason
+    return "BODY", "body does not decompress"  # pragma: no cover - the kernel and the libraries agree
+
+
+def _bodies_python(buf: pa.Buffer, loc: _Located, policy: BodyPolicy, max_body_bytes: int) -> Iterator[BodyGroup]:
+    """:func:`_bodies` on the NumPy path: compressed bodies are decompressed one by one in Python (bounded
+    by ``policy.max_inflated``); ZLIB through zlib-ng when it is installed, LZ4 and ZSTD always here."""
     n = len(loc.s)
     body_pos, body_len = loc.body_pos, loc.body_len
-    if _native is not None:
-        yield from _bodies_native(buf, loc, decompress, max_body_bytes, mapped_file_size)
-        return
-    compressed = np.flatnonzero((loc.sys_flag & COMPRESSED_FLAG) != 0) if decompress else np.zeros(0, np.int64)
+    view = memoryview(buf)
+    bad = _crc_failures(view, loc) if policy.verify_crc and n else {}
+    compressed = np.flatnonzero((loc.sys_flag & COMPRESSED_FLAG) != 0) if policy.decompress else np.zeros(0, np.int64)
+    if bad and len(compressed):  # a body whose CRC fails is kept as stored, not decompressed
+        compressed = compressed[~np.isin(compressed, np.fromiter(bad, dtype=np.int64, count=len(bad)))]
     if not len(compressed):
         cum = np.cumsum(body_len)
         first = 0
         while first < n:
             done = int(cum[first - 1]) if first else 0
             last = max(int(np.searchsorted(cum, done + BODY_BYTES_PER_ARROW_ARRAY, side="right")), first + 1)
-            yield first, last, _slices(buf, body_pos[first:last], body_len[first:last])
+            yield first, last, _slices(buf, body_pos[first:last], body_len[first:last]), _rows_in(bad, first, last)
             first = last
         if n == 0:
-            yield 0, 0, pa.array([], type=pa.binary())
+            yield 0, 0, pa.array([], type=pa.binary()), {}
         return
     cum = np.concatenate([[0], np.cumsum(body_len)]).tolist()
-    kinds = (loc.sys_flag[compressed] & COMPRESSION_TYPE_COMPARATOR).tolist()
+    flags = loc.sys_flag[compressed].tolist()
     starts = body_pos[compressed].tolist()
     ends = (body_pos[compressed] + body_len[compressed]).tolist()
-    view = memoryview(buf)
+    zlib_module = _fast_zlib if _fast_zlib is not None else zlib
     first = 0
     size = 0  # body bytes of rows [first, row) in the group being built
     inflated: list[tuple[int, bytes]] = []
     row = 0
-    for c, kind, a, b in zip(compressed.tolist(), kinds, starts, ends, strict=True):
+    for c, flag, a, b in zip(compressed.tolist(), flags, starts, ends, strict=True):
         size += cum[c] - cum[row]
-        raw = view[a:b]
-        value = None
-        if _fast_zlib is not None and kind in _ZLIB_TYPES:
-            try:
-                value = _fast_zlib.decompress(raw)
-            except _fast_zlib.error:
-                value = None  # the reference path below raises the error naming offset and file
-        if value is None:
-            off = int(loc.offsets[c])
-            value = decompress_body(raw, int(loc.sys_flag[c]), offset=off,
-                                    file=file_name(off - off % mapped_file_size))
-        if c > first and size + len(value) > max_body_bytes:
-            yield first, c, _merge_bodies(buf, body_pos, body_len, first, c, inflated)
+        try:
+            value = inflate_body(view[a:b], flag, max_bytes=policy.max_inflated, zlib_module=zlib_module)
+        except BodyDecodeError as exc:
+            bad[c] = (exc.field, exc.reason)
+            value = None  # kept as stored
+        grows = len(value) if value is not None else b - a
+        if c > first and size + grows > max_body_bytes:
+            yield first, c, _merge_bodies(buf, body_pos, body_len, first, c, inflated), _rows_in(bad, first, c)
             first, size, inflated = c, 0, []
-        inflated.append((c, value))
-        size += len(value)
+        if value is not None:
+            inflated.append((c, value))
+        size += grows
         row = c + 1
-    yield first, n, _merge_bodies(buf, body_pos, body_len, first, n, inflated)
+    yield first, n, _merge_bodies(buf, body_pos, body_len, first, n, inflated), _rows_in(bad, first, n)
 
 
-def _bodies_native(buf: pa.Buffer, loc: _Located, decompress: bool, max_body_bytes: int, mapped_file_size: int
-                   ) -> Iterator[tuple[int, int, pa.Array]]:
-    """:func:`_bodies` through the native kernel: each group's bodies are copied, or inflated, straight
-    into the group's one values buffer (no per-body Python object); the group cut is the same rule
-    applied to every row, stored or inflated."""
+def _rows_in(bad: dict[int, tuple[str, str]], lo: int, hi: int) -> dict[int, tuple[str, str]]:
+    return {row: why for row, why in bad.items() if lo <= row < hi} if bad else {}
+
+
+def _bodies_native(buf: pa.Buffer, loc: _Located, policy: BodyPolicy, max_body_bytes: int, mapped_file_size: int
+                   ) -> Iterator[BodyGroup]:
+    """:func:`_bodies` through the native kernel: each group's bodies are checked and copied, or
+    inflated (ZLIB only), straight into the group's one values buffer (no per-body Python object); the
+    group cut is the same rule applied to every row, stored or inflated. The reasons of the (rare) bad
+    rows the kernel reports are worked out here."""
     n = len(loc.s)
     if n == 0:
-        yield 0, 0, pa.array([], type=pa.binary())
+        yield 0, 0, pa.array([], type=pa.binary()), {}
         return
     pos = np.ascontiguousarray(loc.body_pos, dtype=np.int64)
     length = np.ascontiguousarray(loc.body_len, dtype=np.int64)
     flags = np.ascontiguousarray(loc.sys_flag, dtype=np.int32)
+    crcs = np.ascontiguousarray(loc.crc, dtype=np.int32)
+    view = memoryview(buf)
     first = 0
     while first < n:
         try:
-            end, offsets, values, bad = _native.gather_bodies(buf, pos, length, flags, first, decompress,
-                                                              max_body_bytes)
+            end, offsets, values, bad_rows = _native.gather_bodies(
+                buf, pos, length, flags, first, policy.decompress, max_body_bytes, crcs, policy.verify_crc,
+                policy.max_inflated)
         except ValueError as exc:  # only the group's first body can be too large for one Arrow array
             raise _fail(f"body cannot be held in one Arrow array ({exc})", int(loc.offsets[first]), "BODY",
                         mapped_file_size) from exc
-        if end > first:
-            yield first, end, pa.Array.from_buffers(pa.binary(), end - first,
-                                                    [None, pa.py_buffer(offsets), pa.py_buffer(values)])
-        if bad >= 0:  # the reference path raises the error naming offset, file and what is wrong
-            off = int(loc.offsets[bad])
-            a = int(pos[bad])
-            decompress_body(memoryview(buf)[a:a + int(length[bad])], int(flags[bad]), offset=off,
-                            file=file_name(off - off % mapped_file_size))
-            raise _fail("body does not inflate", off, "BODY", mapped_file_size)  # pragma: no cover - zlib agrees
+        bad = {}
+        for row, code in np.frombuffer(bad_rows, dtype=np.int32).reshape(-1, 2).tolist():
+            stored = view[int(pos[row]):int(pos[row] + length[row])]
+            if code == _BAD_BODYCRC:
+                bad[row] = _reason(check_body_crc, stored, int(crcs[row]))
+            elif code == _BAD_TOO_LARGE:
+                too_large = body_too_large(compression_type_name(int(flags[row])), policy.max_inflated)
+                bad[row] = (too_large.field, too_large.reason)
+            else:  # does not inflate, or a compression type the kernel leaves alone: the library names why
+                bad[row] = _reason(inflate_body, stored, int(flags[row]), max_bytes=policy.max_inflated)
+        yield first, end, pa.Array.from_buffers(pa.binary(), end - first,
+                                                [None, pa.py_buffer(offsets), pa.py_buffer(values)]), bad
         first = end
+
+
+_BAD_BODYCRC = 1  # the kernel's codes of bodies kept as stored (connector/_decode_kernel.c, enum bad_body)
+_BAD_TOO_LARGE = 4
 
 
 _ZLIB_TYPES = (0, COMPRESSION_ZLIB_TYPE)  # type bits 0 (before 4.9.4) and 0x300 mean ZLIB (spec §1.4)
@@ -731,6 +839,10 @@ class CommitLogArrowDecoder:
         mapped_file_size: mappedFileSizeCommitLog (bytes); a record never spans two files.
         broker: the ``broker`` column's value.
         decompress_body: inflate bodies stored compressed.
+        mode: ``PERMISSIVE`` (a bad body becomes a row with its stored bytes and ``decodeError``) or
+            ``FAILFAST`` (CommitLogFormatError naming broker, offset, file and field); case-insensitive.
+        verify_body_crc: check every body against its BODYCRC.
+        max_inflated_body_bytes: bytes a compressed body may decompress to (a larger one is bad).
         max_records_per_batch / max_bytes_per_batch: a batch is emitted when either is reached
             (bytes = stored record bytes, and inflated body bytes; soft by at most one record).
         topic_filter: drop records of other topics before their columns are built (None keeps all).
@@ -746,12 +858,17 @@ class CommitLogArrowDecoder:
 
     Raises CommitLogFormatError naming offset, file and field for bad MAGICCODE/TOTALSIZE, a record
     crossing its file or the range end, zeros where a record must be, or a range that ends inside a
-    record; ValueError for chunks that do not continue the stream.
+    record; ValueError for chunks that do not continue the stream. Bad bodies raise (FAILFAST) or become
+    rows (PERMISSIVE) as :func:`iter_record_batches` says.
     """
 
     def __init__(self, start: int, end: int, mapped_file_size: int, *, broker: str, decompress_body: bool = True,
                  max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH,
-                 max_bytes_per_batch: int = DEFAULT_MAX_BYTES_PER_BATCH, topic_filter: TopicFilter | None = None):
+                 max_bytes_per_batch: int = DEFAULT_MAX_BYTES_PER_BATCH, topic_filter: TopicFilter | None = None,
+                 mode: str = MODE_PERMISSIVE, verify_body_crc: bool = True,
+                 max_inflated_body_bytes: int = DEFAULT_MAX_INFLATED_BODY_BYTES):
+        if mode.upper() not in BAD_RECORD_MODES:
+            raise ValueError(f"mode {mode!r} is not one of {', '.join(BAD_RECORD_MODES)}")
         if not 0 <= start <= end:
             raise ValueError(f"bad CommitLog range [{start}, {end})")
         if mapped_file_size <= 0:
@@ -761,6 +878,8 @@ class CommitLogArrowDecoder:
         self.mapped_file_size = mapped_file_size
         self.broker = broker
         self.decompress_body = decompress_body
+        self.policy = BodyPolicy(decompress=decompress_body, verify_crc=verify_body_crc,
+                                 max_inflated=max_inflated_body_bytes, fail_fast=mode.upper() == MODE_FAILFAST)
         self.max_records = max_records_per_batch
         self.max_bytes = max_bytes_per_batch
         self.topic_filter = None if topic_filter is None or topic_filter.keeps_everything else topic_filter
@@ -964,8 +1083,8 @@ class CommitLogArrowDecoder:
         self._pending_records = 0
         self._pending_bytes = 0
         for batch in iter_record_batches(data, offsets - base, base, broker=self.broker,
-                                         mapped_file_size=self.mapped_file_size, decompress=self.decompress_body,
-                                         topic_filter=self.topic_filter, max_body_bytes=self.max_bytes):
+                                         mapped_file_size=self.mapped_file_size, topic_filter=self.topic_filter,
+                                         max_body_bytes=self.max_bytes, policy=self.policy):
             self.records_emitted += batch.num_rows
             yield batch
 

@@ -45,6 +45,16 @@ includeSystemTopics        false         keep RocketMQ's system topics (SCHEDULE
                                          RMQ_SYS_*, TBW102, ... see ``connector.topic_filter``) when
                                          ``topics`` is not given.
 decompressBody             true          inflate bodies stored compressed (sysFlag COMPRESSED_FLAG).
+mode                       PERMISSIVE    what a bad body does (BODYCRC mismatch, does not
+                                         decompress, unknown compression type, past
+                                         maxInflatedBodyBytes): ``PERMISSIVE`` keeps the record as
+                                         a row with its stored body and the reason in
+                                         ``decodeError``; ``FAILFAST`` fails the query naming
+                                         broker, offset, file and field (Spark's file-source
+                                         ``mode``; DROPMALFORMED is not offered: rows never vanish).
+verifyBodyCRC              true          check every body against its BODYCRC.
+maxInflatedBodyBytes       67108864      bytes a compressed body may decompress to (1..1 GiB);
+                                         a larger one is a bad record, never allocated whole.
 connectTimeoutMs           5000          TCP connect timeout, HA and remoting (RemotingUtil.connect).
 readTimeoutMs              20000         no byte from the broker for this long means a dead
                                          connection (haHousekeepingInterval); also the remoting
@@ -80,6 +90,12 @@ STARTING_OFFSETS_EARLIEST = "earliest"
 STARTING_OFFSETS_LATEST = "latest"
 EARLIEST_OFFSET_SENTINEL = -2  # Kafka's convention in startingOffsets JSON
 LATEST_OFFSET_SENTINEL = -1
+from connector.arrow_decode import (
+    BAD_RECORD_MODES,
+    DEFAULT_MAX_INFLATED_BODY_BYTES,
+    MAX_MAX_INFLATED_BODY_BYTES,
+    MODE_PERMISSIVE,
+)
 
 DEFAULT_CONNECT_TIMEOUT_MS = 5000  # RemotingUtil.connect
 DEFAULT_READ_TIMEOUT_MS = 20000  # haHousekeepingInterval
@@ -93,7 +109,8 @@ DEFAULT_FETCH_PREFETCH_CHUNKS = 4  # connector.ha_fetch.PREFETCH_DEPTH
 _BROKER_NAME = re.compile(r"^[A-Za-z0-9_.%-]+$")
 _KNOWN = {name.lower(): name for name in (
     "brokers", "slaves", "readFrom", "minReplicas", "startingOffsets", "maxBytesPerTrigger", "failOnDataLoss",
-    "topics", "topicPattern", "includeSystemTopics", "decompressBody", "connectTimeoutMs", "readTimeoutMs",
+    "topics", "topicPattern", "includeSystemTopics", "decompressBody", "mode", "verifyBodyCRC",
+    "maxInflatedBodyBytes", "connectTimeoutMs", "readTimeoutMs",
     "fetchRetries", "haSendHeartbeatInterval", "arrowMaxRecordsPerBatch", "arrowMaxBytesPerBatch",
     "fetchPrefetchChunks")}
 READ_FROM_MASTER = "master"
@@ -156,6 +173,9 @@ class SourceOptions:
 
     ``starting_offsets`` is ``"earliest"``, ``"latest"`` or a mapping broker name → CommitLog offset
     (bytes; -2 earliest, -1 latest). ``max_bytes_per_trigger`` is None when unset. ``slaves`` holds
+    mode: str = MODE_PERMISSIVE  # bad-record policy: PERMISSIVE or FAILFAST
+    verify_body_crc: bool = True
+    max_inflated_body_bytes: int = DEFAULT_MAX_INFLATED_BODY_BYTES
     one endpoint per configured slave (``name`` = its broker set); ``read_from`` is ``"master"`` or
     ``"slave"``; ``min_replicas`` is 0 when replicated-only reads are off.
     """
@@ -235,6 +255,10 @@ class SourceOptions:
             max_bytes = _positive_int(opts, "maxBytesPerTrigger", 0)
         return cls(brokers=brokers, starting_offsets=parse_starting_offsets(opts.get("startingoffsets"), names),
                    max_bytes_per_trigger=max_bytes, fetch=fetch, slaves=slaves, read_from=read_from,
+            mode=_choice(opts, "mode", tuple(m.lower() for m in BAD_RECORD_MODES), MODE_PERMISSIVE.lower()).upper(),
+            verify_body_crc=_bool(opts, "verifyBodyCRC", True),
+            max_inflated_body_bytes=_int(opts, "maxInflatedBodyBytes", DEFAULT_MAX_INFLATED_BODY_BYTES, minimum=1,
+                                         maximum=MAX_MAX_INFLATED_BODY_BYTES),
                    min_replicas=min_replicas)
 
 
@@ -382,7 +406,7 @@ def _split_host_port(text: str, whole: str, what: str, option: str = "brokers") 
     return host, int(port)
 
 
-def _int(opts: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+def _int(opts: Mapping[str, str], name: str, default: int, *, minimum: int, maximum: int | None = None) -> int:
     raw = opts.get(name.lower())
     if raw is None:
         return default
@@ -415,6 +439,8 @@ def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
     if raw is None:
         return default
     text = str(raw).strip().lower()
+    if maximum is not None and value > maximum:
+        raise HAReplicaOptionError(name, raw, f"must be <= {maximum}")
     if text in ("true", "false"):
         return text == "true"
     raise HAReplicaOptionError(name, raw, "must be true or false")

@@ -418,7 +418,8 @@ def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatc
     decoder = CommitLogArrowDecoder(
         partition.start, partition.end, partition.mapped_file_size, broker=partition.broker,
         decompress_body=fetch.decompress_body, max_records_per_batch=fetch.max_records_per_batch,
-        max_bytes_per_batch=fetch.max_bytes_per_batch, topic_filter=fetch.topic_filter)
+        max_bytes_per_batch=fetch.max_bytes_per_batch, topic_filter=fetch.topic_filter, mode=fetch.mode,
+        verify_body_crc=fetch.verify_body_crc, max_inflated_body_bytes=fetch.max_inflated_body_bytes)
     fetcher = HARangeFetcher(
         partition.ha_addr, partition.start, partition.end, broker=partition.broker,
         connect_timeout_ms=fetch.connect_timeout_ms, read_timeout_ms=fetch.read_timeout_ms,

@@ -103,6 +103,7 @@ def assert_matches(got: list[dict], expected: list[dict], *, decompressed: bool 
             assert g[f] == e[f], (f, e["commitLogOffset"])
         assert g["body"] == base64.b64decode(e[body_key]), e["commitLogOffset"]
         assert g["broker"] == "broker-a"
+        assert g["decodeError"] is None, e["commitLogOffset"]  # every golden body matches its BODYCRC
 
 
 def test_arrow_schema_is_what_spark_expects_from_the_spark_schema():
@@ -113,7 +114,7 @@ def test_arrow_schema_is_what_spark_expects_from_the_spark_schema():
     assert ARROW_SCHEMA.names == ["topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC",
                                   "flag", "sysFlag", "bornTimestamp", "bornHost", "storeTimestamp", "storeHost",
                                   "reconsumeTimes", "preparedTransactionOffset", "msgId", "uniqKey", "tags", "keys",
-                                  "properties", "body", "broker"]
+                                  "properties", "body", "broker", "decodeError"]
 
 
 @pytest.mark.parametrize("file_index", range(4))
@@ -482,30 +483,30 @@ def test_bodies_inflate_the_same_with_and_without_zlib_ng(commitlog, messages, m
 
 
 @pytest.mark.parametrize("stored, sys_flag, error", [
-    (zlib.compress(b"abc" * 1000)[:-9], COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE, "zlib body does not inflate"),
-    (zlib.compress(bytes(range(256)) * 40)[:40] + b"\xff" * 20, COMPRESSED_FLAG, "zlib body does not inflate"),
-    (zlib.compress(b"abc"), COMPRESSED_FLAG | 0x100, "unsupported body compression LZ4"),
+    (zlib.compress(b"abc" * 1000)[:-9], COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE, "ZLIB body does not inflate"),
+    (zlib.compress(bytes(range(256)) * 40)[:40] + b"\xff" * 20, COMPRESSED_FLAG, "ZLIB body does not inflate"),
+    (zlib.compress(b"abc"), COMPRESSED_FLAG | 0x100, "LZ4 body is not an LZ4 frame"),
 ])
-def test_bad_compressed_bodies_after_good_ones_name_the_record(stored, sys_flag, error):
+def test_bad_compressed_bodies_after_good_ones_name_the_record_in_failfast_mode(stored, sys_flag, error):
     data = bytearray()
     for i in range(5):  # good rows first: the error must name the bad record, not the group
         data += encode_record(commit_log_offset=len(data), topic="t", body=zlib.compress(b"ok%d" % i * 3000),
                               sys_flag=COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE)
     bad_at = len(data)
     data += encode_record(commit_log_offset=bad_at, topic="t", body=stored, sys_flag=sys_flag)
-    with pytest.raises(CommitLogFormatError, match=f"{error}.*CommitLog offset {bad_at}.*BODY"):
-        list(decode_commitlog_range([(0, bytes(data))], 0, len(data), 2 ** 30, broker="b"))
+    with pytest.raises(CommitLogFormatError, match=f"broker b: {error}.*CommitLog offset {bad_at}.*BODY"):
+        list(decode_commitlog_range([(0, bytes(data))], 0, len(data), 2 ** 30, broker="b", mode="FAILFAST"))
     raw = rows(list(decode_commitlog_range([(0, bytes(data))], 0, len(data), 2 ** 30, broker="b",
                                            decompress_body=False)))
     assert raw[-1]["body"] == stored
 
 
-def test_a_body_that_does_not_inflate_names_the_record():
+def test_a_body_that_does_not_inflate_names_the_record_in_failfast_mode():
     good = encode_record(commit_log_offset=0, topic="t", body=b"fine")
     bad = encode_record(commit_log_offset=len(good), topic="t", body=b"not zlib at all",
                         sys_flag=COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE)
-    with pytest.raises(CommitLogFormatError, match=f"zlib body does not inflate.*CommitLog offset {len(good)}.*BODY"):
-        list(decode_commitlog_range([(0, good + bad)], 0, len(good + bad), 2 ** 30, broker="b"))
+    with pytest.raises(CommitLogFormatError, match=f"ZLIB body does not inflate.*CommitLog offset {len(good)}.*BODY"):
+        list(decode_commitlog_range([(0, good + bad)], 0, len(good + bad), 2 ** 30, broker="b", mode="failfast"))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

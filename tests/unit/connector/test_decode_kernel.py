@@ -51,37 +51,73 @@ def test_zlib_and_libdeflate_inflate_the_fixture_to_the_same_columns(fixture_dir
     assert default[1:] == fallback[1:]
 
 
-def _gather(bodies: list[bytes], flags: list[int], first=0, decompress=True, max_bytes=0):
+def _gather(bodies: list[bytes], flags: list[int], first=0, decompress=True, max_bytes=0, crcs=None, max_inflated=0):
     data = b"".join(bodies)
     pos = np.cumsum([0] + [len(b) for b in bodies[:-1]]).astype(np.int64)
-    return kernel.gather_bodies(data, pos, np.array([len(b) for b in bodies], np.int64),
-                                np.array(flags, np.int32), first, decompress, max_bytes)
+    end, offsets, values, bad = kernel.gather_bodies(
+        data, pos, np.array([len(b) for b in bodies], np.int64), np.array(flags, np.int32), first, decompress,
+        max_bytes, np.array(crcs or [], np.int32), crcs is not None, max_inflated)
+    return end, offsets, values, np.frombuffer(bad, np.int32).reshape(-1, 2).tolist()
 
 
 def test_gather_cuts_groups_at_max_bytes_but_takes_at_least_one_row():
     big = zlib.compress(b"x" * 100_000)
     end, offsets, values, bad = _gather([b"ab", big, b"cd"], [0, 0x301, 0], max_bytes=50_000)
-    assert (end, bad, bytes(values)) == (1, -1, b"ab")
+    assert (end, bad, bytes(values)) == (1, [], b"ab")
     end, offsets, values, bad = _gather([b"ab", big, b"cd"], [0, 0x301, 0], first=1, max_bytes=50_000)
-    assert (end, bad, len(values)) == (2, -1, 100_000)  # alone in its group although past max_bytes
+    assert (end, bad, len(values)) == (2, [], 100_000)  # alone in its group although past max_bytes
     assert np.frombuffer(offsets, np.int32).tolist() == [0, 100_000]
     end, offsets, values, bad = _gather([b"ab", big, b"cd"], [0, 0x301, 0])
-    assert (end, bad, bytes(values)) == (3, -1, b"ab" + b"x" * 100_000 + b"cd")
+    assert (end, bad, bytes(values)) == (3, [], b"ab" + b"x" * 100_000 + b"cd")
 
 
-def test_gather_reports_the_first_bad_row_and_keeps_the_rows_before():
-    end, offsets, values, bad = _gather([b"ab", zlib.compress(b"ok"), b"\x78\x9cbroken", b"cd"], [0, 1, 1, 0])
-    assert (end, bad, bytes(values)) == (2, 2, b"abok")
-    assert _gather([b"ab", zlib.compress(b"ok")], [0, 0x201])[3] == 1  # ZSTD type bits: not inflated here
+def test_gather_keeps_bad_bodies_as_stored_and_reports_row_and_code():
+    broken = b"\x78\x9cbroken"
+    end, offsets, values, bad = _gather([b"ab", zlib.compress(b"ok"), broken, b"cd"], [0, 1, 1, 0])
+    assert (end, bad, bytes(values)) == (4, [[2, 2]], b"abok" + broken + b"cd")  # 2: does not inflate
+    assert _gather([b"ab", zlib.compress(b"ok")], [0, 0x201])[3] == [[1, 3]]  # ZSTD type bits: not inflated here
     assert bytes(_gather([zlib.compress(b"ok")], [1], decompress=False)[2]) == zlib.compress(b"ok")
+
+
+def test_gather_checks_bodycrc_masked_to_31_bits():
+    bodies = [b"ab", b"cd", b""]
+    crcs = [zlib.crc32(b"ab") & 0x7FFFFFFF, zlib.crc32(b"cd"), 0]  # the second is unmasked: a mismatch if bit 31 set
+    end, _, values, bad = _gather(bodies, [0, 0, 0], crcs=crcs)
+    assert bytes(values) == b"abcd"
+    assert bad == ([[1, 1]] if zlib.crc32(b"cd") & 0x80000000 else [])
+    assert _gather([b"ab"], [0], crcs=[12345])[3] == [[0, 1]]  # 1: BODYCRC mismatch
+
+
+_BOMB = r"""
+import zlib, numpy as np
+from connector import _decode_kernel as k
+bomb, small = zlib.compress(bytes(1 << 20)), zlib.compress(b"x" * 1000)  # 1 MiB of zeros: ~1 KB stored
+data = bomb + small
+r = k.gather_bodies(data, np.array([0, len(bomb)], np.int64), np.array([len(bomb), len(small)], np.int64),
+                    np.array([0x301, 0x301], np.int32), 0, True, 0, b"", False, 1000)
+print(k.INFLATER, r[0], bytes(r[2]) == bomb + b"x" * 1000, np.frombuffer(r[3], np.int32).tolist())
+"""
+
+
+@pytest.mark.parametrize("env", [{}, {"HAREPLICA_NO_LIBDEFLATE": "1"}], ids=["default", "zlib"])
+def test_gather_bounds_inflated_bodies_and_keeps_a_bomb_as_stored(env):
+    out = subprocess.run([sys.executable, "-c", _BOMB], capture_output=True, text=True, timeout=60, check=True,
+                         env={**os.environ, **env}).stdout.split(maxsplit=3)
+    assert out[0] == ("zlib" if env else kernel.INFLATER)
+    # the bomb (code 4: inflates past max_inflated) is kept as stored; a body of exactly the bound inflates
+    assert [out[1], out[2], out[3].strip()] == ["2", "True", "[0, 4]"]
 
 
 def test_arguments_that_do_not_fit_are_value_errors():
     with pytest.raises(ValueError, match="lies outside"):
-        kernel.gather_bodies(b"abc", np.array([2], np.int64), np.array([5], np.int64), np.zeros(1, np.int32), 0, 0, 0)
+        kernel.gather_bodies(b"abc", np.array([2], np.int64), np.array([5], np.int64), np.zeros(1, np.int32), 0, 0, 0,
+                             b"", False, 0)
     with pytest.raises(ValueError, match="one item per row"):
         kernel.gather_bodies(b"abc", np.array([0, 1], np.int64), np.array([1], np.int64), np.zeros(1, np.int32), 0, 0,
-                             0)
+                             0, b"", False, 0)
+    with pytest.raises(ValueError, match="one item per row"):
+        kernel.gather_bodies(b"abc", np.array([0], np.int64), np.array([1], np.int64), np.zeros(1, np.int32), 0, 0,
+                             0, b"", True, 0)
     with pytest.raises(ValueError, match="whole number of 8-byte items"):
         kernel.walk_records(b"abc", bytearray(12), bytearray(16))
     with pytest.raises(ValueError, match="lie outside"):
