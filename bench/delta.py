@@ -408,7 +408,8 @@ def simulate_hour(workdir: Path, batches: int, maintenance_every: int, rows_per_
                 "keys": pa.array([None] * n, pa.string()),
                 "properties": pa.array([[]] * n, pa.map_(pa.string(), pa.string())),
                 "body": pa.array([os.urandom(16) * 64 for _ in range(n)], pa.binary()),
-                "broker": pa.array(["broker-a"] * n), "storeDate": pa.array([ts.date()] * n, pa.date32()),
+                "broker": pa.array(["broker-a"] * n), "decodeError": pa.nulls(n, pa.string()),
+                "storeDate": pa.array([ts.date()] * n, pa.date32()),
             }
             offset += n
             messages.append(writer.write(iter([pa.record_batch(cols, schema=arrow_schema)])))

@@ -4,8 +4,9 @@
 into the Delta table ``TABLES_ROOT/bronze`` (append only, one row per message, exactly once). Columns:
 the source's (DESIGN §3: topic, queueId, queueOffset, commitLogOffset, storeSize, bodyCRC, flag, sysFlag,
 bornTimestamp, bornHost, storeTimestamp, storeHost, reconsumeTimes, preparedTransactionOffset, msgId,
-uniqKey, tags, keys, properties, body, broker) plus ``storeDate``, the UTC date of storeTimestamp, which
-is the partition column (``storeDate=YYYY-MM-DD/`` folders).
+uniqKey, tags, keys, properties, body, broker, decodeError) plus ``storeDate``, the UTC date of storeTimestamp,
+which is the partition column (``storeDate=YYYY-MM-DD/`` folders). Bad records (``decodeError`` not null:
+BODYCRC mismatch, a body that does not decompress) are kept, with their stored bytes as ``body``.
 """
 
 from __future__ import annotations
