@@ -15,14 +15,19 @@ from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_LZ4_TYPE,
     COMPRESSION_ZLIB_TYPE,
+    COMPRESSION_ZSTD_TYPE,
     MIN_RECORD_SIZE_BYTES,
     STOREHOSTADDRESS_V6_FLAG,
     BatchEntry,
     BlankRecord,
+    BodyDecodeError,
     HostAddress,
     MessageRecord,
     body_crc,
     calc_msg_length,
+    check_body_crc,
+    compress_body,
+    compression_type_name,
     decode_batch_body,
     decode_offset_msg_id,
     decode_record,
@@ -31,6 +36,7 @@ from connector.protocol.commitlog import (
     encode_blank,
     encode_properties,
     encode_record,
+    inflate_body,
     iter_records,
     offset_msg_id,
     parse_properties,
@@ -121,6 +127,42 @@ def test_unsupported_or_corrupt_compression_names_offset_and_field():
         decompress_body(b"xx", COMPRESSED_FLAG | COMPRESSION_LZ4_TYPE, offset=77)
     with pytest.raises(CommitLogFormatError, match=r"inflate.*offset 5.*field BODY"):
         decompress_body(b"not zlib", COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE, offset=5)
+
+
+@pytest.mark.parametrize("kind", ["ZLIB", "LZ4", "ZSTD"])
+def test_compress_body_as_the_java_client_and_inflate_body_round_trip(kind):
+    body = b"".join(b"event %d;" % i for i in range(5000))
+    stored, flags = compress_body(body, kind)
+    assert flags & COMPRESSED_FLAG and compression_type_name(flags) == kind
+    assert len(stored) < len(body) // 2
+    assert inflate_body(stored, flags) == body == inflate_body(stored, flags, max_bytes=len(body))
+    with pytest.raises(BodyDecodeError, match=f"^BODY: {kind} body decompresses to more than maxInflatedBodyBytes "
+                                              f"\\({len(body) - 1} bytes\\)$"):
+        inflate_body(stored, flags, max_bytes=len(body) - 1)
+    assert decompress_body(stored, flags) == body
+    assert inflate_body(stored, 0) == stored  # not flagged: the stored bytes
+
+
+def test_inflate_body_names_what_is_wrong():
+    cases = [(b"junk", COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE, "ZLIB body does not inflate"),
+             (zlib.compress(b"x" * 100)[:-3], COMPRESSED_FLAG, "ZLIB body does not inflate"),
+             (b"junk", COMPRESSED_FLAG | COMPRESSION_LZ4_TYPE, "LZ4 body is not an LZ4 frame"),
+             (b"junk", COMPRESSED_FLAG | COMPRESSION_ZSTD_TYPE, "ZSTD body is not a zstd frame"),
+             (b"junk", COMPRESSED_FLAG | 0x700, "unknown compression type UNKNOWN\\(7\\) \\(sysFlag 0x701\\)")]
+    for stored, flags, reason in cases:
+        with pytest.raises(BodyDecodeError, match=reason) as err:
+            inflate_body(stored, flags, max_bytes=1000)
+        assert err.value.field == "BODY"
+
+
+def test_check_body_crc_masks_to_31_bits_and_names_both_values():
+    body = b"\x00" * 3 + b"crc"
+    check_body_crc(body, zlib.crc32(body) & 0x7FFFFFFF)
+    with pytest.raises(BodyDecodeError, match=r"^BODYCRC: mismatch: stored 0xFFFFFFFF, computed 0x[0-9A-F]{8} over "
+                                              r"the 6 stored body bytes$"):
+        check_body_crc(body, -1)
+    rec = decode_record(encode_record(commit_log_offset=0, topic="t", body=body, body_crc_value=5))
+    assert rec.body_crc == 5
 
 
 def _record(offset=1000, **kw):
