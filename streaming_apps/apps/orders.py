@@ -62,6 +62,8 @@ _INT32 = (-(2**31), 2**31 - 1)
 _MIN_EVENT_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z
 _MAX_EVENT_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 MAX_REASON_CHARS = 300
+#: The source's column naming why a record's body is kept as stored (connector.arrow_decode, docs/source.md).
+DECODE_ERROR = "decodeError"
 
 
 class OrderDecodeError(ValueError):
@@ -134,15 +136,21 @@ def decode_order_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     """Decode the ``body`` column of a batch of messages into :data:`DECODED_SCHEMA`.
 
     Valid orders: order columns set, ``reason`` and ``body`` null. Invalid: order columns null, the
-    reason (at most MAX_REASON_CHARS characters) and the raw body kept. The pass-through columns
-    (:data:`PASS_THROUGH`) are copied; the input must have them and ``body``.
+    reason (at most MAX_REASON_CHARS characters) and the raw body kept. A record the source could not
+    decode (its ``decodeError`` column, when the input has it, is set: BODYCRC mismatch, a body that does
+    not decompress) is invalid with reason ``bad record: <decodeError>`` and its stored body. The
+    pass-through columns (:data:`PASS_THROUGH`) are copied; the input must have them and ``body``.
     """
     bodies = batch.column(batch.schema.get_field_index("body")).to_pylist()
+    error_index = batch.schema.get_field_index(DECODE_ERROR)
+    decode_errors = batch.column(error_index).to_pylist() if error_index >= 0 else [None] * len(bodies)
     columns: dict[str, list] = {f.name: [] for f in ORDER_FIELDS}
     reasons: list[str | None] = []
     bad_bodies: list[bytes | None] = []
-    for body in bodies:
+    for body, decode_error in zip(bodies, decode_errors, strict=True):
         try:
+            if decode_error is not None:
+                raise OrderDecodeError(f"bad record: {decode_error}")
             order = decode_order_body(body if body is not None else b"")
         except OrderDecodeError as e:
             for name in columns:

@@ -9,7 +9,9 @@ with :mod:`streaming_apps.apps.orders` on the executors and, per micro-batch (fo
   eventTime, the partition column) and the message's broker, topic, queueId, queueOffset,
   commitLogOffset, msgId, tags, keys, storeTimestamp;
 - ``silver_quarantine``: one row per body that is not a valid order event — broker, topic, queueId,
-  queueOffset, commitLogOffset, msgId, tags, keys, storeTimestamp, reason (what is wrong) and the body.
+  queueOffset, commitLogOffset, msgId, tags, keys, storeTimestamp, reason (what is wrong) and the body;
+  also every bad record the source kept (``decodeError`` set: BODYCRC mismatch, a body that does not
+  decompress), with reason ``bad record: <decodeError>`` and the stored body.
 
 Both tables are written with ``txn(appId, batchId)`` (``DeltaSink.write_batch``), so a micro-batch
 replayed after a crash lands in neither table twice, also when the crash fell between the two commits.
@@ -20,7 +22,7 @@ from __future__ import annotations
 import logging
 
 from streaming_apps.apps.common import AppConfig, DeltaSink, hareplica_stream
-from streaming_apps.apps.orders import DECODED_DDL, PASS_THROUGH, decode_order_batches
+from streaming_apps.apps.orders import DECODE_ERROR, DECODED_DDL, PASS_THROUGH, decode_order_batches
 from streaming_apps.workload import ORDER_TOPICS
 
 log = logging.getLogger(__name__)
@@ -44,7 +46,7 @@ def decoded_orders(spark, config: AppConfig):
 
     topics = list(config.topics or ORDER_TOPICS)
     source = hareplica_stream(spark, config).where(F.col("topic").isin(topics))
-    decoded = source.select(*PASS_THROUGH, "body").mapInArrow(decode_order_batches, DECODED_DDL)
+    decoded = source.select(*PASS_THROUGH, DECODE_ERROR, "body").mapInArrow(decode_order_batches, DECODED_DDL)
     return decoded.withColumn(
         "eventDate", F.date_from_unix_date(F.floor(F.unix_millis("eventTime") / MS_PER_DAY).cast("int")))
 

@@ -93,3 +93,15 @@ def test_reasons_are_bounded_and_empty_batches_skipped():
     assert len(out.column("reason")[0].as_py()) <= MAX_REASON_CHARS
     assert list(decode_order_batches(iter([_messages([]), _messages([b"x"])])))[0].num_rows == 1
 
+
+
+def test_records_the_source_could_not_decode_are_quarantined_with_the_decode_error():
+    batch = _messages([msgpack.packb(GOOD), b"stored \x78\x9c bytes", msgpack.packb(GOOD)])
+    errors = pa.array([None, "BODY: ZLIB body does not inflate (Error -3)", "BODYCRC: mismatch: stored 0x1"])
+    out = decode_order_batch(batch.append_column("decodeError", errors)).to_pylist()
+    assert out[0]["orderId"] == "ORD-1" and out[0]["reason"] is None
+    assert (out[1]["orderId"], out[1]["body"]) == (None, b"stored \x78\x9c bytes")
+    assert out[1]["reason"] == "bad record: BODY: ZLIB body does not inflate (Error -3)"
+    # a body that happens to be a valid order is still quarantined when its BODYCRC does not match
+    assert (out[2]["orderId"], out[2]["reason"]) == (None, "bad record: BODYCRC: mismatch: stored 0x1")
+    assert out[2]["body"] == msgpack.packb(GOOD)
