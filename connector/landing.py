@@ -75,6 +75,35 @@ def with_store_date(batch: pa.RecordBatch) -> pa.RecordBatch:
                                       names=[*batch.schema.names, STORE_DATE])
 
 
+#: Nullable columns later versions of the source added; a raw-replica table written before gets them on
+#: start (:func:`add_new_source_columns`), its earlier rows reading them as null.
+ADDED_SOURCE_COLUMNS = ("decodeError",)
+
+
+def add_new_source_columns(table_uri: str) -> list[str]:
+    """Add :data:`ADDED_SOURCE_COLUMNS` missing from an existing Delta table (a metadata-only commit).
+
+    The bronze app calls this before it starts, so a table landed before ``decodeError`` existed goes on
+    (docs/source.md, "Bad records"); other sinks refuse such a table with DeltaSchemaMismatchError naming
+    the column. Returns the names added (none when the table does not exist or has them all).
+    Raises connector.delta_paths.DeltaTablePathError for an unreadable ``_delta_log``.
+    """
+    from deltalake import Field
+
+    from connector.delta_sink import load_table
+
+    table = load_table(table_uri)
+    if table is None:
+        return []
+    have = {f.name for f in table.schema().fields}
+    missing = [name for name in ADDED_SOURCE_COLUMNS if name not in have]
+    if missing:
+        table.alter.add_columns([Field(name, "string", nullable=True) for name in missing])
+        log.warning("Delta table %s: added the nullable column(s) %s of this hareplica version (earlier rows read "
+                    "them as null)", table_uri, ", ".join(missing))
+    return missing
+
+
 def split_landing_options(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """(source options, Delta sink options) of a ``hareplica-landing`` option map (keys case-insensitive)."""
     source, sink = {}, {}

@@ -48,3 +48,25 @@ def test_store_date_is_the_utc_date_of_store_timestamp_also_before_1970():
     out = with_store_date(batch)
     assert out.schema.names == ["storeTimestamp", "storeDate"]
     assert out.column("storeDate").to_pylist() == [dt.date(2026, 11, 22), dt.date(1969, 12, 31)]
+
+
+def test_a_bronze_table_from_before_decode_error_gets_the_column_and_keeps_its_rows(tmp_path):
+    from deltalake import DeltaTable, write_deltalake
+
+    from connector.arrow_decode import decode_commitlog_range
+    from connector.delta_sink import DeltaSchemaMismatchError
+    from connector.landing import add_new_source_columns
+    from connector.protocol.commitlog import encode_record
+
+    record = encode_record(commit_log_offset=0, topic="t", body=b"old row", store_timestamp=1_790_000_000_000)
+    batch = with_store_date(next(decode_commitlog_range([(0, record)], 0, len(record), 1 << 20, broker="b")))
+    old = pa.Table.from_batches([batch]).drop_columns(["decodeError"])  # what an earlier version landed
+    path = str(tmp_path / "bronze")
+    write_deltalake(path, old, partition_by=["storeDate"])
+    with pytest.raises(DeltaSchemaMismatchError, match="stream columns not in the table: decodeError"):
+        landing_writer({"path": path, "appId": "x"})
+    assert add_new_source_columns(path) == ["decodeError"]
+    assert add_new_source_columns(path) == [] and add_new_source_columns(str(tmp_path / "none")) == []
+    landing_writer({"path": path, "appId": "x"})  # the table now takes the stream's rows
+    rows = DeltaTable(path).to_pyarrow_table().to_pylist()
+    assert [(r["body"], r["decodeError"]) for r in rows] == [(b"old row", None)]
