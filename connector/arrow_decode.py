@@ -54,6 +54,7 @@ from connector.protocol.commitlog import (
     COMPRESSION_TYPE_COMPARATOR,
     COMPRESSION_ZLIB_TYPE,
     COMPRESSION_ZSTD_TYPE,
+    DEFAULT_MAX_INFLATED_BODY_BYTES,
     MESSAGE_MAGIC_CODE,
     MIN_RECORD_SIZE_BYTES,
     PROPERTY_KEYS,
@@ -96,10 +97,6 @@ DEFAULT_MAX_RECORDS_PER_BATCH = 10000
 DEFAULT_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
 BODY_BYTES_PER_ARROW_ARRAY = 512 * 1024 * 1024  # keeps int32 binary offsets far from overflow
 WALK_MIN_BYTES = 1024 * 1024  # unwalked bytes gathered before a walk (fewer, larger numpy passes)
-#: Largest body a compressed record may decompress to (``maxInflatedBodyBytes``): 16x RocketMQ's 4 MiB
-#: maxMessageSize, so any body a producer could send (which compresses at most ~10x for text) fits,
-#: while a zip bomb stops far below a task's memory (docs/source.md, "Bad records").
-DEFAULT_MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
 MAX_MAX_INFLATED_BODY_BYTES = 1024 * 1024 * 1024  # keeps a group plus one body below int32 Arrow offsets
 MODE_PERMISSIVE = "PERMISSIVE"
 MODE_FAILFAST = "FAILFAST"

@@ -78,6 +78,10 @@ MIN_RECORD_SIZE_BYTES = 91  # IPv4/IPv4, empty body, empty topic, no properties
 HOST_V6_EXTRA_BYTES = 12
 TOPIC_MAX_LENGTH_BYTES = 127  # signed byte length field
 PROPERTIES_MAX_LENGTH_BYTES = 32767  # signed short length field
+#: Default bound of a decompressed body (``maxInflatedBodyBytes``): 16x RocketMQ's 4 MiB maxMessageSize, so
+#: any body a producer could send (text compresses ~10x) fits, while a zip bomb stops far below a
+#: process's memory (docs/source.md, "Bad records").
+DEFAULT_MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE..BORNTIMESTAMP, 48 bytes
 _I32 = struct.Struct(">i")
@@ -406,8 +410,9 @@ class MessageRecord:
     def transaction_type(self) -> int:
         return self.sys_flag & TRANSACTION_TYPE_MASK
 
-    def decompressed_body(self) -> bytes:
-        return decompress_body(self.body, self.sys_flag, offset=self.commit_log_offset)
+    def decompressed_body(self, max_bytes: int | None = DEFAULT_MAX_INFLATED_BODY_BYTES) -> bytes:
+        """The body as the producer sent it (:func:`decompress_body`, at most ``max_bytes`` bytes)."""
+        return decompress_body(self.body, self.sys_flag, offset=self.commit_log_offset, max_bytes=max_bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -697,7 +702,8 @@ def record_to_json(rec: MessageRecord, *, file: str | None = None, file_start: i
     bodies base64 (as stored and decompressed). ``file_start`` is the CommitLog offset of the file's first
     byte (``filePosition`` = offset - file_start; None when unknown).
 
-    Raises CommitLogFormatError when a compressed body does not inflate.
+    Raises CommitLogFormatError when a compressed body does not decompress or decompresses past
+    DEFAULT_MAX_INFLATED_BODY_BYTES.
     """
     props = rec.properties
     return {
