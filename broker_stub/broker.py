@@ -26,6 +26,7 @@ from broker_stub.outer_api import BrokerOuterAPI
 from broker_stub.remoting.admin_processor import AdminBrokerProcessor
 from broker_stub.remoting.client import RemotingClient
 from broker_stub.remoting.consumer_processor import ConsumerManager, ConsumerProcessor
+from broker_stub.remoting.end_transaction_processor import EndTransactionProcessor
 from broker_stub.remoting.pull_processor import PullMessageProcessor
 from broker_stub.remoting.send_processor import SendMessageProcessor
 from broker_stub.remoting.server import RemotingServer
@@ -72,6 +73,7 @@ class BrokerController:
             server.register(AdminBrokerProcessor.CODES, self.admin_processor)
             server.register(PullMessageProcessor.CODES, self.pull_processor)
             server.register(ConsumerProcessor.CODES, ConsumerProcessor(self))
+            server.register(EndTransactionProcessor.CODES, EndTransactionProcessor(self))
         self.ha_client: HAClient | None = None
         if config.is_slave:
             self.ha_client = HAClient(self.message_store.commit_log, config.store, config.fixed_ha_master_address)

@@ -68,7 +68,7 @@ def assert_same_rows(java: JavaRun, inspect_code: int, inspect_text: str) -> Non
     ours = inspect_text.splitlines()
     assert inspect_code == 0, f"inspect-commitlog exit code {inspect_code} after {len(ours)} of {len(java_lines)} rows"
     assert len(ours) == len(java_lines), f"inspect-commitlog printed {len(ours)} rows, MessageDecoder {len(java_lines)}"
-    for i, (a, b) in enumerate(zip(java_lines, ours)):
+    for i, (a, b) in enumerate(zip(java_lines, ours, strict=True)):
         if a != b:
             ja, jb = json.loads(a), json.loads(b)
             diff = {k: (ja.get(k), jb.get(k)) for k in ja.keys() | jb.keys() if ja.get(k) != jb.get(k)}

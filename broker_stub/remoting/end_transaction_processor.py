@@ -1,0 +1,165 @@
+"""END_TRANSACTION (37): the end of a RocketMQ 4.9.8 transactional send (``EndTransactionProcessor``).
+
+A ``TransactionMQProducer`` first sends its message with ``TRAN_MSG=true``; the send processor parks it as a
+*half message* in ``RMQ_SYS_TRANS_HALF_TOPIC`` (``REAL_TOPIC``/``REAL_QID`` properties). After its local
+transaction the producer sends END_TRANSACTION (oneway) with ``producerGroup``, ``tranStateTableOffset`` (the
+half message's queue offset), ``commitLogOffset`` (its CommitLog offset) and ``commitOrRollback``
+(TRANSACTION_COMMIT_TYPE 8, TRANSACTION_ROLLBACK_TYPE 12, or 0 = still unknown: nothing happens).
+
+- The half message is read back at ``commitLogOffset`` and checked: its PGROUP property, queue offset and
+  CommitLog offset must equal the request's, else SYSTEM_ERROR (remarks as upstream).
+- **Commit**: a new message goes to REAL_TOPIC/REAL_QID with the half message's body, flag, born timestamp
+  and host, reconsumeTimes and properties — stored as the half message's property string (so REAL_TOPIC,
+  REAL_QID and TRAN_MSG stay in the stored bytes, as a 4.9.8 broker writes them) — sysFlag with the
+  transaction bits set to COMMIT, ``preparedTransactionOffset`` = the half message's CommitLog offset.
+- Commit (once stored) and rollback then write an *op message* to ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` (queue of
+  the half message): tag ``d``, body = the half message's queue offset in ASCII, born and store host = the
+  broker, properties ``TAGS=d`` and ``WAIT=true``, sysFlag 0.
+- A SLAVE answers SLAVE_NOT_AVAILABLE. Transaction *checks* (the broker asking producers about half messages
+  left open) are not implemented.
+
+The layout facts are in docs/broker_stub.md ("Transactions").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from broker_stub.javautil import JavaHashMap, parse_boolean
+from broker_stub.remoting.server import RequestContext
+from broker_stub.store.commit_log import MessageExtBrokerInner, PutMessageStatus
+from broker_stub.topic_config import RMQ_SYS_TRANS_OP_HALF_TOPIC
+from connector.protocol.commitlog import (
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TAGS,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    HostAddress,
+    MessageRecord,
+    decode_record,
+)
+from connector.protocol.errors import CommitLogFormatError
+from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+
+if TYPE_CHECKING:
+    from broker_stub.broker import BrokerController
+
+log = logging.getLogger(__name__)
+
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+REMOVE_TAG = "d"  # TransactionalMessageUtil.REMOVETAG
+_OK_STATUSES = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+                PutMessageStatus.SLAVE_NOT_AVAILABLE)
+
+
+def committed_message(half: MessageRecord) -> MessageExtBrokerInner:
+    """The message a commit stores for ``half`` (a RMQ_SYS_TRANS_HALF_TOPIC record), before the CommitLog
+    assigns its offsets and store timestamp.
+
+    Raises KeyError / ValueError when the half message lacks a valid REAL_TOPIC or REAL_QID property.
+    """
+    props = JavaHashMap.from_properties_string(half.properties_raw.decode("utf-8"))
+    properties_string = props.to_properties_string()
+    topic = props.get(PROPERTY_REAL_TOPIC)
+    if topic is None:
+        raise KeyError(f"half message at {half.commit_log_offset} has no {PROPERTY_REAL_TOPIC} property")
+    queue_id = int(props.get(PROPERTY_REAL_QUEUE_ID) or "")
+    props.remove(PROPERTY_REAL_TOPIC)
+    props.remove(PROPERTY_REAL_QUEUE_ID)
+    return MessageExtBrokerInner(
+        topic=topic, queue_id=queue_id, body=half.body, flag=half.flag, properties=props,
+        properties_string=properties_string,
+        sys_flag=(half.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE,
+        born_timestamp=half.born_timestamp, born_host=half.born_host, store_host=half.store_host,
+        reconsume_times=half.reconsume_times, prepared_transaction_offset=half.commit_log_offset)
+
+
+def op_message(half: MessageRecord, store_host: HostAddress, now_ms: int) -> MessageExtBrokerInner:
+    """The RMQ_SYS_TRANS_OP_HALF_TOPIC record that marks ``half`` as done (commit or rollback)."""
+    props = JavaHashMap()
+    props.put(PROPERTY_TAGS, REMOVE_TAG)
+    props.put(PROPERTY_WAIT_STORE_MSG_OK, "true")
+    return MessageExtBrokerInner(
+        topic=RMQ_SYS_TRANS_OP_HALF_TOPIC, queue_id=half.queue_id, body=str(half.queue_offset).encode("ascii"),
+        flag=0, properties=props, properties_string=props.to_properties_string(), sys_flag=0,
+        born_timestamp=now_ms, born_host=store_host, store_host=store_host)
+
+
+class EndTransactionProcessor:
+    """Serves END_TRANSACTION (see the module doc)."""
+
+    CODES = (RequestCode.END_TRANSACTION,)
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+        self.store_host = HostAddress.parse(controller.config.store_host)
+
+    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if self.controller.config.is_slave:
+            log.warning("message store is slave mode, so end transaction is forbidden peer=%s", ctx.peer_text)
+            return request.response(ResponseCode.SLAVE_NOT_AVAILABLE)
+        ext = request.ext_fields
+        try:
+            group = ext["producerGroup"]
+            state_offset = int(ext["tranStateTableOffset"])
+            commit_log_offset = int(ext["commitLogOffset"])
+            kind = int(ext["commitOrRollback"])
+        except (KeyError, ValueError) as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad END_TRANSACTION header field: {exc}")
+        if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
+            if kind == TRANSACTION_NOT_TYPE:
+                log.info("end transaction with unknown state, nothing to do peer=%s check=%s", ctx.peer_text,
+                         parse_boolean(ext.get("fromTransactionCheck") or "false"))
+            return None
+        half = self._half_message(commit_log_offset)
+        error = _check_half(half, group, state_offset, commit_log_offset)
+        if error is not None:
+            log.warning("end transaction refused peer=%s commitLogOffset=%d reason=%s", ctx.peer_text,
+                        commit_log_offset, error)
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=error)
+        assert half is not None
+        if kind == TRANSACTION_COMMIT_TYPE:
+            try:
+                msg = committed_message(half)
+            except (KeyError, ValueError) as exc:
+                return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad half message: {exc}")
+            put = self.controller.message_store.commit_log.put_message(msg)
+            if put.status not in _OK_STATUSES:
+                return request.response(ResponseCode.SYSTEM_ERROR, remark=f"storing the committed message "
+                                        f"failed: {put.status.name}")
+        self.controller.message_store.commit_log.put_message(
+            op_message(half, self.store_host, time.time_ns() // 1_000_000))
+        return request.response(ResponseCode.SUCCESS)
+
+    def _half_message(self, offset: int) -> MessageRecord | None:
+        commit_log = self.controller.message_store.commit_log
+        head = commit_log.get_message(offset, 4)
+        if head is None:
+            return None
+        data = commit_log.get_message(offset, int.from_bytes(head, "big", signed=True))
+        if data is None:
+            return None
+        try:
+            rec = decode_record(data, 0, base_offset=offset)
+        except CommitLogFormatError:
+            return None
+        return rec if isinstance(rec, MessageRecord) else None
+
+
+def _check_half(half: MessageRecord | None, group: str, state_offset: int, commit_log_offset: int) -> str | None:
+    """EndTransactionProcessor.checkPrepareMessage: None when ``half`` matches the request, else the remark."""
+    if half is None:
+        return "Find prepared transaction message failed"
+    if half.properties.get(PROPERTY_PRODUCER_GROUP) != group:
+        return "The producer group wrong"
+    if half.queue_offset != state_offset:
+        return "The transaction state table offset wrong"
+    if half.commit_log_offset != commit_log_offset:
+        return "The commit log offset wrong"
+    return None
