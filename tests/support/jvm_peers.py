@@ -100,6 +100,7 @@ _LOGBACK = """<?xml version="1.0" encoding="UTF-8"?>
   </appender>
   <logger name="RocketmqStats" level="WARN"/>
   <logger name="RocketmqWaterMark" level="WARN"/>
+  <logger name="RocketmqRemoting" level="WARN"/>
   <root level="INFO"><appender-ref ref="FILE"/></root>
 </configuration>
 """
