@@ -11,8 +11,9 @@
 Logs are structured, one line per record on stderr (and the log file): ``kv`` (default) is
 ``ts=... level=... logger=... <message with key=value pairs>``; ``json`` is one JSON object per line with
 ``ts``, ``level``, ``logger``, ``message`` and ``fields`` (the message's ``key=value`` pairs). Exit codes:
-0 after a clean shutdown (SIGTERM/SIGINT), 1 when the broker cannot start (bad config, locked or
-inconsistent store, port in use), 2 when a status/delete-expired target cannot be reached.
+0 after a clean shutdown (SIGTERM/SIGINT), 1 when the broker cannot start (locked or inconsistent store, a
+CommitLog recovery that would lose data, port in use), 2 for a rejected ``broker.conf`` (one line naming
+the key and value) and when a status/delete-expired target cannot be reached.
 """
 
 from __future__ import annotations
@@ -86,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-file", help="also write logs to this file")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     parser.add_argument("--log-format", choices=("kv", "json"), default="kv", help="log line format (default kv)")
+    parser.add_argument("--cut-corrupt-commitlog", action="store_true",
+                        help="for this start only: set cutCorruptCommitLogOnRecover=true (an invalid record followed "
+                             "by data ends the CommitLog there; what follows is moved to STORE/quarantine/)")
     parser.epilog = ("other commands: status ADDR [--json] | delete-expired ADDR | namesrv [-c conf] [-p PORT]")
     return parser
 
@@ -128,9 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config)
     except BrokerConfigError as exc:
-        log.error("broker config rejected error=%s", exc)
-        print(f"broker_stub: {exc}", file=sys.stderr)
-        return 1
+        log.error("broker config rejected: %s", exc)
+        return 2
+    if args.cut_corrupt_commitlog:
+        config.store.cutCorruptCommitLogOnRecover = True
     if args.print_config:
         for k, v in config.all_properties().items():
             print(f"{k}={v}")
@@ -141,8 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return asyncio.run(run_broker(config))
     except (BrokerStoreError, OSError) as exc:
-        log.error("broker failed to start error=%s", exc)
-        print(f"broker_stub: cannot start: {exc}", file=sys.stderr)
+        log.error("broker cannot start: %s", exc)
         return 1
     except KeyboardInterrupt:
         return 0

@@ -15,6 +15,9 @@ Stub-only keys (no 4.9.8 equivalent; names borrowed from RocketMQ 5.x where one 
   distinct HA connections have acked the message (5.x ``inSyncReplicas``).
 * ``metricsPromExporterPort`` (default 0 = off) / ``metricsPromExporterHost`` (default ``brokerIP1``): the
   Prometheus text endpoint (5.x names).
+* ``cutCorruptCommitLogOnRecover`` (default false): recovery may end the CommitLog at an invalid record
+  followed by data, moving that data to ``quarantine/`` (:mod:`broker_stub.store.quarantine`); false
+  refuses to start instead.
 
 Deliberate differences from upstream, all documented on the fields they touch:
 
@@ -286,6 +289,9 @@ class MessageStoreConfig:
     scheduleAsyncDeliverMaxResendNum2Blocked: int = 3
     # stub-only (RocketMQ 5.x name): distinct slaves a SYNC_MASTER waits for; 1 = 4.9.8 behaviour
     inSyncReplicas: int = 1
+    # stub-only: an invalid record followed by data in later files ends the CommitLog there, moving what
+    # follows to {storePathRootDir}/quarantine/; false = refuse to start (broker_stub.store.quarantine)
+    cutCorruptCommitLogOnRecover: bool = False
 
     @property
     def commit_log_dir(self) -> Path:

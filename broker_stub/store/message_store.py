@@ -25,6 +25,7 @@ from broker_stub.store.commit_log import CommitLog
 from broker_stub.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueueStore
 from broker_stub.store.flush import FlushRealTimeService, GroupCommitService
 from broker_stub.store.mapped_file import MappedFileQueue
+from broker_stub.store.quarantine import CommitLogRecoveryError
 from broker_stub.store.recovery import RecoveryReport, recover_commit_log
 from broker_stub.store.reput import ReputMessageService
 from broker_stub.store.retention import CleanCommitLogService
@@ -155,8 +156,15 @@ class DefaultMessageStore:
             self._unlock()
             raise BrokerStoreError(str(exc)) from exc
         self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
-        self.recovery = recover_commit_log(self.mapped_file_queue, abnormal=abnormal,
-                                           check_crc=self.config.store.checkCRCOnRecover, checkpoint=self.checkpoint)
+        try:
+            self.recovery = recover_commit_log(
+                self.mapped_file_queue, abnormal=abnormal, check_crc=self.config.store.checkCRCOnRecover,
+                checkpoint=self.checkpoint, cut_corrupt=self.config.store.cutCorruptCommitLogOnRecover,
+                store_root=self.root)
+        except (CommitLogRecoveryError, OSError) as exc:
+            self.mapped_file_queue.close()
+            self._unlock()
+            raise BrokerStoreError(str(exc)) from exc
         last = self.mapped_file_queue.last_mapped_file()
         if last is not None:
             self.commit_log.last_store_timestamp = self.checkpoint.physic_msg_timestamp

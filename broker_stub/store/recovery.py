@@ -5,9 +5,13 @@
 * **Abnormal** (``abort`` file left behind by a crash or ``kill -9``): start from the last file whose
   first record was stored at or before the checkpoint's flushed timestamp (minus 3 s), else the first file.
 
-Both scans check BODYCRC when ``checkCRCOnRecover`` is set, stop at the first invalid record (bad magic,
-CRC, lengths, a torn record), and make that the end of data: the tail of its file is zeroed and later
-files are deleted (:meth:`MappedFileQueue.truncate_dirty_files`).
+Both scans check BODYCRC when ``checkCRCOnRecover`` is set and stop at the first invalid record (bad
+magic, CRC, lengths, a torn record). Upstream makes that the end of data whatever follows: the tail of its
+file is zeroed and later files are deleted. The stub never deletes data on its own
+(:mod:`broker_stub.store.quarantine`): a torn tail of the last file holding data is zeroed after a copy
+of its bytes is saved to ``quarantine/``; an invalid record followed by data in later files stops the
+start-up with :class:`CommitLogRecoveryError` unless ``cutCorruptCommitLogOnRecover`` is set, which
+moves those files to ``quarantine/`` instead.
 
 Deliberate difference: an END_FILE blank that ends the *last* file counts as data (write position = file
 size). 4.9.8 rewinds to the blank's start there, which would put commitLogMaxOffset below bytes a slave
@@ -24,9 +28,11 @@ from __future__ import annotations
 import logging
 import struct
 from dataclasses import dataclass
+from pathlib import Path
 
 from broker_stub.store.checkpoint import StoreCheckpoint
 from broker_stub.store.mapped_file import MappedFile, MappedFileQueue
+from broker_stub.store.quarantine import plan_cut, quarantine_cut, refusal, save_torn_tail
 from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
     BORNHOST_V6_FLAG,
@@ -58,14 +64,18 @@ class RecoveryReport:
     max_offset: int
     records_checked: int
     stop_reason: str | None = None  # why the scan stopped before the end of the files (None: clean end)
+    quarantine: str | None = None  # folder the cut bytes/files went to (None: nothing was cut)
 
 
 def recover_commit_log(queue: MappedFileQueue, *, abnormal: bool, check_crc: bool,
-                       checkpoint: StoreCheckpoint | None) -> RecoveryReport:
-    """Find the last valid record, truncate after it, and set the write/flush positions.
+                       checkpoint: StoreCheckpoint | None, cut_corrupt: bool = False,
+                       store_root: Path | None = None) -> RecoveryReport:
+    """Find the last valid record, cut after it (see module doc), and set the write/flush positions.
 
-    Returns a RecoveryReport. Never raises for bad record bytes (they end the data); OSError from
-    truncating files propagates.
+    ``cut_corrupt`` is ``cutCorruptCommitLogOnRecover``; ``store_root`` holds ``quarantine/`` (default:
+    the CommitLog folder's parent). Returns a RecoveryReport. Raises CommitLogRecoveryError (nothing
+    changed) when an invalid record is followed by data in later files and ``cut_corrupt`` is off;
+    OSError from copying, moving or truncating files propagates.
     """
     files = queue.files
     if not files:
@@ -93,12 +103,32 @@ def recover_commit_log(queue: MappedFileQueue, *, abnormal: bool, check_crc: boo
             break
         process_offset = mf.file_from_offset + pos
         break
+    folder = _cut_safely(queue, process_offset, reason, cut_corrupt, store_root or queue.store_path.parent)
     queue.truncate_dirty_files(process_offset)
     for mf in queue.files:
         if mf.file_tail_offset <= process_offset:
             mf.wrote_position = mf.flushed_position = mf.file_size
     log.info("recovery done maxOffset=%d recordsChecked=%d stop=%s", queue.max_offset, checked, reason or "end")
-    return RecoveryReport(abnormal, start_file, queue.max_offset, checked, reason)
+    return RecoveryReport(abnormal, start_file, queue.max_offset, checked, reason, folder)
+
+
+def _cut_safely(queue: MappedFileQueue, offset: int, reason: str | None, cut_corrupt: bool,
+                root: Path) -> str | None:
+    """Before truncating at ``offset``: refuse, quarantine or save the torn tail; returns the folder used."""
+    plan = plan_cut(queue, offset)
+    if plan.loses_later_files:
+        if not cut_corrupt:
+            raise refusal(plan, reason, root)
+        folder = quarantine_cut(queue, plan, root)
+        log.warning("CommitLog cut at offset %d by cutCorruptCommitLogOnRecover reason=%s moved=%s quarantine=%s",
+                    offset, reason, plan.describe_following().replace(" ", "_"), folder)
+        return str(folder)
+    saved = save_torn_tail(plan, root)
+    if saved is not None:
+        log.warning("CommitLog torn tail truncated file=%s position=%d bytes=%d reason=%s savedTo=%s",
+                    plan.cut_file.file_name, plan.cut_position, plan.tail_bytes, reason, saved)
+        return str(saved.parent)
+    return None
 
 
 def _scan_file(mf: MappedFile, check_crc: bool) -> tuple[int, int, str | None, bool]:

@@ -47,12 +47,13 @@ def test_second_broker_on_the_same_store_is_refused(broker_factory, tmp_path):
     assert "locked by another broker" in out.stderr
 
 
-def test_bad_config_and_busy_port_exit_with_code_one(broker_factory, tmp_path):
+def test_bad_config_exits_2_and_busy_port_exits_1(broker_factory, tmp_path):
     conf = tmp_path / "bad.conf"
     conf.write_text("brokerRole=SLAVE\nbrokerId=0\n")
     out = subprocess.run([sys.executable, "-m", "broker_stub", "-c", str(conf)], capture_output=True, text=True,
                          timeout=20)
-    assert out.returncode == 1 and "a SLAVE's brokerId must be > 0" in out.stderr
+    assert out.returncode == 2 and "a SLAVE's brokerId must be > 0" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
     running = broker_factory("running")
     conf.write_text(f"listenPort={running.listen_port}\nhaListenPort={free_port()}\n"
                     f"storePathRootDir={tmp_path / 'other'}\n")

@@ -39,7 +39,7 @@ def test_sigterm_restart_keeps_everything_and_continues(broker_factory):
     assert len(msgs) == 208
 
 
-@pytest.mark.parametrize("tail", ["garbage", "partial_record", "zeros_then_garbage_file"])
+@pytest.mark.parametrize("tail", ["garbage", "partial_record"])
 def test_kill9_with_a_torn_tail_recovers_to_the_last_valid_record(broker_factory, tail):
     broker = broker_factory(mappedFileSizeCommitLog=FILE)
     results = _send_many(broker, 150)
@@ -52,15 +52,14 @@ def test_kill9_with_a_torn_tail_recovers_to_the_last_valid_record(broker_factory
         if tail == "garbage":
             f.seek(pos)
             f.write(b"\x00\x00\x02\x00" + os.urandom(300))
-        elif tail == "partial_record":
+        else:
             last = results[-1]
             off = int(last.offset_msg_id[-16:], 16) - (end - end % FILE)
             f.seek(off)
             record = f.read(end - (end - end % FILE) - off)
             f.seek(pos)
             f.write(record[: len(record) // 2])  # a record torn in half
-        else:
-            (broker.commitlog_dir / f"{end - end % FILE + FILE:020d}").write_bytes(os.urandom(FILE))
+    # (a garbage file after the last one is no torn tail: tests/faults/test_broker_recovery_faults.py)
     broker.restart()
     log = broker.log_path.read_text()
     assert "lastShutdown=abnormal" in log
@@ -68,7 +67,6 @@ def test_kill9_with_a_torn_tail_recovers_to_the_last_valid_record(broker_factory
     with open(last_file, "rb") as f:
         f.seek(pos)
         assert not any(f.read())  # the torn tail is zeroed
-    assert not (broker.commitlog_dir / f"{end - end % FILE + FILE:020d}").exists()  # later files are deleted
     after = _send_many(broker, 4)
     assert int(after[0].offset_msg_id[-16:], 16) == end
     msgs = [r for r in read_commitlog(broker.commitlog_dir) if isinstance(r, MessageRecord)]

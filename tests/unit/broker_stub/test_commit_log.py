@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,7 @@ from broker_stub.javautil import JavaHashMap
 from broker_stub.store.checkpoint import StoreCheckpoint
 from broker_stub.store.commit_log import CommitLog, MessageExtBatch, MessageExtBrokerInner, PutMessageStatus
 from broker_stub.store.mapped_file import MappedFileQueue
+from broker_stub.store.quarantine import CommitLogRecoveryError
 from broker_stub.store.recovery import rebuild_topic_queue_table, recover_commit_log
 from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
@@ -126,23 +128,40 @@ def test_recovery_cuts_a_torn_tail_and_zeroes_it(tmp_path):
     q.close()
 
 
-def test_recovery_stops_at_a_crc_mismatch_and_deletes_later_files(tmp_path):
+def _corrupt_a_record_before_the_last_file(tmp_path):
     cl = _log(tmp_path)
     _fill(cl, 20)
     q = cl.mapped_file_queue
     assert len(q.files) >= 4
-    victim = [r for r in _records(q) if isinstance(r, MessageRecord)][-8]
+    before_last = q.files[-2].file_tail_offset
+    victim = [r for r in _records(q) if isinstance(r, MessageRecord) and r.commit_log_offset < before_last][-3]
     mf = q.find_mapped_file_by_offset(victim.commit_log_offset)
     body_pos = victim.commit_log_offset - mf.file_from_offset + 88
     mf.mapping[body_pos] ^= 0xFF
-    files_before = len(q.files)
     q.close()
+    return victim, {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)}
+
+
+def test_recovery_stops_at_a_crc_mismatch_before_the_last_file_and_changes_nothing(tmp_path):
+    victim, before = _corrupt_a_record_before_the_last_file(tmp_path)
     q = _queue(tmp_path)
-    report = recover_commit_log(q, abnormal=True, check_crc=True, checkpoint=None)
+    with pytest.raises(CommitLogRecoveryError, match=f"offset {victim.commit_log_offset} .*BODYCRC") as info:
+        recover_commit_log(q, abnormal=True, check_crc=True, checkpoint=None, store_root=tmp_path.parent / "root")
+    assert info.value.offset == victim.commit_log_offset
+    q.close()
+    assert {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)} == before
+
+
+def test_recovery_with_cut_corrupt_moves_later_files_to_quarantine(tmp_path):
+    victim, before = _corrupt_a_record_before_the_last_file(tmp_path)
+    q = _queue(tmp_path)
+    root = tmp_path.parent / "root"
+    report = recover_commit_log(q, abnormal=True, check_crc=True, checkpoint=None, cut_corrupt=True, store_root=root)
     assert report.max_offset == victim.commit_log_offset
     assert "BODYCRC" in report.stop_reason
-    assert len(q.files) < files_before
     assert sorted(os.listdir(tmp_path)) == [mf.file_name for mf in q.files]
+    moved = sorted(set(before) - set(os.listdir(tmp_path)))
+    assert moved and all((Path(report.quarantine) / name).read_bytes() == before[name] for name in moved)
     q.close()
 
 
