@@ -5,7 +5,9 @@
   ``--log-format kv|json``.
 * ``python -m broker_stub status ADDR [--json]`` prints a broker's role, offsets and HA connections
   (:mod:`broker_stub.status`).
-* ``python -m broker_stub delete-expired ADDR`` runs retention now (DELETE_EXPIRED_COMMITLOG).
+* ``python -m broker_stub delete-expired ADDR`` sends DELETE_EXPIRED_COMMITLOG: one retention round now and
+  20 more armed (10 s apart), each deleting up to 10 of the oldest CommitLog files older than
+  ``fileReservedTime`` hours (never the last file) — docs/broker_stub.md "Retention".
 * ``python -m broker_stub namesrv [-c namesrv.conf] [--host H] [-p PORT]`` runs the name server.
 
 Logs are structured, one line per record on stderr (and the log file): ``kv`` (default) is
@@ -110,7 +112,9 @@ def _delete_expired_main(argv: list[str]) -> int:
     from broker_stub.status import delete_expired_command
 
     parser = argparse.ArgumentParser(prog="broker_stub delete-expired",
-                                     description="delete expired CommitLog files now (DELETE_EXPIRED_COMMITLOG)")
+                                     description=("DELETE_EXPIRED_COMMITLOG: a retention round now and 20 more 10 s "
+                                                  "apart, each deleting up to 10 of the oldest CommitLog files "
+                                                  "older than fileReservedTime hours (never the last file)"))
     parser.add_argument("addr", help="broker remoting address HOST:PORT")
     args = parser.parse_args(argv)
     return delete_expired_command(args.addr)

@@ -78,6 +78,13 @@ class MQClientException(HAReplicaError):
     """Client-side failure: invalid message, connection lost, timeout (MQClientException)."""
 
 
+class BrokerConnectionError(MQClientException, ConnectionError):
+    """The connection to the broker failed or closed before a request was answered (refused, reset, EOF).
+
+    Also a ``ConnectionError``; the request may or may not have been stored (as with any lost reply).
+    """
+
+
 class MQBrokerException(HAReplicaError):
     """The broker answered a send with a code that is not "sendOK" (MQBrokerException).
 
@@ -213,7 +220,9 @@ class Producer:
         compress_msg_body_over_howmuch: bodies of at least this many bytes are zlib-compressed (4096).
         max_in_flight: requests awaiting a response at once; ``send_async`` blocks beyond it.
 
-    Raises MQClientException when the broker cannot be reached.
+    Raises BrokerConnectionError (an MQClientException and a ConnectionError) when the broker cannot be
+    reached or the connection closes under a send; sends after that reconnect. Thread-safe: the reader
+    thread and any number of sending threads share the connection.
     """
 
     def __init__(self, broker_addr: str, producer_group: str = DEFAULT_PRODUCER_GROUP, *,
@@ -243,23 +252,30 @@ class Producer:
         self._sock: socket.socket | None = None
         self._reader: threading.Thread | None = None
         self._closed = False
-        self._connect()
-        local_ip = self._sock.getsockname()[0] if self._sock else "127.0.0.1"
+        sock = self._connect()
+        try:
+            local_ip = sock.getsockname()[0]
+        except OSError:  # already closed by the peer: the first send reconnects
+            local_ip = "127.0.0.1"
         self._id_setter = MessageClientIDSetter(socket.inet_pton(
             socket.AF_INET6 if ":" in local_ip else socket.AF_INET, local_ip))
 
     # --- connection ----------------------------------------------------------------------------------
-    def _connect(self) -> None:
+    def _connect(self) -> socket.socket:
+        """Open the connection and start its reader thread; returns the socket (callers keep this reference:
+        the reader thread clears ``self._sock`` when the connection closes). Raises BrokerConnectionError."""
         try:
             sock = socket.create_connection((self._host, self._port), timeout=self._connect_timeout_s)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(None)
         except OSError as exc:
-            raise MQClientException(f"connect to {self.broker_addr} failed: {exc}") from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.settimeout(None)
-        self._sock = sock
+            raise BrokerConnectionError(f"connect to {self.broker_addr} failed: {exc}") from exc
+        with self._pending_lock:
+            self._sock = sock
         self._reader = threading.Thread(target=self._read_loop, args=(sock,), name=f"producer-reader-{self._port}",
                                         daemon=True)
         self._reader.start()
+        return sock
 
     def _read_loop(self, sock: socket.socket) -> None:
         decoder = FrameDecoder()
@@ -281,7 +297,7 @@ class Producer:
                 self._sock = None
         for fut, _ in pending.values():
             if not fut.done():
-                fut.set_exception(MQClientException(f"connection to {self.broker_addr} closed: {error or 'EOF'}"))
+                fut.set_exception(BrokerConnectionError(f"connection to {self.broker_addr} closed: {error or 'EOF'}"))
             self._in_flight.release()
 
     def _complete(self, cmd: RemotingCommand) -> None:
@@ -311,10 +327,12 @@ class Producer:
         registered = False
         try:
             with self._write_lock:
-                if self._sock is None:
-                    self._connect()
-                sock = self._sock
+                sock = self._sock  # one read: the reader thread may clear the attribute at any time
+                if sock is None:
+                    sock = self._connect()
                 with self._pending_lock:
+                    if self._sock is not sock:  # closed meanwhile: its reader has already failed what was pending
+                        raise BrokerConnectionError(f"connection to {self.broker_addr} closed")
                     self._pending[cmd.opaque] = (fut, convert)
                     registered = True
                 sock.sendall(frame)
@@ -325,7 +343,7 @@ class Producer:
                     release = self._pending.pop(cmd.opaque, None) is not None
             if release:
                 self._in_flight.release()
-            raise MQClientException(f"send to {self.broker_addr} failed: {exc}") from exc
+            raise BrokerConnectionError(f"send to {self.broker_addr} failed: {exc}") from exc
         return fut
 
     def _wait(self, fut: Future) -> SendResult:
@@ -445,7 +463,8 @@ class Producer:
     def close(self) -> None:
         """Close the connection; pending sends fail with MQClientException."""
         self._closed = True
-        sock, self._sock = self._sock, None
+        with self._pending_lock:
+            sock, self._sock = self._sock, None
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
