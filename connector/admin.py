@@ -35,6 +35,15 @@ class BrokerAdminError(HAReplicaError):
     """
 
 
+class BrokerUnreachableError(BrokerAdminError):
+    """The broker's remoting port refused, reset or timed out the request: it may be down or restarting,
+    so callers wait it out (``maxOutageMs``, docs/source.md "Broker outages")."""
+
+
+class NotARocketMQBrokerError(BrokerAdminError):
+    """The peer answered, but not with a RocketMQ remoting response (e.g. an HTTP or an echo server)."""
+
+
 class UnsupportedBrokerModeError(HAReplicaError):
     """The broker does not serve the classic master/slave HA protocol (DLedger or controller mode)."""
 
@@ -90,6 +99,10 @@ class BrokerAdminClient:
                 self._sock = None
                 self._decoder = FrameDecoder()
 
+    def _not_rocketmq(self, what: str, first: bytes, how: str) -> NotARocketMQBrokerError:
+        return NotARocketMQBrokerError(f"{self.addr} is not a RocketMQ broker's remoting port: {what} was answered "
+                                       f"with {first[:32]!r}, {how}")
+
     def _describe(self, code: int) -> str:
         return f"{_REQUEST_NAMES.get(code, 'request')} ({code}) to broker {self.addr}"
 
@@ -108,11 +121,14 @@ class BrokerAdminClient:
                 self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sock.settimeout(self.timeout_ms / 1000)
             self._sock.sendall(request.encode())
-            response = self._await(request.opaque, deadline, what)
-        except (OSError, ValueError, RemotingProtocolError) as exc:
+            response = self._await(request, deadline, what)
+        except NotARocketMQBrokerError:
+            self.close()
+            raise
+        except (OSError, ValueError) as exc:
             self.close()
             kind = "timed out" if isinstance(exc, TimeoutError) else "failed"
-            raise BrokerAdminError(f"{what} {kind} after <= {self.timeout_ms} ms: {exc}") from exc
+            raise BrokerUnreachableError(f"{what} {kind} after <= {self.timeout_ms} ms: {exc}") from exc
         except BaseException:
             self.close()
             raise
@@ -120,8 +136,12 @@ class BrokerAdminClient:
             raise BrokerAdminError(f"{what} answered code {response.code}: {response.remark or '(no remark)'}")
         return response
 
-    def _await(self, opaque: int, deadline: float, what: str) -> RemotingCommand:
+    def _await(self, request: RemotingCommand, deadline: float, what: str) -> RemotingCommand:
+        """The response to ``request``; NotARocketMQBrokerError when the peer's bytes are no remoting
+        frame, or are our own request sent back (an echo server)."""
         assert self._sock is not None
+        opaque = request.opaque
+        first = b""
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -129,10 +149,20 @@ class BrokerAdminClient:
             self._sock.settimeout(remaining)
             data = self._sock.recv(_RECV_BYTES)
             if not data:
+                if first:
+                    raise self._not_rocketmq(what, first, "then closed the connection")
                 raise ConnectionError("connection closed by the broker")
-            for cmd in self._decoder.feed(data):
+            if len(first) < 64:
+                first += data[:64 - len(first)]
+            try:
+                commands = self._decoder.feed(data)
+            except RemotingProtocolError as exc:
+                raise self._not_rocketmq(what, first, f"which is not a remoting frame ({exc})") from None
+            for cmd in commands:
                 if cmd.is_response and cmd.opaque == opaque:
                     return cmd
+                if not cmd.is_response and cmd.opaque == opaque and cmd.code == request.code:
+                    raise self._not_rocketmq(what, first, "our own request sent back (an echo server?)")
                 log.debug("%s: ignoring unrelated frame code=%s opaque=%s", what, cmd.code, cmd.opaque)
 
     # --- requests ----------------------------------------------------------------------------------

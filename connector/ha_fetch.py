@@ -21,9 +21,15 @@ It speaks the classic RocketMQ 4.9.8 master/slave protocol as a slave that never
   counted and more than ``fetch_retries`` stalls in a row fail the fetch. (Skipping lost bytes is the
   one case where a reconnect reports more than ``start``: it reports commitLogMinOffset, which only
   acknowledges bytes the broker has deleted and no producer can still be waiting for.)
-* **Bounded.** Connect timeout, a read timeout (no byte at all for ``read_timeout_ms``) and at most
-  ``fetch_retries`` reconnects without progress; then :class:`HAFetchError`. A reconnect reports
-  ``start`` again and discards the bytes it already delivered.
+* **Outages are waited out** (docs/source.md "Broker outages"). A refused or reset connection, or one
+  silent for ``read_timeout_ms``, is reconnected with exponential backoff and jitter
+  (``reconnect_backoff_ms`` .. ``reconnect_backoff_max_ms``, :class:`connector.reconnect.OutageWait`)
+  until the broker is back or the outage has lasted ``max_outage_ms``; then :class:`HAFetchError`. The
+  outage is logged once when it starts and once when it ends. A reconnect reports ``start`` again
+  and discards the bytes it already delivered.
+* **Peers that are not RocketMQ.** A first frame header whose offset is not the one reported, or a
+  peer that sends fewer than the 12 bytes of a frame header and then nothing, is not a RocketMQ HA
+  port: :class:`NotAnHAPortError` at once, naming the address and the first bytes (never retried).
 
 The iterator yields ``(offset, bytes)`` chunks that cover ``[start, end)`` exactly and in order (or
 zero-copy ``memoryview`` chunks, see ``copy_chunks``). The only exception is a data-loss skip with
@@ -37,17 +43,19 @@ import logging
 import queue
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 from connector.admin import split_addr
 from connector.protocol.errors import DataLossError, HAProtocolError, HAReplicaError
 from connector.protocol.ha import TRANSFER_HEADER_SIZE_BYTES, encode_report, parse_transfer_header
+from connector.reconnect import OutageWait
 
 log = logging.getLogger(__name__)
 
 RECV_BUFFER_BYTES = 1024 * 1024  # one recv_into; frames are parsed in place, bodies copied once
-RETRY_BACKOFF_MS = 200
+DEFAULT_RECONNECT_BACKOFF_MS = 50
+DEFAULT_RECONNECT_BACKOFF_MAX_MS = 1000
+DEFAULT_MAX_OUTAGE_MS = 300_000
 PREFETCH_DEPTH = 4  # received chunks (each at most one receive buffer) waiting for the consumer
 PREFETCH_POLL_S = 0.2
 
@@ -56,7 +64,11 @@ _ZERO_BYTE = memoryview(b"\x00")
 
 
 class HAFetchError(HAReplicaError):
-    """An HA fetch gave up: connect failures, read timeouts or stalls beyond ``fetchRetries``."""
+    """An HA fetch gave up: an outage longer than ``maxOutageMs`` or stalls beyond ``fetchRetries``."""
+
+
+class NotAnHAPortError(HAProtocolError):
+    """The peer at the HA address does not speak RocketMQ's HA protocol (e.g. an HTTP or echo server)."""
 
 
 OffsetsProbe = Callable[[], tuple[int, int]]
@@ -71,7 +83,9 @@ class HARangeFetcher:
         broker: broker name for messages.
         connect_timeout_ms: TCP connect timeout.
         read_timeout_ms: longest silence from the broker before the connection counts as dead.
-        fetch_retries: reconnects (or heartbeat stalls) in a row without progress before giving up.
+        fetch_retries: heartbeat stalls in a row (a live broker sending no data) before giving up.
+        reconnect_backoff_ms, reconnect_backoff_max_ms: backoff between reconnect attempts (ms).
+        max_outage_ms: longest time without a working connection before HAFetchError (ms).
         heartbeat_interval_ms: period of keep-alive reports (all equal to the first report).
         offsets_probe: returns the broker's (commitLogMinOffset, commitLogMaxOffset); called when the
             master sends heartbeats although bytes are expected. None disables loss detection.
@@ -89,7 +103,10 @@ class HARangeFetcher:
     def __init__(self, ha_addr: str, start: int, end: int, *, broker: str = "broker",
                  connect_timeout_ms: int = 5000, read_timeout_ms: int = 20000, fetch_retries: int = 3,
                  heartbeat_interval_ms: int = 5000, offsets_probe: OffsetsProbe | None = None,
-                 fail_on_data_loss: bool = True, server_is_slave: bool = False, copy_chunks: bool = True):
+                 fail_on_data_loss: bool = True, server_is_slave: bool = False, copy_chunks: bool = True,
+                 reconnect_backoff_ms: int = DEFAULT_RECONNECT_BACKOFF_MS,
+                 reconnect_backoff_max_ms: int = DEFAULT_RECONNECT_BACKOFF_MAX_MS,
+                 max_outage_ms: int = DEFAULT_MAX_OUTAGE_MS):
         if not 0 <= start <= end:
             raise ValueError(f"bad CommitLog range [{start}, {end})")
         self.ha_addr = ha_addr
@@ -115,6 +132,9 @@ class HARangeFetcher:
         self._stop_keepalive: threading.Event | None = None
         self._report_lock = threading.Lock()
         self._cancelled = False
+        self._cancel_event = threading.Event()
+        self.outage = OutageWait(f"broker {broker} HA {ha_addr}", reconnect_backoff_ms, reconnect_backoff_max_ms,
+                                 max_outage_ms, cancelled=self._cancel_event)
 
     def __enter__(self) -> HARangeFetcher:
         return self
@@ -153,26 +173,24 @@ class HARangeFetcher:
         """Stop the fetch from any thread: close the connection and never reconnect. The iteration then
         ends without an error (a consumer that cancels does not want the rest)."""
         self._cancelled = True
+        self._cancel_event.set()
         self.close()
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
-        failures = 0
         try:
             while self.delivered < self.end and not self._cancelled:
                 before = self.delivered
                 try:
                     yield from self._session()
-                except (OSError, _Stall) as exc:  # connection trouble: reconnect, bounded
+                except (OSError, _Stall) as exc:  # the broker is down or silent: wait it out, bounded
                     self.close()
                     if self._cancelled:
                         return
-                    failures = 0 if self.delivered > before else failures + 1
-                    if failures > self.fetch_retries:
-                        raise HAFetchError(f"{self._where()}: gave up at offset {self.delivered} after "
-                                           f"{failures} attempts without progress: {exc}") from exc
-                    log.warning("%s: %s at offset %d; reconnecting (attempt %d of %d)", self._where(), exc,
-                                self.delivered, failures, self.fetch_retries)
-                    time.sleep(min(RETRY_BACKOFF_MS * failures, 2000) / 1000)
+                    if self.delivered > before:
+                        self.outage.recovered()  # progress, then a new failure: a new outage starts now
+                    if not self.outage.failed(f"{exc} at offset {self.delivered}"):
+                        raise HAFetchError(f"{self.outage.give_up_message(exc)}; range [{self.start}, {self.end}) "
+                                           f"stopped at offset {self.delivered}") from exc
         finally:
             self.close()
 
@@ -209,6 +227,7 @@ class HARangeFetcher:
         have = 0  # bytes of buf holding received, unparsed stream bytes
         wire = self.report_offset  # where the next frame must start
         stalls = 0
+        frames = 0  # frames parsed on this connection (0: the peer has not yet shown it speaks HA)
         sock.settimeout(self.read_timeout_ms / 1000)
         while self.delivered < self.end:
             if have == len(buf):  # one frame larger than the buffer (bodies of up to 4 MiB are legal)
@@ -217,9 +236,13 @@ class HARangeFetcher:
             try:
                 received = sock.recv_into(view[have:])
             except TimeoutError:
+                if not frames and have:
+                    raise self._not_ha(bytes(view[:have]), "then nothing, less than one frame header") from None
                 raise _Stall(f"no bytes from the master for {self.read_timeout_ms} ms while waiting for offset "
                              f"{wire}") from None
             if not received:
+                if not frames and have:
+                    raise self._not_ha(bytes(view[:have]), "then closed the connection")
                 raise ConnectionResetError(f"master closed the connection while offset {wire} was expected")
             self.bytes_received += received
             have += received
@@ -228,10 +251,19 @@ class HARangeFetcher:
             resume = None
             stream = view[:have]
             while self.delivered < self.end:
-                header = parse_transfer_header(stream, pos)
+                try:
+                    header = parse_transfer_header(stream, pos)
+                except HAProtocolError as exc:
+                    if not frames:
+                        raise self._not_ha(bytes(stream[:64]), f"not a frame header ({exc})") from None
+                    raise HAProtocolError(f"{self._where()}: {exc}") from None
+                if not frames and header is not None and header[0] != wire:
+                    raise self._not_ha(bytes(stream[:64]), f"a first frame at offset {header[0]}, not at the "
+                                       f"reported offset {wire}")
                 if header is None or have - pos - TRANSFER_HEADER_SIZE_BYTES < header[1]:
                     break  # incomplete frame: wait for more bytes
                 frame_offset, size = header
+                frames += 1
                 body_at = pos + TRANSFER_HEADER_SIZE_BYTES
                 pos = body_at + size
                 if frame_offset != wire:
@@ -256,6 +288,8 @@ class HARangeFetcher:
                     spans.append((lo, body_at + lo - first, body_at + hi - first))
                     self.delivered = hi
             del stream
+            if spans and self.outage.active:
+                self.outage.recovered()
             if spans:
                 pieces = [_ZERO_BYTE if a < 0 else view[a:b] for _, a, b in spans]
                 if self.copy_chunks:
@@ -273,6 +307,10 @@ class HARangeFetcher:
                 self.close()
                 return  # reconnect (reporting self.report_offset) unless the range is done
         self.close()
+
+    def _not_ha(self, first: bytes, what: str) -> NotAnHAPortError:
+        return NotAnHAPortError(f"{self.ha_addr} (broker {self.broker}) is not a RocketMQ HA port: it answered the "
+                                f"8-byte offset report with {first[:32]!r}, {what}")
 
     def _on_heartbeat(self, wire: int, stalls: int) -> int | None:
         """A heartbeat at ``wire`` although bytes up to ``end`` are expected: find out why.

@@ -59,7 +59,16 @@ connectTimeoutMs           5000          TCP connect timeout, HA and remoting (R
 readTimeoutMs              20000         no byte from the broker for this long means a dead
                                          connection (haHousekeepingInterval); also the remoting
                                          request timeout.
-fetchRetries               3             reconnects of one HA fetch before the task fails.
+fetchRetries               3             heartbeat stalls in a row (a live broker sending no data
+                                         although it holds the bytes) before a task fails;
+                                         connection failures are governed by maxOutageMs.
+reconnectBackoffMs         50            first wait (ms) before reconnecting to a broker that is
+                                         down; doubles per failed attempt (Kafka's
+                                         reconnect.backoff.ms), with +-20% jitter.
+reconnectBackoffMaxMs      1000          largest wait (ms) between reconnect attempts (Kafka's
+                                         reconnect.backoff.max.ms).
+maxOutageMs                300000        how long a task (HA fetch) and the driver (remoting)
+                                         wait for a broker that is down before the query fails.
 haSendHeartbeatInterval    5000          ms between keep-alive reports on an HA connection (must be
                                          below the master's haHousekeepingInterval, 20000).
 arrowMaxRecordsPerBatch    10000         rows per pyarrow.RecordBatch a task yields.
@@ -81,6 +90,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from connector.arrow_decode import (
+    BAD_RECORD_MODES,
+    DEFAULT_MAX_INFLATED_BODY_BYTES,
+    MAX_MAX_INFLATED_BODY_BYTES,
+    MODE_PERMISSIVE,
+)
 from connector.protocol.errors import HAReplicaError
 from connector.topic_filter import TOPIC_MAX_LENGTH, VALID_TOPIC, TopicFilter
 
@@ -90,16 +105,13 @@ STARTING_OFFSETS_EARLIEST = "earliest"
 STARTING_OFFSETS_LATEST = "latest"
 EARLIEST_OFFSET_SENTINEL = -2  # Kafka's convention in startingOffsets JSON
 LATEST_OFFSET_SENTINEL = -1
-from connector.arrow_decode import (
-    BAD_RECORD_MODES,
-    DEFAULT_MAX_INFLATED_BODY_BYTES,
-    MAX_MAX_INFLATED_BODY_BYTES,
-    MODE_PERMISSIVE,
-)
 
 DEFAULT_CONNECT_TIMEOUT_MS = 5000  # RemotingUtil.connect
 DEFAULT_READ_TIMEOUT_MS = 20000  # haHousekeepingInterval
 DEFAULT_FETCH_RETRIES = 3
+DEFAULT_RECONNECT_BACKOFF_MS = 50  # Kafka's reconnect.backoff.ms
+DEFAULT_RECONNECT_BACKOFF_MAX_MS = 1000  # Kafka's reconnect.backoff.max.ms
+DEFAULT_MAX_OUTAGE_MS = 5 * 60 * 1000  # a broker restart of a minute is waited out with room to spare
 DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS = 5000  # haSendHeartbeatInterval
 HA_HOUSEKEEPING_INTERVAL_MS = 20000  # the master closes a connection silent for this long
 DEFAULT_ARROW_MAX_RECORDS_PER_BATCH = 10000  # spark.sql.execution.arrow.maxRecordsPerBatch
@@ -112,7 +124,7 @@ _KNOWN = {name.lower(): name for name in (
     "topics", "topicPattern", "includeSystemTopics", "decompressBody", "mode", "verifyBodyCRC",
     "maxInflatedBodyBytes", "connectTimeoutMs", "readTimeoutMs",
     "fetchRetries", "haSendHeartbeatInterval", "arrowMaxRecordsPerBatch", "arrowMaxBytesPerBatch",
-    "fetchPrefetchChunks")}
+    "fetchPrefetchChunks", "reconnectBackoffMs", "reconnectBackoffMaxMs", "maxOutageMs")}
 READ_FROM_MASTER = "master"
 READ_FROM_SLAVE = "slave"
 
@@ -161,10 +173,16 @@ class FetchSettings:
     heartbeat_interval_ms: int = DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS
     fail_on_data_loss: bool = True
     decompress_body: bool = True
+    mode: str = MODE_PERMISSIVE  # bad-record policy: PERMISSIVE or FAILFAST
+    verify_body_crc: bool = True
+    max_inflated_body_bytes: int = DEFAULT_MAX_INFLATED_BODY_BYTES
     max_records_per_batch: int = DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
     max_bytes_per_batch: int = DEFAULT_ARROW_MAX_BYTES_PER_BATCH
     topic_filter: TopicFilter = field(default_factory=TopicFilter)
     prefetch_chunks: int = DEFAULT_FETCH_PREFETCH_CHUNKS
+    reconnect_backoff_ms: int = DEFAULT_RECONNECT_BACKOFF_MS
+    reconnect_backoff_max_ms: int = DEFAULT_RECONNECT_BACKOFF_MAX_MS
+    max_outage_ms: int = DEFAULT_MAX_OUTAGE_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +191,6 @@ class SourceOptions:
 
     ``starting_offsets`` is ``"earliest"``, ``"latest"`` or a mapping broker name → CommitLog offset
     (bytes; -2 earliest, -1 latest). ``max_bytes_per_trigger`` is None when unset. ``slaves`` holds
-    mode: str = MODE_PERMISSIVE  # bad-record policy: PERMISSIVE or FAILFAST
-    verify_body_crc: bool = True
-    max_inflated_body_bytes: int = DEFAULT_MAX_INFLATED_BODY_BYTES
     one endpoint per configured slave (``name`` = its broker set); ``read_from`` is ``"master"`` or
     ``"slave"``; ``min_replicas`` is 0 when replicated-only reads are off.
     """
@@ -240,11 +255,22 @@ class SourceOptions:
             heartbeat_interval_ms=_positive_int(opts, "haSendHeartbeatInterval", DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS),
             fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
             decompress_body=_bool(opts, "decompressBody", True),
+            mode=_choice(opts, "mode", tuple(m.lower() for m in BAD_RECORD_MODES), MODE_PERMISSIVE.lower()).upper(),
+            verify_body_crc=_bool(opts, "verifyBodyCRC", True),
+            max_inflated_body_bytes=_int(opts, "maxInflatedBodyBytes", DEFAULT_MAX_INFLATED_BODY_BYTES, minimum=1,
+                                         maximum=MAX_MAX_INFLATED_BODY_BYTES),
             max_records_per_batch=_positive_int(opts, "arrowMaxRecordsPerBatch", DEFAULT_ARROW_MAX_RECORDS_PER_BATCH),
             max_bytes_per_batch=_positive_int(opts, "arrowMaxBytesPerBatch", DEFAULT_ARROW_MAX_BYTES_PER_BATCH),
             topic_filter=parse_topic_filter(opts),
             prefetch_chunks=_int(opts, "fetchPrefetchChunks", DEFAULT_FETCH_PREFETCH_CHUNKS, minimum=0),
+            reconnect_backoff_ms=_positive_int(opts, "reconnectBackoffMs", DEFAULT_RECONNECT_BACKOFF_MS),
+            reconnect_backoff_max_ms=_positive_int(opts, "reconnectBackoffMaxMs", DEFAULT_RECONNECT_BACKOFF_MAX_MS),
+            max_outage_ms=_int(opts, "maxOutageMs", DEFAULT_MAX_OUTAGE_MS, minimum=0),
         )
+        if fetch.reconnect_backoff_max_ms < fetch.reconnect_backoff_ms:
+            raise HAReplicaOptionError(
+                "reconnectBackoffMaxMs", opts.get("reconnectbackoffmaxms"),
+                f"must be >= reconnectBackoffMs ({fetch.reconnect_backoff_ms})")
         if fetch.heartbeat_interval_ms >= HA_HOUSEKEEPING_INTERVAL_MS:
             raise HAReplicaOptionError(
                 "haSendHeartbeatInterval", opts.get("hasendheartbeatinterval"),
@@ -255,10 +281,6 @@ class SourceOptions:
             max_bytes = _positive_int(opts, "maxBytesPerTrigger", 0)
         return cls(brokers=brokers, starting_offsets=parse_starting_offsets(opts.get("startingoffsets"), names),
                    max_bytes_per_trigger=max_bytes, fetch=fetch, slaves=slaves, read_from=read_from,
-            mode=_choice(opts, "mode", tuple(m.lower() for m in BAD_RECORD_MODES), MODE_PERMISSIVE.lower()).upper(),
-            verify_body_crc=_bool(opts, "verifyBodyCRC", True),
-            max_inflated_body_bytes=_int(opts, "maxInflatedBodyBytes", DEFAULT_MAX_INFLATED_BODY_BYTES, minimum=1,
-                                         maximum=MAX_MAX_INFLATED_BODY_BYTES),
                    min_replicas=min_replicas)
 
 
@@ -417,6 +439,8 @@ def _int(opts: Mapping[str, str], name: str, default: int, *, minimum: int, maxi
         raise HAReplicaOptionError(name, raw, "must be an integer") from None
     if value < minimum:
         raise HAReplicaOptionError(name, raw, f"must be >= {minimum}")
+    if maximum is not None and value > maximum:
+        raise HAReplicaOptionError(name, raw, f"must be <= {maximum}")
     return value
 
 
@@ -439,8 +463,6 @@ def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
     if raw is None:
         return default
     text = str(raw).strip().lower()
-    if maximum is not None and value > maximum:
-        raise HAReplicaOptionError(name, raw, f"must be <= {maximum}")
     if text in ("true", "false"):
         return text == "true"
     raise HAReplicaOptionError(name, raw, "must be true or false")

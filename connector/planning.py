@@ -51,6 +51,7 @@ class ServerOffsets:
     max_offset: int | None = None
     error: str | None = None
     dispatch_behind: int | None = None  # dispatchBehindBytes, when the broker reports it
+    down: bool = False  # the error is an outage (refused, reset, timed out) that may end, not a wrong peer
 
     @property
     def reachable(self) -> bool:

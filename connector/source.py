@@ -43,7 +43,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 
-from connector.admin import BrokerAdminClient, BrokerAdminError
+from connector.admin import BrokerAdminClient, BrokerAdminError, BrokerUnreachableError
 from connector.arrow_decode import CommitLogArrowDecoder, spark_schema
 from connector.ha_fetch import HARangeFetcher, prefetch_chunks
 from connector.options import (
@@ -59,6 +59,7 @@ from connector.options import (
 )
 from connector.planning import ACK_WINDOW_MARGIN_MS, BrokerSetView, ServerOffsets
 from connector.protocol.errors import DataLossError
+from connector.reconnect import OutageWait
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._admins: dict[str, BrokerAdminClient] = {}  # by remoting address
         self._views: dict[str, BrokerSetView] = {}
         self._trigger_target: dict[str, int] | None = None
+        self._outages: dict[str, OutageWait] = {}  # by broker set name
 
     def __getstate__(self) -> dict:
         # the reader is pickled to executors for read(); connections and caches stay on the driver
@@ -137,48 +139,76 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             self._admins[endpoint.remoting_addr] = client
         return client
 
+    def _outage(self, broker: BrokerEndpoint) -> OutageWait:
+        """The outage clock of a broker set's remoting calls (one per set, logged once per outage)."""
+        wait = self._outages.get(broker.name)
+        if wait is None:
+            fetch = self.options.fetch
+            where = broker.remoting_addr if self.options.read_from != READ_FROM_SLAVE else "(master and slaves)"
+            wait = OutageWait(f"broker {broker.name} remoting {where}", fetch.reconnect_backoff_ms,
+                              fetch.reconnect_backoff_max_ms, fetch.max_outage_ms)
+            self._outages[broker.name] = wait
+        return wait
+
     def _view(self, broker: BrokerEndpoint) -> BrokerSetView:
-        """The broker set's view; the first call asks the master (or a slave) for its config and
-        fails fast when the broker is not a classic master/slave one."""
+        """The broker set's view; the first call asks the master (or with ``readFrom=slave`` a slave) for
+        its config, waits out an outage (``maxOutageMs``) and fails fast when the broker is not a classic
+        master/slave one or not a RocketMQ broker at all."""
         view = self._views.get(broker.name)
-        if view is None:
-            size = None
-            errors = []
-            for endpoint in (broker, *self.options.slaves_of(broker.name)):
+        if view is not None:
+            return view
+        candidates = [broker]
+        if self.options.read_from == READ_FROM_SLAVE:
+            candidates += self.options.slaves_of(broker.name)
+        wait = self._outage(broker)
+        while True:
+            errors: list[BrokerAdminError] = []
+            for endpoint in candidates:
                 admin = self._admin(endpoint)
                 try:
                     config = admin.broker_config()
                 except BrokerAdminError as exc:
-                    if self.options.read_from != READ_FROM_SLAVE:
-                        raise
-                    errors.append(str(exc))
+                    errors.append(exc)
                     continue
+                wait.recovered()
                 admin.check_classic_ha(config)
-                size = admin.mapped_file_size(config)
-                break
-            if size is None:
-                raise BrokerAdminError(f"broker {broker.name}: neither the master nor a slave answered "
-                                       f"GET_BROKER_CONFIG: {'; '.join(errors)}")
-            view = BrokerSetView(broker.name, size, ack_window_ms=ack_window_ms(config))
-            self._views[broker.name] = view
-        return view
+                view = BrokerSetView(broker.name, admin.mapped_file_size(config), ack_window_ms=ack_window_ms(config))
+                self._views[broker.name] = view
+                return view
+            last = errors[-1] if len(errors) == 1 else BrokerAdminError(
+                f"broker {broker.name}: neither the master nor a slave answered GET_BROKER_CONFIG: "
+                f"{'; '.join(map(str, errors))}")
+            if not all(isinstance(e, BrokerUnreachableError) for e in errors):
+                raise next(e for e in errors if not isinstance(e, BrokerUnreachableError))
+            if not wait.failed(last):
+                raise BrokerUnreachableError(wait.give_up_message(last)) from last
 
     def _sample(self, endpoint: BrokerEndpoint, role: str) -> ServerOffsets:
         try:
             min_offset, max_offset, behind = self._admin(endpoint).store_offsets()
         except BrokerAdminError as exc:
-            return ServerOffsets(endpoint, role, error=str(exc))
+            return ServerOffsets(endpoint, role, error=str(exc), down=isinstance(exc, BrokerUnreachableError))
         return ServerOffsets(endpoint, role, min_offset, max_offset, dispatch_behind=behind)
 
     def _refresh(self, broker: BrokerEndpoint, *, slaves: bool | None = None) -> BrokerSetView:
         """Sample the master's (and, when they matter, the slaves') commitLogMin/MaxOffset.
 
-        The master's max offset is remembered as a record boundary. A master that cannot be asked
-        fails the batch unless ``readFrom=slave`` (then batches go on from the slaves).
+        The master's max offset is remembered as a record boundary. A master that is down is waited
+        for (``maxOutageMs``) unless ``readFrom=slave`` and a slave answers (then batches go on from
+        the slaves); a peer that answers but is not a RocketMQ broker fails at once.
         """
         view = self._view(broker)
-        master = self._sample(broker, "master")
+        wait = self._outage(broker)
+        while True:
+            master = self._sample(broker, "master")
+            if master.reachable or self.options.read_from == READ_FROM_SLAVE:
+                break
+            if not master.down:
+                raise BrokerAdminError(master.error)
+            if not wait.failed(master.error):
+                raise BrokerUnreachableError(wait.give_up_message(master.error))
         if master.reachable:
+            wait.recovered()
             previous = view.master.max_offset if view.master is not None and view.master.reachable else None
             if previous is not None and master.max_offset < previous:
                 log.warning("broker %s: commitLogMaxOffset went back from %d to %d", broker.name, previous,
@@ -186,8 +216,6 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 view.forget_boundaries()
             view.add_boundary(master.max_offset)
             view.note_master_max(master.max_offset, time.monotonic())
-        elif self.options.read_from != READ_FROM_SLAVE:
-            raise BrokerAdminError(master.error)
         else:
             log.warning("broker %s: master unreachable, planning from its slaves: %s", broker.name, master.error)
         view.master = master
@@ -425,7 +453,9 @@ def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatc
         connect_timeout_ms=fetch.connect_timeout_ms, read_timeout_ms=fetch.read_timeout_ms,
         fetch_retries=fetch.fetch_retries, heartbeat_interval_ms=fetch.heartbeat_interval_ms,
         offsets_probe=admin.commit_log_offsets, fail_on_data_loss=fetch.fail_on_data_loss,
-        server_is_slave=partition.server_role == "slave", copy_chunks=fetch.prefetch_chunks > 0)
+        server_is_slave=partition.server_role == "slave", copy_chunks=fetch.prefetch_chunks > 0,
+        reconnect_backoff_ms=fetch.reconnect_backoff_ms, reconnect_backoff_max_ms=fetch.reconnect_backoff_max_ms,
+        max_outage_ms=fetch.max_outage_ms)
     chunks = prefetch_chunks(fetcher, fetch.prefetch_chunks) if fetch.prefetch_chunks else fetcher
     try:
         for offset, data in chunks:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.ha_fetch import HAFetchError, HARangeFetcher
+from connector.ha_fetch import HAFetchError, HARangeFetcher, NotAnHAPortError
 from connector.protocol.errors import DataLossError, HAProtocolError
 from connector.protocol.ha import encode_transfer_header
 
@@ -28,9 +28,9 @@ class ReplayMaster:
     """A loopback listener playing a master: for each connection, reads the first 8-byte report, calls
     ``script(report, conn)`` to send bytes, then records keep-alive reports until the client closes."""
 
-    def __init__(self, script):
+    def __init__(self, script, port: int = 0):
         self.script = script
-        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server = socket.create_server(("127.0.0.1", port))
         self.server.settimeout(0.05)
         self._stop = threading.Event()
         self.addr = f"127.0.0.1:{self.server.getsockname()[1]}"
@@ -187,22 +187,65 @@ def test_garbage_instead_of_frames_is_a_protocol_error(replay):
         fetch_all(HARangeFetcher(master.addr, 5000, 9000))
 
 
-def test_silent_master_read_timeout_retries_then_fails(replay):
+def test_silent_master_read_timeout_reconnects_then_fails_after_max_outage(replay):
     master = replay(lambda report, conn: None)
-    started = time.monotonic()
-    with pytest.raises(HAFetchError, match=r"gave up at offset 5000 after 2 attempts.*no bytes from the master "
-                                           r"for 150 ms"):
-        fetch_all(HARangeFetcher(master.addr, 5000, 9000, read_timeout_ms=150, fetch_retries=1,
-                                 heartbeat_interval_ms=50))
-    assert len(master.reports) == 2  # one reconnect
-    assert time.monotonic() - started < 10
+    with pytest.raises(HAFetchError, match=r"unreachable for \d+ ms \(\d+ attempts\), longer than maxOutageMs=400; "
+                                           r"last error: no bytes from the master for 150 ms.*stopped at offset 5000"):
+        fetch_all(HARangeFetcher(master.addr, 5000, 9000, read_timeout_ms=150, max_outage_ms=400,
+                                 heartbeat_interval_ms=50, reconnect_backoff_ms=10, reconnect_backoff_max_ms=20))
+    assert len(master.reports) >= 2  # reconnected while the outage lasted
 
 
-def test_connection_refused_fails_naming_the_address():
+def test_connection_refused_fails_naming_the_address_once_max_outage_is_over():
     with socket.create_server(("127.0.0.1", 0)) as s:
         addr = f"127.0.0.1:{s.getsockname()[1]}"
-    with pytest.raises(HAFetchError, match=f"broker b HA {addr}, range \\[5, 9\\): gave up at offset 5"):
-        fetch_all(HARangeFetcher(addr, 5, 9, broker="b", fetch_retries=0))
+    with pytest.raises(HAFetchError, match=f"broker b HA {addr}: unreachable for .*maxOutageMs=0.*refused.*"
+                                           r"range \[5, 9\) stopped at offset 5"):
+        fetch_all(HARangeFetcher(addr, 5, 9, broker="b", max_outage_ms=0))
+
+
+def test_a_broker_down_for_a_while_is_waited_out_and_logged_once_each_way(commitlog, caplog):
+    """Nothing listens on the port for ~1.5 s (refused), then a master serves: the fetch completes."""
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]
+    masters = []
+
+    def come_back():
+        time.sleep(1.5)
+        masters.append(ReplayMaster(lambda report, conn: conn.sendall(_frames(commitlog, report, 60000)),
+                                    port=port))
+
+    threading.Thread(target=come_back, daemon=True).start()
+    caplog.set_level("DEBUG", logger="connector.reconnect")
+    try:
+        fetcher = HARangeFetcher(f"127.0.0.1:{port}", 7000, 60000, broker="b", max_outage_ms=30000,
+                                 reconnect_backoff_ms=20, reconnect_backoff_max_ms=200)
+        got = fetch_all(fetcher)
+    finally:
+        for m in masters:
+            m.close()
+    assert b"".join(c for _, c in got) == commitlog[7000:60000]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 2, warnings
+    assert "broker b HA 127.0.0.1:" in warnings[0] and "unreachable" in warnings[0]
+    assert "back after an outage of" in warnings[1]
+    attempts = [r for r in caplog.records if r.levelname == "DEBUG" and "attempt" in r.getMessage()]
+    assert len(attempts) >= 5  # retried with backoff, each attempt only at DEBUG
+    assert fetcher.connections == 1 and fetcher.outage.outages == 1
+
+
+def test_an_http_server_on_the_ha_port_is_named_not_retried(replay):
+    master = replay(lambda report, conn: conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+    with pytest.raises(NotAnHAPortError, match=rf"{master.addr} \(broker broker\) is not a RocketMQ HA port: "
+                                               r"it answered the 8-byte offset report with b'HTTP/1.1 400"):
+        fetch_all(HARangeFetcher(master.addr, 5000, 9000, max_outage_ms=60000))
+    assert len(master.reports) == 1
+
+
+def test_an_echo_server_on_the_ha_port_is_named(replay):
+    master = replay(lambda report, conn: conn.sendall(struct.pack(">q", report)))
+    with pytest.raises(NotAnHAPortError, match=r"is not a RocketMQ HA port.*less than one frame header"):
+        fetch_all(HARangeFetcher(master.addr, 5000, 9000, read_timeout_ms=300, max_outage_ms=60000))
 
 
 def test_reconnect_resumes_without_duplicates_and_without_reporting_more(replay, commitlog):
@@ -217,7 +260,7 @@ def test_reconnect_resumes_without_duplicates_and_without_reporting_more(replay,
             conn.sendall(_frames(commitlog, report, 200000))
 
     master = replay(script)
-    fetcher = HARangeFetcher(master.addr, 7000, 120000, fetch_retries=1)
+    fetcher = HARangeFetcher(master.addr, 7000, 120000, max_outage_ms=5000)
     got = fetch_all(fetcher)
     assert b"".join(c for _, c in got) == commitlog[7000:120000]
     assert calls == [7000, 7000] and set(fetcher.reports_sent) == {7000}

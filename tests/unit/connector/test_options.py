@@ -117,7 +117,8 @@ def test_bad_positive_integers(name, value, fragment):
     assert str(err.value) == f"option {name}={value!r}: {fragment}"
 
 
-@pytest.mark.parametrize("name, attr", [("fetchRetries", "fetch_retries"), ("fetchPrefetchChunks", "prefetch_chunks")])
+@pytest.mark.parametrize("name, attr", [("fetchRetries", "fetch_retries"), ("fetchPrefetchChunks", "prefetch_chunks"),
+                                        ("maxOutageMs", "max_outage_ms")])
 def test_non_negative_integers_may_be_zero_but_not_negative(name, attr):
     assert getattr(parse(**{name: "0"}).fetch, attr) == 0
     assert getattr(parse(**{name: "7"}).fetch, attr) == 7
@@ -233,3 +234,15 @@ def test_options_are_frozen_and_picklable():
     assert o.broker("broker-a").ha_port == 10912
     with pytest.raises(KeyError):
         o.broker("nope")
+
+
+def test_outage_options_default_to_kafka_backoff_and_five_minutes():
+    f = parse().fetch
+    assert (f.reconnect_backoff_ms, f.reconnect_backoff_max_ms, f.max_outage_ms) == (50, 1000, 300000)
+    f = parse(reconnectBackoffMs="10", reconnectBackoffMaxMs="10", maxOutageMs="60000").fetch
+    assert (f.reconnect_backoff_ms, f.reconnect_backoff_max_ms, f.max_outage_ms) == (10, 10, 60000)
+    with pytest.raises(HAReplicaOptionError, match=r"option reconnectBackoffMs='0': must be >= 1"):
+        parse(reconnectBackoffMs="0")
+    with pytest.raises(HAReplicaOptionError, match=r"option reconnectBackoffMaxMs='20': must be >= "
+                                                   r"reconnectBackoffMs \(50\)"):
+        parse(reconnectBackoffMaxMs="20")
