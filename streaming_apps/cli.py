@@ -102,7 +102,7 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--status-dir", default=None, help="folder of the progress files (default WORKDIR/status)")
     p.add_argument("--sink", choices=SINKS, default="deltalake",
                    help="deltalake: this project's sink, no jars (default); delta: Spark's format('delta'), "
-                        "needs --jars (gradle stageDeltaJars)")
+                        "needs the Delta jars: --jars, else those `make jvm-peers` staged in .jvm/delta/lib")
     p.add_argument("--landing", choices=LANDINGS, default=None,
                    help="bronze: direct = the executors write the Delta files as they decode "
                         "(format('hareplica-landing'); the default with --sink deltalake); spark = hareplica -> "
@@ -184,10 +184,10 @@ def _run(args) -> int:
     from rich.console import Console
 
     from streaming_apps.apps import AppConfig, AppError, DeltaJarsMissingError, run_app
-    from streaming_apps.apps.common import expand_jars
+    from streaming_apps.apps.common import delta_jars_for, expand_jars
     from streaming_apps.spark_session import build_spark_session
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # an error is one line, whatever the terminal width
     try:
         config = AppConfig(
             app=args.app, brokers=args.brokers, workdir=args.workdir, tables_root=args.tables_root,
@@ -198,7 +198,7 @@ def _run(args) -> int:
             maintenance_every=args.maintenance_every, vacuum_retention_hours=args.vacuum_retention_hours,
             orphan_grace_period_ms=args.orphan_grace_ms, target_file_size=args.target_file_size,
             watermark=args.watermark, topics=tuple(t for t in args.topics.split(",") if t) if args.topics else None)
-        jars = expand_jars(args.jars)
+        jars = delta_jars_for(config.sink, expand_jars(args.jars))  # --sink delta: the staged jars by default
     except AppError as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 2

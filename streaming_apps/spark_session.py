@@ -5,8 +5,14 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 
 log = logging.getLogger(__name__)
+
+#: Where ``make jvm-peers`` stages Spark's Delta jars (delta-spark, delta-storage), relative to a checkout.
+STAGED_DELTA_JARS_DIR = Path(".jvm") / "delta" / "lib"
+#: The source checkout this module was imported from (``streaming_apps/..``).
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 #: Spark conf that switches on Spark's own Delta Lake (needs the delta-spark jars on the classpath).
@@ -14,6 +20,22 @@ DELTA_SPARK_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
+
+
+def staged_delta_jars(roots: list[Path] | None = None) -> list[str]:
+    """Absolute paths of the Delta jars ``make jvm-peers`` staged, or ``[]`` when there are none.
+
+    Looks in ``STAGED_DELTA_JARS_DIR`` under each of ``roots`` (default: the current directory, then the
+    checkout this module was imported from) and returns the ``*.jar`` files of the first folder holding
+    any, sorted. ``hareplica run --sink delta`` and ``hareplica query --engine spark`` use them when no
+    ``--jars`` are given (docs/real_peers.md, "Spark's own Delta Lake").
+    """
+    for root in roots if roots is not None else [Path.cwd(), PROJECT_ROOT]:
+        folder = Path(root) / STAGED_DELTA_JARS_DIR
+        jars = sorted(str(p.resolve()) for p in folder.glob("*.jar")) if folder.is_dir() else []
+        if jars:
+            return jars
+    return []
 
 
 def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: str | None = None,

@@ -22,12 +22,19 @@ def fixture_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    """The one Spark session of the test run (local[2]; start-up takes ~20 s)."""
-    from streaming_apps.spark_session import build_spark_session
+    """The one Spark session of the test run (local[2]; start-up takes ~20 s), with Spark's own Delta Lake.
+
+    The staged delta-spark/delta-storage jars (``make jvm-peers`` → .jvm/delta/lib) and the Delta SQL
+    extension and catalog are always on, so any test can use ``format("delta")``; missing jars fail.
+    """
+    from streaming_apps.spark_session import PROJECT_ROOT, STAGED_DELTA_JARS_DIR, build_spark_session, staged_delta_jars
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    jars = staged_delta_jars([PROJECT_ROOT])
+    if not jars:
+        pytest.fail(f"Spark's Delta jars are not staged in {PROJECT_ROOT / STAGED_DELTA_JARS_DIR}: run make jvm-peers")
     session = build_spark_session(
-        "hareplica-tests", local_dir=str(tmp_path_factory.mktemp("spark-local")), ui=False)
+        "hareplica-tests", local_dir=str(tmp_path_factory.mktemp("spark-local")), ui=False, jars=jars, delta=True)
     yield session
     session.stop()
 

@@ -60,11 +60,28 @@ class DeltaJarsMissingError(AppError):
 
 
 def delta_jars_hint() -> str:
-    """How to provide Spark's Delta jars (build.gradle stages them; spark.jars passes them)."""
-    return ("Spark's format(\"delta\") needs the delta-spark and delta-storage jars on the classpath. Stage them "
-            "with `gradle stageDeltaJars` (build.gradle copies the versions matching pyproject.toml into "
-            "build/jars) and pass them with `hareplica run APP --sink delta --jars build/jars/*.jar` (or set "
-            "spark.jars); or use --sink deltalake, which needs no jars.")
+    """How to provide Spark's Delta jars (make jvm-peers or build.gradle stage them; --jars/spark.jars pass them)."""
+    return ("Spark's format(\"delta\") needs the delta-spark and delta-storage jars on the classpath: run `make "
+            "jvm-peers` in the project checkout (stages them in .jvm/delta/lib, used when --jars is not given), or "
+            "`gradle stageDeltaJars` (build.gradle copies them into build/jars) and pass `--jars build/jars/*.jar` "
+            "(or set spark.jars); or use --sink deltalake, which needs no jars.")
+
+
+def delta_jars_for(sink: str, jars: Sequence[str]) -> list[str]:
+    """The jars ``hareplica run`` passes to Spark: ``jars`` when given, else for ``--sink delta`` the staged ones.
+
+    Staged jars are those of :func:`streaming_apps.spark_session.staged_delta_jars` (``.jvm/delta/lib`` of
+    the current directory or of the checkout, filled by ``make jvm-peers``). Returns ``[]`` when there are
+    none; :class:`DeltaSink` then refuses to start unless Spark has the classes from elsewhere.
+    """
+    if jars or sink != SINK_DELTA:
+        return list(jars)
+    from streaming_apps.spark_session import staged_delta_jars
+
+    staged = staged_delta_jars()
+    if staged:
+        log.info("--sink delta: using the staged Delta jars %s", ", ".join(staged))
+    return staged
 
 
 @dataclass

@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 
 from broker_stub.launcher import BrokerProcess
 from connector.progress_listener import read_events
-from streaming_apps.apps import AppConfig, AppError, DeltaJarsMissingError, run_app, start
+from streaming_apps.apps import AppConfig, AppError, run_app
 from streaming_apps.apps.orders import OrderDecodeError, decode_order_body
 from streaming_apps.inspect_commitlog import iter_commitlog_dir
 from streaming_apps.query import discover_tables, query_tables, register_spark_views
@@ -210,18 +210,6 @@ def test_gold_emits_final_per_minute_aggregates_behind_the_watermark(app_spark, 
     assert {k[0] for k in actual} == {BASE_MS + m * MINUTE_MS for m in range(5)}
     watermark = [e["watermark"] for e in read_events(cfg.status_file) if e["event"] == "progress"][-1]
     assert watermark == "2026-09-21T14:23:00.000Z"  # the tick's event time minus one minute
-
-
-def test_sink_delta_without_the_jars_fails_at_start_saying_how_to_add_them(app_spark, broker, tmp_path):
-    cfg = _config(broker, tmp_path, "bronze", sink="delta")
-    active = len(app_spark.streams.active)
-    with pytest.raises(DeltaJarsMissingError) as e:
-        start(app_spark, cfg)
-    msg = str(e.value)
-    assert "gradle stageDeltaJars" in msg and "--jars" in msg and "spark.jars" in msg and "build.gradle" in msg
-    assert len(app_spark.streams.active) == active
-    assert not cfg.table_path("bronze").exists()
-    assert not cfg.status_file.exists()
 
 
 def test_app_status_file_is_valid_json_lines(app_spark, broker, tmp_path):
