@@ -6,6 +6,10 @@ when the sink reaches the point it writes a marker file and waits; the test then
 process of the session, checks the state the crash left, and restarts the app from its checkpoint
 without the fault. At the end every message of the broker's CommitLog is in the tables exactly once
 and no data file is left that the table does not reference.
+
+``--sink delta`` (Spark's own format("delta")) is crashed at the same two commit points by a Delta
+LogStore of the test's own (tests/faults/java/FaultInjectingLogStore.java, compiled here and passed with
+``--jars``) that stops before or after writing the table's commit file of a given version.
 """
 
 from __future__ import annotations
@@ -101,11 +105,12 @@ def _tail(path: Path, n: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else "(no log)"
 
 
-def run_until_fault(app: str, broker, workdir: Path, fault: str, *extra: str) -> dict:
+def run_until_fault(app: str, broker, workdir: Path, fault: str, *extra: str, fault_env: str = FAULT_INJECTION_ENV,
+                    marker_env: str = FAULT_MARKER_ENV, env: dict[str, str] | None = None) -> dict:
     """Start the app with the fault armed, wait for the marker, SIGKILL the whole session; the marker JSON."""
     marker = workdir / "fault-marker.json"
     log_path = workdir / f"{app}-crash.log"
-    env = {**os.environ, FAULT_INJECTION_ENV: fault, FAULT_MARKER_ENV: str(marker), FAULT_PAUSE_ENV: "600"}
+    env = {**os.environ, **(env or {}), fault_env: fault, marker_env: str(marker), FAULT_PAUSE_ENV: "600"}
     workdir.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(_command(app, broker, workdir, *extra), env=env, stdout=log,
@@ -225,3 +230,75 @@ def test_silver_killed_between_its_two_table_commits(broker, commitlog, tmp_path
     assert {r["commitLogOffset"]: r["reason"] for r in rejected} == bad
     for t in (orders, quarantine):
         assert parquet_on_disk(t) == table_files(t)
+
+
+# --- Spark's own format("delta") (--sink delta): the same crash points, stopped inside Delta's LogStore ----
+#: tests/faults/java/FaultInjectingLogStore.java reads these (POINT:VERSION[:TABLE], the marker file).
+SPARK_FAULT_ENV = "HAREPLICA_SPARK_DELTA_FAULT"
+SPARK_FAULT_MARKER_ENV = "HAREPLICA_SPARK_DELTA_FAULT_MARKER"
+FAULT_LOGSTORE_SOURCE = Path(__file__).parent / "java" / "FaultInjectingLogStore.java"
+JAVA_TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="module")
+def fault_logstore_jar(tmp_path_factory) -> Path:
+    """FaultInjectingLogStore compiled against the staged delta-storage and Spark's Hadoop API, as a jar."""
+    import pyspark
+
+    from streaming_apps.spark_session import PROJECT_ROOT, STAGED_DELTA_JARS_DIR, staged_delta_jars
+
+    delta = staged_delta_jars([PROJECT_ROOT])
+    assert delta, f"Spark's Delta jars are not staged in {PROJECT_ROOT / STAGED_DELTA_JARS_DIR}: run make jvm-peers"
+    hadoop = sorted((Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"))
+    out = tmp_path_factory.mktemp("fault-logstore")
+    classpath = ":".join([*delta, *map(str, hadoop)])
+    subprocess.run(["javac", "--release", "17", "-d", str(out / "classes"), "-cp", classpath,
+                    str(FAULT_LOGSTORE_SOURCE)], check=True, timeout=JAVA_TIMEOUT_S)
+    jar = out / "fault-logstore.jar"
+    subprocess.run(["jar", "cf", str(jar), "-C", str(out / "classes"), "."], check=True, timeout=JAVA_TIMEOUT_S)
+    return jar
+
+
+def test_spark_delta_sink_killed_at_each_commit_point_and_restarted_lands_every_message_once(
+        broker, commitlog, tmp_path, fault_logstore_jar):
+    from streaming_apps.spark_session import PROJECT_ROOT, staged_delta_jars
+
+    cfg = AppConfig(app="bronze", brokers="unused", workdir=tmp_path, sink="delta")
+    table, checkpoint = cfg.table_path("bronze"), cfg.checkpoint()
+    mode = ("--sink", "delta", "--jars", *staged_delta_jars([PROJECT_ROOT]), str(fault_logstore_jar))
+    armed = {"PYSPARK_SUBMIT_ARGS": "--conf spark.delta.logStore.file.impl=FaultInjectingLogStore pyspark-shell"}
+    spark_fault = {"fault_env": SPARK_FAULT_ENV, "marker_env": SPARK_FAULT_MARKER_ENV, "env": armed}
+
+    # run 1: killed after batch 1's data files are written, before Delta's commit file 1 exists
+    marker = run_until_fault("bronze", broker, tmp_path, "before-delta-commit:1:bronze", *mode, **spark_fault)
+    assert marker["point"] == "before-delta-commit" and marker["commitFile"].endswith("00000000000000000001.json")
+    assert DeltaTable(str(table)).version() == 0
+    assert (checkpoint / "offsets" / "1").exists() and spark_committed(checkpoint) == {0}
+    dead_attempt = parquet_on_disk(table) - table_files(table)
+    assert dead_attempt, "the killed batch had written data files the table does not reference"
+
+    # run 2: batch 1 again; killed after Delta's commit of it, before Spark's commit log
+    (tmp_path / "fault-marker.json").unlink()
+    run_until_fault("bronze", broker, tmp_path, "after-delta-commit:1:bronze", *mode, **spark_fault)
+    query_id = json.loads((checkpoint / "metadata").read_text())["id"]
+    dt = DeltaTable(str(table))
+    assert dt.version() == 1 and dt.transaction_version(query_id) == 1, "Delta's sink records txn(queryId, batchId)"
+    assert spark_committed(checkpoint) == {0}, "Spark does not know batch 1 is done"
+    rows_after_batch_1 = query_tables("SELECT count(*) AS n FROM bronze", {"bronze": str(table)}).to_pylist()[0]["n"]
+    assert 0 < rows_after_batch_1 < len(commitlog)
+
+    # run 3 (no fault LogStore): Delta's sink skips the replayed batch 1, then the rest lands
+    run_to_completion("bronze", broker, tmp_path, "--sink", "delta")
+    committed = spark_committed(checkpoint)
+    assert 1 in committed and max(committed) >= 2
+    epochs = Counter(int(h["operationParameters"]["epochId"]) for h in DeltaTable(str(table)).history()
+                     if h.get("operation") == "STREAMING UPDATE")
+    assert epochs[1] == 1, "the replayed batch 1 was not committed again"
+    assert set(epochs.values()) == {1} and set(epochs) == set(range(max(committed) + 1))
+    assert DeltaTable(str(table)).transaction_version(query_id) == max(committed)
+    rows = query_tables("SELECT commitLogOffset, msgId FROM bronze", {"bronze": str(table)}).to_pylist()
+    counts = Counter(r["commitLogOffset"] for r in rows)
+    assert set(counts) == set(commitlog) and max(counts.values()) == 1
+    assert all(commitlog[r["commitLogOffset"]].msg_id == r["msgId"] for r in rows)
+    # Spark's Delta leaves the dead attempts' files for VACUUM (they are older than no retention yet)
+    assert not dead_attempt & table_files(table)
