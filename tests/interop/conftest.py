@@ -20,6 +20,15 @@ def real_namesrv(tmp_path_factory) -> Iterator[RealNameServer]:
         yield ns
 
 
+@pytest.fixture(scope="module")
+def hareplica_spark_session(spark):
+    """The shared Spark session with ``format("hareplica")`` registered."""
+    from streaming_apps.spark_session import register_data_sources
+
+    register_data_sources(spark)
+    return spark
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
