@@ -185,6 +185,7 @@ def _run(args) -> int:
 
     from streaming_apps.apps import AppConfig, AppError, DeltaJarsMissingError, run_app
     from streaming_apps.apps.common import delta_jars_for, expand_jars
+    from streaming_apps.preflight import PreflightError, check_brokers, check_run_config, error_line
     from streaming_apps.spark_session import build_spark_session
 
     console = Console(stderr=True, soft_wrap=True)  # an error is one line, whatever the terminal width
@@ -199,7 +200,12 @@ def _run(args) -> int:
             orphan_grace_period_ms=args.orphan_grace_ms, target_file_size=args.target_file_size,
             watermark=args.watermark, topics=tuple(t for t in args.topics.split(",") if t) if args.topics else None)
         jars = delta_jars_for(config.sink, expand_jars(args.jars))  # --sink delta: the staged jars by default
-    except AppError as e:
+        # before Spark starts: options (the source's own validation), folders, and the brokers themselves
+        source_options = check_run_config(config.source_option_map(), {
+            "--workdir": config.workdir, "--tables-root": config.tables_root,
+            "--checkpoint-root": config.checkpoint_root, "--status-dir": config.status_dir})
+        check_brokers(source_options)
+    except (AppError, PreflightError) as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 2
     import signal
@@ -210,13 +216,18 @@ def _run(args) -> int:
     previous = signal.signal(signal.SIGTERM, stop_on_sigterm)
     spark = build_spark_session(f"hareplica-{args.app}", master=args.master, jars=jars,
                                 delta=args.sink == "delta" and bool(jars))
+    debug = logging.getLogger().isEnabledFor(logging.DEBUG)
+    if not debug:  # Spark (log4j) and py4j log task and query failures with Java and Python stacks; we print one line
+        spark.sparkContext.setLogLevel("FATAL")
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
     try:
         result = run_app(spark, config, timeout_s=args.timeout_s)
     except DeltaJarsMissingError as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 2
     except (AppError, TimeoutError) as e:
-        console.print(f"[red]error:[/red] {e}", highlight=False)
+        logging.getLogger(__name__).debug("the app failed", exc_info=True)
+        console.print(f"[red]error:[/red] {args.app}: {error_line(e)}", highlight=False)
         return 1
     finally:
         spark.stop()
@@ -273,8 +284,23 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "broker":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    level = args.log_level.upper()
+    if not isinstance(logging.getLevelName(level), int):
+        parser.error(f"--log-level {args.log_level!r}: must be DEBUG, INFO, WARNING or ERROR")
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        return _dispatch(args, extra)
+    except Exception as exc:  # noqa: BLE001 - one line for people; the traceback only at DEBUG
+        if logging.getLogger().isEnabledFor(logging.DEBUG):
+            raise
+        from streaming_apps.preflight import error_line
+
+        sys.stderr.write(f"error: {error_line(exc)} (--log-level DEBUG shows the traceback)\n")
+        return 1
+
+
+def _dispatch(args, extra: list[str]) -> int:
+    """Run the parsed sub-command; returns the exit code."""
     if args.command == "inspect-commitlog":
         from streaming_apps.inspect_commitlog import run
 

@@ -1,0 +1,122 @@
+"""Checks ``hareplica run`` makes before it starts Spark, and the one line an error inside Spark becomes.
+
+* :func:`check_run_config` validates every ``format("hareplica")`` option (the same
+  :class:`connector.options.SourceOptions` the source uses, so ``--brokers`` syntax, ports, offsets and
+  ``--option`` values fail here with the source's own message) and the folders the app writes.
+* :func:`check_brokers` asks every configured master once for its config over remoting: a broker that
+  cannot be reached, or a peer that is not a RocketMQ broker (an HTTP or echo server), is named in one
+  line before 8 s of Spark start-up.
+* :func:`error_line` finds our own error (an :class:`connector.protocol.errors.HAReplicaError` subclass)
+  inside the text of an exception that went through Spark (Python data source errors come back wrapped
+  in Java exceptions with both stacks) and returns ``ClassName: message``.
+
+docs/source.md "Errors" describes what users see.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from connector.admin import BrokerAdminClient, BrokerUnreachableError, NotARocketMQBrokerError
+from connector.options import HAReplicaOptionError, SourceOptions
+from connector.protocol.errors import HAReplicaError
+
+PREFLIGHT_TIMEOUT_MS = 3000
+
+
+class PreflightError(HAReplicaError):
+    """``hareplica run`` refuses to start: the message names the option, path or broker at fault."""
+
+
+def check_run_config(source_options: dict[str, str], paths: dict[str, Path]) -> SourceOptions:
+    """Validate the source options and the output folders of one run; returns the parsed options.
+
+    Args:
+        source_options: the ``format("hareplica")`` option map the app will pass.
+        paths: ``{"--workdir": path, ...}``: folders the app creates or writes (flag name → path).
+    Raises:
+        PreflightError: an option is malformed (the source's HAReplicaOptionError text), a path exists
+            but is not a folder, or its nearest existing parent is not a writable folder.
+    """
+    try:
+        options = SourceOptions.from_options(source_options)
+    except HAReplicaOptionError as exc:
+        raise PreflightError(str(exc)) from None
+    for flag, path in paths.items():
+        check_writable_dir(flag, Path(path))
+    return options
+
+
+def check_writable_dir(flag: str, path: Path) -> None:
+    """``path`` is a folder, or can be created as one: raises PreflightError naming ``flag`` and the path."""
+    if path.exists():
+        if not path.is_dir():
+            raise PreflightError(f"{flag} {path}: exists and is not a folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PreflightError(f"{flag} {path}: folder is not writable")
+        return
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise PreflightError(f"{flag} {path}: cannot be created, {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PreflightError(f"{flag} {path}: cannot be created, {parent} is not writable")
+
+
+def check_brokers(options: SourceOptions, timeout_ms: int = PREFLIGHT_TIMEOUT_MS) -> None:
+    """Ask each configured master (GET_BROKER_CONFIG) once; raises PreflightError naming the broker when it
+    cannot be reached or is not a RocketMQ broker. With ``readFrom=slave`` a master that is down is
+    accepted (the source reads around it) when one of its slaves answers."""
+    for broker in options.brokers:
+        endpoints = [broker, *options.slaves_of(broker.name)] if options.read_from == "slave" else [broker]
+        problems = []
+        for endpoint in endpoints:
+            role = "master" if endpoint is broker else "slave"
+            with BrokerAdminClient(endpoint.remoting_addr, min(timeout_ms, options.fetch.connect_timeout_ms)) as admin:
+                try:
+                    admin.broker_config()
+                except NotARocketMQBrokerError as exc:
+                    raise PreflightError(f"broker {broker.name} ({role}): {exc}") from None
+                except BrokerUnreachableError as exc:
+                    problems.append(f"{role} {endpoint.remoting_addr} is unreachable ({_cause(exc)})")
+                    continue
+            break
+        else:
+            raise PreflightError(f"broker {broker.name}: {'; '.join(problems)}; check --brokers (remoting address "
+                                 "= HA port - 1 unless given after '/') and that the broker runs")
+
+
+def _cause(exc: BaseException) -> str:
+    cause = exc.__cause__
+    return str(cause) if cause is not None and str(cause) else str(exc)
+
+
+def _our_error_names() -> set[str]:
+    names, todo = set(), [HAReplicaError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return names
+
+
+_ERROR_LINE = re.compile(r"(?:^|[\s.:(\[])([A-Z][A-Za-z0-9]*Error): ([^\n]+)")
+_BAD_LINE_TAIL = re.compile(r"\s+(?:at |\tat )?(?:org\.apache|java\.|py4j\.|scala\.).*$")
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for ``exc``: the last error of our hierarchy named in its text (a Python data source's
+    traceback inside Spark's exception), as ``ClassName: message``; else the first line of ``exc``."""
+    text = str(exc)
+    ours = _our_error_names()
+    found = None
+    for match in _ERROR_LINE.finditer(text):
+        if match.group(1) in ours:
+            found = f"{match.group(1)}: {_BAD_LINE_TAIL.sub('', match.group(2)).strip()}"
+    if found:
+        return found
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return first if len(first) <= 500 else first[:497] + "..."
