@@ -7,8 +7,9 @@ Every figure is measured next to its baseline in the same run:
     does (12-byte HA headers, 32 KiB frames). ``raw_recv_mb_s``: a client that only calls ``recv_into`` on
     the frames. ``decode_mb_s``: the executor's read path (:class:`HARangeFetcher` +
     :class:`CommitLogArrowDecoder`, every column built) over the same frames. ``decode_only_mb_s``:
-    the decoder alone on bytes in memory. ``decode_stored_bodies_mb_s``: the read path with
-    ``decompressBody=false`` (no zlib inflation). Goal: ``decode_vs_raw`` >= 0.5.
+    the decoder alone on bytes in memory (``decode_only_no_crc_mb_s`` with ``verifyBodyCRC=false``;
+    ``verify_body_crc_cost`` the share of decode time the BODYCRC check takes). ``decode_stored_bodies_mb_s``:
+    the read path with ``decompressBody=false`` (no zlib inflation). Goal: ``decode_vs_raw`` >= 0.5.
 (b) **source vs Arrow baseline.** ``hareplica`` → noop sink, reading a stub master over HA, against an
     in-memory Python Arrow source yielding the identical RecordBatches (pre-decoded into Arrow IPC
     files) → noop, same Spark session and partition count, Trigger.AvailableNow. Goal:
@@ -231,8 +232,9 @@ def fetch_and_decode(addr: str, start: int, end: int, file_size: int, decompress
     return time.perf_counter() - began, rows
 
 
-def decode_only(directory: Path, start: int, end: int, file_size: int) -> tuple[float, int]:
-    """Seconds and rows to decode ``[start, end)`` from memory (32 KiB chunks, as frames arrive)."""
+def decode_only(directory: Path, start: int, end: int, file_size: int, verify_crc: bool = True) -> tuple[float, int]:
+    """Seconds and rows to decode ``[start, end)`` from memory (32 KiB chunks, as frames arrive);
+    ``verify_crc`` is ``verifyBodyCRC``."""
     chunks = []
     for offset, data in read_range(directory, start, end, file_size):
         view = memoryview(data)
@@ -240,7 +242,7 @@ def decode_only(directory: Path, start: int, end: int, file_size: int) -> tuple[
                       for i in range(0, len(data), HA_TRANSFER_BATCH_SIZE_BYTES))
     began = time.perf_counter()
     rows = 0
-    decoder = CommitLogArrowDecoder(start, end, file_size, broker="broker-a")
+    decoder = CommitLogArrowDecoder(start, end, file_size, broker="broker-a", verify_body_crc=verify_crc)
     for offset, data in chunks:
         for batch in decoder.feed(offset, data):
             rows += batch.num_rows
@@ -361,6 +363,7 @@ def run(*, quick: bool = False, spark=None, work_dir: Path | None = None) -> dic
             fetch_s, _ = min(fetch_and_decode(server.addr, 0, big_end, GIB) for _ in range(2))
             fetch_raw_s, _ = min(fetch_and_decode(server.addr, 0, big_end, GIB, decompress=False) for _ in range(2))
             decode_s, decode_rows = min(decode_only(big, 0, a_end, GIB) for _ in range(2))
+            no_crc_s, _ = min(decode_only(big, 0, a_end, GIB, verify_crc=False) for _ in range(2))
             rss_mib, worker_rows, worker_s = worker_peak_rss(server.addr, 0, big_end, GIB)
         finally:
             server.close()
@@ -384,6 +387,8 @@ def run(*, quick: bool = False, spark=None, work_dir: Path | None = None) -> dic
         "raw_recv_mb_s": raw_bytes / 1e6 / raw_s,
         "decode_vs_raw": (big_end / fetch_s) / (raw_bytes / raw_s),
         "decode_only_mb_s": a_end / 1e6 / decode_s,
+        "decode_only_no_crc_mb_s": a_end / 1e6 / no_crc_s,
+        "verify_body_crc_cost": 1 - no_crc_s / decode_s,
         "decode_stored_bodies_mb_s": big_end / 1e6 / fetch_raw_s,
         "decode_stored_bodies_vs_raw": (big_end / fetch_raw_s) / (raw_bytes / raw_s),
         "decode_rows_s": big_records / fetch_s,
@@ -404,7 +409,9 @@ def run(*, quick: bool = False, spark=None, work_dir: Path | None = None) -> dic
         ("(a) raw loopback recv", results["raw_recv_mb_s"], "MB/s, HA frames, recv_into only"),
         ("(a) fetch + decode", results["decode_mb_s"], f"MB/s, all columns, {results['decode_rows_s']:,.0f} rows/s"),
         ("(a) decode_vs_raw", results["decode_vs_raw"], "goal >= 0.5"),
-        ("(a) decode only (in memory)", results["decode_only_mb_s"], "MB/s"),
+        ("(a) decode only (in memory)", results["decode_only_mb_s"], "MB/s, verifyBodyCRC=true (default)"),
+        ("(a) decode only, verifyBodyCRC=false", results["decode_only_no_crc_mb_s"],
+         f"MB/s; the BODYCRC check costs {100 * results['verify_body_crc_cost']:.1f}% of decode time"),
         ("(a) fetch + decode, decompressBody=false", results["decode_stored_bodies_mb_s"],
          f"MB/s, ratio to raw {results['decode_stored_bodies_vs_raw']:.2f}"),
         ("(b) hareplica -> noop", results["source_rows_s"], f"rows/s, {spark_result['partitions']} partitions"),

@@ -182,8 +182,12 @@ static enum body_status inflate_body(struct gather *g, const unsigned char *in, 
         for (;;) {
             if (reserve(g, g->used + want) < 0)
                 return BODY_NO_MEMORY;
+            Py_ssize_t room = PyByteArray_GET_SIZE(g->values) - g->used; /* all the room there is, up to cap */
+            if (room > cap)
+                room = cap;
+            want = room;
             size_t in_used = 0, produced = 0;
-            int rc = ld_zlib_decompress_ex(g->ld, in, (size_t)in_len, values_at(g, g->used), (size_t)want, &in_used,
+            int rc = ld_zlib_decompress_ex(g->ld, in, (size_t)in_len, values_at(g, g->used), (size_t)room, &in_used,
                                            &produced);
             if (rc == LIBDEFLATE_SUCCESS) {
                 if ((Py_ssize_t)produced > max_out)
@@ -211,7 +215,11 @@ static enum body_status inflate_body(struct gather *g, const unsigned char *in, 
     for (;;) {
         if (reserve(g, g->used + want) < 0)
             return BODY_NO_MEMORY;
-        Py_ssize_t room = want - produced;
+        Py_ssize_t room = PyByteArray_GET_SIZE(g->values) - g->used; /* all the room there is, up to cap */
+        if (room > cap)
+            room = cap;
+        want = room;
+        room -= produced;
         if (room > (Py_ssize_t)UINT32_MAX)
             room = (Py_ssize_t)UINT32_MAX;
         g->zs.next_out = (Bytef *)values_at(g, g->used + produced);

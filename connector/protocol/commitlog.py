@@ -206,7 +206,10 @@ def compression_type_name(sys_flag: int) -> str:
     Types 4..7 are ``UNKNOWN(n)``: the 4.9.8 client's CompressionType has no such value.
     """
     value = (sys_flag & COMPRESSION_TYPE_COMPARATOR) >> 8
-    return {0: "ZLIB", 1: "LZ4", 2: "ZSTD", 3: "ZLIB"}.get(value, f"UNKNOWN({value})")
+    return _COMPRESSION_NAMES[value]
+
+
+_COMPRESSION_NAMES = ("ZLIB", "LZ4", "ZSTD", "ZLIB", "UNKNOWN(4)", "UNKNOWN(5)", "UNKNOWN(6)", "UNKNOWN(7)")
 
 
 class BodyDecodeError(ValueError):
@@ -312,7 +315,7 @@ def inflate_body(body: Buffer, sys_flag: int, *, max_bytes: int | None = None, z
     """
     if not sys_flag & COMPRESSED_FLAG:
         return bytes(body)
-    kind = compression_type_name(sys_flag)
+    kind = _COMPRESSION_NAMES[(sys_flag & COMPRESSION_TYPE_COMPARATOR) >> 8]
     if kind == "ZLIB":
         return _inflate_zlib(body, max_bytes, zlib_module)
     if kind == "LZ4":
