@@ -175,3 +175,20 @@ def test_bad_records_in_many_groups_and_batches_keep_order_and_count(kernel):
 def test_mode_is_checked():
     with pytest.raises(ValueError, match="mode 'DROPMALFORMED' is not one of PERMISSIVE, FAILFAST"):
         CommitLogArrowDecoder(0, 0, FILE_SIZE, broker="b", mode="DROPMALFORMED")
+
+
+def test_bad_record_options_parse_with_defaults_and_name_what_is_wrong():
+    from connector.options import HAReplicaOptionError, SourceOptions
+
+    fetch = SourceOptions.from_options({"brokers": "a=h:2"}).fetch
+    assert (fetch.mode, fetch.verify_body_crc, fetch.max_inflated_body_bytes) == ("PERMISSIVE", True, 64 << 20)
+    fetch = SourceOptions.from_options({"brokers": "a=h:2", "MODE": "failFast", "verifybodycrc": "false",
+                                        "maxInflatedBodyBytes": "1073741824"}).fetch
+    assert (fetch.mode, fetch.verify_body_crc, fetch.max_inflated_body_bytes) == ("FAILFAST", False, 1 << 30)
+    for options, message in [({"mode": "DROPMALFORMED"}, "option mode='DROPMALFORMED': must be one of permissive, "
+                                                         "failfast"),
+                             ({"verifyBodyCRC": "yes"}, "option verifyBodyCRC='yes': must be true or false"),
+                             ({"maxInflatedBodyBytes": "0"}, "option maxInflatedBodyBytes='0': must be >= 1"),
+                             ({"maxInflatedBodyBytes": str(2 ** 31)}, "must be <= 1073741824")]:
+        with pytest.raises(HAReplicaOptionError, match=message):
+            SourceOptions.from_options({"brokers": "a=h:2", **options})
