@@ -56,16 +56,20 @@ class BrokerController:
         self.topic_config_manager = TopicConfigManager(config.broker, self.message_store.config_dir / "topics.json")
         self.config_data_version = {"counter": 1, "timestamp": time.time_ns() // 1_000_000}
         self.ha_service = HAService(self.message_store.commit_log, config.store, host=config.broker_ip2,
-                                    port=config.ha_listen_port)
+                                    port=config.ha_listen_port,
+                                    max_connections=config.netty_server.serverMaxConnections)
         config_dir = self.message_store.config_dir
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir / "consumerOffset.json")
         self.subscription_group_manager = SubscriptionGroupManager(
             config_dir / "subscriptionGroup.json", auto_create=config.broker.autoCreateSubscriptionGroup)
         self.delay_offset_store = DelayOffsetStore(config_dir / "delayOffset.json")
         self.consumer_manager = ConsumerManager()
-        self.remoting_server = RemotingServer(config.broker_ip1, config.listen_port)
+        netty = config.netty_server
+        limits = {"max_idle_s": netty.serverChannelMaxIdleTimeSeconds, "max_connections": netty.serverMaxConnections,
+                  "max_pending_frame_bytes": netty.serverMaxPendingFrameBytes}
+        self.remoting_server = RemotingServer(config.broker_ip1, config.listen_port, **limits)
         # the VIP ("fast") port, listenPort - 2: same processors (a slave fetches GET_ALL_TOPIC_CONFIG there)
-        self.fast_remoting_server = RemotingServer(config.broker_ip1, config.vip_listen_port)
+        self.fast_remoting_server = RemotingServer(config.broker_ip1, config.vip_listen_port, **limits)
         self.admin_processor = AdminBrokerProcessor(self)
         self.pull_processor = PullMessageProcessor(self)
         for server in (self.remoting_server, self.fast_remoting_server):

@@ -179,6 +179,10 @@ class NettyServerConfig:
     serverSocketBacklog: int = 1024
     serverPooledByteBufAllocatorEnable: bool = True
     useEpollNativeSelector: bool = False
+    # stub-only: open connections per listening port (remoting, VIP, HA); beyond it new ones are closed at once
+    serverMaxConnections: int = 10000
+    # stub-only: bytes all connections' unfinished remoting frames may hold together (64 MiB)
+    serverMaxPendingFrameBytes: int = 64 * 1024 * 1024
 
 
 @dataclass

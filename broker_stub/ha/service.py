@@ -1,6 +1,6 @@
 """Master HA service (RocketMQ 4.9.8 ``HAService`` + ``GroupTransferService``, spec §2.1, §2.8, §2.9).
 
-* Accepts any number of HA connections on ``haListenPort`` (bound to ``brokerIP2``, see
+* Accepts up to ``serverMaxConnections`` HA connections on ``haListenPort`` (bound to ``brokerIP2``, see
   :mod:`broker_stub.config`) and keeps the registry (``connectionCount`` counts accepted connections,
   reported or not, as upstream).
 * ``push2SlaveMaxOffset`` is the highest ack of any connection; it never decreases.
@@ -24,6 +24,7 @@ import socket
 
 from broker_stub.config import MessageStoreConfig
 from broker_stub.ha.connection import HAConnection
+from broker_stub.remoting.server import DEFAULT_MAX_CONNECTIONS, ConnectionLimiter
 from broker_stub.store.commit_log import CommitLog, PutMessageStatus
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,11 @@ log = logging.getLogger(__name__)
 class HAService:
     """Accept loop, connection registry, ``push2SlaveMaxOffset`` and replica waits of one master."""
 
-    def __init__(self, commit_log: CommitLog, store_config: MessageStoreConfig, *, host: str, port: int) -> None:
+    def __init__(self, commit_log: CommitLog, store_config: MessageStoreConfig, *, host: str, port: int,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+        """``max_connections``: ``serverMaxConnections``, beyond which a new HA connection is closed at once."""
         self.commit_log = commit_log
+        self.limiter = ConnectionLimiter("ha", max_connections)
         self.store_config = store_config
         self.host = host
         self.port = port
@@ -74,6 +78,9 @@ class HAService:
                 log.error("ha accept failed error=%s", exc)
                 await asyncio.sleep(0.1)
                 continue
+            if not self.limiter.try_acquire(f"{peer[0]}:{peer[1]}"):
+                sock.close()
+                continue
             conn = HAConnection(self, sock, peer)
             self.connections.append(conn)
             task = asyncio.create_task(conn.run(), name=f"HAConnection {conn.client_addr}")
@@ -87,6 +94,7 @@ class HAService:
     def remove_connection(self, conn: HAConnection) -> None:
         if conn in self.connections:
             self.connections.remove(conn)
+            self.limiter.release()
         if self.connection_count < self.in_sync_replicas and self._replica_waits:
             log.warning("HA connections left %d < inSyncReplicas %d; %d replica waits answer SLAVE_NOT_AVAILABLE",
                         self.connection_count, self.in_sync_replicas, len(self._replica_waits))

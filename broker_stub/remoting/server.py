@@ -7,7 +7,14 @@ of one (replies may then go out of order, matched by ``opaque`` as upstream), or
 * Unknown codes → REQUEST_CODE_NOT_SUPPORTED (3) with remark `` request type N not supported``.
 * Oneway requests (flag bit 1) never get a response.
 * A processor exception → SYSTEM_ERROR (1) with the exception text as remark; the connection stays up.
-* A malformed frame or one over 16 MiB → the connection is closed and logged; others keep working.
+* A malformed frame or one over 16 MiB → the connection is closed with one WARNING line
+  (``remoting frame rejected``); others keep working.
+* Bounded resources (docs/broker_stub.md "Connections and frames"): a connection that neither sends nor
+  receives a byte for ``serverChannelMaxIdleTimeSeconds`` (upstream's IdleStateHandler, 120 s) is closed;
+  beyond ``serverMaxConnections`` open connections a new one is closed at once; partial frames are
+  buffered as their bytes arrive (never allocated by their announced length) and all connections' partial
+  frames together may hold at most ``serverMaxPendingFrameBytes`` — the connection whose bytes would pass
+  that is closed. An idle connection costs a few KB.
 * Responses use the request's serialize type (JSON or ROCKETMQ).
 * Responses received by the server (no request of ours is pending) are logged and dropped.
 * ``connection_closed_listeners`` are told the peer ``"ip:port"`` of every closed connection (the name
@@ -20,6 +27,7 @@ import asyncio
 import inspect
 import logging
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -30,6 +38,56 @@ from connector.protocol.remoting import RemotingCommand, ResponseCode, decode_fr
 log = logging.getLogger(__name__)
 
 READ_CHUNK_BYTES = 256 * 1024
+DEFAULT_MAX_IDLE_S = 120.0  # NettyServerConfig.serverChannelMaxIdleTimeSeconds
+DEFAULT_MAX_CONNECTIONS = 10000
+DEFAULT_MAX_PENDING_FRAME_BYTES = 64 * 1024 * 1024
+_REFUSAL_LOG_INTERVAL_S = 1.0
+
+
+class ConnectionLimiter:
+    """The ``serverMaxConnections`` cap of one listening port, with rate-limited refusal lines.
+
+    ``try_acquire(peer)`` returns False (and logs at most one WARNING per second, counting the rest) when
+    ``max_connections`` connections are open; ``release()`` frees a slot.
+    """
+
+    def __init__(self, what: str, max_connections: int) -> None:
+        self.what = what
+        self.max_connections = max_connections
+        self.open = 0
+        self.refused_total = 0
+        self._unlogged = 0
+        self._last_log = 0.0
+
+    def try_acquire(self, peer: str) -> bool:
+        if self.open < self.max_connections:
+            self.open += 1
+            return True
+        self.refused_total += 1
+        self._unlogged += 1
+        now = time.monotonic()
+        if now - self._last_log >= _REFUSAL_LOG_INTERVAL_S:
+            log.warning("%s connection refused: serverMaxConnections=%d reached peer=%s refusedSinceLastLine=%d",
+                        self.what, self.max_connections, peer, self._unlogged)
+            self._last_log = now
+            self._unlogged = 0
+        return False
+
+    def release(self) -> None:
+        self.open -= 1
+
+
+class _Connection:
+    """One served connection: its request context, writer, unfinished-frame buffer and last I/O time."""
+
+    __slots__ = ("ctx", "writer", "buf", "last_io", "idle_closed")
+
+    def __init__(self, ctx: RequestContext, writer: asyncio.StreamWriter) -> None:
+        self.ctx = ctx
+        self.writer = writer
+        self.buf = bytearray()
+        self.last_io = time.monotonic()
+        self.idle_closed = False
 
 
 @dataclass
@@ -55,9 +113,18 @@ def peer_host_address(peername) -> HostAddress:
 class RemotingServer:
     """Listens on ``host:port`` and serves registered request processors."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, *, max_idle_s: float = DEFAULT_MAX_IDLE_S,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 max_pending_frame_bytes: int = DEFAULT_MAX_PENDING_FRAME_BYTES) -> None:
+        """``max_idle_s`` ≤ 0 turns the idle timeout off; limits as in the module doc."""
         self.host = host
         self.port = port
+        self.max_idle_s = max_idle_s
+        self.limiter = ConnectionLimiter("remoting", max_connections)
+        self.max_pending_frame_bytes = max_pending_frame_bytes
+        self.pending_frame_bytes = 0  # bytes of unfinished frames buffered over all connections
+        self._conns: dict[asyncio.StreamWriter, _Connection] = {}
+        self._sweeper: asyncio.Task | None = None
         self.processors: dict[int, Processor] = {}
         self._server: asyncio.base_events.Server | None = None
         self._conn_tasks: set[asyncio.Task] = set()
@@ -74,11 +141,17 @@ class RemotingServer:
         """Bind and listen. Raises OSError when the port is taken."""
         self._server = await asyncio.start_server(self._serve, host=self.host, port=self.port,
                                                   reuse_address=True, backlog=1024, limit=READ_CHUNK_BYTES)
-        log.info("remoting server listening host=%s listenPort=%d", self.host, self.port)
+        if self.max_idle_s > 0:
+            self._sweeper = asyncio.create_task(self._idle_sweep(), name=f"RemotingServer.idle:{self.port}")
+        log.info("remoting server listening host=%s listenPort=%d serverChannelMaxIdleTimeSeconds=%g "
+                 "serverMaxConnections=%d serverMaxPendingFrameBytes=%d", self.host, self.port, self.max_idle_s,
+                 self.limiter.max_connections, self.max_pending_frame_bytes)
 
     async def stop_accepting(self) -> None:
         if self._server is not None:
             self._server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
 
     async def shutdown(self) -> None:
         """Stop accepting, let in-flight replies finish briefly, close every connection."""
@@ -97,58 +170,37 @@ class RemotingServer:
         log.info("remoting server stopped")
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peername = writer.get_extra_info("peername")
+        peer_text = f"{peername[0]}:{peername[1]}" if peername else "?"
+        if not self.limiter.try_acquire(peer_text):
+            writer.close()
+            return
         task = asyncio.current_task()
         if task is not None:
             self._conn_tasks.add(task)
         self._writers.add(writer)
-        peername = writer.get_extra_info("peername")
-        peer_text = f"{peername[0]}:{peername[1]}" if peername else "?"
         sock = writer.get_extra_info("socket")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-        ctx = RequestContext(peer_host_address(peername), peer_text)
-        buf = bytearray()
+        conn = _Connection(RequestContext(peer_host_address(peername), peer_text), writer)
+        self._conns[writer] = conn
         log.debug("remoting connection opened peer=%s", peer_text)
         reason = "peer closed"
         try:
-            while True:
-                data = await reader.read(READ_CHUNK_BYTES)
-                if not data:
-                    break
-                buf += data
-                replies: list[bytes] = []
-                error = None
-                while True:  # frames before a malformed one are still served, as Netty's decoder does
-                    try:
-                        decoded = decode_frame(buf)
-                    except RemotingProtocolError as exc:
-                        error = exc
-                        break
-                    if decoded is None:
-                        break
-                    cmd, used = decoded
-                    del buf[:used]
-                    reply = self._dispatch(ctx, cmd, writer)
-                    if reply is not None:
-                        replies.append(reply)
-                if replies:  # one write per read chunk: pipelined requests get their replies in one segment
-                    writer.write(b"".join(replies))
-                if error is not None:
-                    reason = f"malformed frame: {error}"
-                    log.warning("remoting frame rejected, closing connection peer=%s error=%s", peer_text, error)
-                    await writer.drain()
-                    break
-                await writer.drain()
+            reason = await self._read_frames(reader, conn)
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             reason = f"socket {exc!r}"
         except asyncio.CancelledError:
             reason = "broker shutdown"
             raise
         finally:
+            self.pending_frame_bytes -= len(conn.buf)
+            self.limiter.release()
             self._writers.discard(writer)
+            self._conns.pop(writer, None)
             writer.close()
             if task is not None:
                 self._conn_tasks.discard(task)
@@ -158,6 +210,63 @@ class RemotingServer:
                     listener(peer_text)
                 except Exception:  # noqa: BLE001 - a listener bug must not break the server
                     log.exception("connection-closed listener failed peer=%s", peer_text)
+
+    async def _idle_sweep(self) -> None:
+        """Close connections without a byte read or written for ``max_idle_s`` (checked 4× per period)."""
+        period = min(max(self.max_idle_s / 4, 0.05), 10.0)
+        while True:
+            await asyncio.sleep(period)
+            deadline = time.monotonic() - self.max_idle_s
+            for conn in list(self._conns.values()):
+                if conn.last_io < deadline and not conn.idle_closed:
+                    conn.idle_closed = True
+                    log.info("remoting connection closed: idle for serverChannelMaxIdleTimeSeconds=%g peer=%s",
+                             self.max_idle_s, conn.ctx.peer_text)
+                    conn.writer.close()
+
+    async def _read_frames(self, reader: asyncio.StreamReader, conn: _Connection) -> str:
+        """Serve frames until the peer closes; returns why the connection ends (see module doc)."""
+        writer = conn.writer
+        while True:
+            data = await reader.read(READ_CHUNK_BYTES)
+            if not data or conn.idle_closed:
+                return "idle" if conn.idle_closed else "peer closed"
+            conn.last_io = time.monotonic()
+            conn.buf += data
+            self.pending_frame_bytes += len(data)
+            replies: list[bytes] = []
+            error = None
+            before = len(conn.buf)
+            while True:  # frames before a malformed one are still served, as Netty's decoder does
+                try:
+                    decoded = decode_frame(conn.buf)
+                except RemotingProtocolError as exc:
+                    error = str(exc)
+                    break
+                except Exception as exc:  # noqa: BLE001 - a decoder bug is still one rejection line
+                    error = f"{type(exc).__name__}: {exc}"
+                    break
+                if decoded is None:
+                    break
+                cmd, used = decoded
+                del conn.buf[:used]
+                reply = self._dispatch(conn.ctx, cmd, writer)
+                if reply is not None:
+                    replies.append(reply)
+            self.pending_frame_bytes -= before - len(conn.buf)
+            if not conn.buf:
+                conn.buf = bytearray()  # give back the capacity a big frame left behind
+            if replies:  # one write per read chunk: pipelined requests get their replies in one segment
+                writer.write(b"".join(replies))
+                conn.last_io = time.monotonic()
+            if error is None and conn.buf and self.pending_frame_bytes > self.max_pending_frame_bytes:
+                error = (f"unfinished frames of all connections hold {self.pending_frame_bytes} bytes, over "
+                         f"serverMaxPendingFrameBytes={self.max_pending_frame_bytes} (this one: {len(conn.buf)})")
+            if error is not None:
+                log.warning("remoting frame rejected, closing connection peer=%s error=%s", conn.ctx.peer_text, error)
+                await writer.drain()
+                return f"malformed frame: {error}"
+            await writer.drain()
 
     def _dispatch(self, ctx: RequestContext, cmd: RemotingCommand, writer: asyncio.StreamWriter) -> bytes | None:
         """Run the processor; returns the encoded reply when it is ready now (None: no reply or later)."""
@@ -201,3 +310,6 @@ class RemotingServer:
         data = self._encode_reply(cmd, response) if response is not None else None
         if data is not None and not writer.is_closing():
             writer.write(data)
+            conn = self._conns.get(writer)
+            if conn is not None:
+                conn.last_io = time.monotonic()
