@@ -28,7 +28,9 @@ Deliberate differences from upstream, all documented on the fields they touch:
   remoting port there (upstream binds every interface). The HA port binds ``brokerIP2`` (default:
   ``brokerIP1``), the address a master advertises as ``haServerAddr``. The HA port has no authentication
   (spec §7.2), so loopback is the safe default; set ``brokerIP1=0.0.0.0``-style addresses deliberately.
-* Malformed numbers and booleans are startup errors naming the key (upstream silently ignores them).
+* Malformed numbers and booleans, numbers outside their Java type or range, bad addresses, paths and
+  ``deleteWhen`` values are startup errors naming the key and value (upstream silently ignores or clamps
+  them; rules in :mod:`broker_stub.config_rules`); a file that is not properties text is refused.
 * Keys the file holds that no config object knows are kept and reported by GET_BROKER_CONFIG, as the
   real broker does (``Configuration.registerConfig``).
 """
@@ -38,13 +40,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker_stub.config_rules import BrokerConfigError, check_ranges
 from broker_stub.javautil import parse_java_properties
-from connector.protocol.errors import HAReplicaError
+
+__all__ = ["BrokerConfigError", "BrokerStubConfig", "config_from_properties", "load_config"]
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +62,6 @@ DEFAULT_LISTEN_PORT = 10911  # BrokerStartup: nettyServerConfig.setListenPort(10
 DEFAULT_BROKER_IP = "127.0.0.1"
 # HAClient.READ_MAX_BUFFER_SIZE (4 MiB) minus the 12-byte frame header: a bigger frame never completes (spec §2.6)
 HA_MAX_TRANSFER_BATCH_SIZE_BYTES = 4 * 1024 * 1024 - 12
-
-
-class BrokerConfigError(HAReplicaError):
-    """A broker.conf the stub cannot run with (bad value, unsupported role...). Names the key."""
 
 
 def _local_host_name() -> str:
@@ -459,20 +460,42 @@ def config_from_properties(props: Mapping[str, str], *, config_path: Path | None
     return cfg
 
 
+_CONTROL_BYTE = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+
+
 def load_config(path: str | os.PathLike) -> BrokerStubConfig:
     """Read a ``broker.conf`` (``java.util.Properties`` syntax, ISO-8859-1 like ``Properties.load``).
 
-    Raises BrokerConfigError when the file is missing or invalid (see :func:`config_from_properties`).
+    A file that is not properties text is refused as unparsable: one holding control bytes (anything
+    below 0x20 but tab, line feed, form feed and carriage return; DEL), or a key that is not a Java
+    identifier-like name (letters, digits, ``_``, ``.``, ``-``) — every RocketMQ key is a field name.
+    Keys no config object knows are kept (GET_BROKER_CONFIG reports them, as upstream) and logged.
+    Raises BrokerConfigError when the file is missing, unparsable or invalid (see
+    :func:`config_from_properties`), naming the file and the line, key or byte.
     """
     p = Path(path)
     try:
-        text = p.read_bytes().decode("latin-1")
+        raw = p.read_bytes()
     except OSError as exc:
         raise BrokerConfigError(f"cannot read broker config {p}: {exc}") from exc
+    bad = _CONTROL_BYTE.search(raw)
+    if bad:
+        line = raw[:bad.start()].count(b"\n") + 1
+        raise BrokerConfigError(f"broker config {p} is not a properties text file: control byte "
+                                f"0x{bad.group()[0]:02x} at byte offset {bad.start()} (line {line})")
+    text = raw.decode("latin-1")
     try:
         props = parse_java_properties(text)
     except ValueError as exc:
-        raise BrokerConfigError(f"{p}: {exc}") from exc
+        raise BrokerConfigError(f"broker config {p}: {exc}") from exc
+    known = {f.name for cls in _GROUPS for f in dataclasses.fields(cls)}
+    for key in props:
+        if not _KEY.match(key):
+            raise BrokerConfigError(f"broker config {p} is not parsable as broker properties: key {key[:40]!r} "
+                                    "is not a RocketMQ property name")
+        if key not in known:
+            log.warning("broker config key not used by the stub (kept for GET_BROKER_CONFIG) key=%s", key)
     return config_from_properties(props, config_path=p)
 
 
@@ -497,9 +520,6 @@ def _validate(cfg: BrokerStubConfig) -> None:
             raise BrokerConfigError(f"config key {key}: port {port} is outside 1..65535")
     if cfg.ha_listen_port == cfg.netty_server.listenPort:
         raise BrokerConfigError(f"config key haListenPort: {cfg.ha_listen_port} equals listenPort")
-    if store.mappedFileSizeCommitLog < 4096:
-        raise BrokerConfigError(
-            f"config key mappedFileSizeCommitLog: {store.mappedFileSizeCommitLog} bytes is too small (minimum 4096)")
     if store.haTransferBatchSize > HA_MAX_TRANSFER_BATCH_SIZE_BYTES:
         raise BrokerConfigError(
             f"config key haTransferBatchSize: {store.haTransferBatchSize} bytes would never fit a 4.9.8 slave's "
@@ -507,13 +527,8 @@ def _validate(cfg: BrokerStubConfig) -> None:
     if not 0 <= cfg.broker.metricsPromExporterPort <= 65535:
         raise BrokerConfigError(
             f"config key metricsPromExporterPort: port {cfg.broker.metricsPromExporterPort} is outside 0..65535")
-    for key in ("haTransferBatchSize", "maxMessageSize", "flushIntervalCommitLog", "haSendHeartbeatInterval",
-                "haHousekeepingInterval", "defaultTopicQueueNums", "inSyncReplicas", "syncFlushTimeout",
-                "slaveTimeout", "mappedFileSizeConsumeQueue"):
-        obj = cfg.broker if key == "defaultTopicQueueNums" else store
-        if getattr(obj, key) <= 0:
-            raise BrokerConfigError(f"config key {key}: must be > 0, got {getattr(obj, key)}")
     for key, value in (("brokerIP1", cfg.broker.brokerIP1), ("brokerIP2", cfg.broker_ip2)):
         if not value.strip():
             raise BrokerConfigError(f"config key {key}: empty address")
     store.delay_levels_ms()  # validates messageDelayLevel
+    check_ranges(cfg)

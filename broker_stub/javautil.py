@@ -15,6 +15,8 @@ import functools
 import json
 from collections.abc import Iterator, Mapping
 
+import javaproperties
+
 from connector.protocol.commitlog import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, iter_properties
 
 _INT_MASK = 0xFFFFFFFF
@@ -138,86 +140,25 @@ def parse_boolean(text: str) -> bool:
     return text.strip().lower() == "true"
 
 
-_PROPERTIES_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
 def parse_java_properties(text: str) -> dict[str, str]:
-    """Parse ``java.util.Properties.load`` text (the syntax of RocketMQ's ``broker.conf``).
+    """Parse ``java.util.Properties.load`` text (the syntax of RocketMQ's ``broker.conf``) with the
+    ``javaproperties`` library, which follows ``Properties.load`` rule for rule.
 
     Rules: lines starting (after blanks) with ``#`` or ``!`` are comments; a line ending in an odd
     number of backslashes continues on the next line (its leading blanks dropped); the key ends at the
-    first unescaped ``=``, ``:`` or blank, and blanks plus one ``=``/``:`` after it are skipped; escapes
-    ``\\t \\n \\r \\f \\uXXXX`` are decoded and any other escaped character stands for itself. Values
-    keep their trailing blanks, as Java does. A later key wins.
+    first unescaped ``=``, ``:`` or blank (space, tab, form feed), and blanks plus one ``=``/``:`` after
+    it are skipped; escapes ``\\t \\n \\r \\f \\uXXXX`` are decoded and any other escaped character stands for
+    itself. Values keep their trailing blanks, as Java does. A later key wins. ``text`` is already
+    decoded (``Properties.load(InputStream)`` reads ISO-8859-1).
 
-    Raises ValueError for a malformed ``\\uXXXX`` escape (naming the line).
+    Raises ValueError for a malformed ``\\uXXXX`` escape, naming the line.
     """
-    out: dict[str, str] = {}
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        start_line = i + 1
-        line = lines[i].lstrip(" \t\f")
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        while _ends_with_continuation(line) and i < len(lines):
-            line = line[:-1] + lines[i].lstrip(" \t\f")
-            i += 1
-        if _ends_with_continuation(line):
-            line = line[:-1]
-        key_chars: list[str] = []
-        pos = 0
-        n = len(line)
-        while pos < n:
-            ch = line[pos]
-            if ch == "\\" and pos + 1 < n:
-                key_chars.append(line[pos:pos + 2])
-                pos += 2
-                continue
-            if ch in "=: \t\f":
-                break
-            key_chars.append(ch)
-            pos += 1
-        while pos < n and line[pos] in " \t\f":
-            pos += 1
-        if pos < n and line[pos] in "=:":
-            pos += 1
-            while pos < n and line[pos] in " \t\f":
-                pos += 1
-        key = _unescape("".join(key_chars), start_line)
-        out[key] = _unescape(line[pos:], start_line)
-    return out
-
-
-def _ends_with_continuation(line: str) -> bool:
-    count = len(line) - len(line.rstrip("\\"))
-    return count % 2 == 1
-
-
-def _unescape(text: str, line_no: int) -> str:
-    if "\\" not in text:
-        return text
-    out: list[str] = []
-    pos = 0
-    n = len(text)
-    while pos < n:
-        ch = text[pos]
-        if ch != "\\" or pos + 1 >= n:
-            out.append(ch)
-            pos += 1
-            continue
-        nxt = text[pos + 1]
-        if nxt == "u":
-            digits = text[pos + 2:pos + 6]
-            if len(digits) != 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
-                raise ValueError(f"malformed \\uXXXX escape {text[pos:pos + 6]!r} on line {line_no}")
-            out.append(chr(int(digits, 16)))
-            pos += 6
-            continue
-        out.append(_PROPERTIES_ESCAPES.get(nxt, nxt))
-        pos += 2
-    return "".join(out)
+    try:
+        return dict(javaproperties.loads(text))
+    except javaproperties.InvalidUEscapeError as exc:
+        bad = getattr(exc, "escape", "") or ""
+        line = text[:text.find(bad)].count("\n") + 1 if bad and bad in text else "?"
+        raise ValueError(f"malformed \\uXXXX escape {bad!r} on line {line}") from None
 
 
 def fastjson_loads(text: str | bytes) -> object:

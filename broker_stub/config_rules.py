@@ -1,0 +1,136 @@
+"""Range and format rules for every ``broker.conf`` key (docs/broker_stub.md "Configuration keys").
+
+RocketMQ 4.9.8 reads ``broker.conf`` with ``MixAll.properties2Object``, which converts each value to its
+field's Java type and silently ignores what does not convert, and checks almost nothing else. The stub
+refuses, at start-up and with one line naming the key and the value (:class:`BrokerConfigError`):
+
+* any number outside its Java type (``int``: −2^31..2^31−1; ``long``: −2^63..2^63−1) — 4.9.8 would
+  throw NumberFormatException and keep the default — and any negative number: no 4.9.8 key gives a
+  negative value a meaning;
+* the keys in :data:`POSITIVE_KEYS` at 0 (sizes, intervals and counts that must be at least 1);
+* the specific rules of :func:`check_ranges` (ports, ratios, file sizes, addresses, ``deleteWhen``, paths).
+
+``diskMaxUsedSpaceRatio``: 4.9.8's getter clamps the value into 10..95; the stub refuses values outside
+10..95 instead, so a typo such as ``500`` is not silently read as 95.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import re
+from typing import TYPE_CHECKING
+
+from connector.protocol.errors import HAReplicaError
+
+if TYPE_CHECKING:
+    from broker_stub.config import BrokerStubConfig
+
+
+class BrokerConfigError(HAReplicaError):
+    """A broker.conf the stub cannot run with (bad value, unsupported role...). Names the key."""
+
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+# Fields that are Java ``long`` in 4.9.8 (BrokerConfig, MessageStoreConfig, NettyClientConfig); all other
+# numeric fields are ``int``.
+LONG_KEYS = frozenset({
+    "brokerId", "shortPollingTimeMills", "consumerFallbehindThreshold", "waitTimeMillsInSendQueue",
+    "waitTimeMillsInPullQueue", "waitTimeMillsInHeartbeatQueue", "waitTimeMillsInTransactionQueue",
+    "startAcceptSendRequestTimeStamp", "filterDataCleanTimeSpan", "transactionTimeOut", "transactionCheckInterval",
+    "flushDelayOffsetInterval", "osPageCacheBusyTimeOutMills", "channelNotActiveInterval",
+    "serverMaxPendingFrameBytes"})
+POSITIVE_KEYS = frozenset({
+    "haTransferBatchSize", "maxMessageSize", "flushIntervalCommitLog", "flushIntervalConsumeQueue",
+    "flushCommitLogThoroughInterval", "haSendHeartbeatInterval", "haHousekeepingInterval", "defaultTopicQueueNums",
+    "inSyncReplicas", "syncFlushTimeout", "slaveTimeout", "mappedFileSizeConsumeQueue", "cleanResourceInterval",
+    "registerNameServerPeriod", "flushConsumerOffsetInterval", "connectTimeoutMillis", "serverMaxConnections",
+    "serverMaxPendingFrameBytes", "maxTransferCountOnMessageInMemory", "maxTransferCountOnMessageInDisk",
+    "maxTransferBytesOnMessageInMemory", "maxTransferBytesOnMessageInDisk", "defaultQueryMaxNum",
+    "maxMsgsNumBatch", "registerBrokerTimeoutMills"})
+# mappedFileSizeCommitLog is a Java int in 4.9.8 (at most 2 GiB − 1); a file is mapped whole, so a larger
+# value would also map more address space than the machine has. 4 KiB: one OS page.
+MIN_COMMITLOG_FILE_BYTES = 4096
+MAX_COMMITLOG_FILE_BYTES = INT_MAX
+_DELETE_WHEN = re.compile(r"^\d{1,2}(;\d{1,2})*$")
+_HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+
+
+def check_number_ranges(cfg: BrokerStubConfig) -> None:
+    """Every numeric key: within its Java type, not negative, and ≥ 1 for :data:`POSITIVE_KEYS`."""
+    for obj in (cfg.broker, cfg.netty_server, cfg.netty_client, cfg.store):
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                continue
+            top = LONG_MAX if f.name in LONG_KEYS else INT_MAX
+            if value > top:
+                kind = "long" if top == LONG_MAX else "int"
+                raise BrokerConfigError(f"config key {f.name}: {value} is larger than a Java {kind} ({top})")
+            low = 1 if f.name in POSITIVE_KEYS else 0
+            if value < low:
+                raise BrokerConfigError(f"config key {f.name}: {value} must be >= {low}")
+
+
+def check_host(key: str, value: str) -> None:
+    """An IPv4/IPv6 literal or a DNS host name; all-digit dotted text must be a valid IPv4 address."""
+    text = value.strip()
+    if not text:
+        raise BrokerConfigError(f"config key {key}: empty address")
+    if ":" in text or re.fullmatch(r"[0-9.]+", text):
+        try:
+            ipaddress.ip_address(text.strip("[]"))
+        except ValueError:
+            raise BrokerConfigError(f"config key {key}: {value!r} is not a valid IP address") from None
+        return
+    labels = text.rstrip(".").split(".")
+    if len(text) > 253 or not all(_HOST_LABEL.match(label) for label in labels):
+        raise BrokerConfigError(f"config key {key}: {value!r} is neither an IP address nor a host name")
+
+
+def check_host_port(key: str, value: str) -> None:
+    """``host:port`` (IPv6 as ``[addr]:port``) with a port in 1..65535."""
+    host, sep, port = value.strip().rpartition(":")
+    if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise BrokerConfigError(f"config key {key}: {value!r} is not HOST:PORT with a port in 1..65535")
+    check_host(key, host)
+
+
+def check_ranges(cfg: BrokerStubConfig) -> None:
+    """The key-specific rules (see module doc); raises BrokerConfigError naming the first bad key."""
+    store, broker = cfg.store, cfg.broker
+    if not 10 <= store.diskMaxUsedSpaceRatio <= 95:
+        raise BrokerConfigError(f"config key diskMaxUsedSpaceRatio: {store.diskMaxUsedSpaceRatio} is outside 10..95 "
+                                "(percent of the disk; RocketMQ would clamp it)")
+    if not 0 <= store.accessMessageInMemoryMaxRatio <= 100:
+        raise BrokerConfigError(
+            f"config key accessMessageInMemoryMaxRatio: {store.accessMessageInMemoryMaxRatio} is outside 0..100")
+    size = store.mappedFileSizeCommitLog
+    if not MIN_COMMITLOG_FILE_BYTES <= size <= MAX_COMMITLOG_FILE_BYTES:
+        raise BrokerConfigError(
+            f"config key mappedFileSizeCommitLog: {size} bytes is outside {MIN_COMMITLOG_FILE_BYTES}.."
+            f"{MAX_COMMITLOG_FILE_BYTES} (a Java int in RocketMQ 4.9.8; each file is mapped whole)")
+    if not _DELETE_WHEN.match(store.deleteWhen.strip()):
+        raise BrokerConfigError(f"config key deleteWhen: {store.deleteWhen!r} is not hours HH or HH;HH;... "
+                                "(e.g. 04 or 03;04; a value of 24 or more never matches)")
+    if not 0 <= broker.brokerPermission <= 7:
+        raise BrokerConfigError(f"config key brokerPermission: {broker.brokerPermission} is outside 0..7 "
+                                "(PERM_PRIORITY 8 is not a broker permission)")
+    if not store.storePathRootDir.strip():
+        raise BrokerConfigError("config key storePathRootDir: empty path")
+    if store.storePathCommitLog is not None and not store.storePathCommitLog.strip():
+        raise BrokerConfigError("config key storePathCommitLog: empty path (leave the key out for the default)")
+    for key in ("brokerName", "brokerClusterName"):
+        if not getattr(broker, key).strip():
+            raise BrokerConfigError(f"config key {key}: empty name")
+    check_host("brokerIP1", broker.brokerIP1)
+    if broker.brokerIP2 is not None:
+        check_host("brokerIP2", broker.brokerIP2)
+    if broker.metricsPromExporterHost:
+        check_host("metricsPromExporterHost", broker.metricsPromExporterHost)
+    if cfg.fixed_ha_master_address:
+        check_host_port("haMasterAddress", cfg.fixed_ha_master_address)
+    for addr in filter(None, (a.strip() for a in (broker.namesrvAddr or "").split(";"))):
+        check_host_port("namesrvAddr", addr)
+    check_number_ranges(cfg)
