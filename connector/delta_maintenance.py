@@ -32,6 +32,7 @@ from urllib.parse import unquote
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
+from connector.delta_paths import check_writable
 from connector.delta_sink import DeltaSinkError, normalize_table_uri, referenced_file_names
 
 log = logging.getLogger(__name__)
@@ -184,6 +185,8 @@ def run_maintenance(table_uri: str, *, compact: bool = True, target_size: int | 
         ``{"version": int, "compaction": {...} | None, "vacuumed": [...], "orphans": [...]}``.
     Raises:
         DeltaSinkError: no Delta table at ``table_uri``.
+        connector.delta_paths.UnsupportedTableFeatureError: a table feature delta-rs's maintenance would
+            break (e.g. columnMapping, rowTracking of a table Spark wrote), before anything is changed.
     """
     from connector.delta_sink import load_table
 
@@ -191,6 +194,7 @@ def run_maintenance(table_uri: str, *, compact: bool = True, target_size: int | 
     table = load_table(uri)
     if table is None:
         raise DeltaSinkError(f"no Delta table at {uri} to maintain")
+    check_writable(table, uri, "maintenance")
     result: dict[str, Any] = {"compaction": None, "vacuumed": [], "orphans": []}
     if compact:
         result["compaction"] = table.optimize.compact(target_size=target_size)

@@ -95,7 +95,12 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from connector.delta_paths import CREATE_IN_NON_EMPTY_OPTION, check_new_table_location, open_delta_table
+from connector.delta_paths import (
+    CREATE_IN_NON_EMPTY_OPTION,
+    check_new_table_location,
+    check_writable,
+    open_delta_table,
+)
 from connector.protocol.errors import HAReplicaError
 
 log = logging.getLogger(__name__)
@@ -1207,6 +1212,7 @@ def checked_stream_writer(opts: DeltaSinkOptions, schema: StructType) -> DeltaLa
     """
     table = load_table(opts.table_uri)
     if table is not None:
+        check_writable(table, opts.table_uri, "append")
         check_schema_matches(opts.table_uri, table.schema().to_json(), table.metadata().partition_columns,
                              schema, opts.partition_by)
         partition_by = tuple(table.metadata().partition_columns)
@@ -1286,6 +1292,7 @@ def write_batch(df, path: str, app_id: str, batch_id: int, *, partition_by: Sequ
     schema = df.schema
     table = load_table(opts.table_uri)
     if table is not None:
+        check_writable(table, opts.table_uri, "append")
         check_schema_matches(opts.table_uri, table.schema().to_json(), table.metadata().partition_columns,
                              schema, opts.partition_by)
         committed = table.transaction_version(app_id)
