@@ -74,3 +74,18 @@ def assert_same_rows(java: JavaRun, inspect_code: int, inspect_text: str) -> Non
             diff = {k: (ja.get(k), jb.get(k)) for k in ja.keys() | jb.keys() if ja.get(k) != jb.get(k)}
             raise AssertionError(f"row {i} (commitLogOffset {ja.get('commitLogOffset')}) differs "
                                  f"(MessageDecoder, inspect-commitlog): {diff if diff else 'formatting'}")
+
+
+def assert_exactly_once(run: JavaRun, sent: dict[str, str], topic: str) -> None:
+    """JavaConsumer delivered each message of ``sent`` ({UNIQ_KEY: body sha256}) exactly once, from ``topic``,
+    with its body, and exited 0."""
+    got = [line["msgId"] for line in run.lines]
+    missing = sorted(set(sent) - set(got))
+    dupes = sorted({m for m in got if got.count(m) > 1})
+    assert not missing and not dupes and len(got) == len(sent), (
+        f"{len(got)} deliveries of {len(sent)} messages; missing {missing[:5]}, duplicated {dupes[:5]}\n"
+        f"{run.describe()}")
+    assert run.returncode == 0, run.describe()
+    for line in run.lines:
+        assert line["topic"] == topic
+        assert line["bodySha256"] == sent[line["msgId"]], f"body of {line['msgId']} differs"

@@ -18,7 +18,7 @@ import pytest
 from broker_stub.javautil import fastjson_loads
 from broker_stub.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode
-from tests.interop.java_fixtures import wait_for_route
+from tests.interop.java_fixtures import assert_exactly_once, wait_for_route
 from tests.support.brokers import (
     BrokerProcess,
     NameServerProcess,
@@ -79,23 +79,10 @@ def consume(ns_addr: str, mode: str, group: str, log_dir) -> JavaRun:
                     check=False)
 
 
-def assert_exactly_once(run: JavaRun, sent: dict[str, str]) -> None:
-    got = [line["msgId"] for line in run.lines]
-    missing = sorted(set(sent) - set(got))
-    dupes = sorted({m for m in got if got.count(m) > 1})
-    assert not missing and not dupes and len(got) == len(sent), (
-        f"{len(got)} deliveries of {len(sent)} messages; missing {missing[:5]}, duplicated {dupes[:5]}\n"
-        f"{run.describe()}")
-    assert run.returncode == 0, run.describe()
-    for line in run.lines:
-        assert line["topic"] == TOPIC
-        assert line["bodySha256"] == sent[line["msgId"]], f"body of {line['msgId']} differs"
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_consumer_reads_master(cluster, produced, tmp_path, mode):
     ns, _, _ = cluster
-    assert_exactly_once(consume(ns.addr, mode, f"cg_master_{mode}", tmp_path), produced)
+    assert_exactly_once(consume(ns.addr, mode, f"cg_master_{mode}", tmp_path), produced, TOPIC)
 
 
 @pytest.fixture(scope="module")
@@ -110,4 +97,4 @@ def master_down(cluster, produced):
 @pytest.mark.parametrize("mode", MODES)
 def test_consumer_reads_slave_with_master_down(master_down, produced, tmp_path, mode):
     ns, _, _ = master_down
-    assert_exactly_once(consume(ns.addr, mode, f"cg_slave_{mode}", tmp_path), produced)
+    assert_exactly_once(consume(ns.addr, mode, f"cg_slave_{mode}", tmp_path), produced, TOPIC)
