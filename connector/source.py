@@ -2,7 +2,8 @@
 
 Driver (HAReplicaStreamReader in Spark's Python planner process): asks each broker for its
 commitLogMinOffset/commitLogMaxOffset (GET_BROKER_RUNTIME_INFO) and mappedFileSizeCommitLog
-(GET_BROKER_CONFIG) over remoting and plans byte ranges; it never touches message bytes.
+(GET_BROKER_CONFIG) over remoting and plans byte ranges. The only message bytes it reads are a few
+around batch ends, to fingerprint and check the record before each offset (:mod:`connector.history`).
 
 * **Offsets** are JSON objects ``{"broker-a": 12345, ...}``: per broker the *next* CommitLog offset to
   read (Spark's Kafka convention). Every offset the source returns is a record boundary: a mapped-file
@@ -25,6 +26,10 @@ commitLogMinOffset/commitLogMaxOffset (GET_BROKER_RUNTIME_INFO) and mappedFileSi
   checkpoint (it lost its tail), the query fails naming the lost range; with ``false`` it logs the
   lost bytes and continues at the broker's min offset (or waits for the broker to pass the
   checkpoint again).
+* **Rewritten history**: offsets carry ``"@lastRecord"`` fingerprints; a start offset whose record
+  changed or that is no longer a record start fails (``failOnDataLoss``) or resumes at the next real
+  record boundary (docs/source.md "Rewritten history").
+* **Outages**: remoting calls wait a broker outage out up to ``maxOutageMs`` (:mod:`connector.reconnect`).
 * **Slaves** (``slaves``, ``readFrom``, ``minReplicas``): batches end at what enough slaves hold,
   rounded down to a known record boundary, and partitions may be read from a slave's HA port; see
   :mod:`connector.planning`, which also holds the SYNC_MASTER acknowledgement rule.
@@ -46,6 +51,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from connector.admin import BrokerAdminClient, BrokerAdminError, BrokerUnreachableError
 from connector.arrow_decode import CommitLogArrowDecoder, spark_schema
 from connector.ha_fetch import HARangeFetcher, prefetch_chunks
+from connector.history import FINGERPRINT_KEY, check_start, end_fingerprint, fetch_range, fingerprints_of
 from connector.options import (
     EARLIEST_OFFSET_SENTINEL,
     LATEST_OFFSET_SENTINEL,
@@ -58,7 +64,7 @@ from connector.options import (
     SourceOptions,
 )
 from connector.planning import ACK_WINDOW_MARGIN_MS, BrokerSetView, ServerOffsets
-from connector.protocol.errors import DataLossError
+from connector.protocol.errors import DataLossError, HAReplicaError
 from connector.reconnect import OutageWait
 
 log = logging.getLogger(__name__)
@@ -123,6 +129,8 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._views: dict[str, BrokerSetView] = {}
         self._trigger_target: dict[str, int] | None = None
         self._outages: dict[str, OutageWait] = {}  # by broker set name
+        self._trusted: dict[str, int] = {}  # batch ends this reader computed, while the log never went back
+        self._verified: dict[tuple, int] = {}  # (broker, start, fingerprint) -> where reading really starts
 
     def __getstate__(self) -> dict:
         # the reader is pickled to executors for read(); connections and caches stay on the driver
@@ -205,6 +213,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 break
             if not master.down:
                 raise BrokerAdminError(master.error)
+            self._trusted.pop(broker.name, None)  # after an outage the history is checked again
             if not wait.failed(master.error):
                 raise BrokerUnreachableError(wait.give_up_message(master.error))
         if master.reachable:
@@ -214,6 +223,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 log.warning("broker %s: commitLogMaxOffset went back from %d to %d", broker.name, previous,
                             master.max_offset)
                 view.forget_boundaries()
+                self._trusted.pop(broker.name, None)
             view.add_boundary(master.max_offset)
             view.note_master_max(master.max_offset, time.monotonic())
         else:
@@ -330,6 +340,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             view = self._refresh(broker)
             min_offset, max_offset = self._bounds(view)
             begin = self._check_min(broker, self._start_of(broker, start, min_offset), min_offset)
+            begin = self._verified_begin(broker, view, start, begin, min_offset, max_offset)
             if begin > max_offset:
                 message = (f"broker {broker.name}: the query is at CommitLog offset {begin} but the broker's "
                            f"commitLogMaxOffset is {max_offset}: the broker lost bytes [{max_offset}, {begin}) it "
@@ -339,10 +350,67 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 log.warning("%s; waiting until it passes the offset", message)
             spans[broker.name] = (begin, self._target(view, begin, max_offset))
         if isinstance(limit, ReadMaxBytes):
-            return self._apply_byte_limit(spans, limit.max_bytes)
-        if not isinstance(limit, ReadAllAvailable):
-            log.warning("read limit %r is not supported by hareplica; reading all available bytes", limit)
-        return {name: end for name, (_, end) in spans.items()}
+            ends = self._apply_byte_limit(spans, limit.max_bytes)
+        else:
+            if not isinstance(limit, ReadAllAvailable):
+                log.warning("read limit %r is not supported by hareplica; reading all available bytes", limit)
+            ends = {name: end for name, (_, end) in spans.items()}
+        return self._with_fingerprints(start, spans, ends)
+
+    # --- rewritten history (connector.history, docs/source.md "Rewritten history") -------------------
+    def _read_bytes(self, view: BrokerSetView, broker: BrokerEndpoint, lo: int, hi: int) -> bytes:
+        server = view.server_for(lo, hi, self.options.read_from == READ_FROM_SLAVE)
+        return fetch_range(server.endpoint.ha_addr, lo, hi, broker=broker.name, fetch=self.options.fetch,
+                           server_is_slave=server.role == "slave")
+
+    def _verified_begin(self, broker: BrokerEndpoint, view: BrokerSetView, start: dict | None, begin: int,
+                        min_offset: int, max_offset: int) -> int:
+        """``begin``, checked against the fingerprint the offset carries (connector.history.check_start)
+        unless this reader computed it itself with no regression since. A rewritten history raises
+        DataLossError (``failOnDataLoss``) or is logged and skipped to the next real record boundary."""
+        if begin > max_offset:
+            return begin
+        fingerprint = fingerprints_of(start or {}).get(broker.name)
+        key = (broker.name, begin, fingerprint)
+        if self._trusted.get(broker.name) == begin:
+            self._verified[key] = begin
+        elif key not in self._verified:
+            rewrite = check_start(lambda lo, hi: self._read_bytes(view, broker, lo, hi), begin, fingerprint,
+                                  min_offset, max_offset, view.mapped_file_size)
+            result = begin
+            if rewrite is not None:
+                message = rewrite.describe(broker.name)
+                if self.options.fail_on_data_loss:
+                    raise DataLossError(f"{message}. Set failOnDataLoss=false to continue at the next record "
+                                        f"boundary ({rewrite.resume}).")
+                log.warning("%s; continuing at the next record boundary %d (bytes [%d, %d) skipped)", message,
+                            rewrite.resume, begin, rewrite.resume)
+                result = rewrite.resume
+            if len(self._verified) > 64:
+                self._verified.clear()
+            self._verified[key] = result
+        return self._verified[key]
+
+    def _with_fingerprints(self, start: dict | None, spans: dict[str, tuple[int, int]], ends: dict[str, int]) -> dict:
+        """``ends`` plus, under :data:`FINGERPRINT_KEY`, the fingerprint of the last record before each end."""
+        previous = fingerprints_of(start or {})
+        prints = {}
+        for broker in self.options.brokers:
+            begin, end = spans[broker.name][0], ends[broker.name]
+            view = self._views[broker.name]
+            fingerprint = previous.get(broker.name)
+            if end > begin:
+                lowest = view.settled_offset(time.monotonic()) if view.ack_window_ms else end
+                try:
+                    fingerprint = end_fingerprint(lambda lo, hi, v=view, b=broker: self._read_bytes(v, b, lo, hi),
+                                                  begin, end, view.mapped_file_size, lowest)
+                except HAReplicaError as exc:
+                    log.warning("broker %s: no fingerprint of the record before offset %d (%s)", broker.name, end, exc)
+                    fingerprint = None
+            if fingerprint is not None and fingerprint.end == end:
+                prints[broker.name] = fingerprint.to_json()
+            self._trusted[broker.name] = end
+        return {**ends, FINGERPRINT_KEY: prints} if prints else dict(ends)
 
     def _apply_byte_limit(self, spans: dict[str, tuple[int, int]], max_bytes: int) -> dict[str, int]:
         backlog = {name: end - begin for name, (begin, end) in spans.items()}
@@ -387,6 +455,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             if begin >= stop:
                 continue
             begin = min(self._check_min(broker, begin, min_offset), stop)
+            begin = min(self._verified_begin(broker, view, start, begin, min_offset, self._bounds(view)[1]), stop)
             size = view.mapped_file_size
             while begin < stop:
                 slice_end = min(stop, begin - begin % size + size)
@@ -406,6 +475,8 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def commit(self, end: dict) -> None:
         """Forget boundaries below the committed offsets."""
         for name, offset in (end or {}).items():
+            if name == FINGERPRINT_KEY:
+                continue
             view = self._views.get(name)
             if view is not None:
                 view.forget_boundaries(below=int(offset))

@@ -16,6 +16,12 @@ from connector.source import HAReplicaDataSource, HAReplicaInputPartition, HARep
 MB = 1048576
 
 
+def no_history_reads(r: HAReplicaStreamReader) -> None:
+    """Planning without brokers: no HA reads for fingerprints or history checks (test_history covers them)."""
+    r._verified_begin = lambda broker, view, start, begin, min_offset, max_offset: begin
+    r._with_fingerprints = lambda start, spans, ends: dict(ends)
+
+
 def reader(**opts) -> HAReplicaStreamReader:
     r = HAReplicaStreamReader(SourceOptions.from_options({"brokers": "broker-a=127.0.0.1:10912,broker-b=h:20912",
                                                           **opts}))
@@ -25,6 +31,7 @@ def reader(**opts) -> HAReplicaStreamReader:
         view.master = ServerOffsets(broker, "master", min_offset, 10 * MB)
         view.slaves = [ServerOffsets(s, "slave", min_offset, 10 * MB) for s in r.options.slaves_of(broker.name)]
         r._views[broker.name] = view
+    no_history_reads(r)
     return r
 
 
@@ -104,8 +111,10 @@ def test_data_source_validates_options_when_created():
 def test_unreachable_broker_fails_planning_naming_address_and_request():
     with socket_free_port() as port:
         r = HAReplicaStreamReader(SourceOptions.from_options({"brokers": f"broker-a=127.0.0.1:{port + 1}",
-                                                              "readTimeoutMs": "500"}))
-    with pytest.raises(BrokerAdminError, match=f"GET_BROKER_CONFIG \\(26\\) to broker 127.0.0.1:{port} failed"):
+                                                              "readTimeoutMs": "500", "maxOutageMs": "300"}))
+    with pytest.raises(BrokerAdminError, match=f"broker broker-a remoting 127.0.0.1:{port}: unreachable for .*"
+                                               f"maxOutageMs=300; last error: GET_BROKER_CONFIG \\(26\\) to broker "
+                                               f"127.0.0.1:{port} failed"):
         r.initialOffset()
 
 

@@ -1,0 +1,275 @@
+"""Noticing a rewritten CommitLog: record fingerprints in offsets, and finding record boundaries in bytes.
+
+A broker that loses its tail (a crash before flushing, a restored disk) and then accepts new messages
+writes *other* records at offsets a query has already landed (docs/source.md "Rewritten history").
+An offset alone cannot tell: the query would resume inside a new record (a format error on every
+restart) or, when the new records happen to end exactly at the checkpoint, read on silently while its
+landed rows describe messages the broker no longer holds.
+
+So each end offset also carries a :class:`RecordFingerprint` of the last record before it: its start
+offset, TOTALSIZE, storeTimestamp and BODYCRC. Every record stores its own CommitLog offset
+(PHYSICALOFFSET) and a record never spans two mapped files (docs/source.md "Offsets, batches,
+partitions"), which makes a record start recognisable in a window of bytes without knowing where
+the previous record began (:func:`last_record_before`, :func:`first_boundary_at_or_after`).
+
+Pure functions over bytes here; the driver fetches the few bytes it needs over the HA port with
+:func:`fetch_range` (a small :class:`connector.ha_fetch.HARangeFetcher` read).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from connector.protocol.commitlog import (
+    BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE,
+    MIN_RECORD_SIZE_BYTES,
+    BlankRecord,
+    MessageRecord,
+    decode_record,
+)
+from connector.protocol.errors import CommitLogFormatError
+
+log = logging.getLogger(__name__)
+
+#: the key of the fingerprints in a source offset: ``{"broker-a": 123, "@lastRecord": {"broker-a": [...]}}``
+#: (``@`` cannot start a broker name, so it never collides with one)
+FINGERPRINT_KEY = "@lastRecord"
+#: bytes the driver reads to find the last record before a batch end (larger records: no fingerprint)
+TAIL_WINDOW_BYTES = 256 * 1024
+#: bytes the driver scans after a rewritten checkpoint for the next record boundary
+RESYNC_WINDOW_BYTES = 4 * 1024 * 1024 + 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFingerprint:
+    """Identity of one stored record: offset and size in bytes, storeTimestamp in ms, BODYCRC."""
+
+    offset: int
+    store_size: int
+    store_timestamp: int
+    body_crc: int
+
+    @property
+    def end(self) -> int:
+        """The offset right after the record (bytes)."""
+        return self.offset + self.store_size
+
+    def to_json(self) -> list[int]:
+        """``[offset, storeSize, storeTimestamp, bodyCRC]``, as stored in a checkpointed offset."""
+        return [self.offset, self.store_size, self.store_timestamp, self.body_crc]
+
+    @classmethod
+    def from_json(cls, value: object) -> RecordFingerprint | None:
+        """Inverse of :meth:`to_json`; None for anything else (an old or foreign checkpoint)."""
+        if (isinstance(value, list) and len(value) == 4
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+            return cls(*value)
+        return None
+
+    @classmethod
+    def of(cls, record: MessageRecord) -> RecordFingerprint:
+        """The fingerprint of a decoded record."""
+        return cls(record.commit_log_offset, record.store_size, record.store_timestamp, record.body_crc)
+
+    def matches(self, record: object) -> bool:
+        """True when ``record`` is a message with this offset, size, storeTimestamp and BODYCRC."""
+        return isinstance(record, MessageRecord) and RecordFingerprint.of(record) == self
+
+
+def fingerprints_of(offset: dict) -> dict[str, RecordFingerprint]:
+    """The fingerprints a source offset carries, by broker name (empty for the old ``{broker: int}`` form)."""
+    raw = offset.get(FINGERPRINT_KEY) if isinstance(offset, dict) else None
+    if not isinstance(raw, dict):
+        return {}
+    out = {}
+    for name, value in raw.items():
+        fp = RecordFingerprint.from_json(value)
+        if fp is not None:
+            out[str(name)] = fp
+    return out
+
+
+def _record_at(buf: bytes, pos: int, base: int, file_end: int | None = None):
+    """The record at ``buf[pos]`` if it is a self-consistent one (a message whose PHYSICALOFFSET is its
+    own offset, or an END_FILE blank), else None."""
+    try:
+        rec = decode_record(buf, pos, base_offset=base, file_end=file_end)
+    except (CommitLogFormatError, ValueError, IndexError):
+        return None
+    if isinstance(rec, MessageRecord):
+        return rec if rec.physical_offset in (None, rec.commit_log_offset) else None
+    return rec if isinstance(rec, BlankRecord) else None
+
+
+def _int32_at_every_position(buf: bytes) -> np.ndarray:
+    """Big-endian int32 starting at each byte position (length ``len(buf) - 3``)."""
+    a = np.frombuffer(buf, dtype=np.uint8).astype(np.int64)
+    if len(a) < 4:
+        return np.zeros(0, dtype=np.int64)
+    v = (a[:-3] << 24) | (a[1:-2] << 16) | (a[2:-1] << 8) | a[3:]
+    return np.where(v >= 1 << 31, v - (1 << 32), v)
+
+
+def last_record_before(buf: bytes, base: int, mapped_file_size: int) -> MessageRecord | None:
+    """The last message that ends exactly at ``base + len(buf)`` (or right before the END_FILE blank
+    that does), found in ``buf`` (CommitLog bytes from offset ``base``); None when it does not start
+    inside ``buf``."""
+    end = base + len(buf)
+    totals = _int32_at_every_position(buf)
+    target = end
+    positions = np.arange(len(totals), dtype=np.int64) + base
+    for _ in range(2):  # at most: a blank, then the message before it
+        hits = np.nonzero(totals == target - positions)[0]
+        found = None
+        for pos in hits:
+            rec = _record_at(buf, int(pos), base, file_end=int(target - base))
+            if isinstance(rec, MessageRecord):
+                return rec
+            if isinstance(rec, BlankRecord) and target == end and end % mapped_file_size == 0:
+                found = rec
+                break
+        if found is None:
+            return None
+        target = found.commit_log_offset
+    return None
+
+
+def first_boundary_at_or_after(buf: bytes, base: int, start: int, mapped_file_size: int) -> int | None:
+    """The first record boundary at or after ``start`` in ``buf`` (bytes from ``base``): a message whose
+    PHYSICALOFFSET is its offset and whose successor (when inside ``buf``) is a valid record too, or an
+    END_FILE blank (then the next mapped file's start). None when there is none in ``buf``."""
+    magics = _int32_at_every_position(buf[4:]) if len(buf) > 8 else np.zeros(0, dtype=np.int64)
+    lo = start - base
+    for pos in np.nonzero((magics == MESSAGE_MAGIC_CODE) | (magics == BLANK_MAGIC_CODE))[0]:
+        pos = int(pos)
+        if pos < lo:
+            continue
+        offset = base + pos
+        file_end = offset - offset % mapped_file_size + mapped_file_size
+        rec = _record_at(buf, pos, base, file_end=file_end - base)
+        if isinstance(rec, BlankRecord):
+            if offset + rec.size == file_end:
+                return file_end
+            continue
+        if rec is None or rec.store_size < MIN_RECORD_SIZE_BYTES:
+            continue
+        nxt = pos + rec.store_size
+        if nxt + 8 <= len(buf) and base + nxt < file_end and _record_at(buf, nxt, base, file_end - base) is None:
+            if any(buf[nxt:nxt + 8]):  # zeros: nothing written after it yet
+                continue
+        return offset
+    return None
+
+
+def fetch_range(ha_addr: str, start: int, end: int, *, broker: str, fetch, server_is_slave: bool) -> bytes:
+    """CommitLog bytes ``[start, end)`` over the HA port (reporting ``start``; see connector.ha_fetch for
+    why a report acknowledges nothing new when ``start`` is already landed). ``fetch`` is the query's
+    :class:`connector.options.FetchSettings`. Raises what HARangeFetcher raises."""
+    from connector.ha_fetch import HARangeFetcher
+
+    if end <= start:
+        return b""
+    fetcher = HARangeFetcher(ha_addr, start, end, broker=broker, connect_timeout_ms=fetch.connect_timeout_ms,
+                             read_timeout_ms=fetch.read_timeout_ms, fetch_retries=fetch.fetch_retries,
+                             heartbeat_interval_ms=fetch.heartbeat_interval_ms, fail_on_data_loss=True,
+                             server_is_slave=server_is_slave, reconnect_backoff_ms=fetch.reconnect_backoff_ms,
+                             reconnect_backoff_max_ms=fetch.reconnect_backoff_max_ms,
+                             max_outage_ms=fetch.max_outage_ms)
+    with fetcher:
+        return b"".join(bytes(chunk) for _, chunk in fetcher)
+
+
+def starts_record(head: bytes, offset: int, mapped_file_size: int) -> bool:
+    """True when ``head`` (the first bytes at CommitLog ``offset``, at least 36 unless a blank) is the start of
+    a record: a message whose PHYSICALOFFSET is ``offset`` and that fits in its mapped file, or an END_FILE
+    blank reaching exactly to the file's end."""
+    if len(head) < 8:
+        return False
+    total = int.from_bytes(head[0:4], "big", signed=True)
+    magic = int.from_bytes(head[4:8], "big", signed=True)
+    file_end = offset - offset % mapped_file_size + mapped_file_size
+    if magic == BLANK_MAGIC_CODE:
+        return offset + total == file_end
+    if magic != MESSAGE_MAGIC_CODE or len(head) < 36 or total < MIN_RECORD_SIZE_BYTES or offset + total > file_end:
+        return False
+    return int.from_bytes(head[28:36], "big", signed=True) == offset
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """What :func:`check_start` found: the broker's bytes before ``start`` are not what the query landed."""
+
+    start: int  # the checkpointed offset (bytes)
+    lost_from: int  # the first offset known to be affected (the fingerprinted record's start, or ``start``)
+    resume: int  # the next real record boundary at or after ``start``
+    problems: tuple[str, ...]
+
+    def describe(self, broker: str) -> str:
+        """One sentence naming the broker, the range and what was found."""
+        return (f"broker {broker}: the CommitLog was rewritten below the query's offset {self.start}: "
+                f"{'; '.join(self.problems)}. Rows already landed for [{self.lost_from}, {self.start}) (at least) "
+                "describe messages the broker no longer holds, and messages written there since are not read")
+
+
+HEAD_BYTES = 64
+
+
+def check_start(read, start: int, fingerprint: RecordFingerprint | None, min_offset: int, max_offset: int,
+                mapped_file_size: int) -> Rewrite | None:
+    """Check that the broker still holds the history a query offset ``start`` was taken from.
+
+    ``read(lo, hi) -> bytes`` returns CommitLog bytes ``[lo, hi)`` (a small HA read). Checked: the
+    fingerprinted record still ends at ``start`` with the same size, storeTimestamp and BODYCRC (when
+    the broker still holds it), and ``start`` is still a record start (when the broker holds bytes at
+    it). Returns None when all is well, else a :class:`Rewrite` with the next real record boundary
+    (``start`` itself when only the bytes before it changed; else the first self-consistent record
+    found in the next :data:`RESYNC_WINDOW_BYTES`, else the next mapped-file start or ``max_offset``).
+    """
+    if start > max_offset or start < min_offset:
+        return None  # a lost tail or deleted files: the failOnDataLoss rules of connector.source apply
+    problems = []
+    if fingerprint is not None and fingerprint.end == start and fingerprint.offset >= min_offset:
+        data = read(fingerprint.offset, start)
+        try:
+            record = decode_record(data, 0, base_offset=fingerprint.offset)
+        except (CommitLogFormatError, ValueError, IndexError):
+            record = None
+        if not fingerprint.matches(record):
+            now = (f"storeTimestamp {record.store_timestamp}, bodyCRC {record.body_crc}"
+                   if isinstance(record, MessageRecord) else "no record starts there now")
+            problems.append(f"the record [{fingerprint.offset}, {start}) it was taken after (storeTimestamp "
+                            f"{fingerprint.store_timestamp}, bodyCRC {fingerprint.body_crc}) is gone ({now})")
+    aligned = True
+    if start < max_offset:
+        if not starts_record(read(start, min(start + HEAD_BYTES, max_offset)), start, mapped_file_size):
+            aligned = False
+            problems.append(f"offset {start} is no longer the start of a record")
+    if not problems:
+        return None
+    resume = start
+    if not aligned:
+        window = read(start, min(start + RESYNC_WINDOW_BYTES, max_offset))
+        found = first_boundary_at_or_after(window, start, start, mapped_file_size)
+        resume = found if found is not None else min(start - start % mapped_file_size + mapped_file_size, max_offset)
+    lost_from = fingerprint.offset if fingerprint is not None and fingerprint.end == start else start
+    return Rewrite(start, lost_from, resume, tuple(problems))
+
+
+def end_fingerprint(read, begin: int, end: int, mapped_file_size: int, lowest_report: int) -> RecordFingerprint | None:
+    """The fingerprint of the last record before a batch end ``end`` (batch start ``begin``), from one read.
+
+    The read's report acknowledges the bytes below its start (docs/source.md "Acknowledgements"), so it
+    starts at ``max(begin, min(end - TAIL_WINDOW_BYTES, lowest_report))``: never above ``lowest_report``
+    (the settled offset on a SYNC_MASTER) unless that is ``begin``, which is landed. None when that read
+    would exceed :data:`RESYNC_WINDOW_BYTES` or the last record does not start inside it."""
+    if end <= begin:
+        return None
+    lo = max(begin, min(end - TAIL_WINDOW_BYTES, lowest_report))
+    if end - lo > RESYNC_WINDOW_BYTES:
+        return None  # a tail read this large is not worth it; the next batch end gets a fingerprint
+    record = last_record_before(read(lo, end), lo, mapped_file_size)
+    return RecordFingerprint.of(record) if record is not None else None

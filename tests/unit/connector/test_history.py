@@ -1,0 +1,156 @@
+"""connector.history on the golden 4.9.8 CommitLog: fingerprints, the last record before an offset, the next
+record boundary after an arbitrary offset, and check_start on unchanged and rewritten histories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from connector.history import (
+    FINGERPRINT_KEY,
+    RecordFingerprint,
+    check_start,
+    end_fingerprint,
+    fingerprints_of,
+    first_boundary_at_or_after,
+    last_record_before,
+    starts_record,
+)
+
+SIZE = 1048576
+
+
+@pytest.fixture(scope="module")
+def commitlog(fixture_dir: Path) -> bytes:
+    return b"".join(f.read_bytes() for f in sorted((fixture_dir / "commitlog").iterdir()))
+
+
+@pytest.fixture(scope="module")
+def messages(fixture_dir: Path) -> list[dict]:
+    with open(fixture_dir / "messages.jsonl", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh]
+
+
+def fp(m: dict) -> RecordFingerprint:
+    return RecordFingerprint(m["commitLogOffset"], m["storeSize"], m["storeTimestamp"], m["bodyCRC"])
+
+
+def test_offsets_carry_fingerprints_and_the_old_form_has_none():
+    assert fingerprints_of({"broker-a": 123}) == {}
+    value = {"broker-a": 10, FINGERPRINT_KEY: {"broker-a": [3, 7, 1795329712271, -5], "b": "junk"}}
+    assert fingerprints_of(json.loads(json.dumps(value))) == {"broker-a": RecordFingerprint(3, 7, 1795329712271, -5)}
+    assert RecordFingerprint(3, 7, 1, 2).to_json() == [3, 7, 1, 2] and RecordFingerprint(3, 7, 1, 2).end == 10
+
+
+def test_last_record_before_every_boundary_including_file_ends(commitlog, messages):
+    for i in range(1, len(messages), 37):
+        end = messages[i]["commitLogOffset"]
+        lo = max(0, end - 65536)
+        assert RecordFingerprint.of(last_record_before(commitlog[lo:end], lo, SIZE)) == fp(messages[i - 1])
+    # a mapped-file end: the record before the END_FILE blank of file 0 (blank at 997099)
+    last_in_file0 = max((m for m in messages if m["commitLogOffset"] < SIZE), key=lambda m: m["commitLogOffset"])
+    lo = SIZE - 200000
+    assert RecordFingerprint.of(last_record_before(commitlog[lo:SIZE], lo, SIZE)) == fp(last_in_file0)
+    assert last_record_before(commitlog[SIZE - 1000:SIZE], SIZE - 1000, SIZE) is None  # the record starts earlier
+
+
+def test_next_boundary_from_inside_a_record(commitlog, messages):
+    starts = [m["commitLogOffset"] for m in messages]
+    for i in range(0, len(messages) - 1, 29):
+        inside = starts[i] + 17
+        expected = starts[i + 1] if starts[i + 1] < (starts[i] // SIZE + 1) * SIZE else (starts[i] // SIZE + 1) * SIZE
+        window = commitlog[inside:inside + 300000]
+        assert first_boundary_at_or_after(window, inside, inside, SIZE) == expected
+    assert first_boundary_at_or_after(commitlog[997100:SIZE], 997100, 997100, SIZE) is None  # inside the blank
+    assert starts_record(commitlog[997099:997099 + 64], 997099, SIZE)  # the blank reaches the file end
+    assert starts_record(commitlog[3691:3691 + 64], 3691, SIZE) and not starts_record(commitlog[3692:3756], 3692, SIZE)
+
+
+def reader(data: bytes):
+    return lambda lo, hi: data[lo:hi]
+
+
+def test_check_start_accepts_an_unchanged_history(commitlog, messages):
+    m, nxt = messages[40], messages[41]["commitLogOffset"]
+    assert check_start(reader(commitlog), nxt, fp(m), 0, len(commitlog), SIZE) is None
+    assert check_start(reader(commitlog), nxt, None, 0, len(commitlog), SIZE) is None  # old offsets: start checked
+
+
+def test_check_start_finds_a_rewrite_aligned_and_unaligned(commitlog, messages):
+    m, nxt = messages[40], messages[41]["commitLogOffset"]
+    changed = bytearray(commitlog)
+    changed[m["commitLogOffset"] + 8] ^= 0xFF  # same size, another BODYCRC: an aligned rewrite
+    found = check_start(reader(bytes(changed)), nxt, fp(m), 0, len(changed), SIZE)
+    assert found is not None and found.resume == nxt and found.lost_from == m["commitLogOffset"]
+    assert f"the record [{m['commitLogOffset']}, {nxt}) it was taken after" in found.describe("broker-a")
+    # history shifted by 40 bytes: the old boundary is now inside a record
+    shifted = commitlog[:m["commitLogOffset"]] + commitlog[m["commitLogOffset"] + 40:]
+    found = check_start(reader(shifted), nxt, fp(m), 0, len(shifted), SIZE)
+    assert found is not None and f"offset {nxt} is no longer the start of a record" in found.problems
+    # the moved records keep their old PHYSICALOFFSET, so none is self-consistent: resume at the next file
+    assert nxt < SIZE and found.resume == SIZE
+
+
+def test_end_fingerprint_reads_no_lower_than_allowed(commitlog, messages):
+    reads = []
+
+    def read(lo, hi):
+        reads.append((lo, hi))
+        return commitlog[lo:hi]
+
+    begin, end = messages[10]["commitLogOffset"], messages[300]["commitLogOffset"]
+    assert end_fingerprint(read, begin, end, SIZE, lowest_report=end) == fp(messages[299])
+    assert reads[-1][0] >= begin and reads[-1][1] == end
+    assert end_fingerprint(read, begin, begin, SIZE, lowest_report=end) is None
+
+
+class Bytes:
+    """What the broker holds, changeable by a test."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+
+def fixture_reader(broker_bytes: Bytes, **opts):
+    from connector.options import SourceOptions
+    from connector.planning import BrokerSetView, ServerOffsets
+    from connector.source import HAReplicaStreamReader
+
+    r = HAReplicaStreamReader(SourceOptions.from_options({"brokers": "broker-a=127.0.0.1:10912", **opts}))
+    view = BrokerSetView("broker-a", SIZE)
+    view.master = ServerOffsets(r.options.brokers[0], "master", 0, len(broker_bytes.data))
+    r._views["broker-a"] = view
+    r._refresh = lambda broker, slaves=None: view
+    r._read_bytes = lambda view, broker, lo, hi: broker_bytes.data[lo:hi]
+    return r
+
+
+def test_the_reader_puts_fingerprints_in_offsets_and_checks_them_at_restart(commitlog, messages):
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from connector.protocol.errors import DataLossError
+
+    commitlog = commitlog[:3402931]  # commitLogMaxOffset of the fixture (the rest of file 3 is unwritten)
+    broker = Bytes(commitlog)
+    m = messages[40]
+    start = {"broker-a": m["commitLogOffset"]}  # an old-form checkpoint: only the offset
+    end = fixture_reader(broker).latestOffset(start, ReadAllAvailable())
+    assert end == {"broker-a": len(commitlog), FINGERPRINT_KEY: {"broker-a": fp(messages[-1]).to_json()}}
+    # restart (a new reader) from a checkpoint whose record was rewritten with the same size: aligned
+    checkpoint = {"broker-a": m["commitLogOffset"] + m["storeSize"], FINGERPRINT_KEY: {"broker-a": fp(m).to_json()}}
+    changed = bytearray(commitlog)
+    changed[m["commitLogOffset"] + 8] ^= 0xFF
+    broker.data = bytes(changed)
+    with pytest.raises(DataLossError, match=rf"broker broker-a: the CommitLog was rewritten below the query's offset "
+                                            rf"{checkpoint['broker-a']}: the record \[{m['commitLogOffset']}, "):
+        fixture_reader(broker).latestOffset(checkpoint, ReadAllAvailable())
+    lenient = fixture_reader(broker, failOnDataLoss="false")
+    assert lenient.latestOffset(checkpoint, ReadAllAvailable())["broker-a"] == len(commitlog)
+    parts = lenient.partitions(checkpoint, {"broker-a": len(commitlog)})
+    assert parts[0].start == checkpoint["broker-a"]  # aligned: reading goes on right there
+    # unaligned: the checkpoint now falls inside a record; reading resumes at the next real boundary
+    broker.data = commitlog[:m["commitLogOffset"]] + commitlog[m["commitLogOffset"] + 40:]
+    parts = fixture_reader(broker, failOnDataLoss="false").partitions(checkpoint, {"broker-a": len(broker.data)})
+    assert parts[0].start == SIZE
