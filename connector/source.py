@@ -409,7 +409,8 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     fingerprint = None
             if fingerprint is not None and fingerprint.end == end:
                 prints[broker.name] = fingerprint.to_json()
-            self._trusted[broker.name] = end
+            if end <= self._bounds(view)[1]:  # not while waiting for a broker that lost its tail to pass `end`
+                self._trusted[broker.name] = end
         return {**ends, FINGERPRINT_KEY: prints} if prints else dict(ends)
 
     def _apply_byte_limit(self, spans: dict[str, tuple[int, int]], max_bytes: int) -> dict[str, int]:

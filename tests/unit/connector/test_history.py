@@ -154,3 +154,25 @@ def test_the_reader_puts_fingerprints_in_offsets_and_checks_them_at_restart(comm
     broker.data = commitlog[:m["commitLogOffset"]] + commitlog[m["commitLogOffset"] + 40:]
     parts = fixture_reader(broker, failOnDataLoss="false").partitions(checkpoint, {"broker-a": len(broker.data)})
     assert parts[0].start == SIZE
+
+
+def test_a_broker_that_lost_the_tail_is_checked_once_it_passes_the_checkpoint_again(commitlog, messages, caplog):
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from connector.planning import ServerOffsets
+
+    commitlog = commitlog[:3402931]
+    m = messages[40]
+    checkpoint = {"broker-a": m["commitLogOffset"] + m["storeSize"], FINGERPRINT_KEY: {"broker-a": fp(m).to_json()}}
+    broker = Bytes(commitlog[:m["commitLogOffset"]])  # lost the tail, the fingerprinted record included
+    reader = fixture_reader(broker, failOnDataLoss="false")
+    view = reader._views["broker-a"]
+    view.master = ServerOffsets(reader.options.brokers[0], "master", 0, len(broker.data))
+    assert reader.latestOffset(checkpoint, ReadAllAvailable()) == checkpoint  # waits, fingerprint kept
+    changed = bytearray(commitlog)
+    changed[m["commitLogOffset"] + 8] ^= 0xFF  # then new messages of the same sizes: an aligned rewrite
+    broker.data = bytes(changed)
+    view.master = ServerOffsets(reader.options.brokers[0], "master", 0, len(broker.data))
+    caplog.set_level("WARNING", logger="connector.source")
+    assert reader.latestOffset(checkpoint, ReadAllAvailable())["broker-a"] == len(commitlog)
+    assert any("the CommitLog was rewritten below the query's offset" in r.getMessage() for r in caplog.records)
