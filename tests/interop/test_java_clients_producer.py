@@ -9,6 +9,8 @@ in the stub's CommitLog as sent; and ``hareplica inspect-commitlog`` must print 
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from tests.interop.java_fixtures import (
@@ -16,6 +18,7 @@ from tests.interop.java_fixtures import (
     COMPRESSED_FLAG,
     COMPRESSION_TYPE_BITS,
     HALF_TOPIC,
+    OP_HALF_TOPIC,
     SCHEDULE_TOPIC,
     assert_same_rows,
     decode_with_rocketmq,
@@ -73,7 +76,8 @@ def test_every_send_is_send_ok(sends, kind):
         assert line["status"] == "SEND_OK", line
         assert line["brokerName"] == "broker-a"
         if line["case"] == "transaction":
-            assert line["localTransactionState"] == "COMMIT_MESSAGE", line
+            outcome = line["messages"][0]["userProperties"]["outcome"]
+            assert line["localTransactionState"] == f"{outcome.upper()}_MESSAGE", line
         # the client's unique ids, one per message (comma-joined for a batch)
         assert line["msgId"].split(",") == [m["uniqKey"] for m in line["messages"]], line
 
@@ -116,29 +120,42 @@ def test_messages_stored_as_sent(sends, stored, kind):
 
 
 @pytest.mark.parametrize("kind", SERIALIZE_TYPES)
-def test_committed_transaction_reaches_its_topic(peers, sends, tmp_path_factory, kind):
-    """A TransactionMQProducer commit (END_TRANSACTION, oneway) puts the message into its real topic as a 4.9.8
-    broker does: sysFlag TRANSACTION_COMMIT_TYPE, preparedTransactionOffset = the half message's CommitLog
-    offset, same body and unique key."""
+def test_transactions_end_as_on_a_real_broker(peers, sends, tmp_path_factory, kind):
+    """A TransactionMQProducer's END_TRANSACTION (oneway) ends each half message as a 4.9.8 broker does: a commit
+    puts the message into its real topic (sysFlag TRANSACTION_COMMIT_TYPE, preparedTransactionOffset = the half
+    message's CommitLog offset, same queue, body, born timestamp and unique key), a rollback puts nothing there,
+    and both write an op record (RMQ_SYS_TRANS_OP_HALF_TOPIC, tag d, body = the half message's queue offset)."""
     topic = f"Java{kind}"
     tx = [m for line in sends[kind].lines if line["case"] == "transaction" for m in line["messages"]]
-    assert len(tx) == 2
+    assert [m["userProperties"]["outcome"] for m in tx] == ["commit", "commit", "rollback"]
 
-    def committed():
+    def ended():
         run = decode_with_rocketmq(peers[1].commitlog_dir, tmp_path_factory.mktemp("decoder-tx"))
-        rows = _by_uniq_key(run.lines, topic)
-        return run if all(m["uniqKey"] in rows for m in tx) else None
+        halves = _by_uniq_key(run.lines, HALF_TOPIC)
+        ops = {row["bodyDecompressedBase64"] for row in run.lines if row["topic"] == OP_HALF_TOPIC}
+        done = all(m["uniqKey"] in halves and _b64(str(halves[m["uniqKey"]]["queueOffset"])) in ops for m in tx)
+        return run if done else None
 
-    run = wait_for(committed, f"committed transactional messages in {topic}", timeout_s=10, interval_s=0.5)
+    run = wait_for(ended, f"op records for the transactions of {topic}", timeout_s=10, interval_s=0.5)
     halves = _by_uniq_key(run.lines, HALF_TOPIC)
     rows = _by_uniq_key(run.lines, topic)
     for sent in tx:
-        row, half = rows[sent["uniqKey"]], halves[sent["uniqKey"]]
+        half = halves[sent["uniqKey"]]
+        if sent["userProperties"]["outcome"] == "rollback":
+            assert sent["uniqKey"] not in rows
+            continue
+        row = rows[sent["uniqKey"]]
         assert row["sysFlag"] & TRANSACTION_TYPE_MASK == TRANSACTION_COMMIT_TYPE, hex(row["sysFlag"])
         assert row["preparedTransactionOffset"] == half["commitLogOffset"]
         assert row["queueId"] == int(half["properties"]["REAL_QID"])
         assert sha256_b64(row["bodyDecompressedBase64"]) == sent["bodySha256"]
         assert row["bornTimestamp"] == half["bornTimestamp"]
+    for op in (row for row in run.lines if row["topic"] == OP_HALF_TOPIC):
+        assert (op["tags"], op["sysFlag"], op["bornHost"]) == ("d", 0, op["storeHost"])
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode("ascii")).decode("ascii")
 
 
 def test_inspect_commitlog_equals_message_decoder(peers, sends, stored):
@@ -146,7 +163,7 @@ def test_inspect_commitlog_equals_message_decoder(peers, sends, stored):
     ``hareplica inspect-commitlog`` exactly as RocketMQ's MessageDecoder decodes it."""
     files = sorted(p.name for p in peers[1].commitlog_dir.iterdir())
     assert len(files) >= 2, f"expected CommitLog roll-overs, files: {files}"
-    assert len(stored.lines) >= 2 * 17
+    assert len(stored.lines) >= 2 * 18
     assert_same_rows(stored, *inspect_commitlog_text(peers[1].commitlog_dir))
 
 

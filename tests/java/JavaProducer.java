@@ -26,8 +26,8 @@ import org.apache.rocketmq.remoting.protocol.RemotingCommand;
  * Sends a fixed mix of messages with the real RocketMQ 4.9.8 client and prints one JSON line per SendResult.
  *
  * Usage: {@code java JavaProducer namesrv=HOST:PORT topic=T group=G [cases=single,tagskeys,batch,compressed,
- * delayed,transaction] [seed=N]}. Compression type and header serialisation come from the client's own system
- * properties ({@code -Drocketmq.message.compressType=ZLIB|LZ4|ZSTD}, {@code -Drocketmq.serialize.type=JSON|ROCKETMQ}).
+ * delayed,transaction] [seed=N]} (transaction: two sends whose local transaction commits, then one that rolls
+ * back). Compression type and header serialisation come from the client's own system properties ({@code -Drocketmq.message.compressType=ZLIB|LZ4|ZSTD}, {@code -Drocketmq.serialize.type=JSON|ROCKETMQ}).
  * Retries are off (one attempt per send), so a failed send is an exception, printed as a line with
  * {@code "status":"EXCEPTION"}; the exit code is 0 when every send returned, 2 otherwise.
  *
@@ -118,7 +118,8 @@ public final class JavaProducer {
         tx.setTransactionListener(new TransactionListener() {
             @Override
             public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
-                return LocalTransactionState.COMMIT_MESSAGE;
+                return "rollback".equals(msg.getUserProperty("outcome"))
+                    ? LocalTransactionState.ROLLBACK_MESSAGE : LocalTransactionState.COMMIT_MESSAGE;
             }
 
             @Override
@@ -128,8 +129,9 @@ public final class JavaProducer {
         });
         tx.start();
         try {
-            for (int i = 0; i < 2; i++) {
+            for (int i = 0; i < 3; i++) {  // the third one rolls back
                 Message m = message(topic, "Tx", Arrays.asList("tx-" + i), 80, false);
+                m.putUserProperty("outcome", i < 2 ? "commit" : "rollback");
                 Map<String, Object> line = header("transaction");
                 try {
                     TransactionSendResult r = tx.sendMessageInTransaction(m, null);
@@ -224,7 +226,7 @@ public final class JavaProducer {
         d.put("tags", m.getTags());
         d.put("keys", m.getKeys());
         Map<String, Object> user = new LinkedHashMap<>();
-        for (String k : new String[] {"color", "名前", "batchIndex"}) {
+        for (String k : new String[] {"color", "名前", "batchIndex", "outcome"}) {
             if (m.getUserProperty(k) != null) {
                 user.put(k, m.getUserProperty(k));
             }
