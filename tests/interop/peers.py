@@ -64,6 +64,22 @@ def metadata_table(addr: str, code: int) -> dict:
     return fastjson_loads(resp.body)
 
 
+def delay_offsets_text(addr: str) -> str | None:
+    """GET_ALL_DELAY_OFFSET's text (the broker's delay offset table as it persists it in delayOffset.json),
+    None when the broker answers an error or no body."""
+    resp = remoting_request(addr, RemotingCommand.request(RequestCode.GET_ALL_DELAY_OFFSET))
+    return resp.body.decode("utf-8") if resp.code == 0 and resp.body else None
+
+
+def delay_offsets_with_level_1(addr: str) -> str | None:
+    """:func:`delay_offsets_text` once the table holds an offset for delay level 1."""
+    text = delay_offsets_text(addr)
+    if text is None:
+        return None
+    table = fastjson_loads(text).get("offsetTable", {})
+    return text if table.get(1) or table.get("1") else None
+
+
 def read_config_file(path: Path) -> dict | None:
     """A broker's ``config/*.json`` file parsed (fastjson text: integer map keys allowed), None if absent."""
     try:

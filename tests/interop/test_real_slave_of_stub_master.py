@@ -4,7 +4,7 @@ One real name server, one stub ASYNC_MASTER and one real SLAVE per module, both 
 The real slave learns the stub master's HA and remoting addresses from the real name server (the stub's
 registration answer), copies the CommitLog byte for byte across file roll-overs, survives a clean restart
 and a SIGKILL while the master keeps writing, and pulls the stub's metadata (topics, consumer offsets,
-subscription groups) into its own ``config/*.json``.
+subscription groups, delay offsets) into its own ``config/*.json``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from tests.interop.peers import (
     assert_same_commitlog_span,
     attach_slave,
     commit_consumer_offset,
+    delay_offsets_text,
     metadata_table,
     produce_bytes,
     read_config_file,
@@ -74,8 +75,11 @@ def test_real_slave_copies_stub_commitlog_across_rollovers_restart_and_sigkill(s
     assert_same_commitlog_span(stub_master.commitlog_dir, real_slave.commitlog_dir, end=end)
 
 
-def test_real_slave_syncs_topics_consumer_offsets_and_groups_from_stub(stub_master, real_slave):
+def test_real_slave_syncs_topics_consumer_and_delay_offsets_and_groups_from_stub(stub_master, real_slave):
     produce_bytes(stub_master.remoting_addr, 64 * 1024, topics=("InteropMeta",), seed=5, start_seq=40_000)
+    # the stub delivers no delayed messages (docs/broker_stub.md), so its delay offset table stays empty
+    delay_text = delay_offsets_text(stub_master.remoting_addr)
+    assert delay_text
     commit_consumer_offset(stub_master.remoting_addr, "interop_cg", "InteropMeta", 1, 7)
     commit_consumer_offset(stub_master.remoting_addr, "interop_cg", "InteropMeta", 3, 2)
 
@@ -96,3 +100,7 @@ def test_real_slave_syncs_topics_consumer_offsets_and_groups_from_stub(stub_mast
     master_groups = metadata_table(stub_master.remoting_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
     slave_groups = read_config_file(real_slave.config_dir / "subscriptionGroup.json")
     assert slave_groups["subscriptionGroupTable"] == master_groups["subscriptionGroupTable"]
+
+    delay_path = real_slave.config_dir / "delayOffset.json"
+    wait_for(lambda: delay_path.exists() and delay_path.read_text(encoding="utf-8") == delay_text,
+             "the real slave's delayOffset.json to equal the stub master's", timeout_s=40, interval_s=0.5)

@@ -10,30 +10,27 @@ from __future__ import annotations
 
 import pytest
 
-from broker_stub.javautil import fastjson_loads
 from broker_stub.producer import Producer
-from connector.protocol.remoting import RemotingCommand, RequestCode
+from connector.protocol.remoting import RequestCode
 from tests.interop.peers import (
     FILE_SIZE,
     MiB,
     assert_same_commitlog_span,
     attach_slave,
     commit_consumer_offset,
+    delay_offsets_with_level_1,
     metadata_table,
     produce_bytes,
     wait_same_max_offset,
 )
-from tests.support.brokers import BrokerProcess, commitlog_files, pull, remoting_request, wait_for
+from tests.support.brokers import BrokerProcess, commitlog_files, pull, wait_for
 from tests.support.jvm_peers import RealBroker
 
 
 @pytest.fixture(scope="module")
 def real_master(tmp_path_factory, real_namesrv):
-    # flushDelayOffsetInterval 1000: the master persists delayOffset.json (what GET_ALL_DELAY_OFFSET
-    # returns) every second instead of every 10 s
     with RealBroker.start(tmp_path_factory.mktemp("real-master"), brokerRole="ASYNC_MASTER",
-                          namesrvAddr=real_namesrv.addr, mappedFileSizeCommitLog=FILE_SIZE,
-                          flushDelayOffsetInterval=1000) as master:
+                          namesrvAddr=real_namesrv.addr, mappedFileSizeCommitLog=FILE_SIZE) as master:
         yield master
 
 
@@ -70,8 +67,8 @@ def test_stub_slave_syncs_topics_groups_consumer_and_delay_offsets_of_real_maste
     pull(master, "InteropMetaB", 0, 0, group="interop_cg_b")  # creates the subscription group
     commit_consumer_offset(master, "interop_cg_b", "InteropMetaB", 0, 2)
     commit_consumer_offset(master, "interop_cg_b", "InteropMetaB", 2, 1)
-    # the delayed message comes due after 1 s and the master persists its delay offset for level 1
-    delay_text = wait_for(lambda: _delay_offsets_with_level_1(master), "the real master's delay offset of level 1",
+    # the delayed message comes due after 1 s and the master's delay offset of level 1 moves
+    delay_text = wait_for(lambda: delay_offsets_with_level_1(master), "the real master's delay offset of level 1",
                           timeout_s=30, interval_s=0.5)
 
     expected = _tables(master)
@@ -92,16 +89,6 @@ def test_stub_slave_syncs_topics_groups_consumer_and_delay_offsets_of_real_maste
     assert got["groups"] == expected["groups"]
     assert got["offsets"]["offsetTable"] == expected["offsets"]["offsetTable"]
     assert _delay_file(stub_slave) == delay_text
-
-
-def _delay_offsets_with_level_1(addr: str) -> str | None:
-    """GET_ALL_DELAY_OFFSET's text (the master's delayOffset.json) once it holds an offset for level 1."""
-    resp = remoting_request(addr, RemotingCommand.request(RequestCode.GET_ALL_DELAY_OFFSET))
-    if resp.code != 0 or not resp.body:
-        return None
-    text = resp.body.decode("utf-8")
-    table = fastjson_loads(text).get("offsetTable", {})
-    return text if table.get(1) or table.get("1") else None
 
 
 def _delay_file(slave: BrokerProcess) -> str | None:
