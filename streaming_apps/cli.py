@@ -138,9 +138,9 @@ def _add_run_parser(sub) -> None:
 
 
 def _add_query_parser(sub) -> None:
-    from streaming_apps.query import DEFAULT_MAX_ROWS, FORMATS
+    from streaming_apps.query import DEFAULT_MAX_ROWS, ENGINES, FORMATS
 
-    p = sub.add_parser("query", help="run SQL over the Delta tables with deltalake's engine (no JVM)")
+    p = sub.add_parser("query", help="run SQL over the Delta tables (deltalake's engine, no JVM; or Spark SQL)")
     p.add_argument("sql", help='the statement, e.g. "SELECT topic, count(*) FROM bronze GROUP BY topic"')
     _add_workdir_args(p)
     p.add_argument("--table", dest="tables", type=_key_value, action="append", default=[], metavar="NAME=PATH",
@@ -148,6 +148,11 @@ def _add_query_parser(sub) -> None:
     p.add_argument("--format", choices=FORMATS, default="table", help="table (default), jsonl or csv")
     p.add_argument("--max-rows", type=_non_negative, default=DEFAULT_MAX_ROWS,
                    help=f"rows shown in table format (default {DEFAULT_MAX_ROWS}; 0 = all)")
+    p.add_argument("--engine", choices=ENGINES, default=ENGINES[0],
+                   help="deltalake: delta-rs + DataFusion, no JVM (default, about a second); spark: Spark SQL over "
+                        "format('delta') with the Delta jars (~10 s to start Spark)")
+    p.add_argument("--jars", nargs="+", default=[], metavar="JAR",
+                   help="--engine spark: jars for spark.jars (default: the Delta jars make jvm-peers staged)")
 
 
 def _add_maintain_parser(sub) -> None:
@@ -324,10 +329,16 @@ def _dispatch(args, extra: list[str]) -> int:
     if args.command == "run":
         return _run(args)
     if args.command == "query":
+        from streaming_apps.apps.common import AppError, expand_jars
         from streaming_apps.query import query_command
 
+        try:
+            jars = expand_jars(args.jars)
+        except AppError as e:
+            sys.stderr.write(f"error: {e}\n")
+            return 2
         return query_command(args.sql, tables_root=_tables_root(args), tables=dict(args.tables), fmt=args.format,
-                             max_rows=args.max_rows or None)
+                             max_rows=args.max_rows or None, engine=args.engine, jars=jars)
     if args.command == "maintain":
         return _maintain(args)
     if args.command == "status":
