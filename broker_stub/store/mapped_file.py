@@ -305,7 +305,8 @@ class MappedFileQueue:
         """Recovery: make ``offset`` the end of data (MappedFileQueue.truncateDirtyFiles).
 
         The file containing ``offset`` keeps its bytes before it and gets a zeroed tail; later files are
-        deleted.
+        deleted. CommitLog recovery calls it only once nothing after ``offset`` holds data, or that data
+        was moved or copied to ``quarantine/`` (:mod:`broker_stub.store.quarantine`).
         """
         keep: list[MappedFile] = []
         for mf in self.files:
