@@ -61,4 +61,5 @@ def test_gradle_resolves_the_coordinates_offline(tmp_path):
     ext = _gradle_ext()
     coords = [line for line in out.stdout.splitlines() if line.startswith("io.delta:")]
     version = ext["deltaVersion"]
-    assert coords == [f"io.delta:delta-spark_{ext['sparkBinaryVersion']}_2.13:{version}", f"io.delta:delta-storage:{version}"]
+    spark_artifact = f"delta-spark_{ext['sparkBinaryVersion']}_{ext['scalaBinaryVersion']}"
+    assert coords == [f"io.delta:{spark_artifact}:{version}", f"io.delta:delta-storage:{version}"]
