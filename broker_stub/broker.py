@@ -61,7 +61,8 @@ class BrokerController:
         config_dir = self.message_store.config_dir
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir / "consumerOffset.json")
         self.subscription_group_manager = SubscriptionGroupManager(
-            config_dir / "subscriptionGroup.json", auto_create=config.broker.autoCreateSubscriptionGroup)
+            config_dir / "subscriptionGroup.json", auto_create=config.broker.autoCreateSubscriptionGroup,
+            max_groups=config.broker.maxSubscriptionGroupNums)
         self.delay_offset_store = DelayOffsetStore(config_dir / "delayOffset.json")
         self.consumer_manager = ConsumerManager()
         netty = config.netty_server

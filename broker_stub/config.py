@@ -89,6 +89,9 @@ class BrokerConfig:
     clusterTopicEnable: bool = True
     brokerTopicEnable: bool = True
     autoCreateSubscriptionGroup: bool = True
+    # stub-only: table sizes past which sends, heartbeats and pulls create no more topics / groups
+    maxTopicConfigNums: int = 10000
+    maxSubscriptionGroupNums: int = 10000
     messageStorePlugIn: str = ""
     msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
     traceTopicEnable: bool = False

@@ -44,7 +44,7 @@ LONG_KEYS = frozenset({
 POSITIVE_KEYS = frozenset({
     "haTransferBatchSize", "maxMessageSize", "flushIntervalCommitLog", "flushIntervalConsumeQueue",
     "flushCommitLogThoroughInterval", "haSendHeartbeatInterval", "haHousekeepingInterval", "defaultTopicQueueNums",
-    "inSyncReplicas", "syncFlushTimeout", "slaveTimeout", "mappedFileSizeConsumeQueue", "cleanResourceInterval",
+    "inSyncReplicas", "maxTopicConfigNums", "maxSubscriptionGroupNums", "syncFlushTimeout", "slaveTimeout", "mappedFileSizeConsumeQueue", "cleanResourceInterval",
     "registerNameServerPeriod", "flushConsumerOffsetInterval", "connectTimeoutMillis", "serverMaxConnections",
     "serverMaxPendingFrameBytes", "maxTransferCountOnMessageInMemory", "maxTransferCountOnMessageInDisk",
     "maxTransferBytesOnMessageInMemory", "maxTransferBytesOnMessageInDisk", "defaultQueryMaxNum",

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from broker_stub.javautil import fastjson_loads
+from broker_stub.name_rules import validate_group
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +128,10 @@ class SubscriptionGroupConfig:
 class SubscriptionGroupManager:
     """The consumer-group table with its DataVersion (SubscriptionGroupManager)."""
 
-    def __init__(self, path: Path, *, auto_create: bool) -> None:
+    def __init__(self, path: Path, *, auto_create: bool, max_groups: int = 10000) -> None:
         self.path = Path(path)
         self.auto_create = auto_create
+        self.max_groups = max_groups  # stub-only maxSubscriptionGroupNums (docs/security.md "Names and caps")
         self.table: dict[str, SubscriptionGroupConfig] = {}
         self.data_version = new_data_version()
         for name in SYSTEM_GROUPS:
@@ -148,10 +150,27 @@ class SubscriptionGroupManager:
         if isinstance(dv, dict):
             self.data_version = {"counter": int(dv.get("counter", 0)), "timestamp": int(dv.get("timestamp", 0))}
 
+    def creation_refused(self, group: str) -> str | None:
+        """Why ``group`` may not be created (a one-line remark: bad name, or the table holds
+        ``maxSubscriptionGroupNums`` groups), None when it exists or may be created."""
+        if group in self.table:
+            return None
+        remark = validate_group(group)
+        if remark is None and len(self.table) >= self.max_groups:
+            remark = (f"subscription group table full (maxSubscriptionGroupNums={self.max_groups} reached), "
+                      f"group {group!r} not created")
+        return remark
+
     def find(self, group: str) -> SubscriptionGroupConfig | None:
-        """findSubscriptionGroupConfig: the group, created with defaults when ``autoCreateSubscriptionGroup``."""
+        """findSubscriptionGroupConfig: the group, created with defaults when ``autoCreateSubscriptionGroup``.
+
+        None when it does not exist and may not be created (:meth:`creation_refused`, logged on one line)."""
         cfg = self.table.get(group)
         if cfg is None and self.auto_create:
+            refused = self.creation_refused(group)
+            if refused is not None:
+                log.warning("subscription group not created: %s", refused)
+                return None
             cfg = SubscriptionGroupConfig(group)
             self.table[group] = cfg
             self.data_version = next_data_version(self.data_version)

@@ -144,6 +144,14 @@ class TopicConfigManager:
     def select_topic_config(self, topic: str) -> TopicConfig | None:
         return self.table.get(topic)
 
+    def creation_refused(self, topic: str) -> str | None:
+        """A one-line remark when ``topic`` is missing and the table already holds the stub-only cap
+        ``maxTopicConfigNums`` topics (docs/security.md "Names and caps"); None when it may be created."""
+        cap = self.broker_config.maxTopicConfigNums
+        if topic in self.table or len(self.table) < cap:
+            return None
+        return f"topic table full (maxTopicConfigNums={cap} reached), topic {topic[:130]!r} not created"
+
     def create_topic_in_send_message_method(self, topic: str, default_topic: str | None, remote_address: str,
                                             client_default_topic_queue_nums: int, topic_sys_flag: int
                                             ) -> TopicConfig | None:
@@ -155,6 +163,10 @@ class TopicConfigManager:
         existing = self.table.get(topic)
         if existing is not None:
             return existing
+        refused = self.creation_refused(topic)
+        if refused is not None:
+            log.warning("create topic failed: %s producer=%s", refused, remote_address)
+            return None
         default = self.table.get(default_topic or "")
         if default is None:
             log.warning("create topic failed: default topic missing topic=%s defaultTopic=%s producer=%s",
@@ -185,11 +197,17 @@ class TopicConfigManager:
             listener()
 
     def create_topic_in_send_message_back_method(self, topic: str, queue_nums: int, perm: int,
-                                                 topic_sys_flag: int = 0) -> TopicConfig:
-        """TopicConfigManager.createTopicInSendMessageBackMethod: create ``topic`` (a retry topic) if missing."""
+                                                 topic_sys_flag: int = 0) -> TopicConfig | None:
+        """TopicConfigManager.createTopicInSendMessageBackMethod: create ``topic`` (a retry topic) if missing.
+
+        None when the table is full (:meth:`creation_refused`, logged on one line)."""
         existing = self.table.get(topic)
         if existing is not None:
             return existing
+        refused = self.creation_refused(topic)
+        if refused is not None:
+            log.warning("create topic failed: %s", refused)
+            return None
         tc = TopicConfig(topic, queue_nums, queue_nums, perm, topicSysFlag=topic_sys_flag)
         self.table[topic] = tc
         self.data_version = {"counter": self.data_version["counter"] + 1, "timestamp": time.time_ns() // 1_000_000}

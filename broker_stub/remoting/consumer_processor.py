@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker_stub.javautil import fastjson_loads
+from broker_stub.name_rules import validate_group
 from broker_stub.remoting.server import RequestContext
-from broker_stub.topic_config import PERM_READ, PERM_WRITE
+from broker_stub.topic_config import PERM_READ, PERM_WRITE, validate_topic
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
 if TYPE_CHECKING:
@@ -120,14 +121,21 @@ class ConsumerProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad HeartbeatData body: {exc}")
         client_id = str(data.get("clientID") or ctx.peer_text)
         c = self.controller
+        refused = self._refused_groups(data)
+        if refused is not None:
+            log.warning("heartbeat refused: %s client=%s", refused, ctx.peer_text)
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=refused)
         for consumer in data.get("consumerDataSet") or []:
             if not isinstance(consumer, dict) or not consumer.get("groupName"):
                 continue
             group = str(consumer["groupName"])
             group_cfg = c.subscription_group_manager.find(group)
             if group_cfg is not None and group_cfg.retryQueueNums > 0:
-                c.topic_config_manager.create_topic_in_send_message_back_method(
-                    RETRY_GROUP_TOPIC_PREFIX + group, group_cfg.retryQueueNums, PERM_READ | PERM_WRITE)
+                retry_topic = RETRY_GROUP_TOPIC_PREFIX + group
+                if c.topic_config_manager.create_topic_in_send_message_back_method(
+                        retry_topic, group_cfg.retryQueueNums, PERM_READ | PERM_WRITE) is None:
+                    return request.response(ResponseCode.SYSTEM_ERROR,
+                                            remark=c.topic_config_manager.creation_refused(retry_topic))
             subs = consumer.get("subscriptionDataSet") or []
             c.consumer_manager.register_consumer(group, client_id, subs if isinstance(subs, list) else [],
                                                  str(consumer.get("messageModel") or "CLUSTERING"))
@@ -135,6 +143,23 @@ class ConsumerProcessor:
             if isinstance(producer, dict) and producer.get("groupName"):
                 c.consumer_manager.register_producer(str(producer["groupName"]), client_id)
         return request.response(ResponseCode.SUCCESS)
+
+    def _refused_groups(self, data: dict) -> str | None:
+        """The first reason a heartbeat's groups may not be stored (a bad name, a full table), else None
+        (docs/security.md "Names and caps"). Producer groups are checked by name only (kept in memory)."""
+        for consumer in data.get("consumerDataSet") or []:
+            if isinstance(consumer, dict) and consumer.get("groupName"):
+                group = str(consumer["groupName"])
+                refused = (self.controller.subscription_group_manager.creation_refused(group)
+                           if self.controller.subscription_group_manager.auto_create else validate_group(group))
+                if refused is not None:
+                    return refused
+        for producer in data.get("producerDataSet") or []:
+            if isinstance(producer, dict) and producer.get("groupName"):
+                refused = validate_group(str(producer["groupName"]))
+                if refused is not None:
+                    return refused.replace("consumer group", "producer group")
+        return None
 
     def unregister_client(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
@@ -174,5 +199,14 @@ class ConsumerProcessor:
             queue_id, offset = int(ext["queueId"]), int(ext["commitOffset"])
         except ValueError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
-        self.controller.consumer_offset_manager.commit_offset(ext["consumerGroup"], ext["topic"], queue_id, offset)
+        c = self.controller
+        group, topic = ext["consumerGroup"], ext["topic"]
+        refused = validate_group(group) or validate_topic(topic)
+        if refused is not None:
+            log.warning("consumer offset not stored: %s client=%s", refused, ctx.peer_text)
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=refused)
+        if c.subscription_group_manager.find(group) is None:  # bounded by maxSubscriptionGroupNums
+            return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                    remark=f"subscription group [{group}] does not exist")
+        c.consumer_offset_manager.commit_offset(group, topic, queue_id, offset)
         return request.response(ResponseCode.SUCCESS)

@@ -160,6 +160,10 @@ class SendMessageProcessor:
         topics = self.controller.topic_config_manager
         tc = topics.select_topic_config(topic)
         if tc is None:
+            refused = topics.creation_refused(topic)
+            if refused is not None:
+                log.warning("send refused: %s producer=%s", refused, ctx.peer_text)
+                return request.response(ResponseCode.SYSTEM_ERROR, ext, remark=refused)
             log.warning("the topic does not exist, creating topic=%s producer=%s", topic, ctx.peer_text)
             topic_sys_flag = 0
             if header["unitMode"]:  # TopicSysFlag.buildSysFlag: unit topic, or unit subscription for retry topics
