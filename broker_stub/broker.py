@@ -18,6 +18,7 @@ import struct
 import time
 
 from broker_stub.config import BrokerStubConfig
+from broker_stub.ha.allow_list import HAAddressPolicy
 from broker_stub.ha.client import HAClient
 from broker_stub.ha.service import HAService
 from broker_stub.metadata import ConsumerOffsetManager, DelayOffsetStore, SubscriptionGroupManager
@@ -57,7 +58,9 @@ class BrokerController:
         self.config_data_version = {"counter": 1, "timestamp": time.time_ns() // 1_000_000}
         self.ha_service = HAService(self.message_store.commit_log, config.store, host=config.broker_ip2,
                                     port=config.ha_listen_port,
-                                    max_connections=config.netty_server.serverMaxConnections)
+                                    max_connections=config.netty_server.serverMaxConnections,
+                                    policy=HAAddressPolicy(config.store.haAllowedAddresses,
+                                                           config.store.haReplicaAddresses))
         config_dir = self.message_store.config_dir
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir / "consumerOffset.json")
         self.subscription_group_manager = SubscriptionGroupManager(

@@ -300,6 +300,10 @@ class MessageStoreConfig:
     # stub-only: an invalid record followed by data in later files ends the CommitLog there, moving what
     # follows to {storePathRootDir}/quarantine/; false = refuse to start (broker_stub.store.quarantine)
     cutCorruptCommitLogOnRecover: bool = False
+    # stub-only: HA-port peers allowed to connect / whose acks count as replicas; IPs or CIDRs, "" = all
+    # (broker_stub.ha.allow_list, docs/security.md "HA port")
+    haAllowedAddresses: str = ""
+    haReplicaAddresses: str = ""
 
     @property
     def commit_log_dir(self) -> Path:

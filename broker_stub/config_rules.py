@@ -21,6 +21,7 @@ import ipaddress
 import re
 from typing import TYPE_CHECKING
 
+from broker_stub.ha.allow_list import parse_networks
 from connector.protocol.errors import HAReplicaError
 
 if TYPE_CHECKING:
@@ -44,8 +45,9 @@ LONG_KEYS = frozenset({
 POSITIVE_KEYS = frozenset({
     "haTransferBatchSize", "maxMessageSize", "flushIntervalCommitLog", "flushIntervalConsumeQueue",
     "flushCommitLogThoroughInterval", "haSendHeartbeatInterval", "haHousekeepingInterval", "defaultTopicQueueNums",
-    "inSyncReplicas", "maxTopicConfigNums", "maxSubscriptionGroupNums", "syncFlushTimeout", "slaveTimeout", "mappedFileSizeConsumeQueue", "cleanResourceInterval",
+    "inSyncReplicas", "syncFlushTimeout", "slaveTimeout", "mappedFileSizeConsumeQueue", "cleanResourceInterval",
     "registerNameServerPeriod", "flushConsumerOffsetInterval", "connectTimeoutMillis", "serverMaxConnections",
+    "maxTopicConfigNums", "maxSubscriptionGroupNums",
     "serverMaxPendingFrameBytes", "maxTransferCountOnMessageInMemory", "maxTransferCountOnMessageInDisk",
     "maxTransferBytesOnMessageInMemory", "maxTransferBytesOnMessageInDisk", "defaultQueryMaxNum",
     "maxMsgsNumBatch", "registerBrokerTimeoutMills"})
@@ -133,4 +135,9 @@ def check_ranges(cfg: BrokerStubConfig) -> None:
         check_host_port("haMasterAddress", cfg.fixed_ha_master_address)
     for addr in filter(None, (a.strip() for a in (broker.namesrvAddr or "").split(";"))):
         check_host_port("namesrvAddr", addr)
+    for key in ("haAllowedAddresses", "haReplicaAddresses"):
+        try:
+            parse_networks(key, getattr(store, key))
+        except ValueError as exc:
+            raise BrokerConfigError(str(exc)) from None
     check_number_ranges(cfg)

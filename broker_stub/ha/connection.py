@@ -67,6 +67,7 @@ class HAConnection:
         self.client_addr = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.slave_request_offset = -1
         self.slave_ack_offset = -1
+        self.is_replica = True  # False: a reader outside haReplicaAddresses, its acks do not count
         self.max_reported_offset = -1
         self.next_transfer_from_where = -1
         self.last_read_timestamp_ms = _now_ms()
@@ -163,7 +164,7 @@ class HAConnection:
             self.slave_request_offset = offset
             log.info("slave request offset peer=%s offset=%d", self.client_addr, offset)
             self._first_report.set()
-        self.service.notify_transfer_some(offset)
+        self.service.notify_transfer_some(offset, self)
         return True
 
     # --- WriteSocketService --------------------------------------------------------------------------

@@ -14,6 +14,10 @@
   N distinct live connections have acked the message's end offset; the entry check asks for N connections
   less than ``haSlaveFallbehindMax`` behind; when fewer than N connections remain, pending waits answer
   SLAVE_NOT_AVAILABLE at once. N = 1 is exactly the 4.9.8 rule above (the fastest slave decides).
+* **Address lists** (stub extension, :mod:`broker_stub.ha.allow_list`): peers outside ``haAllowedAddresses``
+  are closed at accept; with ``haReplicaAddresses`` only those peers' connections are *replicas* — every
+  rule above (``push2SlaveMaxOffset``, waits, ``isSlaveOK``, "slaves left") counts replicas only, while
+  other connections are served as readers.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import logging
 import socket
 
 from broker_stub.config import MessageStoreConfig
+from broker_stub.ha.allow_list import HAAddressPolicy
 from broker_stub.ha.connection import HAConnection
 from broker_stub.remoting.server import DEFAULT_MAX_CONNECTIONS, ConnectionLimiter
 from broker_stub.store.commit_log import CommitLog, PutMessageStatus
@@ -34,9 +39,11 @@ class HAService:
     """Accept loop, connection registry, ``push2SlaveMaxOffset`` and replica waits of one master."""
 
     def __init__(self, commit_log: CommitLog, store_config: MessageStoreConfig, *, host: str, port: int,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
-        """``max_connections``: ``serverMaxConnections``, beyond which a new HA connection is closed at once."""
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, policy: HAAddressPolicy | None = None) -> None:
+        """``max_connections``: ``serverMaxConnections``, beyond which a new HA connection is closed at once;
+        ``policy``: the HA address lists (default: everyone connects and counts, as 4.9.8)."""
         self.commit_log = commit_log
+        self.policy = policy or HAAddressPolicy()
         self.limiter = ConnectionLimiter("ha", max_connections)
         self.store_config = store_config
         self.host = host
@@ -52,6 +59,11 @@ class HAService:
     @property
     def connection_count(self) -> int:
         return len(self.connections)
+
+    @property
+    def replica_count(self) -> int:
+        """Connections whose acks count (all of them without ``haReplicaAddresses``)."""
+        return sum(1 for c in self.connections if c.is_replica)
 
     async def start(self) -> None:
         """Bind and listen (AcceptSocketService, SO_REUSEADDR). Raises OSError when the port is taken."""
@@ -78,10 +90,14 @@ class HAService:
                 log.error("ha accept failed error=%s", exc)
                 await asyncio.sleep(0.1)
                 continue
+            if not self.policy.admit(peer[0], peer[1]):
+                sock.close()
+                continue
             if not self.limiter.try_acquire(f"{peer[0]}:{peer[1]}"):
                 sock.close()
                 continue
             conn = HAConnection(self, sock, peer)
+            conn.is_replica = self.policy.is_replica(peer[0])
             self.connections.append(conn)
             task = asyncio.create_task(conn.run(), name=f"HAConnection {conn.client_addr}")
             self._tasks.add(task)
@@ -95,9 +111,9 @@ class HAService:
         if conn in self.connections:
             self.connections.remove(conn)
             self.limiter.release()
-        if self.connection_count < self.in_sync_replicas and self._replica_waits:
+        if self.replica_count < self.in_sync_replicas and self._replica_waits:
             log.warning("HA connections left %d < inSyncReplicas %d; %d replica waits answer SLAVE_NOT_AVAILABLE",
-                        self.connection_count, self.in_sync_replicas, len(self._replica_waits))
+                        self.replica_count, self.in_sync_replicas, len(self._replica_waits))
             waits, self._replica_waits = self._replica_waits, []
             for _, fut in waits:
                 if not fut.done():
@@ -107,11 +123,14 @@ class HAService:
         for conn in self.connections:
             conn.wakeup()
 
-    def notify_transfer_some(self, offset: int) -> None:
+    def notify_transfer_some(self, offset: int, conn: HAConnection | None = None) -> None:
         """An ack of ``offset`` bytes arrived (the connection has recorded it as its ``slaveAckOffset``).
 
-        Raises ``push2SlaveMaxOffset`` if higher and completes the replica waits now satisfied.
+        Raises ``push2SlaveMaxOffset`` if higher and completes the replica waits now satisfied; an ack from
+        a connection that is no replica (``haReplicaAddresses``) changes nothing.
         """
+        if conn is not None and not conn.is_replica:
+            return
         raised = offset > self.push2_slave_max_offset
         if raised:
             self.push2_slave_max_offset = offset
@@ -129,13 +148,14 @@ class HAService:
     def _acked(self, next_offset: int) -> bool:
         if self.in_sync_replicas <= 1:
             return self.push2_slave_max_offset >= next_offset
-        acked = sum(1 for c in self.connections if c.slave_ack_offset >= next_offset)
+        acked = sum(1 for c in self.connections if c.is_replica and c.slave_ack_offset >= next_offset)
         return acked >= self.in_sync_replicas
 
     def in_sync_connection_count(self, master_put_where: int) -> int:
         """Connections less than ``haSlaveFallbehindMax`` bytes behind ``master_put_where`` (unreported count as 0)."""
         limit = self.store_config.haSlaveFallbehindMax
-        return sum(1 for c in self.connections if master_put_where - max(c.slave_ack_offset, 0) < limit)
+        return sum(1 for c in self.connections
+                   if c.is_replica and master_put_where - max(c.slave_ack_offset, 0) < limit)
 
     def is_slave_ok(self, master_put_where: int) -> bool:
         """HAService.isSlaveOK: a connection exists and the lag is below ``haSlaveFallbehindMax`` bytes.
@@ -143,7 +163,7 @@ class HAService:
         With ``inSyncReplicas`` N > 1: at least N connections are that close.
         """
         if self.in_sync_replicas <= 1:
-            return (self.connection_count > 0
+            return (self.replica_count > 0
                     and master_put_where - self.push2_slave_max_offset < self.store_config.haSlaveFallbehindMax)
         return self.in_sync_connection_count(master_put_where) >= self.in_sync_replicas
 
