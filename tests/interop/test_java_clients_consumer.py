@@ -69,20 +69,23 @@ def produced(cluster) -> dict[str, str]:
     return sent
 
 
-def consume(ns_addr: str, mode: str, group: str, log_dir) -> JavaRun:
+def consume(ns_addr: str, mode: str, group: str, log_dir, serialize: str = "JSON") -> JavaRun:
     """Run JavaConsumer until it has MESSAGES deliveries (60 s at most). A 4.9.8 lite-pull consumer only gets its
     queues at the client's next rebalance round (every ``rocketmq.client.rebalance.waitInterval``, 20 s by
     default; a push consumer asks for one at start), so the rounds are made 1 s apart here."""
     return run_java("JavaConsumer", [f"mode={mode}", f"namesrv={ns_addr}", f"topic={TOPIC}", f"group={group}",
                                      f"count={MESSAGES}", "timeoutMs=60000"],
-                    props={"rocketmq.client.rebalance.waitInterval": "1000"}, log_dir=log_dir, timeout_s=90,
+                    props={"rocketmq.client.rebalance.waitInterval": "1000", "rocketmq.serialize.type": serialize},
+                    log_dir=log_dir, timeout_s=90,
                     check=False)
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_consumer_reads_master(cluster, produced, tmp_path, mode):
+@pytest.mark.parametrize(("mode", "serialize"), [("push", "JSON"), ("litepull", "JSON"), ("push", "ROCKETMQ")])
+def test_consumer_reads_master(cluster, produced, tmp_path, mode, serialize):
+    """Also with ROCKETMQ request headers (``-Drocketmq.serialize.type``), which the broker answers in kind."""
     ns, _, _ = cluster
-    assert_exactly_once(consume(ns.addr, mode, f"cg_master_{mode}", tmp_path), produced, TOPIC)
+    run = consume(ns.addr, mode, f"cg_master_{mode}_{serialize}", tmp_path, serialize)
+    assert_exactly_once(run, produced, TOPIC)
 
 
 @pytest.fixture(scope="module")
