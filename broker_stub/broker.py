@@ -17,13 +17,14 @@ import signal
 import struct
 import time
 
-from broker_stub.config import BrokerStubConfig
+from broker_stub.config import BrokerConfigError, BrokerStubConfig
 from broker_stub.ha.allow_list import HAAddressPolicy
 from broker_stub.ha.client import HAClient
 from broker_stub.ha.service import HAService
 from broker_stub.metadata import ConsumerOffsetManager, DelayOffsetStore, SubscriptionGroupManager
 from broker_stub.metrics import MetricsExporter
 from broker_stub.outer_api import BrokerOuterAPI
+from broker_stub.remoting.acl import AclError, validator_for
 from broker_stub.remoting.admin_processor import AdminBrokerProcessor
 from broker_stub.remoting.client import RemotingClient
 from broker_stub.remoting.consumer_processor import ConsumerManager, ConsumerProcessor
@@ -76,7 +77,12 @@ class BrokerController:
         self.fast_remoting_server = RemotingServer(config.broker_ip1, config.vip_listen_port, **limits)
         self.admin_processor = AdminBrokerProcessor(self)
         self.pull_processor = PullMessageProcessor(self)
+        try:  # aclEnable: every request of both ports is checked first (docs/security.md)
+            self.access_validator = validator_for(config.broker.rocketmqHome, config.broker.aclEnable)
+        except AclError as exc:
+            raise BrokerConfigError(f"config key aclEnable: {exc}") from None
         for server in (self.remoting_server, self.fast_remoting_server):
+            server.access_validator = self.access_validator
             server.register(SendMessageProcessor.CODES, SendMessageProcessor(self))
             server.register(AdminBrokerProcessor.CODES, self.admin_processor)
             server.register(PullMessageProcessor.CODES, self.pull_processor)

@@ -149,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return asyncio.run(run_broker(config))
+    except BrokerConfigError as exc:  # e.g. aclEnable with an unusable plain_acl.yml
+        log.error("broker config rejected: %s", exc)
+        return 2
     except (BrokerStoreError, OSError) as exc:
         log.error("broker cannot start: %s", exc)
         return 1

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from broker_stub.javautil import JavaHashMap
 from broker_stub.topic_config import NOT_ALLOWED_SEND_TOPICS, validate_topic
+from connector.protocol.acl import AclCredentials
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_ZLIB_TYPE,
@@ -219,6 +220,8 @@ class Producer:
         default_topic_queue_nums: queues per topic for round-robin selection and auto-creation (4).
         compress_msg_body_over_howmuch: bodies of at least this many bytes are zlib-compressed (4096).
         max_in_flight: requests awaiting a response at once; ``send_async`` blocks beyond it.
+        credentials: an ACL account (:class:`connector.protocol.acl.AclCredentials`); every request is then
+            signed as the 4.9.8 ``AclClientRPCHook`` signs it (docs/security.md). None: unsigned.
 
     Raises BrokerConnectionError (an MQClientException and a ConnectionError) when the broker cannot be
     reached or the connection closes under a send; sends after that reconnect. Thread-safe: the reader
@@ -229,7 +232,8 @@ class Producer:
                  timeout_ms: int = SEND_MSG_TIMEOUT_MS, default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
                  compress_msg_body_over_howmuch: int = COMPRESS_MSG_BODY_OVER_HOWMUCH_BYTES,
                  compress_level: int = COMPRESS_LEVEL, max_message_size: int = MAX_MESSAGE_SIZE_BYTES,
-                 max_in_flight: int = 1024, connect_timeout_s: float = 5.0, broker_name: str | None = None) -> None:
+                 max_in_flight: int = 1024, connect_timeout_s: float = 5.0, broker_name: str | None = None,
+                 credentials: AclCredentials | None = None) -> None:
         host, _, port = broker_addr.rpartition(":")
         if not host or not port.isdigit():
             raise MQClientException(f"broker address {broker_addr!r} is not HOST:PORT")
@@ -241,6 +245,7 @@ class Producer:
         self.compress_level = compress_level
         self.max_message_size = max_message_size
         self.broker_name = broker_name
+        self._credentials = credentials
         self._host = host.strip("[]")
         self._port = int(port)
         self._connect_timeout_s = connect_timeout_s
@@ -323,6 +328,8 @@ class Producer:
             raise MQClientException(f"too many requests in flight to {self.broker_addr} for {self.timeout_ms} ms")
         fut: Future = Future()
         fut.opaque = cmd.opaque  # type: ignore[attr-defined]
+        if self._credentials is not None:
+            self._credentials.sign(cmd.ext_fields, cmd.body)
         frame = cmd.encode()
         registered = False
         try:

@@ -11,6 +11,7 @@ import logging
 import socket
 import time
 
+from connector.protocol.acl import AclCredentials
 from connector.protocol.errors import HAReplicaError, RemotingProtocolError
 from connector.protocol.remoting import (
     FrameDecoder,
@@ -65,15 +66,19 @@ class BrokerAdminClient:
     Args:
         addr: the broker's remoting address ``host:listenPort``.
         timeout_ms: connect timeout and the longest wait for one response (ms).
+        credentials: an ACL account (:class:`connector.protocol.acl.AclCredentials`, options
+            ``accessKey``/``secretKey``); requests are then signed as RocketMQ 4.9.8's ``AclClientRPCHook``
+            signs them (docs/security.md). None: unsigned.
 
     Every method raises :class:`BrokerAdminError` naming ``addr`` and the request when the broker
     cannot be reached, does not answer within ``timeout_ms``, answers with a non-SUCCESS code, or
     answers with a body that does not parse.
     """
 
-    def __init__(self, addr: str, timeout_ms: int = 3000):
+    def __init__(self, addr: str, timeout_ms: int = 3000, credentials: AclCredentials | None = None):
         self.addr = addr
         self.timeout_ms = timeout_ms
+        self.credentials = credentials
         self._sock: socket.socket | None = None
         self._decoder = FrameDecoder()
 
@@ -85,10 +90,10 @@ class BrokerAdminClient:
         self.close()
 
     def __getstate__(self) -> dict:
-        return {"addr": self.addr, "timeout_ms": self.timeout_ms}
+        return {"addr": self.addr, "timeout_ms": self.timeout_ms, "credentials": self.credentials}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["addr"], state["timeout_ms"])
+        self.__init__(state["addr"], state["timeout_ms"], state.get("credentials"))
 
     def close(self) -> None:
         """Close the connection (the next request opens a new one)."""
@@ -113,6 +118,8 @@ class BrokerAdminClient:
         """
         what = self._describe(code)
         request = RemotingCommand.request(code, ext_fields, body)
+        if self.credentials is not None:
+            self.credentials.sign(request.ext_fields, request.body)
         deadline = time.monotonic() + self.timeout_ms / 1000
         try:
             if self._sock is None:

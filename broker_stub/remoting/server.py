@@ -131,6 +131,8 @@ class RemotingServer:
         self._writers: set[asyncio.StreamWriter] = set()
         self._pending: set[asyncio.Task] = set()
         self.connection_closed_listeners: list[Callable[[str], None]] = []  # called with the peer "ip:port"
+        # aclEnable: checks each request before its processor (broker_stub.remoting.acl.PlainAccessValidator)
+        self.access_validator = None
 
     def register(self, codes: int | tuple[int, ...], processor: Processor) -> None:
         """Route requests with these codes to ``processor`` (a later registration wins)."""
@@ -275,11 +277,16 @@ class RemotingServer:
                         ctx.peer_text, cmd.opaque, cmd.code)
             return None
         processor = self.processors.get(cmd.code)
-        if processor is None:
-            log.warning("remoting request code not supported peer=%s code=%d", ctx.peer_text, cmd.code)
-            return self._encode_reply(cmd, cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                                        remark=f" request type {cmd.code} not supported"))
         try:
+            if self.access_validator is not None:
+                refused = self.access_validator.check(cmd, ctx.peer.ip_text())
+                if refused is not None:
+                    log.warning("acl refused request peer=%s code=%d: %s", ctx.peer_text, cmd.code, refused)
+                    return self._encode_reply(cmd, cmd.response(ResponseCode.SYSTEM_ERROR, remark=refused))
+            if processor is None:
+                log.warning("remoting request code not supported peer=%s code=%d", ctx.peer_text, cmd.code)
+                return self._encode_reply(cmd, cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                                            remark=f" request type {cmd.code} not supported"))
             result = processor(ctx, cmd)
         except HAReplicaError as exc:
             return self._encode_reply(cmd, cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(exc)))
