@@ -143,7 +143,8 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def _admin(self, endpoint: BrokerEndpoint) -> BrokerAdminClient:
         client = self._admins.get(endpoint.remoting_addr)
         if client is None:
-            client = BrokerAdminClient(endpoint.remoting_addr, self.options.fetch.read_timeout_ms)
+            client = BrokerAdminClient(endpoint.remoting_addr, self.options.fetch.read_timeout_ms,
+                                       self.options.fetch.credentials)
             self._admins[endpoint.remoting_addr] = client
         return client
 
@@ -514,7 +515,7 @@ def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatc
     DataLossError, HAFetchError, HAProtocolError or CommitLogFormatError (each naming offsets).
     """
     fetch = partition.fetch
-    admin = BrokerAdminClient(partition.remoting_addr, fetch.read_timeout_ms)
+    admin = BrokerAdminClient(partition.remoting_addr, fetch.read_timeout_ms, fetch.credentials)
     decoder = CommitLogArrowDecoder(
         partition.start, partition.end, partition.mapped_file_size, broker=partition.broker,
         decompress_body=fetch.decompress_body, max_records_per_batch=fetch.max_records_per_batch,

@@ -145,3 +145,22 @@ def test_acl_enable_without_home_or_with_bad_file_refuses_to_start(broker_factor
     (home / "conf" / "plain_acl.yml").write_text("accounts:\n  - accessKey: short\n    secretKey: x\n")
     with pytest.raises(BrokerStartError, match=r"accounts\[0\]: accessKey and secretKey must be longer than 6"):
         broker_factory("badfile", aclEnable="true", rocketmqHome=str(home))
+
+
+def test_source_options_carry_credentials_to_the_remoting_calls(acl_broker):
+    from connector.options import HAReplicaOptionError, SourceOptions
+
+    b = acl_broker
+    with Producer(b.remoting_addr, credentials=USER) as p:
+        p.send("AclTopic", b"x")
+    brokers = f"broker-a={b.ha_addr}/{b.remoting_addr}"
+    opts = SourceOptions.from_options({"brokers": brokers, "accessKey": "producer1", "secretKey": "producer-secret"})
+    assert "producer-secret" not in repr(opts)
+    with BrokerAdminClient(b.remoting_addr, opts.fetch.read_timeout_ms, opts.fetch.credentials) as admin:
+        assert admin.commit_log_max_offset() > 0
+    unsigned = SourceOptions.from_options({"brokers": brokers})
+    with BrokerAdminClient(b.remoting_addr, 3000, unsigned.fetch.credentials) as admin, \
+            pytest.raises(BrokerAdminError, match="No accessKey is configured"):
+        admin.commit_log_max_offset()
+    with pytest.raises(HAReplicaOptionError, match="option secretKey=.missing.: accessKey and secretKey must be"):
+        SourceOptions.from_options({"brokers": brokers, "accessKey": "producer1"})
