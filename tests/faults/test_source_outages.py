@@ -91,3 +91,32 @@ def test_master_down_between_batches_is_waited_out_by_the_driver(source_spark, b
                                  down_s=8)
     assert len(delivered) >= 4
     _assert_exactly_the_commitlog(delivered, master)
+
+
+def test_read_from_slave_reads_around_a_master_killed_mid_query(source_spark, broker_factory, tmp_path):
+    from tests.integration.connector.test_source_cluster import start_pair
+    from tests.support.brokers import max_offset, wait_for_offset
+
+    master, slave = start_pair(broker_factory)
+    produce(master, 200)
+    wait_for_offset(slave.remoting_addr, max_offset(master.remoting_addr))
+    delivered: list = []
+
+    def per_batch(df, batch_id):
+        if batch_id == 1:
+            master.kill9()  # not restarted: the rest is planned and read from the slave
+        delivered.append((batch_id, [r.asDict() for r in df.select("commitLogOffset", "topic", "bodyCRC").collect()]))
+
+    options = {"brokers": brokers_option(master), "slaves": f"broker-a={slave.ha_addr}", "readFrom": "slave",
+               "maxBytesPerTrigger": str(FILE), "connectTimeoutMs": "1000", "readTimeoutMs": "3000"}
+    query = (source_spark.readStream.format("hareplica").options(**options).load().writeStream
+             .foreachBatch(per_batch).option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(QUERY_TIMEOUT_S), f"the query did not finish; last progress {query.lastProgress}"
+        assert query.exception() is None
+    finally:
+        if query.isActive:
+            query.stop()
+    assert len(delivered) >= 4 and not master.is_running()
+    _assert_exactly_the_commitlog(delivered, slave)
