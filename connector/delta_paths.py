@@ -9,8 +9,9 @@ docs/delta.md, "Table locations". Two rules every writer and reader of this proj
 - A table is created only in a missing or empty folder. A folder that is not a Delta table (no readable
   ``_delta_log``) and holds other files is refused unless the writer asks for it
   (``createTableInNonEmptyPath``). Hidden entries (names starting with ``.`` or ``_``), empty folders
-  and files named like this project's sink files (``part-<appTag>-b<batchId>-...``: a first batch killed
-  before its commit left them; its next commit removes them) do not make a folder non-empty.
+  and files named like this project's sink files (``part-<appTag>-[b<batchId>-]p<partition>-a<attempt>-...``:
+  a first batch killed before its commit, or another writer's first batch still being committed, left
+  them) do not make a folder non-empty.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import re
 from connector.protocol.errors import HAReplicaError
 
 #: A file a task of this project's sink (or the direct landing) wrote for a micro-batch (connector.delta_sink).
-SINK_BATCH_FILE = re.compile(r"^part-[0-9a-f]{8}-b\d+-")
+SINK_BATCH_FILE = re.compile(r"^part-[0-9a-f]{8}-(?:b\d+-)?p\d+-a\d+-")
 #: Delta log file names (Delta protocol "Delta Log Entries" and "Checkpoints").
 _COMMIT_FILE = re.compile(r"^\d{20}\.json$")
 _CHECKPOINT_FILE = re.compile(r"^\d{20}\.checkpoint(?:\.\d{10}\.\d{10})?\.parquet$")
