@@ -45,8 +45,9 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
 
     Python workers use this interpreter (``PYSPARK_PYTHON``), so they import the installed project.
     ``extra_conf`` entries are passed through as Spark conf (e.g. ``spark.jars`` for Delta jars).
-    ``jars`` (absolute paths) become ``spark.jars``; ``delta`` adds :data:`DELTA_SPARK_CONF` (only
-    with the Delta jars given: Spark fails to start when the extension class is missing).
+    ``jars`` (absolute paths) become ``spark.jars``; ``delta`` adds :data:`DELTA_SPARK_CONF` (give it
+    only with the Delta jars: without their classes Spark logs that the extension cannot be loaded and
+    ``format("delta")`` fails at first use). :func:`staged_delta_jars` finds the staged ones.
     Registers ``format("hareplica")`` and ``format("deltalake")``.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
