@@ -133,7 +133,11 @@ def test_bronze_lands_every_message_once_partitioned_by_store_date_with_maintena
     assert sum(e["numInputRows"] for e in progress) == len(commitlog)
     assert progress[0]["lagBytes"] > 0 and progress[-1]["lagBytes"] == 0
     last = max(commitlog)
-    assert progress[-1]["sources"][0]["endOffset"] == {"broker-a": last + commitlog[last].store_size}
+    end_offset = progress[-1]["sources"][0]["endOffset"]
+    assert end_offset["broker-a"] == last + commitlog[last].store_size
+    # the end offset names the last record landed (docs/source.md, rewritten history)
+    rec = commitlog[last]
+    assert end_offset["@lastRecord"]["broker-a"] == [last, rec.store_size, rec.store_timestamp, rec.body_crc]
     assert any(e["event"] == "maintenance" for e in events)
     status = collect_status([cfg.status_dir], brokers=f"broker-a={broker.ha_addr}")
     entry = status["queries"]["hareplica-bronze"]
