@@ -34,6 +34,7 @@ from broker_stub.remoting.send_processor import SendMessageProcessor
 from broker_stub.remoting.server import RemotingServer
 from broker_stub.slave_synchronize import SlaveSynchronize
 from broker_stub.store.message_store import DefaultMessageStore
+from broker_stub.store.schedule import ScheduleMessageService
 from broker_stub.store.stats import BrokerStats
 from broker_stub.topic_config import TopicConfigManager
 from connector.protocol.commitlog import BORNHOST_V6_FLAG, MESSAGE_MAGIC_CODE
@@ -68,6 +69,9 @@ class BrokerController:
             config_dir / "subscriptionGroup.json", auto_create=config.broker.autoCreateSubscriptionGroup,
             max_groups=config.broker.maxSubscriptionGroupNums)
         self.delay_offset_store = DelayOffsetStore(config_dir / "delayOffset.json")
+        # only a master delivers delayed messages (DefaultMessageStore.handleScheduleMessageService)
+        self.schedule_message_service = (None if config.is_slave
+                                         else ScheduleMessageService(self.message_store, self.delay_offset_store))
         self.consumer_manager = ConsumerManager()
         netty = config.netty_server
         limits = {"max_idle_s": netty.serverChannelMaxIdleTimeSeconds, "max_connections": netty.serverMaxConnections,
@@ -129,6 +133,8 @@ class BrokerController:
                 await self.shutdown()
                 raise
         self._tasks.append(asyncio.create_task(self._persist_consumer_offsets_loop(), name="persistConsumerOffset"))
+        if self.schedule_message_service is not None:
+            self.schedule_message_service.start()
         self._tasks.append(asyncio.create_task(self.outer_api.run(), name="registerBrokerAll"))
         if self.slave_synchronize is not None:
             self._tasks.append(asyncio.create_task(self.slave_synchronize.run(), name="SlaveSynchronize"))
@@ -164,6 +170,8 @@ class BrokerController:
             except TimeoutError:
                 log.warning("shutdown step timed out")
         self._persist_consumer_offsets()
+        if self.schedule_message_service is not None:
+            await self.schedule_message_service.stop()
         await self.message_store.shutdown()
         log.info("broker stopped")
 

@@ -4,8 +4,8 @@ the ``ScheduleMessageService`` delay offsets), persisted as JSON under ``{storeP
 * ``consumerOffset.json``: ``{"offsetTable": {"topic@group": {"queueId": offset}}}`` (queue offsets are
   ConsumeQueue entry counts).
 * ``subscriptionGroup.json``: ``{"dataVersion": {...}, "subscriptionGroupTable": {group: config}}``.
-* ``delayOffset.json``: ``{"offsetTable": {"level": offset}}`` — the stub does not deliver delayed
-  messages, so a master's table stays empty; a slave stores the master's text verbatim (spec §3.2).
+* ``delayOffset.json``: ``{"offsetTable": {level: offset}}`` — written by a master's ScheduleMessageService
+  (:mod:`broker_stub.store.schedule`, fastjson layout); a slave stores the master's text verbatim (spec §3.2).
 
 The stub writes standard JSON (string map keys), which fastjson reads; it reads fastjson's own output, whose
 integer map keys are bare (:func:`broker_stub.javautil.fastjson_loads`), so a real master's tables sync too.

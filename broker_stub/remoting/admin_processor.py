@@ -10,9 +10,8 @@
 * GET_BROKER_RUNTIME_INFO: body = KVTable JSON ``{"table": {...}}`` with every key a 4.9.8 master reports
   (``tests/fixtures/rocketmq-4.9.8/runtime_info.json``), computed live: ``commitLogMinOffset``/
   ``commitLogMaxOffset`` reflect appends immediately (whole records only). ``scheduleMessageOffset_<level>``
-  is reported for every delay level as ``"0,<messages in that SCHEDULE_TOPIC_XXXX queue>"`` — the stub does
-  not deliver delayed messages, so nothing has been delivered (0); upstream lists only levels that have
-  delivered something.
+  = ``"<delivered offset>,<entries in that SCHEDULE_TOPIC_XXXX queue>"`` on a master, for every delay level
+  (upstream lists only levels with a saved delay offset; a slave lists none, as upstream).
 * Stub additions to the runtime info (extra keys are harmless for real clients, which ignore unknown keys;
   real 4.9.8 brokers lack them, so clients treat them as optional): ``brokerRole``, ``brokerId``,
   ``push2SlaveMaxOffset``, ``haConnectionCount``, ``haConnections`` (a JSON array, see
@@ -26,7 +25,6 @@ import json
 from typing import TYPE_CHECKING
 
 from broker_stub.remoting.server import RequestContext
-from broker_stub.store.commit_log import RMQ_SYS_SCHEDULE_TOPIC
 from broker_stub.store.message_store import human_readable_byte_count
 from connector.protocol.remoting import (
     MQ_VERSION_V4_9_8,
@@ -110,10 +108,9 @@ class AdminBrokerProcessor:
         store = c.message_store
         bc = c.config.broker
         info = store.runtime_info()
-        table = store.commit_log.topic_queue_table
-        for level in range(1, len(c.config.store.delay_levels_ms()) + 1):
-            max_offset = table.get(f"{RMQ_SYS_SCHEDULE_TOPIC}-{level - 1}", 0)
-            info[f"scheduleMessageOffset_{level}"] = f"0,{max_offset}"
+        if c.schedule_message_service is not None:  # buildRunningStats
+            for level, (delivered, max_offset) in c.schedule_message_service.running_stats().items():
+                info[f"scheduleMessageOffset_{level}"] = f"{delivered},{max_offset}"
         info["brokerVersionDesc"] = BROKER_VERSION_DESC
         info["brokerVersion"] = str(MQ_VERSION_V4_9_8)
         info.update(c.broker_stats.runtime_info())
