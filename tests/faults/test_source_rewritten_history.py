@@ -91,3 +91,27 @@ def test_rewritten_history_fails_naming_the_range_or_resynchronises(source_spark
     got = sorted(rest.rows, key=lambda r: r["commitLogOffset"])
     assert [(r["commitLogOffset"], r["bodyCRC"]) for r in got] == [(r.commit_log_offset, r.body_crc) for r in expected]
     assert rest.end_offsets[-1]["broker-a"] == max_offset(master.remoting_addr)
+
+
+def test_a_checkpoint_of_the_old_form_is_still_read(source_spark, broker_factory, tmp_path):
+    """Offsets written before fingerprints existed (``{"broker-a": N}``): the query goes on exactly where
+    they say, and its next offsets carry fingerprints."""
+    import json
+
+    master = broker_factory("master", mappedFileSizeCommitLog=FILE)
+    produce(master, range(20))
+    options = {"brokers": brokers_option(master)}
+    first = run_stream(source_spark, tmp_path / "cp", options)
+    assert len(first.rows) == 20
+    for path in (tmp_path / "cp" / "offsets").iterdir():  # rewrite every offset as the previous version did
+        if path.name.isdigit():
+            lines = path.read_text().splitlines()
+            offset = json.loads(lines[-1])
+            assert "@lastRecord" in offset
+            lines[-1] = json.dumps({"broker-a": offset["broker-a"]})
+            path.write_text("\n".join(lines))
+    produce(master, range(20, 35))
+    second = run_stream(source_spark, tmp_path / "cp", options)
+    assert sorted(int(r["properties"]["seq"]) for r in second.rows) == list(range(20, 35))
+    last = json.loads(second.progress[-1]["sources"][0]["endOffset"])
+    assert last["@lastRecord"]["broker-a"][0] + last["@lastRecord"]["broker-a"][1] == last["broker-a"]
