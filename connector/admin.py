@@ -41,6 +41,20 @@ class BrokerUnreachableError(BrokerAdminError):
     so callers wait it out (``maxOutageMs``, docs/source.md "Broker outages")."""
 
 
+class BrokerNotReadyError(BrokerUnreachableError):
+    """The broker answered, but is still starting: waited out like an unreachable broker.
+
+    A RocketMQ 4.9 broker answers GET_BROKER_RUNTIME_INFO with SYSTEM_ERROR and a
+    ``java.util.NoSuchElementException`` remark until its statistics took their first sample, about
+    1 s after start (docs/source.md "Broker outages"). Other SYSTEM_ERROR answers (ACL refusals among
+    them) stay BrokerAdminError and fail at once.
+    """
+
+
+#: the remark of the SYSTEM_ERROR a 4.9 broker gives for GET_BROKER_RUNTIME_INFO while it is starting
+_NOT_READY_REMARK = "java.util.NoSuchElementException"
+
+
 class NotARocketMQBrokerError(BrokerAdminError):
     """The peer answered, but not with a RocketMQ remoting response (e.g. an HTTP or an echo server)."""
 
@@ -140,7 +154,11 @@ class BrokerAdminClient:
             self.close()
             raise
         if response.code != ResponseCode.SUCCESS:
-            raise BrokerAdminError(f"{what} answered code {response.code}: {response.remark or '(no remark)'}")
+            message = f"{what} answered code {response.code}: {response.remark or '(no remark)'}"
+            if (code == RequestCode.GET_BROKER_RUNTIME_INFO and response.code == ResponseCode.SYSTEM_ERROR
+                    and _NOT_READY_REMARK in (response.remark or "")):
+                raise BrokerNotReadyError(f"{message} (the broker is still starting)")
+            raise BrokerAdminError(message)
         return response
 
     def _await(self, request: RemotingCommand, deadline: float, what: str) -> RemotingCommand:
