@@ -27,7 +27,7 @@ class ScriptedBroker:
     def __init__(self, answers: list[tuple[int, str | None, bytes]]):
         self.answers = list(answers)
         self.listener = socket.create_server(("127.0.0.1", 0))
-        self.addr = "127.0.0.1:%d" % self.listener.getsockname()[1]
+        self.addr = f"127.0.0.1:{self.listener.getsockname()[1]}"
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
