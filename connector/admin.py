@@ -51,6 +51,8 @@ class BrokerNotReadyError(BrokerUnreachableError):
     """
 
 
+#: requests that change nothing on the broker, so asking again on a fresh connection is safe
+_READ_ONLY_CODES = frozenset({RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.GET_BROKER_CONFIG})
 #: the remark of the SYSTEM_ERROR a 4.9 broker gives for GET_BROKER_RUNTIME_INFO while it is starting
 _NOT_READY_REMARK = "java.util.NoSuchElementException"
 
@@ -134,6 +136,26 @@ class BrokerAdminClient:
         request = RemotingCommand.request(code, ext_fields, body)
         if self.credentials is not None:
             self.credentials.sign(request.ext_fields, request.body)
+        reused = self._sock is not None
+        try:
+            response = self._exchange(request, what)
+        except ConnectionError as exc:
+            if not (reused and code in _READ_ONLY_CODES):
+                raise self._unreachable(what, exc) from exc
+            # a kept connection the broker closed while it was idle (serverChannelMaxIdleTimeSeconds,
+            # 120 s in 4.9): ask once more on a fresh one, before calling it an outage
+            log.debug("%s: kept connection was closed (%s); reconnecting once", what, exc)
+            try:
+                response = self._exchange(request, what)
+            except (OSError, ValueError) as exc2:
+                raise self._unreachable(what, exc2) from exc2
+        except (OSError, ValueError) as exc:
+            raise self._unreachable(what, exc) from exc
+        return self._check(code, what, response)
+
+    def _exchange(self, request: RemotingCommand, what: str) -> RemotingCommand:
+        """Send ``request`` on the kept connection (opened when there is none) and return the response;
+        the connection is closed on any failure (OSError, ValueError, NotARocketMQBrokerError)."""
         deadline = time.monotonic() + self.timeout_ms / 1000
         try:
             if self._sock is None:
@@ -142,17 +164,16 @@ class BrokerAdminClient:
                 self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sock.settimeout(self.timeout_ms / 1000)
             self._sock.sendall(request.encode())
-            response = self._await(request, deadline, what)
-        except NotARocketMQBrokerError:
-            self.close()
-            raise
-        except (OSError, ValueError) as exc:
-            self.close()
-            kind = "timed out" if isinstance(exc, TimeoutError) else "failed"
-            raise BrokerUnreachableError(f"{what} {kind} after <= {self.timeout_ms} ms: {exc}") from exc
+            return self._await(request, deadline, what)
         except BaseException:
             self.close()
             raise
+
+    def _unreachable(self, what: str, exc: BaseException) -> BrokerUnreachableError:
+        kind = "timed out" if isinstance(exc, TimeoutError) else "failed"
+        return BrokerUnreachableError(f"{what} {kind} after <= {self.timeout_ms} ms: {exc}")
+
+    def _check(self, code: int, what: str, response: RemotingCommand) -> RemotingCommand:
         if response.code != ResponseCode.SUCCESS:
             message = f"{what} answered code {response.code}: {response.remark or '(no remark)'}"
             if (code == RequestCode.GET_BROKER_RUNTIME_INFO and response.code == ResponseCode.SYSTEM_ERROR
