@@ -63,7 +63,14 @@ def stored(peers, sends, tmp_path_factory) -> JavaRun:
 
 
 def _by_uniq_key(rows: list[dict], topic: str | None = None) -> dict[str, dict]:
-    return {r["uniqKey"]: r for r in rows if r["uniqKey"] and (topic is None or r["topic"] == topic)}
+    """uniqKey → the first record carrying it (in CommitLog order): the message as the send stored it. A
+    delayed message's later re-put into its real topic (the master's ScheduleMessageService) keeps the
+    uniqKey and is not the stored-as-sent record."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        if r["uniqKey"] and (topic is None or r["topic"] == topic):
+            out.setdefault(r["uniqKey"], r)
+    return out
 
 
 @pytest.mark.parametrize("kind", SERIALIZE_TYPES)

@@ -241,3 +241,29 @@ __all__ = ["BrokerProcess", "BrokerProcessError", "BrokerStartError", "HASocket"
            "assert_same_commitlog", "broker_config", "commitlog_files", "free_port", "free_port_pair", "max_offset",
            "pull", "queue_offset", "read_commitlog", "remoting_request", "runtime_info", "wait_for",
            "wait_for_offset"]
+
+
+def write_delivered_delay_offsets(store_root: Path, fixture_dir: Path) -> Path:
+    """Write ``{store_root}/config/delayOffset.json`` saying every delayed message of the golden fixture
+    was delivered, as it was on the real 4.9.8 master that recorded it (its re-puts are in the CommitLog).
+
+    A store made of the fixture's CommitLog files alone has no such file, so a stub master would deliver
+    the parked SCHEDULE_TOPIC_XXXX messages a second time and the store would no longer equal the
+    fixture. Level = queueId + 1; offset = the queue's next ConsumeQueue offset (docs/broker_stub.md
+    "Delayed delivery").
+    """
+    import json
+
+    from broker_stub.store.schedule import encode_delay_offsets
+
+    table: dict[int, int] = {}
+    with open(fixture_dir / "messages.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            msg = json.loads(line)
+            if msg["topic"] == "SCHEDULE_TOPIC_XXXX":
+                level = msg["queueId"] + 1
+                table[level] = max(table.get(level, 0), msg["queueOffset"] + 1)
+    path = store_root / "config" / "delayOffset.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(encode_delay_offsets(table))
+    return path

@@ -7,7 +7,7 @@ import shutil
 
 from broker_stub.producer import Producer
 from connector.protocol.ha import TransferFrameReader
-from tests.support.brokers import HASocket, read_commitlog, runtime_info
+from tests.support.brokers import HASocket, read_commitlog, runtime_info, write_delivered_delay_offsets
 
 FIXTURE_MAX_OFFSET = 3402931
 
@@ -15,6 +15,7 @@ FIXTURE_MAX_OFFSET = 3402931
 def _fixture_broker(broker_factory, tmp_path, fixture_dir, name="fixture"):
     store = tmp_path / name / "store"
     shutil.copytree(fixture_dir / "commitlog", store / "commitlog")
+    write_delivered_delay_offsets(store, fixture_dir)
     return broker_factory(name, mappedFileSizeCommitLog=1048576, brokerClusterName="LocalCluster",
                           storePathRootDir=store, haSendHeartbeatInterval=1000)
 
