@@ -7,26 +7,9 @@ builders must produce the same stored fields from the same half messages.
 from __future__ import annotations
 
 import base64
-import json
-from pathlib import Path
-
-import pytest
 
 from broker_stub.remoting.end_transaction_processor import _check_half, committed_message, op_message
-from connector.protocol.commitlog import HostAddress, MessageRecord, decode_record
-
-
-@pytest.fixture(scope="module")
-def golden(fixture_dir: Path):
-    rows = [json.loads(line) for line in (fixture_dir / "messages.jsonl").read_text(encoding="utf-8").splitlines()]
-    files = {int(p.name): p.read_bytes() for p in (fixture_dir / "commitlog").iterdir()}
-
-    def record(offset: int) -> MessageRecord:
-        base = max(b for b in files if b <= offset)
-        rec = decode_record(files[base], offset - base, base_offset=base)
-        assert isinstance(rec, MessageRecord)
-        return rec
-    return rows, record
+from connector.protocol.commitlog import HostAddress
 
 
 def test_committed_message_equals_real_brokers(golden):

@@ -5,26 +5,10 @@ build the same stored fields from the same SCHEDULE_TOPIC_XXXX records."""
 from __future__ import annotations
 
 import base64
-import json
-from pathlib import Path
 
 import pytest
 
 from broker_stub.store.schedule import decode_delay_offsets, encode_delay_offsets, time_up_message
-from connector.protocol.commitlog import MessageRecord, decode_record
-
-
-@pytest.fixture(scope="module")
-def golden(fixture_dir: Path):
-    rows = [json.loads(line) for line in (fixture_dir / "messages.jsonl").read_text(encoding="utf-8").splitlines()]
-    files = {int(p.name): p.read_bytes() for p in (fixture_dir / "commitlog").iterdir()}
-
-    def record(offset: int) -> MessageRecord:
-        base = max(b for b in files if b <= offset)
-        rec = decode_record(files[base], offset - base, base_offset=base)
-        assert isinstance(rec, MessageRecord)
-        return rec
-    return rows, record
 
 
 def test_time_up_message_equals_the_real_brokers_re_put(golden):
