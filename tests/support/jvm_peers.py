@@ -125,6 +125,18 @@ def _text_props(props: dict[str, object]) -> dict[str, str]:
     return {k: (("true" if v else "false") if isinstance(v, bool) else str(v)) for k, v in props.items()}
 
 
+def _all_threads_stopped(pid: int) -> bool:
+    """True when every thread of ``pid`` is in state T (stopped) per ``/proc/<pid>/task/*/stat``."""
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            state = stat.read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # the thread exited
+        if state not in ("T", "t"):
+            return False
+    return True
+
+
 class _JavaProcess(_ChildProcess):
     """One real RocketMQ JVM: launch with a generated ROCKETMQ_HOME, wait for boot, signals, log tails.
 
@@ -198,10 +210,20 @@ class _JavaProcess(_ChildProcess):
 
     # --- signals ---------------------------------------------------------------------------------------
     def sigstop(self) -> None:
-        """Freeze the JVM (SIGSTOP): its sockets stay open but nothing is read or written."""
+        """Freeze the JVM (SIGSTOP): its sockets stay open but nothing is read or written.
+
+        Returns once every thread of the JVM is in the stopped state: the kernel stops a thread group
+        thread by thread, so on a loaded machine a running thread (e.g. the HA client's) could otherwise
+        still send one ack after ``kill`` returned. Raises TimeoutError when that takes over 10 s.
+        """
         if self.is_running():
             os.kill(self.process.pid, signal.SIGSTOP)
             self.suspended = True
+            deadline = time.monotonic() + 10
+            while not _all_threads_stopped(self.process.pid):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"pid {self.process.pid}: not every thread stopped 10 s after SIGSTOP")
+                time.sleep(0.01)
 
     def sigcont(self) -> None:
         """Resume a frozen JVM (SIGCONT)."""
