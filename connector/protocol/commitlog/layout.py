@@ -1,0 +1,160 @@
+"""RocketMQ 4.9.8 CommitLog record layout: magic codes, SYSFLAG bits and the one table of record fields.
+
+Every position, width and size the project uses for a stored record derives from :data:`RECORD_FIELDS`
+(spec §1.2; source: CommitLog.DefaultAppendMessageCallback.doAppend and CommitLog.calMsgLength): the
+scalar codec (:mod:`connector.protocol.commitlog.records`), the vectorised decoder
+(:mod:`connector.decode.locate`) and, checked by a test, the constants of the native kernel
+(``connector/_decode_kernel.c``). All integers are big-endian. With IPv4 hosts (the common case)::
+
+    0  TOTALSIZE int        28 PHYSICALOFFSET long   56 STORETIMESTAMP long   84 BODY int+N
+    4  MAGICCODE int        36 SYSFLAG int           64 STOREHOSTADDRESS 8/20 .. TOPIC byte+T
+    8  BODYCRC int          40 BORNTIMESTAMP long    72 RECONSUMETIMES int    .. PROPERTIES short+P
+    12 QUEUEID int          48 BORNHOST 8/20         76 PREPARED TX OFFSET long
+    16 FLAG int
+    20 QUEUEOFFSET long
+
+A host is its IP (4 bytes, or 16 when its SYSFLAG bit is set) then an int port. An END_FILE blank
+(spec §1.9) is ``TOTALSIZE = bytes to the end of the file`` followed by ``BLANK_MAGIC_CODE``; the rest
+of the blank is not meaningful. A ``TOTALSIZE`` of 0 with a magic of 0 marks the end of written data
+in a preallocated file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import NamedTuple
+
+# --- magic codes (spec §1.3) -----------------------------------------------------------------------
+MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
+BLANK_MAGIC_CODE = -875286124  # 0xCBD43194
+END_FILE_MIN_BLANK_LENGTH_BYTES = 8
+
+# --- SYSFLAG bits (spec §1.4, MessageSysFlag) ------------------------------------------------------
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+TRANSACTION_TYPE_MASK = 0xC
+BORNHOST_V6_FLAG = 0x10
+STOREHOSTADDRESS_V6_FLAG = 0x20
+NEED_UNWRAP_FLAG = 0x40
+INNER_BATCH_FLAG = 0x80
+COMPRESSION_LZ4_TYPE = 0x100
+COMPRESSION_ZSTD_TYPE = 0x200
+COMPRESSION_ZLIB_TYPE = 0x300
+COMPRESSION_TYPE_COMPARATOR = 0x700
+
+BODYCRC_MASK = 0x7FFFFFFF  # BODYCRC keeps the low 31 bits of the CRC-32 (spec §1.6, UtilAll.crc32)
+
+
+class RecordField(NamedTuple):
+    """One field of a stored record, in stored order.
+
+    name: RocketMQ's name of the field; width: bytes of the field with an IPv4 host, or of the length
+    prefix of a variable-length field (its value follows the prefix); v6_flag: the SYSFLAG bit that
+    makes this host field 16 + 4 bytes instead of 4 + 4 (0 for other fields); variable: the field is a
+    signed length prefix followed by that many bytes.
+    """
+
+    name: str
+    width: int
+    v6_flag: int = 0
+    variable: bool = False
+
+
+HOST_V4_BYTES = 4 + 4  # IPv4 address + int port
+HOST_V6_BYTES = 16 + 4  # IPv6 address + int port
+HOST_V6_EXTRA_BYTES = HOST_V6_BYTES - HOST_V4_BYTES
+
+#: The fields of a MESSAGE record in stored order (spec §1.2).
+RECORD_FIELDS: tuple[RecordField, ...] = (
+    RecordField("TOTALSIZE", 4),
+    RecordField("MAGICCODE", 4),
+    RecordField("BODYCRC", 4),
+    RecordField("QUEUEID", 4),
+    RecordField("FLAG", 4),
+    RecordField("QUEUEOFFSET", 8),
+    RecordField("PHYSICALOFFSET", 8),
+    RecordField("SYSFLAG", 4),
+    RecordField("BORNTIMESTAMP", 8),
+    RecordField("BORNHOST", HOST_V4_BYTES, v6_flag=BORNHOST_V6_FLAG),
+    RecordField("STORETIMESTAMP", 8),
+    RecordField("STOREHOSTADDRESS", HOST_V4_BYTES, v6_flag=STOREHOSTADDRESS_V6_FLAG),
+    RecordField("RECONSUMETIMES", 4),
+    RecordField("PREPAREDTRANSACTIONOFFSET", 8),
+    RecordField("BODY", 4, variable=True),
+    RecordField("TOPIC", 1, variable=True),
+    RecordField("PROPERTIES", 2, variable=True),
+)
+
+FIELDS_BY_NAME = {f.name: f for f in RECORD_FIELDS}
+
+
+def host_width(v6: bool) -> int:
+    """Bytes of a BORNHOST / STOREHOSTADDRESS field: IP then int port."""
+    return HOST_V6_BYTES if v6 else HOST_V4_BYTES
+
+
+def _positions(sys_flag: int) -> MappingProxyType:
+    positions = {}
+    at = 0
+    for f in RECORD_FIELDS:
+        positions[f.name] = at
+        at += host_width(True) if f.v6_flag & sys_flag else f.width
+    return MappingProxyType(positions)
+
+
+_HOST_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+_POSITIONS = {flags: _positions(flags) for flags in (0, BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, _HOST_FLAGS)}
+
+
+def field_positions(sys_flag: int = 0) -> Mapping[str, int]:
+    """Position (bytes from the record start) of every field of a record with ``sys_flag``'s host widths.
+
+    Only the two host bits of ``sys_flag`` matter (BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG). For BODY,
+    TOPIC and PROPERTIES the position is that of the length prefix with empty values before it; BODY's
+    prefix is the last position that does not depend on the variable-length values.
+    """
+    return _POSITIONS[sys_flag & _HOST_FLAGS]
+
+
+#: Field positions with IPv4 born and store hosts (the common case).
+V4_POSITIONS = field_positions(0)
+
+# --- fixed positions and sizes (spec §1.2) ---------------------------------------------------------
+TOTALSIZE_POSITION = V4_POSITIONS["TOTALSIZE"]
+MAGICCODE_POSITION = V4_POSITIONS["MAGICCODE"]
+BODYCRC_POSITION = V4_POSITIONS["BODYCRC"]
+QUEUEID_POSITION = V4_POSITIONS["QUEUEID"]
+FLAG_POSITION = V4_POSITIONS["FLAG"]
+QUEUE_OFFSET_POSITION = V4_POSITIONS["QUEUEOFFSET"]
+PHY_POS_POSITION = V4_POSITIONS["PHYSICALOFFSET"]
+SYSFLAG_POSITION = V4_POSITIONS["SYSFLAG"]
+BORNTIMESTAMP_POSITION = V4_POSITIONS["BORNTIMESTAMP"]
+BORNHOST_POSITION = V4_POSITIONS["BORNHOST"]
+#: Bytes from TOTALSIZE to the end of BODY's length prefix with IPv4 hosts (88): the fixed header.
+V4_HEADER_BYTES = V4_POSITIONS["BODY"] + FIELDS_BY_NAME["BODY"].width
+#: TOTALSIZE of the smallest record (91): IPv4 hosts, empty body, empty topic, no properties.
+MIN_RECORD_SIZE_BYTES = sum(f.width for f in RECORD_FIELDS)
+TOPIC_MAX_LENGTH_BYTES = 127  # signed byte length field
+PROPERTIES_MAX_LENGTH_BYTES = 32767  # signed short length field
+#: Default bound of a decompressed body (``maxInflatedBodyBytes``): 16x RocketMQ's 4 MiB maxMessageSize, so
+#: any body a producer could send (text compresses ~10x) fits, while a zip bomb stops far below a
+#: process's memory (docs/source.md, "Bad records").
+DEFAULT_MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
+
+
+def calc_msg_length(sys_flag: int, body_length: int, topic_length: int, properties_length: int) -> int:
+    """TOTALSIZE of a record in bytes: ``91 + body + topic + properties`` plus 12 per IPv6 host.
+
+    Source: CommitLog.calMsgLength, RocketMQ 4.9.8 (spec §1.2).
+    """
+    size = MIN_RECORD_SIZE_BYTES + body_length + topic_length + properties_length
+    if sys_flag & BORNHOST_V6_FLAG:
+        size += HOST_V6_EXTRA_BYTES
+    if sys_flag & STOREHOSTADDRESS_V6_FLAG:
+        size += HOST_V6_EXTRA_BYTES
+    return size
