@@ -32,6 +32,7 @@ from connector.protocol.commitlog import (
     decode_record,
 )
 from connector.protocol.errors import CommitLogFormatError
+from connector.protocol.mapped_files import is_file_start, next_file_start
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ def last_record_before(buf: bytes, base: int, mapped_file_size: int) -> MessageR
             rec = _record_at(buf, int(pos), base, file_end=int(target - base))
             if isinstance(rec, MessageRecord):
                 return rec
-            if isinstance(rec, BlankRecord) and target == end and end % mapped_file_size == 0:
+            if isinstance(rec, BlankRecord) and target == end and is_file_start(end, mapped_file_size):
                 found = rec
                 break
         if found is None:
@@ -149,7 +150,7 @@ def first_boundary_at_or_after(buf: bytes, base: int, start: int, mapped_file_si
         if pos < lo:
             continue
         offset = base + pos
-        file_end = offset - offset % mapped_file_size + mapped_file_size
+        file_end = next_file_start(offset, mapped_file_size)
         rec = _record_at(buf, pos, base, file_end=file_end - base)
         if isinstance(rec, BlankRecord):
             if offset + rec.size == file_end:
@@ -191,7 +192,7 @@ def starts_record(head: bytes, offset: int, mapped_file_size: int) -> bool:
         return False
     total = int.from_bytes(head[0:4], "big", signed=True)
     magic = int.from_bytes(head[4:8], "big", signed=True)
-    file_end = offset - offset % mapped_file_size + mapped_file_size
+    file_end = next_file_start(offset, mapped_file_size)
     if magic == BLANK_MAGIC_CODE:
         return offset + total == file_end
     if magic != MESSAGE_MAGIC_CODE or len(head) < 36 or total < MIN_RECORD_SIZE_BYTES or offset + total > file_end:
@@ -254,7 +255,7 @@ def check_start(read, start: int, fingerprint: RecordFingerprint | None, min_off
     if not aligned:
         window = read(start, min(start + RESYNC_WINDOW_BYTES, max_offset))
         found = first_boundary_at_or_after(window, start, start, mapped_file_size)
-        resume = found if found is not None else min(start - start % mapped_file_size + mapped_file_size, max_offset)
+        resume = found if found is not None else min(next_file_start(start, mapped_file_size), max_offset)
     lost_from = fingerprint.offset if fingerprint is not None and fingerprint.end == start else start
     return Rewrite(start, lost_from, resume, tuple(problems))
 

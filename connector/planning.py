@@ -34,6 +34,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from connector.options import BrokerEndpoint
+from connector.protocol.mapped_files import ceil_file_start, file_start, next_file_start
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ class BrokerSetView:
 
     def file_start(self, offset: int) -> int:
         """Start of the mapped file holding ``offset``."""
-        return offset - offset % self.mapped_file_size
+        return file_start(offset, self.mapped_file_size)
 
     def floor_boundary(self, offset: int, at_least: int) -> int:
         """The largest known record boundary <= ``offset``, but not below ``at_least`` (a boundary itself,
@@ -117,8 +118,7 @@ class BrokerSetView:
         """The smallest known boundary >= ``wanted`` (next file start or a sample), capped at ``end``."""
         if wanted >= end:
             return end
-        size = self.mapped_file_size
-        best = min(end, -(-wanted // size) * size)
+        best = min(end, ceil_file_start(wanted, self.mapped_file_size))
         at = bisect.bisect_left(self._boundaries, wanted)
         if at < len(self._boundaries):
             best = min(best, self._boundaries[at])
@@ -156,8 +156,8 @@ class BrokerSetView:
         would acknowledge bytes that may still have a producer waiting (see the module doc)."""
         size = self.mapped_file_size
         settled = self.settled_offset(now_s)
-        first_inner = begin - begin % size + size
-        first_unsettled = settled - settled % size + size if settled >= 0 else 0
+        first_inner = next_file_start(begin, size)
+        first_unsettled = next_file_start(settled, size) if settled >= 0 else 0
         unsafe = max(first_inner, first_unsettled)
         return unsafe if unsafe < end else end
 

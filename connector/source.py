@@ -65,6 +65,7 @@ from connector.options import (
 )
 from connector.planning import ACK_WINDOW_MARGIN_MS, BrokerSetView, ServerOffsets
 from connector.protocol.errors import DataLossError, HAReplicaError
+from connector.protocol.mapped_files import next_file_start
 from connector.reconnect import OutageWait
 
 log = logging.getLogger(__name__)
@@ -460,7 +461,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             begin = min(self._verified_begin(broker, view, start, begin, min_offset, self._bounds(view)[1]), stop)
             size = view.mapped_file_size
             while begin < stop:
-                slice_end = min(stop, begin - begin % size + size)
+                slice_end = min(stop, next_file_start(begin, size))
                 server = view.server_for(begin, slice_end, self.options.read_from == READ_FROM_SLAVE)
                 parts.append(HAReplicaInputPartition(
                     broker=broker.name, ha_addr=server.endpoint.ha_addr, remoting_addr=server.endpoint.remoting_addr,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from connector.protocol.commitlog import BlankRecord, EndOfData, MessageRecord, iter_records, record_to_json
 from connector.protocol.errors import CommitLogFormatError
+from connector.protocol.mapped_files import is_file_name
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ def commitlog_files(directory: Path) -> list[tuple[int, Path]]:
         raise FileNotFoundError(f"CommitLog folder {directory} does not exist")
     files = []
     for p in directory.iterdir():
-        if not (len(p.name) == 20 and p.name.isdigit()):
+        if not is_file_name(p.name):
             raise CommitLogFormatError("file name is not a 20-digit CommitLog offset", offset=-1, field="file name",
                                        file=str(p))
         files.append((int(p.name), p))

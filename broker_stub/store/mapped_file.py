@@ -22,7 +22,7 @@ import mmap
 import os
 from pathlib import Path
 
-from connector.protocol.commitlog import file_name
+from connector.protocol.mapped_files import file_name, is_file_name, is_file_start
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ class MappedFileQueue:
         ``mappedFileSizeCommitLog`` or a name is not its offset — upstream refuses to start then too.
         """
         self.store_path.mkdir(parents=True, exist_ok=True)
-        names = sorted(p for p in self.store_path.iterdir() if p.is_file() and p.name.isdigit() and len(p.name) == 20)
+        names = sorted(p for p in self.store_path.iterdir() if p.is_file() and is_file_name(p.name))
         for p in names:
             size = p.stat().st_size
             if size != self.mapped_file_size:
@@ -240,7 +240,7 @@ class MappedFileQueue:
                     f"CommitLog file {p} is {size} bytes but mappedFileSizeCommitLog is {self.mapped_file_size}; "
                     "set mappedFileSizeCommitLog to the size the store was written with")
             start = int(p.name)
-            if start % self.mapped_file_size:
+            if not is_file_start(start, self.mapped_file_size):
                 raise ValueError(f"CommitLog file {p}: name is not a multiple of mappedFileSizeCommitLog "
                                  f"{self.mapped_file_size}")
             if self.files and start != self.files[-1].file_tail_offset:
@@ -279,7 +279,7 @@ class MappedFileQueue:
         master's replication started, spec §2.6). Raises OSError when the file cannot be created and
         ValueError for a misaligned ``first_file_offset``.
         """
-        if not self.files and first_file_offset % self.mapped_file_size:
+        if not self.files and not is_file_start(first_file_offset, self.mapped_file_size):
             raise ValueError(f"first CommitLog file offset {first_file_offset} is not a multiple of "
                              f"mappedFileSizeCommitLog {self.mapped_file_size}")
         start = self.files[-1].file_tail_offset if self.files else first_file_offset
