@@ -46,7 +46,8 @@ import threading
 from collections.abc import Callable, Iterator
 
 from connector.admin import split_addr
-from connector.protocol.errors import DataLossError, HAProtocolError, HAReplicaError
+from connector.data_loss import on_data_loss
+from connector.protocol.errors import HAProtocolError, HAReplicaError
 from connector.protocol.ha import TRANSFER_HEADER_SIZE_BYTES, encode_report, parse_transfer_header
 from connector.reconnect import OutageWait
 
@@ -349,10 +350,8 @@ class HARangeFetcher:
     def _lost(self, lo: int, hi: int, why: str) -> None:
         """Bytes [lo, hi) of the range are gone: raise DataLossError, or log and skip them."""
         self.lost_ranges.append((lo, hi))
-        if self.fail_on_data_loss:
-            raise DataLossError(f"broker {self.broker} ({self.ha_addr}) no longer holds CommitLog bytes [{lo}, {hi}) "
-                                f"that the query needs: {why}. Set failOnDataLoss=false to skip lost bytes.")
-        log.warning("%s: CommitLog bytes [%d, %d) are lost (%s); skipping them", self._where(), lo, hi, why)
+        on_data_loss(self.fail_on_data_loss, f"broker {self.broker} ({self.ha_addr}) no longer holds CommitLog bytes "
+                     f"[{lo}, {hi}) that the query needs: {why}", instead="skip lost bytes", logger=log)
         self.delivered = hi
 
 

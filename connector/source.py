@@ -50,6 +50,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from connector.admin import BrokerAdminClient, BrokerAdminError, BrokerUnreachableError
 from connector.arrow_decode import CommitLogArrowDecoder, spark_schema
+from connector.data_loss import on_data_loss
 from connector.ha_fetch import HARangeFetcher, prefetch_chunks
 from connector.history import FINGERPRINT_KEY, check_start, end_fingerprint, fetch_range, fingerprints_of
 from connector.options import (
@@ -64,7 +65,7 @@ from connector.options import (
     SourceOptions,
 )
 from connector.planning import ACK_WINDOW_MARGIN_MS, BrokerSetView, ServerOffsets
-from connector.protocol.errors import DataLossError, HAReplicaError
+from connector.protocol.errors import HAReplicaError
 from connector.protocol.mapped_files import next_file_start
 from connector.reconnect import OutageWait
 
@@ -121,7 +122,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     Offsets: ``{broker_name: next_commitlog_offset}``. Broker errors raise
     :class:`connector.admin.BrokerAdminError` (or UnsupportedBrokerModeError for DLedger / controller
-    mode); lost data raises :class:`DataLossError` when ``failOnDataLoss`` is true.
+    mode); lost data raises :class:`connector.data_loss.DataLossError` when ``failOnDataLoss`` is true.
     """
 
     def __init__(self, options: SourceOptions):
@@ -302,13 +303,10 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         """The offset a batch of ``broker`` can really start at, given commitLogMinOffset."""
         if start >= min_offset:
             return start
-        if self.options.fail_on_data_loss:
-            raise DataLossError(
-                f"broker {broker.name} ({broker.remoting_addr}) no longer holds CommitLog bytes [{start}, "
-                f"{min_offset}) that the query needs (commitLogMinOffset is {min_offset}: retention deleted them). "
-                "Set failOnDataLoss=false to continue at the broker's first byte.")
-        log.warning("broker %s: CommitLog bytes [%d, %d) are lost (commitLogMinOffset %d); continuing at %d",
-                    broker.name, start, min_offset, min_offset, min_offset)
+        on_data_loss(self.options.fail_on_data_loss,
+                     f"broker {broker.name} ({broker.remoting_addr}) no longer holds CommitLog bytes [{start}, "
+                     f"{min_offset}) that the query needs (commitLogMinOffset is {min_offset}: retention deleted them)",
+                     instead="continue at the broker's first byte", logger=log)
         return min_offset
 
     def _target(self, view: BrokerSetView, begin: int, max_offset: int) -> int:
@@ -347,9 +345,8 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 message = (f"broker {broker.name}: the query is at CommitLog offset {begin} but the broker's "
                            f"commitLogMaxOffset is {max_offset}: the broker lost bytes [{max_offset}, {begin}) it "
                            "had served (e.g. a crash before flushing)")
-                if self.options.fail_on_data_loss:
-                    raise DataLossError(message + ". Set failOnDataLoss=false to wait until it passes the offset.")
-                log.warning("%s; waiting until it passes the offset", message)
+                on_data_loss(self.options.fail_on_data_loss, message, instead="wait until it passes the offset",
+                             logger=log)
             spans[broker.name] = (begin, self._target(view, begin, max_offset))
         if isinstance(limit, ReadMaxBytes):
             ends = self._apply_byte_limit(spans, limit.max_bytes)
@@ -381,12 +378,8 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                                   min_offset, max_offset, view.mapped_file_size)
             result = begin
             if rewrite is not None:
-                message = rewrite.describe(broker.name)
-                if self.options.fail_on_data_loss:
-                    raise DataLossError(f"{message}. Set failOnDataLoss=false to continue at the next record "
-                                        f"boundary ({rewrite.resume}).")
-                log.warning("%s; continuing at the next record boundary %d (bytes [%d, %d) skipped)", message,
-                            rewrite.resume, begin, rewrite.resume)
+                on_data_loss(self.options.fail_on_data_loss, rewrite.describe(broker.name),
+                             instead=f"continue at the next record boundary ({rewrite.resume})", logger=log)
                 result = rewrite.resume
             if len(self._verified) > 64:
                 self._verified.clear()

@@ -36,7 +36,3 @@ class HAProtocolError(HAReplicaError):
 
 class RemotingProtocolError(HAReplicaError):
     """A malformed RocketMQ remoting frame or header (spec §4.1, §4.2)."""
-
-
-class DataLossError(HAReplicaError):
-    """CommitLog bytes the query still needs are no longer held by the broker (``failOnDataLoss``)."""

@@ -13,7 +13,7 @@ Task 0 in stage 3.0 failed 1 times, most recent failure: Lost task 0.0 (TID 3) (
 org.apache.spark.api.python.PythonException: Traceback (most recent call last):
   File "/work/main/connector/source.py", line 473, in read_partition
     admin.close()
-connector.protocol.errors.DataLossError: broker broker-a (127.0.0.1:10911) no longer holds CommitLog bytes [5, 9) \
+connector.data_loss.DataLossError: broker broker-a (127.0.0.1:10911) no longer holds CommitLog bytes [5, 9) \
 that the query needs: gone. Set failOnDataLoss=false to skip lost bytes.
 \tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:600)
 \tat org.apache.spark.sql.execution.python.PythonArrowOutput$$anon$1.read(PythonArrowOutput.scala:118)

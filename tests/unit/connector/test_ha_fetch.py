@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from connector.data_loss import DataLossError
 from connector.ha_fetch import HAFetchError, HARangeFetcher, NotAnHAPortError
-from connector.protocol.errors import DataLossError, HAProtocolError
+from connector.protocol.errors import HAProtocolError
 from connector.protocol.ha import encode_transfer_header
 
 MAPPED_FILE_SIZE = 1048576

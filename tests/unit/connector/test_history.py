@@ -130,7 +130,7 @@ def fixture_reader(broker_bytes: Bytes, **opts):
 def test_the_reader_puts_fingerprints_in_offsets_and_checks_them_at_restart(commitlog, messages):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from connector.protocol.errors import DataLossError
+    from connector.data_loss import DataLossError
 
     commitlog = commitlog[:3402931]  # commitLogMaxOffset of the fixture (the rest of file 3 is unwritten)
     broker = Bytes(commitlog)

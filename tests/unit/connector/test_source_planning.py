@@ -8,9 +8,9 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes
 
 from connector.admin import BrokerAdminClient, BrokerAdminError
+from connector.data_loss import DataLossError
 from connector.options import HAReplicaOptionError, SourceOptions
 from connector.planning import BrokerSetView, ServerOffsets
-from connector.protocol.errors import DataLossError
 from connector.source import HAReplicaDataSource, HAReplicaInputPartition, HAReplicaStreamReader
 
 MB = 1048576
