@@ -12,7 +12,8 @@
 
 Logs are structured, one line per record on stderr (and the log file): ``kv`` (default) is
 ``ts=... level=... logger=... <message with key=value pairs>``; ``json`` is one JSON object per line with
-``ts``, ``level``, ``logger``, ``message`` and ``fields`` (the message's ``key=value`` pairs). Exit codes:
+``ts``, ``level``, ``logger``, ``message`` and ``fields`` (the message's ``key=value`` pairs), see
+:mod:`broker_stub.logs`. Exit codes:
 0 after a clean shutdown (SIGTERM/SIGINT), 1 when the broker cannot start (locked or inconsistent store, a
 CommitLog recovery that would lose data, port in use), 2 for a rejected ``broker.conf`` (one line naming
 the key and value) and when a status/delete-expired target cannot be reached.
@@ -22,62 +23,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
-import re
 import sys
-import time
 
 from broker_stub.config import BrokerConfigError, load_config
+from broker_stub.logs import LOG_FORMATS, configure_logging
 
 log = logging.getLogger(__name__)
-
-
-class KeyValueFormatter(logging.Formatter):
-    """``ts=<UTC ISO-8601 ms> level=<LEVEL> logger=<name> <message>``, always one line per record."""
-
-    converter = time.gmtime
-
-    def format(self, record: logging.LogRecord) -> str:
-        ts = self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z"
-        text = f"ts={ts} level={record.levelname} logger={record.name} {record.getMessage()}"
-        if record.exc_info:
-            text += " exc=" + self.formatException(record.exc_info).replace("\n", " | ")
-        return text.replace("\n", " | ")
-
-
-_FIELD = re.compile(r"(\w+)=(\S*)")
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ``ts``, ``level``, ``logger``, ``message``, ``fields`` (``key=value`` pairs of
-    the message, values as text) and ``exc`` when an exception is attached."""
-
-    converter = time.gmtime
-
-    def format(self, record: logging.LogRecord) -> str:
-        message = record.getMessage()
-        obj = {"ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
-               "level": record.levelname, "logger": record.name, "message": message,
-               "fields": dict(_FIELD.findall(message))}
-        if record.exc_info:
-            obj["exc"] = self.formatException(record.exc_info)
-        return json.dumps(obj, ensure_ascii=False)
-
-
-def configure_logging(level: str = "INFO", log_file: str | None = None, log_format: str = "kv") -> None:
-    """Send every log record to stderr (and ``log_file``), formatted ``kv`` (KeyValueFormatter) or ``json``."""
-    root = logging.getLogger()
-    root.setLevel(level.upper())
-    for h in list(root.handlers):
-        root.removeHandler(h)
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
-    if log_file:
-        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
-    formatter = JsonFormatter() if log_format == "json" else KeyValueFormatter()
-    for h in handlers:
-        h.setFormatter(formatter)
-        root.addHandler(h)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the effective configuration (GET_BROKER_CONFIG keys) and exit")
     parser.add_argument("--log-file", help="also write logs to this file")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
-    parser.add_argument("--log-format", choices=("kv", "json"), default="kv", help="log line format (default kv)")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default="kv", help="log line format (default kv)")
     parser.add_argument("--cut-corrupt-commitlog", action="store_true",
                         help="for this start only: set cutCorruptCommitLogOnRecover=true (an invalid record followed "
                              "by data ends the CommitLog there; what follows is moved to STORE/quarantine/)")

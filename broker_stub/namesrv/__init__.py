@@ -14,6 +14,7 @@ import signal
 import sys
 
 from broker_stub.javautil import parse_java_properties
+from broker_stub.logs import LOG_FORMATS, configure_logging
 from broker_stub.namesrv.route_info import SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS, RouteInfoManager
 from broker_stub.remoting.server import RemotingServer
 
@@ -76,14 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
                                                         f"{DEFAULT_NAMESRV_PORT})")
     parser.add_argument("--log-file", help="also write logs to this file")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
-    parser.add_argument("--log-format", choices=("kv", "json"), default="kv", help="log line format (default kv)")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default="kv", help="log line format (default kv)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m broker_stub.namesrv``; returns the exit code (1: bad config or port in use)."""
-    from broker_stub.cli import configure_logging
-
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level, args.log_file, args.log_format)
     port = args.port

@@ -28,7 +28,7 @@ from broker_stub.store.mapped_file import MappedFileQueue
 from broker_stub.store.quarantine import CommitLogRecoveryError
 from broker_stub.store.recovery import RecoveryReport, recover_commit_log
 from broker_stub.store.reput import ReputMessageService
-from broker_stub.store.retention import CleanCommitLogService
+from broker_stub.store.retention import CleanCommitLogService, disk_partition_used_ratio
 from broker_stub.store.stats import StoreStatsService
 from connector.protocol.errors import HAReplicaError
 
@@ -37,24 +37,6 @@ log = logging.getLogger(__name__)
 
 class BrokerStoreError(HAReplicaError):
     """The store cannot be opened: locked by another broker, wrong file sizes, unreadable folder."""
-
-
-def disk_partition_used_ratio(path: Path) -> float:
-    """UtilAll.getDiskPartitionSpaceUsedPercent: used / (used + usable), rounded up to 0.01; −1 if missing."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return -1.0
-    total = st.f_blocks * st.f_frsize
-    if total <= 0:
-        return -1.0
-    used = total - st.f_bfree * st.f_frsize
-    usable = st.f_bavail * st.f_frsize
-    entire = used + usable
-    if entire <= 0:
-        return -1.0
-    result = used * 100 // entire + (1 if used * 100 % entire else 0)
-    return result / 100.0
 
 
 def human_readable_byte_count(n: int) -> str:

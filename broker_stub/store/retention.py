@@ -29,10 +29,15 @@ import asyncio
 import logging
 import os
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from broker_stub.store.message_store import DefaultMessageStore
+from broker_stub.config import BrokerStubConfig
+from broker_stub.store.commit_log import CommitLog
+from broker_stub.store.consume_queue import ConsumeQueueStore
+from broker_stub.store.mapped_file import MappedFileQueue
 
 log = logging.getLogger(__name__)
 
@@ -57,16 +62,48 @@ def is_it_time_to_do(when: str, hour: int | None = None) -> bool:
     return False
 
 
-class CleanCommitLogService:
-    """Deletes expired CommitLog files and the ConsumeQueue files they leave dangling (see module doc)."""
+class RetainedStore(Protocol):
+    """What retention needs of the message store (``broker_stub.store.message_store.DefaultMessageStore``)."""
 
-    def __init__(self, store: DefaultMessageStore, disk_used_ratio=None) -> None:
+    config: BrokerStubConfig
+    commit_log_dir: Path
+    mapped_file_queue: MappedFileQueue  # the CommitLog's files
+    commit_log: CommitLog
+    cq_store: ConsumeQueueStore
+    cq_flush_lock: AbstractAsyncContextManager
+
+    def flush_lock(self) -> AbstractAsyncContextManager: ...
+
+
+def disk_partition_used_ratio(path: Path) -> float:
+    """UtilAll.getDiskPartitionSpaceUsedPercent: used / (used + usable), rounded up to 0.01; −1 if missing."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return -1.0
+    total = st.f_blocks * st.f_frsize
+    if total <= 0:
+        return -1.0
+    used = total - st.f_bfree * st.f_frsize
+    usable = st.f_bavail * st.f_frsize
+    entire = used + usable
+    if entire <= 0:
+        return -1.0
+    result = used * 100 // entire + (1 if used * 100 % entire else 0)
+    return result / 100.0
+
+
+class CleanCommitLogService:
+    """Deletes expired CommitLog files and the ConsumeQueue files they leave dangling (see module doc).
+
+    ``disk_used_ratio(path) -> float`` measures the CommitLog disk (default :func:`disk_partition_used_ratio`).
+    """
+
+    def __init__(self, store: RetainedStore,
+                 disk_used_ratio: Callable[[Path], float] = disk_partition_used_ratio) -> None:
         self.store = store
         self.manual_delete_file_several_times = 0
         self.deleted_files_total = 0
-        if disk_used_ratio is None:
-            from broker_stub.store.message_store import disk_partition_used_ratio
-            disk_used_ratio = disk_partition_used_ratio
         self._disk_used_ratio = disk_used_ratio
 
     async def run(self) -> None:

@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from broker_stub.cli import JsonFormatter, KeyValueFormatter
 from broker_stub.config import BrokerConfig
 from broker_stub.javautil import fastjson_loads
+from broker_stub.logs import JsonFormatter, KeyValueFormatter
 from broker_stub.metadata import ConsumerOffsetManager, SubscriptionGroupManager
 from broker_stub.namesrv.route_info import RouteInfoManager
 from broker_stub.store.retention import is_it_time_to_do
