@@ -1,8 +1,14 @@
 """Every option of ``format("hareplica")``: parsing, defaults and validation in one place.
 
 Option names are case-insensitive (Spark hands them over lower-cased). Names follow Spark's Kafka
-source where the meaning is the same (``startingOffsets``, ``failOnDataLoss``, ``maxBytesPerTrigger``)
-and RocketMQ's property names where the value is a RocketMQ setting (``haSendHeartbeatInterval``).
+source where the meaning is the same (``subscribe``, ``subscribePattern``, ``startingOffsets``,
+``failOnDataLoss``, ``maxBytesPerTrigger``) and RocketMQ's property names where the value is a RocketMQ
+setting (``haSendHeartbeatInterval``). ``minInSyncSlaves`` is also the broker stub's ``broker.conf`` key
+for the same idea: how many slaves must hold the bytes.
+
+**Aliases.** This source's earlier names are still accepted, without a warning: ``topics`` for
+``subscribe``, ``topicPattern`` for ``subscribePattern``, ``minReplicas`` for ``minInSyncSlaves``
+(:data:`OPTION_ALIASES`). Giving a name and its alias together is an error naming both.
 
 =========================  ============  ==========================================================
 option                     default       meaning
@@ -20,15 +26,16 @@ brokers                    (required)    broker sets to read, ``name=host:haPort
 slaves                     (none)        the slaves of the broker sets, same syntax, one entry per
                                          slave (a name may repeat):
                                          ``broker-a=10.0.0.11:10912,broker-a=10.0.0.12:10912``.
-                                         Needed by ``readFrom=slave`` and ``minReplicas``.
+                                         Needed by ``readFrom=slave`` and ``minInSyncSlaves``.
 readFrom                   master        ``master``: executors read the master's HA port.
                                          ``slave``: they read a slave's HA port (the one holding
                                          the most; the master only for bytes no slave holds) and
                                          batches end at what a slave holds.
-minReplicas                0             a batch ends no later than what at least this many
+minInSyncSlaves            0             a batch ends no later than what at least this many
                                          slaves of the broker set hold (commitLogMaxOffset over
                                          remoting, rounded down to a record boundary the driver
                                          has seen): Kafka's high watermark for RocketMQ.
+                                         Alias: ``minReplicas``.
 startingOffsets            earliest      ``earliest`` (the broker's commitLogMinOffset), ``latest``
                                          (commitLogMaxOffset) or JSON ``{"broker-a": 12345}`` with
                                          one entry per broker: a CommitLog offset that is a record
@@ -37,13 +44,14 @@ maxBytesPerTrigger         none          soft cap in bytes of CommitLog per micr
                                          brokers (see ``connector.source`` for why it is soft).
 failOnDataLoss             true          fail when CommitLog bytes the query needs are gone from the
                                          broker; ``false`` logs the lost range and goes on.
-topics                     (all)         comma-separated topic names to keep (exact match); other
-                                         records are skipped on the executors.
-topicPattern               (all)         regular expression (Python ``re``) a topic must match as a
-                                         whole to be kept. Not together with ``topics``.
+subscribe                  (all)         comma-separated topic names to keep (exact match); other
+                                         records are skipped on the executors. Alias: ``topics``.
+subscribePattern           (all)         regular expression (Python ``re``) a topic must match as a
+                                         whole to be kept. Not together with ``subscribe``.
+                                         Alias: ``topicPattern``.
 includeSystemTopics        false         keep RocketMQ's system topics (SCHEDULE_TOPIC_XXXX,
                                          RMQ_SYS_*, TBW102, ... see ``connector.topic_filter``) when
-                                         ``topics`` is not given.
+                                         ``subscribe`` is not given.
 decompressBody             true          inflate bodies stored compressed (sysFlag COMPRESSED_FLAG).
 mode                       PERMISSIVE    what a bad body does (BODYCRC mismatch, does not
                                          decompress, unknown compression type, past
@@ -124,12 +132,15 @@ DEFAULT_ARROW_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
 DEFAULT_FETCH_PREFETCH_CHUNKS = 4  # connector.ha_fetch.PREFETCH_DEPTH
 
 _BROKER_NAME = re.compile(r"^[A-Za-z0-9_.%-]+$")
+#: earlier option names accepted as they are (no warning): alias -> option
+OPTION_ALIASES = {"topics": "subscribe", "topicPattern": "subscribePattern", "minReplicas": "minInSyncSlaves"}
 _KNOWN = {name.lower(): name for name in (
-    "brokers", "slaves", "readFrom", "minReplicas", "startingOffsets", "maxBytesPerTrigger", "failOnDataLoss",
-    "topics", "topicPattern", "includeSystemTopics", "decompressBody", "mode", "verifyBodyCRC",
+    "brokers", "slaves", "readFrom", "minInSyncSlaves", "startingOffsets", "maxBytesPerTrigger", "failOnDataLoss",
+    "subscribe", "subscribePattern", "includeSystemTopics", "decompressBody", "mode", "verifyBodyCRC",
     "maxInflatedBodyBytes", "connectTimeoutMs", "readTimeoutMs",
     "fetchRetries", "haSendHeartbeatInterval", "arrowMaxRecordsPerBatch", "arrowMaxBytesPerBatch",
-    "fetchPrefetchChunks", "reconnectBackoffMs", "reconnectBackoffMaxMs", "maxOutageMs", "accessKey", "secretKey")}
+    "fetchPrefetchChunks", "reconnectBackoffMs", "reconnectBackoffMaxMs", "maxOutageMs", "accessKey", "secretKey",
+    *OPTION_ALIASES)}
 READ_FROM_MASTER = "master"
 READ_FROM_SLAVE = "slave"
 
@@ -199,7 +210,7 @@ class SourceOptions:
     ``starting_offsets`` is ``"earliest"``, ``"latest"`` or a mapping broker name → CommitLog offset
     (bytes; -2 earliest, -1 latest). ``max_bytes_per_trigger`` is None when unset. ``slaves`` holds
     one endpoint per configured slave (``name`` = its broker set); ``read_from`` is ``"master"`` or
-    ``"slave"``; ``min_replicas`` is 0 when replicated-only reads are off.
+    ``"slave"``; ``min_in_sync_slaves`` (``minInSyncSlaves``) is 0 when replicated-only reads are off.
     """
 
     brokers: tuple[BrokerEndpoint, ...]
@@ -208,7 +219,7 @@ class SourceOptions:
     fetch: FetchSettings = field(default_factory=FetchSettings)
     slaves: tuple[BrokerEndpoint, ...] = ()
     read_from: str = READ_FROM_MASTER
-    min_replicas: int = 0
+    min_in_sync_slaves: int = 0
 
     def slaves_of(self, name: str) -> tuple[BrokerEndpoint, ...]:
         """The configured slaves of broker set ``name``, in option order."""
@@ -242,19 +253,23 @@ class SourceOptions:
         for key, value in opts.items():
             if key not in _KNOWN:
                 raise HAReplicaOptionError(key, value, f"unknown option; known options: {', '.join(_KNOWN.values())}")
+        for name in OPTION_ALIASES.values():
+            _spelling(opts, name)
         brokers = parse_brokers(opts.get("brokers"))
         names = [b.name for b in brokers]
         slaves = parse_slaves(opts.get("slaves"), names)
         read_from = _choice(opts, "readFrom", (READ_FROM_MASTER, READ_FROM_SLAVE), READ_FROM_MASTER)
-        min_replicas = _int(opts, "minReplicas", 0, minimum=0)
+        slaves_option = _spelling(opts, "minInSyncSlaves")
+        min_in_sync_slaves = _int(opts, slaves_option, 0, minimum=0)
         for name in names:
             count = sum(1 for s in slaves if s.name == name)
             if read_from == READ_FROM_SLAVE and count == 0:
                 raise HAReplicaOptionError("readFrom", opts.get("readfrom"), f"needs at least one slave of broker "
                                            f"{name} in the slaves option")
-            if count < min_replicas:
-                raise HAReplicaOptionError("minReplicas", opts.get("minreplicas"), f"needs at least {min_replicas} "
-                                           f"slave(s) of broker {name} in the slaves option, found {count}")
+            if count < min_in_sync_slaves:
+                raise HAReplicaOptionError(slaves_option, opts.get(slaves_option.lower()), f"needs at least "
+                                           f"{min_in_sync_slaves} slave(s) of broker {name} in the slaves option, "
+                                           f"found {count}")
         fetch = FetchSettings(
             connect_timeout_ms=_positive_int(opts, "connectTimeoutMs", DEFAULT_CONNECT_TIMEOUT_MS),
             read_timeout_ms=_positive_int(opts, "readTimeoutMs", DEFAULT_READ_TIMEOUT_MS),
@@ -289,41 +304,55 @@ class SourceOptions:
             max_bytes = _positive_int(opts, "maxBytesPerTrigger", 0)
         return cls(brokers=brokers, starting_offsets=parse_starting_offsets(opts.get("startingoffsets"), names),
                    max_bytes_per_trigger=max_bytes, fetch=fetch, slaves=slaves, read_from=read_from,
-                   min_replicas=min_replicas)
+                   min_in_sync_slaves=min_in_sync_slaves)
 
 
 def parse_topic_filter(opts: Mapping[str, str]) -> TopicFilter:
-    """``topics`` / ``topicPattern`` / ``includeSystemTopics`` (lower-cased keys) → TopicFilter.
+    """``subscribe`` / ``subscribePattern`` (or their aliases ``topics`` / ``topicPattern``) /
+    ``includeSystemTopics`` (lower-cased keys) → TopicFilter.
 
     Topic names must be valid RocketMQ topics (``^[%|a-zA-Z0-9_-]+$``, at most 127 characters,
     TopicValidator). Raises HAReplicaOptionError for an empty list, a bad name, a pattern that does
     not compile, or both options at once.
     """
     include = _bool(opts, "includeSystemTopics", False)
-    raw_topics = opts.get("topics")
-    raw_pattern = opts.get("topicpattern")
+    topics_option, pattern_option = _spelling(opts, "subscribe"), _spelling(opts, "subscribePattern")
+    raw_topics = opts.get(topics_option.lower())
+    raw_pattern = opts.get(pattern_option.lower())
     if raw_topics is not None and raw_pattern is not None:
-        raise HAReplicaOptionError("topics", raw_topics, "give topics or topicPattern, not both")
+        raise HAReplicaOptionError(topics_option, raw_topics, f"give {topics_option} or {pattern_option}, not both")
     if raw_topics is not None:
         names = [t.strip() for t in str(raw_topics).split(",") if t.strip()]
         if not names:
-            raise HAReplicaOptionError("topics", raw_topics, "names no topic; give one or more names joined by commas")
+            raise HAReplicaOptionError(topics_option, raw_topics,
+                                       "names no topic; give one or more names joined by commas")
         for name in names:
             if not VALID_TOPIC.match(name) or len(name) > TOPIC_MAX_LENGTH:
-                raise HAReplicaOptionError("topics", raw_topics, f"{name!r} is not a RocketMQ topic name "
+                raise HAReplicaOptionError(topics_option, raw_topics, f"{name!r} is not a RocketMQ topic name "
                                            f"(^[%|a-zA-Z0-9_-]+$, at most {TOPIC_MAX_LENGTH} characters)")
         return TopicFilter(topics=frozenset(names), include_system_topics=include)
     if raw_pattern is not None:
         pattern = str(raw_pattern)
         if not pattern.strip():
-            raise HAReplicaOptionError("topicPattern", raw_pattern, "is empty")
+            raise HAReplicaOptionError(pattern_option, raw_pattern, "is empty")
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise HAReplicaOptionError("topicPattern", raw_pattern, f"is not a valid regular expression: {exc}"
+            raise HAReplicaOptionError(pattern_option, raw_pattern, f"is not a valid regular expression: {exc}"
                                        ) from None
         return TopicFilter(pattern=pattern, include_system_topics=include)
     return TopicFilter(include_system_topics=include)
+
+
+def _spelling(opts: Mapping[str, str], name: str) -> str:
+    """How option ``name`` was given: ``name`` itself, or its alias (:data:`OPTION_ALIASES`) when only that is
+    in ``opts`` (lower-cased keys). Raises HAReplicaOptionError naming both when both are given."""
+    for alias, option in OPTION_ALIASES.items():
+        if option == name and alias.lower() in opts:
+            if name.lower() in opts:
+                raise HAReplicaOptionError(name, opts[name.lower()], f"give {name} or its alias {alias}, not both")
+            return alias
+    return name
 
 
 def parse_slaves(value: str | None, broker_names: list[str]) -> tuple[BrokerEndpoint, ...]:

@@ -162,13 +162,13 @@ class BrokerSetView:
         return unsafe if unsafe < end else end
 
     # --- replicas and servers ----------------------------------------------------------------------
-    def replicated_offset(self, min_replicas: int) -> int | None:
-        """The commitLogMaxOffset that at least ``min_replicas`` reachable slaves hold (the N-th highest),
-        or None when fewer slaves answered."""
+    def replicated_offset(self, slaves: int) -> int | None:
+        """The commitLogMaxOffset that at least ``slaves`` reachable slaves hold (the N-th highest), or None
+        when fewer slaves answered (``slaves``: the ``minInSyncSlaves`` option)."""
         held = sorted((s.max_offset for s in self.slaves if s.reachable), reverse=True)
-        if len(held) < min_replicas:
+        if len(held) < slaves:
             return None
-        return held[min_replicas - 1]
+        return held[slaves - 1]
 
     def best_slave(self) -> ServerOffsets | None:
         """The reachable slave holding the most bytes (None when no slave answered)."""

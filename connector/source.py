@@ -30,7 +30,7 @@ around batch ends, to fingerprint and check the record before each offset (:mod:
   changed or that is no longer a record start fails (``failOnDataLoss``) or resumes at the next real
   record boundary (docs/source.md "Rewritten history").
 * **Outages**: remoting calls wait a broker outage out up to ``maxOutageMs`` (:mod:`connector.reconnect`).
-* **Slaves** (``slaves``, ``readFrom``, ``minReplicas``): batches end at what enough slaves hold,
+* **Slaves** (``slaves``, ``readFrom``, ``minInSyncSlaves``): batches end at what enough slaves hold,
   rounded down to a known record boundary, and partitions may be read from a slave's HA port; see
   :mod:`connector.planning`, which also holds the SYNC_MASTER acknowledgement rule.
 * **Other HA variants.** The first contact asks GET_BROKER_CONFIG and fails fast with
@@ -232,7 +232,9 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         else:
             log.warning("broker %s: master unreachable, planning from its slaves: %s", broker.name, master.error)
         view.master = master
-        if slaves if slaves is not None else (self.options.read_from == READ_FROM_SLAVE or self.options.min_replicas):
+        if slaves is None:
+            slaves = self.options.read_from == READ_FROM_SLAVE or bool(self.options.min_in_sync_slaves)
+        if slaves:
             previous = {s.endpoint.ha_addr: s for s in view.slaves}
             view.slaves = [self._sample(s, "slave") for s in self.options.slaves_of(broker.name)]
             for s in view.slaves:
@@ -310,14 +312,14 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return min_offset
 
     def _target(self, view: BrokerSetView, begin: int, max_offset: int) -> int:
-        """Where a batch of this broker set may end at most: the max offset, cut to what ``minReplicas``
+        """Where a batch of this broker set may end at most: the max offset, cut to what ``minInSyncSlaves``
         slaves hold and (``readFrom=slave``) what the best slave holds, as known boundaries."""
         target = max_offset
-        if self.options.min_replicas:
-            replicated = view.replicated_offset(self.options.min_replicas)
+        if self.options.min_in_sync_slaves:
+            replicated = view.replicated_offset(self.options.min_in_sync_slaves)
             if replicated is None:
-                log.warning("broker %s: fewer than minReplicas=%d slaves answered; the batch waits", view.name,
-                            self.options.min_replicas)
+                log.warning("broker %s: fewer than minInSyncSlaves=%d slaves answered; the batch waits", view.name,
+                            self.options.min_in_sync_slaves)
                 return begin
             target = min(target, view.floor_boundary(replicated, begin))
         if self.options.read_from == READ_FROM_SLAVE:

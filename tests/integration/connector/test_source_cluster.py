@@ -1,5 +1,5 @@
 """``format("hareplica")`` against master/slave broker sets of stub brokers: topic filters, reading from a
-slave (also with the master dead), minReplicas, a master killed mid-read, retention data loss, acks on a
+slave (also with the master dead), minInSyncSlaves, a master killed mid-read, retention data loss, acks on a
 SYNC_MASTER, and brokers that do not speak the classic HA protocol."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def accepted_ha_connections(broker) -> int:
 # --- item 1: topic filters ---------------------------------------------------------------------------
 def test_topic_options_filter_records_on_the_executors(hareplica_spark, fixture_master, messages, tmp_path):
     base = {"brokers": brokers_option(fixture_master)}
-    run = run_stream(hareplica_spark, tmp_path / "cp1", {**base, "topics": "FixOrders611,%DLQ%fixture_cg_20240611"})
+    run = run_stream(hareplica_spark, tmp_path / "cp1", {**base, "subscribe": "FixOrders611,%DLQ%fixture_cg_20240611"})
     assert sorted(r["commitLogOffset"] for r in run.rows) == [
         m["commitLogOffset"] for m in messages if m["topic"] in ("FixOrders611", "%DLQ%fixture_cg_20240611")]
     run = run_stream(hareplica_spark, tmp_path / "cp2", {**base, "topicPattern": "Q8Topic_.*|tOqx|.*_TOPIC_XXXX"})
@@ -110,10 +110,10 @@ def test_read_from_slave_and_go_on_when_the_master_dies(hareplica_spark, broker_
     assert dead.end_offsets[-1] == {"broker-a": end}
 
 
-# --- item 7: minReplicas -------------------------------------------------------------------------------
+# --- item 7: minInSyncSlaves ---------------------------------------------------------------------------
 def test_min_replicas_holds_batches_back_until_a_slave_has_the_bytes(hareplica_spark, broker_factory, tmp_path):
     master, slave = start_pair(broker_factory)
-    options = {"brokers": brokers_option(master), "slaves": f"broker-a={slave.ha_addr}", "minReplicas": "1"}
+    options = {"brokers": brokers_option(master), "slaves": f"broker-a={slave.ha_addr}", "minInSyncSlaves": "1"}
     first = produce(master, 40)
     wait_for_offset(slave.remoting_addr, max_offset(master.remoting_addr))
     run = run_stream(hareplica_spark, tmp_path / "cp", options)

@@ -146,8 +146,8 @@ def test_bad_booleans(name, value):
 
 
 def test_unknown_options_are_rejected_listing_the_known_ones():
-    with pytest.raises(HAReplicaOptionError, match=r"option startingoffset='earliest': unknown option; known "
-                                                   r"options: brokers, slaves, readFrom, minReplicas, startingOffsets"):
+    with pytest.raises(HAReplicaOptionError, match=r"option startingoffset='earliest': unknown option; known options: "
+                                                   r"brokers, slaves, readFrom, minInSyncSlaves, startingOffsets"):
         parse(startingOffset="earliest")
 
 
@@ -184,6 +184,11 @@ def test_topic_pattern_matches_whole_names_and_hides_system_topics_unless_asked(
     ({"topicPattern": "("}, "topicPattern", "is not a valid regular expression"),
     ({"topicPattern": " "}, "topicPattern", "is empty"),
     ({"includeSystemTopics": "yes"}, "includeSystemTopics", "must be true or false"),
+    ({"subscribe": ""}, "subscribe", "names no topic"),
+    ({"subscribe": "a,b c"}, "subscribe", "'b c' is not a RocketMQ topic name"),
+    ({"subscribe": "a", "subscribePattern": "a"}, "subscribe", "give subscribe or subscribePattern, not both"),
+    ({"subscribe": "a", "topicPattern": "a"}, "subscribe", "give subscribe or topicPattern, not both"),
+    ({"subscribePattern": "("}, "subscribePattern", "is not a valid regular expression"),
 ])
 def test_bad_topic_options(opts, option, fragment):
     with pytest.raises(HAReplicaOptionError) as err:
@@ -196,12 +201,12 @@ def test_slaves_read_from_and_min_replicas():
     o = SourceOptions.from_options({"brokers": "a=10.0.0.1:10912,b=10.0.0.2:10912",
                                     "slaves": "a=10.0.0.11:10912,a=10.0.0.12:20912/10.0.0.12:20000,b=10.0.0.21:10912",
                                     "readFrom": "SLAVE", "minReplicas": "1"})
-    assert (o.read_from, o.min_replicas) == ("slave", 1)
+    assert (o.read_from, o.min_in_sync_slaves) == ("slave", 1)
     assert [(s.ha_addr, s.remoting_addr) for s in o.slaves_of("a")] == [("10.0.0.11:10912", "10.0.0.11:10911"),
                                                                         ("10.0.0.12:20912", "10.0.0.12:20000")]
     assert [s.ha_addr for s in o.slaves_of("b")] == ["10.0.0.21:10912"]
     defaults = parse()
-    assert (defaults.slaves, defaults.read_from, defaults.min_replicas) == ((), "master", 0)
+    assert (defaults.slaves, defaults.read_from, defaults.min_in_sync_slaves) == ((), "master", 0)
 
 
 @pytest.mark.parametrize("opts, option, fragment", [
@@ -215,11 +220,36 @@ def test_slaves_read_from_and_min_replicas():
     ({"minReplicas": "x"}, "minReplicas", "must be an integer"),
     ({"minReplicas": "2", "slaves": "broker-a=1.2.3.4:10912"}, "minReplicas",
      "needs at least 2 slave(s) of broker broker-a in the slaves option, found 1"),
+    ({"minInSyncSlaves": "-1"}, "minInSyncSlaves", "must be >= 0"),
+    ({"minInSyncSlaves": "2", "slaves": "broker-a=1.2.3.4:10912"}, "minInSyncSlaves",
+     "needs at least 2 slave(s) of broker broker-a in the slaves option, found 1"),
 ])
 def test_bad_slave_options(opts, option, fragment):
     with pytest.raises(HAReplicaOptionError) as err:
         parse(**opts)
     assert err.value.option == option and fragment in str(err.value), str(err.value)
+
+
+# --- Kafka source names and this source's earlier names (aliases) ---------------------------------------
+@pytest.mark.parametrize("name, alias, value", [
+    ("subscribe", "topics", " orders , %DLQ%g1"),
+    ("subscribePattern", "topicPattern", "Order.*"),
+    ("minInSyncSlaves", "minReplicas", "1"),
+])
+def test_an_alias_gives_the_same_options_as_the_name(name, alias, value):
+    extra = {"slaves": "broker-a=10.0.0.11:10912"}
+    by_name, by_alias = parse(**{name: value}, **extra), parse(**{alias: value}, **extra)
+    assert by_name == by_alias and by_name != parse(**extra)
+    assert parse(**{name.upper(): value}, **extra) == by_name  # case-insensitive, as Spark hands them over
+
+
+@pytest.mark.parametrize("name, alias", [
+    ("subscribe", "topics"), ("subscribePattern", "topicPattern"), ("minInSyncSlaves", "minReplicas")])
+def test_a_name_and_its_alias_together_is_one_error_naming_both(name, alias):
+    with pytest.raises(HAReplicaOptionError) as err:
+        parse(**{name: "1", alias: "1"}, slaves="broker-a=10.0.0.11:10912")
+    assert str(err.value) == f"option {name}='1': give {name} or its alias {alias}, not both"
+    assert err.value.option == name
 
 
 def test_options_are_frozen_and_picklable():

@@ -1,5 +1,5 @@
 """connector.planning and the driver rules of connector.source that need no broker: boundaries,
-replicated-only batch ends (minReplicas), reading from slaves, server choice per partition."""
+replicated-only batch ends (minInSyncSlaves), reading from slaves, server choice per partition."""
 
 from __future__ import annotations
 
@@ -91,11 +91,11 @@ def test_min_replicas_ends_the_batch_at_a_boundary_that_enough_slaves_hold():
     # master at 3 MB + 500; slaves at 2.5 MB+7 (inside a record) and 1 MB+300; samples 2 MB+100, 2 MB+9000
     v = view_with(master=(0, 3 * MB + 500), slaves=[(0, 2 * MB + 7 + MB // 2), (0, MB + 300), None],
                   boundaries=[2 * MB + 100, 2 * MB + 9000, 3 * MB + 500])
-    assert make_reader(v, minReplicas="1").latestOffset({"a": 5000}, ReadAllAvailable()) == {"a": 2 * MB + 9000}
+    assert make_reader(v, minInSyncSlaves="1").latestOffset({"a": 5000}, ReadAllAvailable()) == {"a": 2 * MB + 9000}
     # two replicas: the second slave is at 1 MB + 300, inside file 1: its start is the boundary
-    assert make_reader(v, minReplicas="2").latestOffset({"a": 5000}, ReadAllAvailable()) == {"a": MB}
+    assert make_reader(v, minInSyncSlaves="2").latestOffset({"a": 5000}, ReadAllAvailable()) == {"a": MB}
     # three replicas: one slave is unreachable, so the batch cannot advance
-    assert make_reader(v, minReplicas="3").latestOffset({"a": 5000}, ReadAllAvailable()) == {"a": 5000}
+    assert make_reader(v, minInSyncSlaves="3").latestOffset({"a": 5000}, ReadAllAvailable()) == {"a": 5000}
     assert make_reader(v).latestOffset({"a": 5000}, ReadAllAvailable()) == {"a": 3 * MB + 500}
 
 
