@@ -22,6 +22,7 @@ import re
 from typing import TYPE_CHECKING
 
 from broker_stub.ha.allow_list import parse_networks
+from connector.protocol.address import AddressError, split_host_port
 from connector.protocol.errors import HAReplicaError
 
 if TYPE_CHECKING:
@@ -92,10 +93,12 @@ def check_host(key: str, value: str) -> None:
 
 
 def check_host_port(key: str, value: str) -> None:
-    """``host:port`` (IPv6 as ``[addr]:port``) with a port in 1..65535."""
-    host, sep, port = value.strip().rpartition(":")
-    if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise BrokerConfigError(f"config key {key}: {value!r} is not HOST:PORT with a port in 1..65535")
+    """``host:port`` (IPv6 as ``[addr]:port``, or bare as RocketMQ reads it) with a port in 1..65535
+    (:func:`connector.protocol.address.split_host_port`), the host checked by :func:`check_host`."""
+    try:
+        host, _ = split_host_port(value, bare_ipv6=True)
+    except AddressError:
+        raise BrokerConfigError(f"config key {key}: {value!r} is not HOST:PORT with a port in 1..65535") from None
     check_host(key, host)
 
 

@@ -2,7 +2,7 @@
 "Names and caps").
 
 * Topic names: RocketMQ 4.9.8 ``TopicValidator.validateTopic`` — not blank, only ``^[%|a-zA-Z0-9_-]+$``,
-  at most 127 characters (:func:`broker_stub.topic_config.validate_topic`).
+  at most 127 characters (:func:`connector.protocol.topics.validate_topic`).
 * Group names: the rules the 4.9.8 *client* applies before it sends a group (``Validators.checkGroup``) —
   not blank, at most 255 characters, the same character set as topics. A 4.9.8 broker checks nothing here;
   the stub refuses a heartbeat, pull or offset commit naming a group that breaks them, so ``../`` or a
@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from broker_stub.topic_config import _VALID_TOPIC_CHARS, validate_topic
+from connector.protocol.topics import VALID_TOPIC_CHARS, validate_topic
 
 GROUP_MAX_LENGTH = 255  # Validators.CHARACTER_MAX_LENGTH (4.9.8 client)
 
@@ -34,7 +34,7 @@ def validate_group(group: str | None) -> str | None:
     shown = repr(group[:64]) + ("..." if len(group) > 64 else "")
     if len(group) > GROUP_MAX_LENGTH:
         return f"The specified consumer group {shown} is longer than {GROUP_MAX_LENGTH} characters ({len(group)})."
-    if any(ch not in _VALID_TOPIC_CHARS for ch in group):
+    if any(ch not in VALID_TOPIC_CHARS for ch in group):
         return (f"The specified consumer group {shown} contains illegal characters, "
                 "allowing only ^[%|a-zA-Z0-9_-]+$")
     return None

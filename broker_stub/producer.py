@@ -37,7 +37,6 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, field
 
 from broker_stub.javautil import JavaHashMap
-from broker_stub.topic_config import NOT_ALLOWED_SEND_TOPICS, validate_topic
 from connector.protocol.acl import AclCredentials
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
@@ -57,11 +56,11 @@ from connector.protocol.commitlog import (
 )
 from connector.protocol.errors import HAReplicaError, RemotingProtocolError
 from connector.protocol.remoting import FrameDecoder, RemotingCommand, RequestCode, ResponseCode
+from connector.protocol.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, NOT_ALLOWED_SEND_TOPICS, validate_topic
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"  # MixAll.DEFAULT_PRODUCER_GROUP
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS = 4  # DefaultMQProducer.defaultTopicQueueNums
 COMPRESS_MSG_BODY_OVER_HOWMUCH_BYTES = 4096  # DefaultMQProducer.compressMsgBodyOverHowmuch
 COMPRESS_LEVEL = 5  # rocketmq.message.compressLevel default

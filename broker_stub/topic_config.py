@@ -19,41 +19,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker_stub.config import BrokerConfig
+from connector.protocol.topics import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    RMQ_SYS_BENCHMARK_TOPIC,
+    RMQ_SYS_OFFSET_MOVED_EVENT,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_SELF_TEST_TOPIC,
+)
 
 log = logging.getLogger(__name__)
 
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
-RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-RMQ_SYS_SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-RMQ_SYS_BENCHMARK_TOPIC = "BenchmarkTest"
-RMQ_SYS_OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-RMQ_SYS_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 SCHEDULE_TOPIC_QUEUE_NUM = 18
-TOPIC_MAX_LENGTH = 127
-NOT_ALLOWED_SEND_TOPICS = frozenset({RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
-                                     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC,
-                                     RMQ_SYS_OFFSET_MOVED_EVENT})
 PERM_PRIORITY = 0x8
 PERM_READ = 0x4
 PERM_WRITE = 0x2
 PERM_INHERIT = 0x1
-_VALID_TOPIC_CHARS = frozenset("%|-_" "0123456789" "ABCDEFGHIJKLMNOPQRSTUVWXYZ" "abcdefghijklmnopqrstuvwxyz")
-
-
-def validate_topic(topic: str | None) -> str | None:
-    """TopicValidator.validateTopic: an error remark (answered with SYSTEM_ERROR), or None when valid.
-
-    Rules: not blank, only ``^[%|a-zA-Z0-9_-]+$``, at most 127 characters.
-    """
-    if topic is None or not topic.strip():
-        return "The specified topic is blank."
-    if any(ch not in _VALID_TOPIC_CHARS for ch in topic):
-        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return "The specified topic is longer than topic max length."
-    return None
 
 
 @dataclass

@@ -95,7 +95,6 @@ Errors: :class:`HAReplicaOptionError` (a ``ValueError``) naming the option and t
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import re
@@ -109,8 +108,10 @@ from connector.arrow_decode import (
     MODE_PERMISSIVE,
 )
 from connector.protocol.acl import AclCredentials, credentials
+from connector.protocol.address import AddressError, join_host_port, split_host_port
 from connector.protocol.errors import HAReplicaError
-from connector.topic_filter import TOPIC_MAX_LENGTH, VALID_TOPIC, TopicFilter
+from connector.protocol.topics import TOPIC_MAX_LENGTH, VALID_TOPIC
+from connector.topic_filter import TopicFilter
 
 log = logging.getLogger(__name__)
 
@@ -168,12 +169,12 @@ class BrokerEndpoint:
     @property
     def ha_addr(self) -> str:
         """``host:port`` of the HA port (IPv6 in brackets)."""
-        return _join_host_port(self.ha_host, self.ha_port)
+        return join_host_port(self.ha_host, self.ha_port)
 
     @property
     def remoting_addr(self) -> str:
         """``host:port`` of the remoting port (IPv6 in brackets)."""
-        return _join_host_port(self.remoting_host, self.remoting_port)
+        return join_host_port(self.remoting_host, self.remoting_port)
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,27 +443,12 @@ def parse_starting_offsets(value: str | None, broker_names: list[str]) -> str | 
     return offsets
 
 
-def _join_host_port(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
 def _split_host_port(text: str, whole: str, what: str, option: str = "brokers") -> tuple[str, int]:
-    text = text.strip()
-    if text.startswith("["):
-        host, sep, port = text[1:].partition("]:")
-        if sep:
-            try:
-                ipaddress.IPv6Address(host)
-            except ValueError:
-                sep = ""
-    else:
-        host, sep, port = text.rpartition(":")
-        if ":" in host:
-            sep = ""
-    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-        raise HAReplicaOptionError(option, whole, f"{what} {text!r} is not host:port with a port in 1..65535 "
-                                   "(IPv6 as [addr]:port)")
-    return host, int(port)
+    """:func:`connector.protocol.address.split_host_port`, its error as HAReplicaOptionError of ``option``."""
+    try:
+        return split_host_port(text, what)
+    except AddressError as exc:
+        raise HAReplicaOptionError(option, whole, str(exc)) from None
 
 
 def _int(opts: Mapping[str, str], name: str, default: int, *, minimum: int, maximum: int | None = None) -> int:

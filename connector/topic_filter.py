@@ -10,7 +10,7 @@ topic bytes of each record before any other column is built (:mod:`connector.arr
 3. Otherwise every topic is kept.
 
 In cases 2 and 3, *system topics* are dropped unless ``includeSystemTopics=true``. A system topic is
-what RocketMQ 4.9.8 itself calls one (``TopicValidator.isSystemTopic``): ``TBW102``,
+what RocketMQ 4.9.8 itself calls one (``TopicValidator.isSystemTopic``, :mod:`connector.protocol.topics`): ``TBW102``,
 ``SCHEDULE_TOPIC_XXXX``, ``BenchmarkTest``, ``RMQ_SYS_TRANS_HALF_TOPIC``, ``RMQ_SYS_TRACE_TOPIC``,
 ``RMQ_SYS_TRANS_OP_HALF_TOPIC``, ``TRANS_CHECK_MAX_TIME_TOPIC``, ``SELF_TEST_TOPIC``,
 ``OFFSET_MOVED_EVENT``, and any topic starting with ``rmq_sys_``. Their records are broker
@@ -35,31 +35,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from connector.protocol.topics import is_system_topic
+
 log = logging.getLogger(__name__)
 
-#: TopicValidator.SYSTEM_TOPIC_SET of RocketMQ 4.9.8
-SYSTEM_TOPICS = frozenset({
-    "TBW102",  # AUTO_CREATE_TOPIC_KEY_TOPIC
-    "SCHEDULE_TOPIC_XXXX",  # RMQ_SYS_SCHEDULE_TOPIC
-    "BenchmarkTest",  # RMQ_SYS_BENCHMARK_TOPIC
-    "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC",  # RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC
-    "SELF_TEST_TOPIC",  # RMQ_SYS_SELF_TEST_TOPIC
-    "OFFSET_MOVED_EVENT",  # RMQ_SYS_OFFSET_MOVED_EVENT
-})
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"  # TopicValidator.SYSTEM_TOPIC_PREFIX
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"  # MixAll
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"  # MixAll
-TOPIC_MAX_LENGTH = 127  # TopicValidator.TOPIC_MAX_LENGTH
-VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")  # TopicValidator.isTopicOrGroupIllegal
 MAX_CACHED_DECISIONS = 65536
-
-
-def is_system_topic(topic: str) -> bool:
-    """RocketMQ 4.9.8 ``TopicValidator.isSystemTopic``: the fixed set or the ``rmq_sys_`` prefix."""
-    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,12 +38,12 @@ from connector.protocol.acl import (
     signature_content,
 )
 from connector.protocol.remoting import RemotingCommand, RequestCode
+from connector.protocol.topics import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
+from connector.protocol.topics import RMQ_SYS_TRACE_TOPIC as TRACE_TOPIC
 
 log = logging.getLogger(__name__)
 
 DENY, ANY, PUB, SUB = 1, 2, 4, 8  # 4.9.8 Permission bits
-RETRY_PREFIX = "%RETRY%"
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
 # 4.9.8 Permission.ADMIN_CODE, plus DELETE_EXPIRED_COMMITLOG (the stub serves it; a 4.9.8 broker does not)
 ADMIN_CODES = frozenset({17, 25, 215, 200, 207, RequestCode.DELETE_EXPIRED_COMMITLOG})

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING
 from broker_stub.javautil import fastjson_loads
 from broker_stub.name_rules import validate_group
 from broker_stub.remoting.server import RequestContext
-from broker_stub.topic_config import PERM_READ, PERM_WRITE, validate_topic
+from broker_stub.topic_config import PERM_READ, PERM_WRITE
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+from connector.protocol.topics import RETRY_GROUP_TOPIC_PREFIX, validate_topic
 
 if TYPE_CHECKING:
     from broker_stub.broker import BrokerController
@@ -37,7 +38,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHANNEL_EXPIRED_TIMEOUT_MS = 120_000
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+
+
+@dataclass
+class ClientChannelInfo:
+    """A client's connection as its last heartbeat showed it (4.9.8 ``ClientChannelInfo``): ``client_addr`` is
+    the peer ``"ip:port"``, ``language`` and ``version`` come from the request header (e.g. ``"JAVA"``, 409)."""
+
+    client_addr: str
+    language: str
+    version: int
 
 
 @dataclass
@@ -45,6 +55,9 @@ class _ConsumerGroupInfo:
     clients: dict[str, float] = field(default_factory=dict)  # clientID → last heartbeat (monotonic s)
     subscriptions: dict[str, dict] = field(default_factory=dict)  # topic → SubscriptionData JSON
     message_model: str = "CLUSTERING"
+    consume_type: str = "CONSUME_PASSIVELY"  # ConsumeType name (PULL: CONSUME_ACTIVELY)
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    channels: dict[str, ClientChannelInfo] = field(default_factory=dict)  # clientID → its connection
 
 
 class ConsumerManager:
@@ -54,10 +67,17 @@ class ConsumerManager:
         self.groups: dict[str, _ConsumerGroupInfo] = {}
         self.producer_groups: dict[str, dict[str, float]] = {}
 
-    def register_consumer(self, group: str, client_id: str, subscriptions: list[dict], message_model: str) -> None:
+    def register_consumer(self, group: str, client_id: str, subscriptions: list[dict], message_model: str, *,
+                          consume_type: str = "", consume_from_where: str = "",
+                          channel: ClientChannelInfo | None = None) -> None:
+        """Record one heartbeat's consumer data (empty strings keep the group's previous values)."""
         info = self.groups.setdefault(group, _ConsumerGroupInfo())
         info.clients[client_id] = time.monotonic()
         info.message_model = message_model or info.message_model
+        info.consume_type = consume_type or info.consume_type
+        info.consume_from_where = consume_from_where or info.consume_from_where
+        if channel is not None:
+            info.channels[client_id] = channel
         for sub in subscriptions:
             if isinstance(sub, dict) and sub.get("topic"):
                 info.subscriptions[str(sub["topic"])] = sub
@@ -83,6 +103,14 @@ class ConsumerManager:
     def find_subscription(self, group: str, topic: str) -> dict | None:
         info = self.groups.get(group)
         return info.subscriptions.get(topic) if info is not None else None
+
+    def online_group(self, group: str) -> _ConsumerGroupInfo | None:
+        """The group's info while at least one of its clients is alive (4.9.8 getConsumerGroupInfo), else None."""
+        return self.groups.get(group) if self.alive_clients(group) else None
+
+    def query_topic_consume_by_who(self, topic: str) -> set[str]:
+        """ConsumerManager.queryTopicConsumeByWho: the online groups subscribed to ``topic``."""
+        return {g for g, info in list(self.groups.items()) if topic in info.subscriptions and self.alive_clients(g)}
 
 
 class ConsumerProcessor:
@@ -138,7 +166,11 @@ class ConsumerProcessor:
                                             remark=c.topic_config_manager.creation_refused(retry_topic))
             subs = consumer.get("subscriptionDataSet") or []
             c.consumer_manager.register_consumer(group, client_id, subs if isinstance(subs, list) else [],
-                                                 str(consumer.get("messageModel") or "CLUSTERING"))
+                                                 str(consumer.get("messageModel") or "CLUSTERING"),
+                                                 consume_type=str(consumer.get("consumeType") or ""),
+                                                 consume_from_where=str(consumer.get("consumeFromWhere") or ""),
+                                                 channel=ClientChannelInfo(ctx.peer_text, request.language,
+                                                                           request.version))
         for producer in data.get("producerDataSet") or []:
             if isinstance(producer, dict) and producer.get("groupName"):
                 c.consumer_manager.register_producer(str(producer["groupName"]), client_id)

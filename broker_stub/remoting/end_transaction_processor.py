@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING
 from broker_stub.javautil import JavaHashMap, parse_boolean
 from broker_stub.remoting.server import RequestContext
 from broker_stub.store.commit_log import MessageExtBrokerInner, PutMessageStatus
-from broker_stub.topic_config import RMQ_SYS_TRANS_OP_HALF_TOPIC
 from connector.protocol.commitlog import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -46,6 +45,7 @@ from connector.protocol.commitlog import (
 )
 from connector.protocol.errors import CommitLogFormatError
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+from connector.protocol.topics import RMQ_SYS_TRANS_OP_HALF_TOPIC
 
 if TYPE_CHECKING:
     from broker_stub.broker import BrokerController

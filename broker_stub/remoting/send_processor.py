@@ -37,12 +37,7 @@ from broker_stub.store.commit_log import (
     PutMessageResult,
     PutMessageStatus,
 )
-from broker_stub.topic_config import (
-    NOT_ALLOWED_SEND_TOPICS,
-    RMQ_SYS_TRANS_HALF_TOPIC,
-    TopicConfig,
-    validate_topic,
-)
+from broker_stub.topic_config import TopicConfig
 from connector.protocol.commitlog import (
     MULTI_TAGS_FLAG,
     PROPERTY_CLUSTER,
@@ -53,6 +48,7 @@ from connector.protocol.commitlog import (
     HostAddress,
 )
 from connector.protocol.remoting import SEND_MESSAGE_V2_FIELD_NAMES, RemotingCommand, RequestCode, ResponseCode
+from connector.protocol.topics import NOT_ALLOWED_SEND_TOPICS, RMQ_SYS_TRANS_HALF_TOPIC, validate_topic
 
 if TYPE_CHECKING:
     from broker_stub.broker import BrokerController

@@ -55,10 +55,10 @@ from connector.protocol.commitlog import (
     offset_msg_id,
 )
 from connector.protocol.errors import CommitLogFormatError, HAReplicaError
+from connector.protocol.topics import RMQ_SYS_SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
 
-RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 MAX_MESSAGE_SIZE_HEADROOM_BYTES = 64 * 1024  # MessageExtEncoder reserves 64 KiB beyond the body limit
 
 

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 
 from broker_stub.javautil import java_string_hash
-from broker_stub.store.commit_log import RMQ_SYS_SCHEDULE_TOPIC, CommitLog
+from broker_stub.store.commit_log import CommitLog
 from broker_stub.store.consume_queue import ConsumeQueueStore
 from connector.protocol.commitlog import (
     MESSAGE_MAGIC_CODE,
@@ -43,6 +43,7 @@ from connector.protocol.commitlog import (
     parse_properties,
 )
 from connector.protocol.errors import CommitLogFormatError
+from connector.protocol.topics import RMQ_SYS_SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ import time
 from typing import TYPE_CHECKING
 
 from broker_stub.javautil import JavaHashMap
-from broker_stub.store.commit_log import RMQ_SYS_SCHEDULE_TOPIC, MessageExtBrokerInner, PutMessageStatus
+from broker_stub.store.commit_log import MessageExtBrokerInner, PutMessageStatus
 from connector.protocol.commitlog import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
@@ -45,6 +45,7 @@ from connector.protocol.commitlog import (
     decode_record,
 )
 from connector.protocol.errors import CommitLogFormatError
+from connector.protocol.topics import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
 
 if TYPE_CHECKING:
     from broker_stub.metadata import DelayOffsetStore
@@ -56,7 +57,6 @@ FIRST_DELAY_MS = 1000
 DELAY_FOR_A_WHILE_MS = 100
 DELAY_FOR_A_PERIOD_MS = 10000
 PERSIST_FIRST_DELAY_MS = 10000
-RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 _CQ_ENTRY = struct.Struct(">qiq")
 _ENTRY_RE = re.compile(r'"?(\d+)"?\s*:\s*(-?\d+)')
 

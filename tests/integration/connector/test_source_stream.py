@@ -9,7 +9,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from broker_stub.producer import Producer
-from connector.topic_filter import is_system_topic
+from connector.protocol.topics import is_system_topic
 from tests.integration.connector.conftest import (
     FIXTURE_MAX_OFFSET,
     MAPPED_FILE_SIZE,

@@ -7,7 +7,8 @@ import pickle
 import pyarrow as pa
 import pytest
 
-from connector.topic_filter import SYSTEM_TOPICS, TopicFilter, is_system_topic
+from connector.protocol.topics import SYSTEM_TOPICS, is_system_topic
+from connector.topic_filter import TopicFilter
 
 
 def test_system_topics_are_topic_validator_s_set_and_prefix():
