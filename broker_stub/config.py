@@ -9,10 +9,13 @@ lists every key as a real broker reports it).
 Roles and flush types: every 4.9.8 ``brokerRole`` (ASYNC_MASTER, SYNC_MASTER, SLAVE) and ``flushDiskType``
 (ASYNC_FLUSH, SYNC_FLUSH) runs. DLedger mode is refused.
 
-Stub-only keys (no 4.9.8 equivalent; names borrowed from RocketMQ 5.x where one exists):
+Stub-only keys (no 4.9.8 equivalent; names borrowed from RocketMQ 5.x where one exists with the same meaning):
 
-* ``inSyncReplicas`` (default 1 = 4.9.8 behaviour): a SYNC_MASTER answers SEND_OK only once that many
-  distinct HA connections have acked the message (5.x ``inSyncReplicas``).
+* ``minInSyncSlaves`` (default 1 = 4.9.8 behaviour): a SYNC_MASTER answers SEND_OK only once that many
+  distinct slaves (HA connections) have acked the message. The hareplica source's option of the same name
+  counts the same thing. ``inSyncReplicas`` is accepted as an alias key (:data:`CONFIG_KEY_ALIASES`) with
+  the stub's meaning; RocketMQ 5.x's ``inSyncReplicas`` counts the master too (5.x ``inSyncReplicas=2`` is
+  ``minInSyncSlaves=1`` here).
 * ``metricsPromExporterPort`` (default 0 = off) / ``metricsPromExporterHost`` (default ``brokerIP1``): the
   Prometheus text endpoint (5.x names).
 * ``cutCorruptCommitLogOnRecover`` (default false): recovery may end the CommitLog at an invalid record
@@ -295,8 +298,8 @@ class MessageStoreConfig:
     enableScheduleAsyncDeliver: bool = False
     scheduleAsyncDeliverMaxPendingLimit: int = 2000
     scheduleAsyncDeliverMaxResendNum2Blocked: int = 3
-    # stub-only (RocketMQ 5.x name): distinct slaves a SYNC_MASTER waits for; 1 = 4.9.8 behaviour
-    inSyncReplicas: int = 1
+    # stub-only: distinct slaves a SYNC_MASTER waits for; 1 = 4.9.8 behaviour (alias key inSyncReplicas)
+    minInSyncSlaves: int = 1
     # stub-only: an invalid record followed by data in later files ends the CommitLog there, moving what
     # follows to {storePathRootDir}/quarantine/; false = refuse to start (broker_stub.store.quarantine)
     cutCorruptCommitLogOnRecover: bool = False
@@ -330,6 +333,8 @@ class MessageStoreConfig:
 
 
 _GROUPS = (BrokerConfig, NettyServerConfig, NettyClientConfig, MessageStoreConfig)
+#: alias key -> the key it stands for; the file may hold either, not both (docs/broker_stub.md "Stub-only keys")
+CONFIG_KEY_ALIASES = {"inSyncReplicas": "minInSyncSlaves"}
 
 
 def _kind(f: dataclasses.Field) -> str:
@@ -455,16 +460,31 @@ def config_from_properties(props: Mapping[str, str], *, config_path: Path | None
     Raises BrokerConfigError for malformed values, an unknown ``brokerRole``/``flushDiskType``, DLedger mode,
     or impossible sizes/ports.
     """
+    values = _resolve_aliases(props)
     objs = []
     for cls in _GROUPS:
         kwargs = {}
         for f in dataclasses.fields(cls):
-            if f.name in props:
-                kwargs[f.name] = _convert(f.name, props[f.name], _kind(f))
+            if f.name in values:
+                kwargs[f.name] = _convert(f.name, values[f.name], _kind(f))
         objs.append(cls(**kwargs))
     cfg = BrokerStubConfig(*objs, file_properties=dict(props), config_path=config_path)
     _validate(cfg)
     return cfg
+
+
+def _resolve_aliases(props: Mapping[str, str]) -> dict[str, str]:
+    """``props`` with each alias key's value under the key it stands for (:data:`CONFIG_KEY_ALIASES`).
+
+    Raises BrokerConfigError naming both keys when the file gives a key and its alias.
+    """
+    values = dict(props)
+    for alias, key in CONFIG_KEY_ALIASES.items():
+        if alias in values:
+            if key in values:
+                raise BrokerConfigError(f"config keys {key} and {alias}: {alias} is an alias of {key}; give one")
+            values[key] = values[alias]
+    return values
 
 
 _CONTROL_BYTE = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")
@@ -496,7 +516,7 @@ def load_config(path: str | os.PathLike) -> BrokerStubConfig:
         props = parse_java_properties(text)
     except ValueError as exc:
         raise BrokerConfigError(f"broker config {p}: {exc}") from exc
-    known = {f.name for cls in _GROUPS for f in dataclasses.fields(cls)}
+    known = {f.name for cls in _GROUPS for f in dataclasses.fields(cls)} | set(CONFIG_KEY_ALIASES)
     for key in props:
         if not _KEY.match(key):
             raise BrokerConfigError(f"broker config {p} is not parsable as broker properties: key {key[:40]!r} "

@@ -46,7 +46,7 @@ LONG_KEYS = frozenset({
 POSITIVE_KEYS = frozenset({
     "haTransferBatchSize", "maxMessageSize", "flushIntervalCommitLog", "flushIntervalConsumeQueue",
     "flushCommitLogThoroughInterval", "haSendHeartbeatInterval", "haHousekeepingInterval", "defaultTopicQueueNums",
-    "inSyncReplicas", "syncFlushTimeout", "slaveTimeout", "mappedFileSizeConsumeQueue", "cleanResourceInterval",
+    "minInSyncSlaves", "syncFlushTimeout", "slaveTimeout", "mappedFileSizeConsumeQueue", "cleanResourceInterval",
     "registerNameServerPeriod", "flushConsumerOffsetInterval", "connectTimeoutMillis", "serverMaxConnections",
     "maxTopicConfigNums", "maxSubscriptionGroupNums",
     "serverMaxPendingFrameBytes", "maxTransferCountOnMessageInMemory", "maxTransferCountOnMessageInDisk",

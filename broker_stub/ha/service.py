@@ -10,7 +10,7 @@
 * SYNC_MASTER replica waits (:meth:`HAService.wait_for_replicas`) are futures resolved by acks, with the
   ``slaveTimeout`` deadline; **improvement**: when the last connection closes, pending waits answer
   SLAVE_NOT_AVAILABLE at once instead of waiting for the timeout (DESIGN §5).
-* **Optional quorum** (``inSyncReplicas`` = N > 1, the RocketMQ 5.x key; spec §7.1): a wait completes when
+* **Optional quorum** (``minInSyncSlaves`` = N > 1, alias key ``inSyncReplicas``; spec §7.1): a wait completes when
   N distinct live connections have acked the message's end offset; the entry check asks for N connections
   less than ``haSlaveFallbehindMax`` behind; when fewer than N connections remain, pending waits answer
   SLAVE_NOT_AVAILABLE at once. N = 1 is exactly the 4.9.8 rule above (the fastest slave decides).
@@ -105,14 +105,15 @@ class HAService:
 
     @property
     def in_sync_replicas(self) -> int:
-        return max(self.store_config.inSyncReplicas, 1)
+        """``minInSyncSlaves``: distinct slaves whose acks a SYNC_MASTER wait needs (at least 1)."""
+        return max(self.store_config.minInSyncSlaves, 1)
 
     def remove_connection(self, conn: HAConnection) -> None:
         if conn in self.connections:
             self.connections.remove(conn)
             self.limiter.release()
         if self.replica_count < self.in_sync_replicas and self._replica_waits:
-            log.warning("HA connections left %d < inSyncReplicas %d; %d replica waits answer SLAVE_NOT_AVAILABLE",
+            log.warning("HA connections left %d < minInSyncSlaves %d; %d replica waits answer SLAVE_NOT_AVAILABLE",
                         self.replica_count, self.in_sync_replicas, len(self._replica_waits))
             waits, self._replica_waits = self._replica_waits, []
             for _, fut in waits:
@@ -160,7 +161,7 @@ class HAService:
     def is_slave_ok(self, master_put_where: int) -> bool:
         """HAService.isSlaveOK: a connection exists and the lag is below ``haSlaveFallbehindMax`` bytes.
 
-        With ``inSyncReplicas`` N > 1: at least N connections are that close.
+        With ``minInSyncSlaves`` N > 1: at least N connections are that close.
         """
         if self.in_sync_replicas <= 1:
             return (self.replica_count > 0
@@ -168,7 +169,7 @@ class HAService:
         return self.in_sync_connection_count(master_put_where) >= self.in_sync_replicas
 
     async def wait_for_replicas(self, next_offset: int) -> PutMessageStatus:
-        """SYNC_MASTER: PUT_OK once a slave (``inSyncReplicas`` slaves) acked ``next_offset``;
+        """SYNC_MASTER: PUT_OK once a slave (``minInSyncSlaves`` slaves) acked ``next_offset``;
         SLAVE_NOT_AVAILABLE when that cannot happen (checked at once, or slaves left);
         FLUSH_SLAVE_TIMEOUT after ``slaveTimeout`` ms (spec §2.8, §2.9)."""
         if not self.is_slave_ok(next_offset):

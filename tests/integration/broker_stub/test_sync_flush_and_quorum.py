@@ -1,4 +1,4 @@
-"""SYNC_FLUSH group commit, flush + replica waits together, and the inSyncReplicas quorum (issue 3 items 1, 3)."""
+"""SYNC_FLUSH group commit, flush + replica waits together, and the minInSyncSlaves quorum (issue 3 items 1, 3)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_sync_master_with_sync_flush_combines_both_waits(broker_factory):
 
 
 def test_in_sync_replicas_two_needs_two_distinct_acks(broker_factory):
-    broker = broker_factory(brokerRole="SYNC_MASTER", inSyncReplicas=2, slaveTimeout=800,
+    broker = broker_factory(brokerRole="SYNC_MASTER", minInSyncSlaves=2, slaveTimeout=800,
                             haSendHeartbeatInterval=200)
     with Producer(broker.remoting_addr, timeout_ms=10000) as p:
         with _attach(broker) as first:

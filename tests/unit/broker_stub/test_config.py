@@ -100,7 +100,10 @@ def test_unknown_keys_are_kept_for_get_broker_config():
     ({"brokerRole": "SLAVE", "brokerId": "0"}, "brokerId"),
     ({"brokerRole": "MASTER"}, "brokerRole"),
     ({"haTransferBatchSize": str(4 * 1024 * 1024)}, "haTransferBatchSize"),
-    ({"inSyncReplicas": "0"}, "inSyncReplicas"),
+    ({"minInSyncSlaves": "0"}, "minInSyncSlaves"),
+    ({"inSyncReplicas": "0"}, "minInSyncSlaves"),
+    ({"minInSyncSlaves": "2", "inSyncReplicas": "2"}, "config keys minInSyncSlaves and inSyncReplicas: inSyncReplicas "
+                                                      "is an alias of minInSyncSlaves; give one"),
     ({"metricsPromExporterPort": "-1"}, "metricsPromExporterPort"),
     ({"flushDiskType": "LAZY"}, "flushDiskType"),
     ({"listenPort": "ten"}, "listenPort"),
@@ -117,13 +120,20 @@ def test_invalid_configs_are_rejected_naming_the_key(props, message):
         config_from_properties(props)
 
 
+def test_in_sync_replicas_is_an_alias_key_of_min_in_sync_slaves():
+    assert config_from_properties({"inSyncReplicas": "2"}).store.minInSyncSlaves == 2
+    assert config_from_properties({"minInSyncSlaves": "3"}).store.minInSyncSlaves == 3
+    props = config_from_properties({"inSyncReplicas": "2"}).all_properties()
+    assert (props["minInSyncSlaves"], props["inSyncReplicas"]) == ("2", "2")  # the file's key is reported too
+
+
 def test_slave_and_sync_flush_are_accepted_with_upstream_rules():
     cfg = config_from_properties({"brokerRole": "SLAVE", "brokerId": "2", "flushDiskType": "SYNC_FLUSH",
                                   "listenPort": "20911", "haMasterAddress": "127.0.0.1:10912"})
     assert cfg.is_slave and cfg.broker.brokerId == 2 and cfg.store.flushDiskType == "SYNC_FLUSH"
     assert cfg.fixed_ha_master_address == "127.0.0.1:10912"
     assert cfg.vip_listen_port == 20909
-    assert cfg.store.inSyncReplicas == 1 and cfg.store.syncFlushTimeout == 5000
+    assert cfg.store.minInSyncSlaves == 1 and cfg.store.syncFlushTimeout == 5000
     # a value shorter than 6 characters does not pin the master (BrokerController rule): learned from namesrv
     assert config_from_properties({"brokerRole": "SLAVE", "brokerId": "1",
                                    "haMasterAddress": "x:1"}).fixed_ha_master_address is None
