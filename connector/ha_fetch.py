@@ -47,6 +47,16 @@ from collections.abc import Callable, Iterator
 
 from connector.admin import split_addr
 from connector.data_loss import on_data_loss
+from connector.options import (
+    DEFAULT_CONNECT_TIMEOUT_MS,
+    DEFAULT_FETCH_PREFETCH_CHUNKS,
+    DEFAULT_FETCH_RETRIES,
+    DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_MAX_OUTAGE_MS,
+    DEFAULT_READ_TIMEOUT_MS,
+    DEFAULT_RECONNECT_BACKOFF_MAX_MS,
+    DEFAULT_RECONNECT_BACKOFF_MS,
+)
 from connector.protocol.errors import HAProtocolError, HAReplicaError
 from connector.protocol.ha import TRANSFER_HEADER_SIZE_BYTES, encode_report, parse_transfer_header
 from connector.reconnect import OutageWait
@@ -54,10 +64,6 @@ from connector.reconnect import OutageWait
 log = logging.getLogger(__name__)
 
 RECV_BUFFER_BYTES = 1024 * 1024  # one recv_into; frames are parsed in place, bodies copied once
-DEFAULT_RECONNECT_BACKOFF_MS = 50
-DEFAULT_RECONNECT_BACKOFF_MAX_MS = 1000
-DEFAULT_MAX_OUTAGE_MS = 300_000
-PREFETCH_DEPTH = 4  # received chunks (each at most one receive buffer) waiting for the consumer
 PREFETCH_POLL_S = 0.2
 
 
@@ -102,8 +108,10 @@ class HARangeFetcher:
     """
 
     def __init__(self, ha_addr: str, start: int, end: int, *, broker: str = "broker",
-                 connect_timeout_ms: int = 5000, read_timeout_ms: int = 20000, fetch_retries: int = 3,
-                 heartbeat_interval_ms: int = 5000, offsets_probe: OffsetsProbe | None = None,
+                 connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS, read_timeout_ms: int = DEFAULT_READ_TIMEOUT_MS,
+                 fetch_retries: int = DEFAULT_FETCH_RETRIES,
+                 heartbeat_interval_ms: int = DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS,
+                 offsets_probe: OffsetsProbe | None = None,
                  fail_on_data_loss: bool = True, server_is_slave: bool = False, copy_chunks: bool = True,
                  reconnect_backoff_ms: int = DEFAULT_RECONNECT_BACKOFF_MS,
                  reconnect_backoff_max_ms: int = DEFAULT_RECONNECT_BACKOFF_MAX_MS,
@@ -372,7 +380,8 @@ class _Failure:
 _END = object()
 
 
-def prefetch_chunks(fetcher: HARangeFetcher, depth: int = PREFETCH_DEPTH) -> Iterator[tuple[int, bytes]]:
+def prefetch_chunks(fetcher: HARangeFetcher,
+                    depth: int = DEFAULT_FETCH_PREFETCH_CHUNKS) -> Iterator[tuple[int, bytes]]:
     """Iterate ``fetcher`` on a background thread, ``depth`` chunks ahead of the consumer.
 
     Receiving (``recv_into``, frame parsing, the copy out of the receive buffer) then overlaps with

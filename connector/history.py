@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from connector.ha_fetch import HARangeFetcher
 from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
@@ -170,8 +171,6 @@ def fetch_range(ha_addr: str, start: int, end: int, *, broker: str, fetch, serve
     """CommitLog bytes ``[start, end)`` over the HA port (reporting ``start``; see connector.ha_fetch for
     why a report acknowledges nothing new when ``start`` is already landed). ``fetch`` is the query's
     :class:`connector.options.FetchSettings`. Raises what HARangeFetcher raises."""
-    from connector.ha_fetch import HARangeFetcher
-
     if end <= start:
         return b""
     fetcher = HARangeFetcher(ha_addr, start, end, broker=broker, connect_timeout_ms=fetch.connect_timeout_ms,

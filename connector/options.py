@@ -130,7 +130,7 @@ DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS = 5000  # haSendHeartbeatInterval
 HA_HOUSEKEEPING_INTERVAL_MS = 20000  # the master closes a connection silent for this long
 DEFAULT_ARROW_MAX_RECORDS_PER_BATCH = 10000  # spark.sql.execution.arrow.maxRecordsPerBatch
 DEFAULT_ARROW_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
-DEFAULT_FETCH_PREFETCH_CHUNKS = 4  # connector.ha_fetch.PREFETCH_DEPTH
+DEFAULT_FETCH_PREFETCH_CHUNKS = 4  # received chunks waiting for the decoder (connector.ha_fetch.prefetch_chunks)
 
 _BROKER_NAME = re.compile(r"^[A-Za-z0-9_.%-]+$")
 #: earlier option names accepted as they are (no warning): alias -> option
