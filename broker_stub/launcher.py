@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+import javaproperties
+
 log = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT_S = 15.0
@@ -231,9 +233,10 @@ class BrokerProcess(_ChildProcess):
         raise AssertionError("unreachable")
 
     def _write_conf(self) -> None:
-        lines = ["# written by broker_stub.launcher"]
-        lines += [f"{k}={v}" for k, v in self.props.items()]
-        self.conf_path.write_text("\n".join(lines) + "\n", encoding="latin-1")
+        """``broker.conf`` in java.util.Properties syntax (javaproperties escapes what Properties.load reads)."""
+        text = javaproperties.dumps({k: str(v) for k, v in self.props.items()}, timestamp=None,
+                                    comments="written by broker_stub.launcher")
+        self.conf_path.write_text(text, encoding="latin-1")
 
     def _launch(self, timeout_s: float) -> None:
         with open(self.log_path, "ab") as log_file:

@@ -12,6 +12,8 @@ import math
 import struct
 from dataclasses import dataclass, field
 
+import javaproperties
+
 from connector.protocol.errors import RemotingProtocolError
 
 FRAME_MAX_LENGTH_BYTES = 16 * 1024 * 1024  # NettyDecoder default (com.rocketmq.remoting.frameMaxLength)
@@ -365,13 +367,10 @@ def encode_properties_body(props: dict[str, str]) -> bytes:
 
 
 def decode_properties_body(body: bytes) -> dict[str, str]:
-    """Parse a GET_BROKER_CONFIG body: ``key=value`` lines (``#`` comments and blanks ignored)."""
-    out: dict[str, str] = {}
-    for line in body.decode("utf-8", "replace").splitlines():
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        k, sep, v = line.partition("=")
-        if sep:
-            out[k.strip()] = v.strip()
-    return out
+    """Parse a GET_BROKER_CONFIG body (UTF-8) as the 4.9.8 client does (``MixAll.string2Properties``:
+    ``java.util.Properties.load``), through the ``javaproperties`` library. Raises RemotingProtocolError
+    for a malformed ``\\uXXXX`` escape."""
+    try:
+        return dict(javaproperties.loads(body.decode("utf-8", "replace")))
+    except javaproperties.InvalidUEscapeError as exc:
+        raise RemotingProtocolError(f"GET_BROKER_CONFIG body is malformed: {exc}") from exc

@@ -29,6 +29,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import javaproperties
+
 from broker_stub.launcher import (
     BrokerProcessError,
     BrokerStartError,
@@ -405,8 +407,9 @@ class RealBroker(_JavaProcess):
         raise AssertionError("unreachable")
 
     def _write_conf(self) -> None:
-        lines = ["# written by tests/support/jvm_peers.py"] + [f"{k}={v}" for k, v in self.props.items()]
-        self.conf_path.write_text("\n".join(lines) + "\n", encoding="latin-1")
+        text = javaproperties.dumps({k: str(v) for k, v in self.props.items()}, timestamp=None,
+                                    comments="written by tests/support/jvm_peers.py")
+        self.conf_path.write_text(text, encoding="latin-1")
 
 
 __all__ = ["LIVE_PEERS", "ROCKETMQ_LIB", "BrokerProcessError", "BrokerStopError", "JvmPeersMissing",
