@@ -56,6 +56,7 @@ from connector.protocol.commitlog import (
     file_name,
 )
 from connector.protocol.ha import HA_TRANSFER_BATCH_SIZE_BYTES, encode_transfer_header
+from connector.protocol.mapped_files import file_start as file_start_of
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +102,10 @@ def write_commitlog(directory: Path, total_bytes: int, file_size: int, pool: lis
     file_start = -1
     try:
         while offset < total_bytes:
-            if offset - offset % file_size != file_start:
+            if file_start_of(offset, file_size) != file_start:
                 if out is not None:
                     out.close()
-                file_start = offset - offset % file_size
+                file_start = file_start_of(offset, file_size)
                 out = open(directory / file_name(file_start), "wb")  # noqa: SIM115 - closed in the loop
             rec = bytearray(pool[index % len(pool)])
             room = file_start + file_size - offset
@@ -129,7 +130,7 @@ def read_range(directory: Path, start: int, end: int, file_size: int, chunk: int
     """Yield ``(offset, bytes)`` of the CommitLog files in ``directory`` over ``[start, end)``."""
     offset = start
     while offset < end:
-        file_start = offset - offset % file_size
+        file_start = file_start_of(offset, file_size)
         with open(directory / file_name(file_start), "rb") as fh:
             fh.seek(offset - file_start)
             stop = min(end, file_start + file_size)
@@ -167,7 +168,7 @@ def _serve_frames(directory: str, file_size: int, end: int, ready, port_out) -> 
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * MIB)
             try:
                 while offset < end:
-                    file_start = offset - offset % file_size
+                    file_start = file_start_of(offset, file_size)
                     stop = min(end, offset + HA_TRANSFER_BATCH_SIZE_BYTES, file_start + file_size)
                     view = file_view(file_start)
                     conn.sendall(encode_transfer_header(offset, stop - offset))

@@ -55,6 +55,7 @@ from connector.protocol.commitlog import (
     offset_msg_id,
 )
 from connector.protocol.errors import CommitLogFormatError, HAReplicaError
+from connector.protocol.mapped_files import is_file_start
 from connector.protocol.topics import RMQ_SYS_SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
@@ -440,7 +441,7 @@ class CommitLog:
         try:
             mf = queue.last_mapped_file()
             if mf is None:
-                if start_offset % self.file_size:
+                if not is_file_start(start_offset, self.file_size):
                     raise CommitLogAppendError(
                         f"empty CommitLog cannot start at offset {start_offset}: not a multiple of "
                         f"mappedFileSizeCommitLog {self.file_size}")

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from broker_stub.store.mapped_file import MappedFile, MappedFileQueue
+from connector.protocol.mapped_files import file_start
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,7 @@ class ConsumeQueue:
         queue = self.files
         mf = queue.last_mapped_file()
         if mf is None:
-            first = expect - expect % self.mapped_file_size
+            first = file_start(expect, self.mapped_file_size)
             mf = queue.create_next_file(first)
             self.first_created_in_queue = True
             if expect:

@@ -3,7 +3,8 @@
 A CommitLog is a run of equally sized files (``mappedFileSizeCommitLog`` bytes, 1 GiB by default),
 each named by the CommitLog offset of its first byte written as 20 zero-padded decimal digits. File
 starts are multiples of the file size, and a record never spans two files (the writer pads the rest of
-a file with an END_FILE blank), so every file start is a record boundary.
+a file with an END_FILE blank), so every file start is a record boundary. A ConsumeQueue's files follow
+the same naming and arithmetic over its own offsets (``mappedFileSizeConsumeQueue``).
 
 Pure integer arithmetic, shared by the broker stub's store, the source's planner and decoder, and the
 offline tools. Offsets and sizes in bytes; ``size`` must be > 0.
