@@ -19,14 +19,25 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import re
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from broker_stub.ha.allow_list import parse_networks
 from connector.protocol.address import AddressError, split_host_port
 from connector.protocol.errors import HAReplicaError
 
-if TYPE_CHECKING:
-    from broker_stub.config import BrokerStubConfig
+
+class CheckedConfig(Protocol):
+    """What the rules read of :class:`broker_stub.config.BrokerStubConfig` (which imports this module): its
+    four 4.9.8 config objects (dataclasses whose field names are the ``broker.conf`` keys) and the pinned
+    ``haMasterAddress``."""
+
+    broker: Any
+    netty_server: Any
+    netty_client: Any
+    store: Any
+
+    @property
+    def fixed_ha_master_address(self) -> str | None: ...
 
 
 class BrokerConfigError(HAReplicaError):
@@ -60,7 +71,7 @@ _DELETE_WHEN = re.compile(r"^\d{1,2}(;\d{1,2})*$")
 _HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 
 
-def check_number_ranges(cfg: BrokerStubConfig) -> None:
+def check_number_ranges(cfg: CheckedConfig) -> None:
     """Every numeric key: within its Java type, not negative, and ≥ 1 for :data:`POSITIVE_KEYS`."""
     for obj in (cfg.broker, cfg.netty_server, cfg.netty_client, cfg.store):
         for f in dataclasses.fields(obj):
@@ -102,7 +113,7 @@ def check_host_port(key: str, value: str) -> None:
     check_host(key, host)
 
 
-def check_ranges(cfg: BrokerStubConfig) -> None:
+def check_ranges(cfg: CheckedConfig) -> None:
     """The key-specific rules (see module doc); raises BrokerConfigError naming the first bad key."""
     store, broker = cfg.store, cfg.broker
     if not 10 <= store.diskMaxUsedSpaceRatio <= 95:
