@@ -6,7 +6,7 @@ Run: ``.venv/bin/python -m bench.delta`` (about 7 minutes on 2 cores, 3-4 of the
 
 - ``noop_rows_s``: rows/s of ``format("hareplica")`` → ``format("noop")`` over the backlog (the baseline);
 - ``bronze_rows_s``: rows/s of the bronze app as it runs by default (``--landing direct``,
-  :mod:`connector.landing`: the executors decode and write the Delta table's files, partitioned by
+  :mod:`connector.delta.landing`: the executors decode and write the Delta table's files, partitioned by
   storeDate, the driver commits them) over the same backlog, in the same run; ``bronze_vs_noop``: the
   median of the per-round ratios (goal >= 0.5);
 - ``bronze_catchup_mb_s``: CommitLog MB/s (10^6 bytes) of the bronze runs, query start included: a
@@ -320,7 +320,8 @@ def parquet_ceilings(paths: list[str], workdir: Path, repeats: int = 2) -> dict[
     """Rows/s writing the rows of ``paths`` in one process, no Spark (best of ``repeats``).
 
     ``parquet_write``: pyarrow's ParquetWriter alone, one file per input file (row groups of one
-    micro-batch's task buffer), with the sink's writer options (:func:`connector.delta_sink.parquet_writer_options`);
+    micro-batch's task buffer), with the sink's writer options
+    (:func:`connector.delta.parquet.parquet_writer_options`);
     ``sink_task_write``: the sink's executor path (:meth:`DeltaLakeStreamWriter.write`: storeDate partition
     split, row groups, rolling, Delta statistics from the footers), one task per input file.
     Input batches are read into memory first (not timed); storeDate is added to them beforehand.
@@ -328,7 +329,9 @@ def parquet_ceilings(paths: list[str], workdir: Path, repeats: int = 2) -> dict[
     from pyspark.sql.types import DateType, StructField, StructType
 
     from connector.arrow_decode import spark_schema
-    from connector.delta_sink import DeltaLakeStreamWriter, DeltaSinkOptions, parquet_writer_options
+    from connector.delta.options import DeltaSinkOptions
+    from connector.delta.parquet import parquet_writer_options
+    from connector.delta.sink import DeltaLakeStreamWriter
 
     per_file = []
     for path in paths:
@@ -375,8 +378,9 @@ def simulate_hour(workdir: Path, batches: int, maintenance_every: int, rows_per_
     from pyspark.sql.types import DateType, StructField, StructType
 
     from connector.arrow_decode import ARROW_SCHEMA, spark_schema
-    from connector.delta_maintenance import MaintenancePolicy, TableMaintainer
-    from connector.delta_sink import DeltaLakeStreamWriter, DeltaSinkOptions
+    from connector.delta.maintenance import MaintenancePolicy, TableMaintainer
+    from connector.delta.options import DeltaSinkOptions
+    from connector.delta.sink import DeltaLakeStreamWriter
 
     table = workdir / "sim-bronze"
     schema = StructType(spark_schema().fields + [StructField("storeDate", DateType())])

@@ -22,7 +22,7 @@ A line (``event`` = "progress")::
                   "numInputRows": 1000, "lagBytes": {"broker-a": 0}}]}
 
 Other events: ``started`` (query, id, runId), ``terminated`` (query, id, runId, exception),
-``maintenance`` (see ``connector.delta_maintenance.summarize_maintenance``). Every line has ``event``
+``maintenance`` (see ``connector.delta.maintenance.summarize_maintenance``). Every line has ``event``
 and ``time`` (ISO-8601 UTC). The file is rotated to ``NAME.1`` when it passes ``max_bytes``.
 """
 

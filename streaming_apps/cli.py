@@ -90,7 +90,7 @@ def _add_workdir_args(p: argparse.ArgumentParser, *, tables: bool = True) -> Non
 
 
 def _add_run_parser(sub) -> None:
-    from connector.delta_maintenance import DEFAULT_MAINTENANCE_EVERY_BATCHES, DEFAULT_ORPHAN_GRACE_PERIOD_MS
+    from connector.delta.maintenance import DEFAULT_MAINTENANCE_EVERY_BATCHES, DEFAULT_ORPHAN_GRACE_PERIOD_MS
     from streaming_apps.apps.common import DEFAULT_TRIGGER, DEFAULT_WATERMARK, LANDINGS, SINKS
 
     p = sub.add_parser("run", help="run a streaming app: bronze, silver or gold (docs/delta.md)")
@@ -252,8 +252,8 @@ def _maintain(args) -> int:
 
     from rich.console import Console
 
-    from connector.delta_maintenance import run_maintenance, summarize_maintenance
-    from connector.delta_sink import DeltaSinkError
+    from connector.delta.errors import DeltaSinkError
+    from connector.delta.maintenance import run_maintenance, summarize_maintenance
 
     console = Console(stderr=True, soft_wrap=True)  # an error is one line, whatever the terminal width
     candidate = os.path.join(_tables_root(args), args.table)
@@ -267,7 +267,7 @@ def _maintain(args) -> int:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 1
     except Exception as e:  # noqa: BLE001 - delta-rs errors (e.g. a retention below the table's minimum)
-        from connector.delta_paths import error_line
+        from connector.delta.location import error_line
 
         console.print(f"[red]error:[/red] maintenance of {path} failed: {error_line(e)}", highlight=False)
         return 1

@@ -35,7 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.delta_paths import DeltaTablePathError, error_line, open_delta_table
+from connector.delta.location import DeltaTablePathError, error_line, open_delta_table
 from connector.protocol.errors import HAReplicaError
 
 log = logging.getLogger(__name__)

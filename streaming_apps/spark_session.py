@@ -82,8 +82,8 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
 
 def register_data_sources(spark) -> None:
     """Register hareplica's Python data sources on ``spark`` (idempotent)."""
-    from connector.delta_sink import DeltaLakeDataSource
-    from connector.landing import HAReplicaLandingDataSource
+    from connector.delta.landing import HAReplicaLandingDataSource
+    from connector.delta.sink import DeltaLakeDataSource
     from connector.source import HAReplicaDataSource
 
     spark.dataSource.register(HAReplicaDataSource)

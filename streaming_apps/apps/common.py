@@ -9,10 +9,10 @@ wires it up:
    is raised before any query starts, saying how to stage and pass them);
 2. a :class:`connector.progress_listener.ProgressFileListener` appending each batch's progress and
    broker lag to ``status_dir/APP.jsonl`` (read by ``hareplica status``);
-3. a :class:`connector.delta_maintenance.TableMaintainer` compacting, checkpointing and vacuuming the
+3. a :class:`connector.delta.maintenance.TableMaintainer` compacting, checkpointing and vacuuming the
    app's tables every ``maintenance_every`` micro-batches (counted by the listener);
 4. the app's queries, with checkpoints in ``checkpoint_root/APP`` and Delta appIds derived from that
-   location (:func:`connector.delta_sink.app_id_from_checkpoint`), so a restart from the same
+   location (:func:`connector.delta.options.app_id_from_checkpoint`), so a restart from the same
    checkpoint continues exactly once and a new checkpoint is a new writer.
 """
 
@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from connector.delta_maintenance import DEFAULT_ORPHAN_GRACE_PERIOD_MS, MaintenancePolicy, TableMaintainer
-from connector.delta_sink import app_id_from_checkpoint, write_batch
+from connector.delta.foreach_batch import write_batch
+from connector.delta.maintenance import DEFAULT_ORPHAN_GRACE_PERIOD_MS, MaintenancePolicy, TableMaintainer
+from connector.delta.options import app_id_from_checkpoint
 from connector.progress_listener import ProgressFileListener
 from connector.protocol.errors import HAReplicaError
 
@@ -94,7 +95,7 @@ class AppConfig:
         workdir: root of tables (``tables/``), checkpoints (``checkpoints/APP``) and status (``status/APP.jsonl``).
         sink: ``deltalake`` (default, no jars) or ``delta`` (Spark's Delta Lake).
         landing: bronze only: ``direct`` (the executors write the Delta files as they decode,
-            :mod:`connector.landing`; deltalake sink only) or ``spark`` (rows go through Spark into the
+            :mod:`connector.delta.landing`; deltalake sink only) or ``spark`` (rows go through Spark into the
             sink). None (default): ``direct`` for bronze with the deltalake sink, else ``spark``.
         trigger: ``available-now`` (catch up, then stop) or a processing-time interval (``1s``, ``500ms``,
             ``2 minutes``; default 1s).
@@ -369,7 +370,7 @@ class RunningApp:
 
 
 def check_table_locations(config: AppConfig, tables: Sequence[str]) -> None:
-    """Each table folder must hold a readable Delta table, or be missing or empty (connector.delta_paths).
+    """Each table folder must hold a readable Delta table, or be missing or empty (connector.delta.location).
 
     Checked for both sinks before any query starts (Spark's format("delta") would otherwise fail later
     with a JVM trace, or silently create a table in a folder holding other files).
@@ -377,7 +378,7 @@ def check_table_locations(config: AppConfig, tables: Sequence[str]) -> None:
     Raises:
         AppError: one line naming the table, its path and what is wrong there.
     """
-    from connector.delta_paths import DeltaTablePathError, check_new_table_location, open_delta_table
+    from connector.delta.location import DeltaTablePathError, check_new_table_location, open_delta_table
 
     for table in tables:
         uri = str(config.table_path(table))

@@ -1,7 +1,7 @@
 """Crash injection at the Delta sink's commit points: the app process is SIGKILLed and restarted.
 
 Each test runs ``hareplica run APP`` in a subprocess (its own session: driver, Spark JVM and Python
-workers) with ``HAREPLICA_DELTA_FAULT=POINT:BATCH[:TABLE]`` (connector.delta_sink, "Fault injection"):
+workers) with ``HAREPLICA_DELTA_FAULT=POINT:BATCH[:TABLE]`` (connector.delta.faults):
 when the sink reaches the point it writes a marker file and waits; the test then SIGKILLs every
 process of the session, checks the state the crash left, and restarts the app from its checkpoint
 without the fault. At the end every message of the broker's CommitLog is in the tables exactly once
@@ -28,7 +28,8 @@ import pytest
 from deltalake import DeltaTable
 
 from broker_stub.launcher import BrokerProcess
-from connector.delta_sink import FAULT_INJECTION_ENV, FAULT_MARKER_ENV, FAULT_PAUSE_ENV, batch_file_prefix
+from connector.delta.faults import FAULT_INJECTION_ENV, FAULT_MARKER_ENV, FAULT_PAUSE_ENV
+from connector.delta.file_names import batch_file_prefix
 from streaming_apps.apps import AppConfig
 from streaming_apps.inspect_commitlog import iter_commitlog_dir
 from streaming_apps.query import query_tables

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
 
-from connector.delta_sink import app_id_from_checkpoint
+from connector.delta.options import app_id_from_checkpoint
 from streaming_apps.inspect_commitlog import iter_commitlog_dir
 from streaming_apps.spark_session import register_data_sources
 from streaming_apps.workload import decode_order, order_events

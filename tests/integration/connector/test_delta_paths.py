@@ -1,7 +1,7 @@
 """Delta path problems name the path (issue 9 item 6): a garbage ``_delta_log``, a plain folder as a table.
 
 A ``_delta_log`` holding random bytes must give one line naming the table and the log file, from the
-library (``load_table``), the sink (``write_batch``, the streaming writer's check), the apps and the
+library (``open_delta_table``), the sink (``write_batch``, the streaming writer's check), the apps and the
 ``query``/``maintain`` commands — never delta-rs's multi-line backtrace. A non-empty folder that is not a
 Delta table is not turned into one unless the writer asks (``createTableInNonEmptyPath``); a missing or
 empty folder, or one holding only this sink's own never-committed files (a first batch killed before its
@@ -16,8 +16,11 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from connector.delta_paths import DeltaTablePathError
-from connector.delta_sink import DeltaSinkOptions, batch_file_prefix, checked_stream_writer, load_table, write_batch
+from connector.delta.file_names import batch_file_prefix
+from connector.delta.foreach_batch import write_batch
+from connector.delta.location import DeltaTablePathError, open_delta_table
+from connector.delta.options import DeltaSinkOptions
+from connector.delta.sink import checked_stream_writer
 from streaming_apps.cli import main as cli_main
 
 GARBAGE = bytes(range(256)) * 3
@@ -40,7 +43,7 @@ def _one_line(text: str) -> str:
 def test_garbage_delta_log_is_one_error_line_naming_the_table_and_the_file(tmp_path):
     table = _garbage_table(tmp_path / "bronze")
     with pytest.raises(DeltaTablePathError) as e:
-        load_table(str(table))
+        open_delta_table(str(table))
     line = _one_line(str(e.value))
     assert str(table) in line
     assert "_delta_log/00000000000000000000.json" in line and "line 1" in line

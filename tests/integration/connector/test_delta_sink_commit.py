@@ -26,25 +26,19 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from connector.delta_maintenance import (
+from connector.delta.errors import DeltaSinkConfigError
+from connector.delta.faults import FAULT_INJECTION_ENV, FAULT_MARKER_ENV, FAULT_PAUSE_ENV, InjectedFaultError
+from connector.delta.file_names import batch_file_prefix
+from connector.delta.maintenance import (
     MaintenancePolicy,
     TableMaintainer,
     find_orphan_files,
     remove_orphan_files,
     run_maintenance,
 )
-from connector.delta_sink import (
-    FAULT_INJECTION_ENV,
-    FAULT_MARKER_ENV,
-    FAULT_PAUSE_ENV,
-    DeltaLakeCommitMessage,
-    DeltaLakeDataSource,
-    DeltaLakeStreamWriter,
-    DeltaSchemaMismatchError,
-    DeltaSinkConfigError,
-    InjectedFaultError,
-    batch_file_prefix,
-)
+from connector.delta.messages import DeltaLakeCommitMessage
+from connector.delta.schema import DeltaSchemaMismatchError
+from connector.delta.sink import DeltaLakeDataSource, DeltaLakeStreamWriter
 
 SCHEMA = StructType([StructField("id", LongType()), StructField("topic", StringType()),
                      StructField("day", DateType()), StructField("body", BinaryType())])

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
-from connector.delta_maintenance import SINK_FILE_NAME
-from connector.delta_sink import DeltaLakeDataSource, batch_file_prefix
+from connector.delta.file_names import SINK_FILE_NAME, batch_file_prefix
+from connector.delta.sink import DeltaLakeDataSource
 
 pytestmark = pytest.mark.spark
 

@@ -17,8 +17,8 @@ from collections import Counter
 import pytest
 from deltalake import DeltaTable
 
-from connector.delta_paths import UnsupportedTableFeatureError
-from connector.delta_sink import write_batch
+from connector.delta.features import UnsupportedTableFeatureError
+from connector.delta.foreach_batch import write_batch
 from streaming_apps.apps import AppConfig, run_app
 from streaming_apps.cli import main as cli_main
 from streaming_apps.spark_session import register_data_sources

@@ -14,7 +14,8 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql.types import BinaryType, DateType, LongType, StringType, StructField, StructType
 
-from connector.delta_sink import DeltaLakeDataSource, app_id_from_checkpoint
+from connector.delta.options import app_id_from_checkpoint
+from connector.delta.sink import DeltaLakeDataSource
 from connector.progress_listener import ProgressFileListener
 from streaming_apps.apps.common import AppConfig, AppError, expand_jars, trigger_kwargs
 from streaming_apps.cli import build_parser, main

@@ -22,15 +22,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from connector.delta_sink import (
-    DICTIONARY_SAMPLE_ROWS,
-    DeltaLakeStreamWriter,
-    DeltaSinkOptions,
-    _TaskFileWriter,
-    dictionary_columns,
-    file_stats_json,
-    parquet_writer_options,
-)
+from connector.delta.options import DeltaSinkOptions
+from connector.delta.parquet import DICTIONARY_SAMPLE_ROWS, TaskFileWriter, dictionary_columns, parquet_writer_options
+from connector.delta.sink import DeltaLakeStreamWriter
+from connector.delta.stats import file_stats_json
 
 ROWS = 6000
 UTC = dt.UTC
@@ -139,7 +134,7 @@ def test_task_writer_files_read_back_with_the_sink_statistics(tmp_path):
 def test_discarding_a_file_before_its_first_row_group_deletes_it(tmp_path):
     table = _dated(_bronze_like(100))
     (tmp_path / "t").mkdir()
-    writer = _TaskFileWriter(str(tmp_path / "t"), ["storeDate"], "snappy", ".snappy", 1 << 30, "part-x")
+    writer = TaskFileWriter(str(tmp_path / "t"), ["storeDate"], "snappy", ".snappy", 1 << 30, "part-x")
     writer.write(table.to_batches()[0])
     assert writer.open_files and all(f.writer is None for f in writer.open_files.values())  # buffered only
     assert list((tmp_path / "t").rglob("*.parquet"))

@@ -23,23 +23,25 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from connector.delta_sink import (
-    DEFAULT_TARGET_FILE_SIZE_BYTES,
-    HIVE_DEFAULT_PARTITION,
-    DeltaLakeDataSource,
-    DeltaSchemaMismatchError,
-    DeltaSinkConfigError,
-    DeltaSinkOptions,
-    app_id_from_checkpoint,
+from connector.delta.errors import DeltaSinkConfigError
+from connector.delta.file_names import (
+    SINK_FILE_NAME,
+    SINK_FILE_PREFIX,
     batch_file_prefix,
-    check_partition_columns,
-    check_schema_matches,
+    data_file_name,
+    task_file_prefix,
+)
+from connector.delta.options import DEFAULT_TARGET_FILE_SIZE_BYTES, DeltaSinkOptions, app_id_from_checkpoint
+from connector.delta.partitions import (
+    HIVE_DEFAULT_PARTITION,
     delta_log_path,
     escape_partition_path,
-    file_stats_json,
     partition_folder,
     partition_value_string,
 )
+from connector.delta.schema import DeltaSchemaMismatchError, check_partition_columns, check_schema_matches
+from connector.delta.sink import DeltaLakeDataSource
+from connector.delta.stats import file_stats_json
 from connector.protocol.errors import HAReplicaError
 
 SCHEMA = StructType([StructField("id", LongType()), StructField("topic", StringType()),
@@ -109,6 +111,19 @@ def test_batch_file_prefix_separates_apps_and_batches():
     assert batch_file_prefix("a", 7).startswith("part-") and batch_file_prefix("a", 7).endswith("-b000007-")
     assert batch_file_prefix("a", 7) != batch_file_prefix("b", 7)
     assert not batch_file_prefix("a", 1234567).startswith(batch_file_prefix("a", 123456))
+
+
+@pytest.mark.parametrize("batch_id", [7, None])
+@pytest.mark.parametrize("codec_infix", [".snappy", ""])
+def test_written_names_match_the_patterns_maintenance_and_table_locations_read(batch_id, codec_infix):
+    prefix = task_file_prefix("app", batch_id, 3, 1)
+    name = data_file_name(prefix, codec_infix)
+    assert SINK_FILE_NAME.match(name) and SINK_FILE_PREFIX.match(name)
+    assert name.startswith(prefix + "-") and name.endswith(f"{codec_infix}.parquet")
+    assert (batch_id is not None) == name.startswith(batch_file_prefix("app", 7))
+    assert data_file_name(prefix, codec_infix) != name
+    assert not SINK_FILE_NAME.match(name.replace("part-", "part-x", 1))
+    assert not SINK_FILE_NAME.match(name[:-len(".parquet")])
 
 
 # --- partition values and folders ------------------------------------------------------------------

@@ -9,9 +9,9 @@ docs/delta.md, "Table locations". Two rules every writer and reader of this proj
 - A table is created only in a missing or empty folder. A folder that is not a Delta table (no readable
   ``_delta_log``) and holds other files is refused unless the writer asks for it
   (``createTableInNonEmptyPath``). Hidden entries (names starting with ``.`` or ``_``), empty folders
-  and files named like this project's sink files (``part-<appTag>-[b<batchId>-]p<partition>-a<attempt>-...``:
-  a first batch killed before its commit, or another writer's first batch still being committed, left
-  them) do not make a folder non-empty.
+  and files named like this project's data files (connector.delta.file_names: a first batch killed
+  before its commit, or another writer's first batch still being committed, left them) do not make a
+  folder non-empty.
 """
 
 from __future__ import annotations
@@ -19,15 +19,10 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-import re
 
+from connector.delta.file_names import CHECKPOINT_FILE, COMMIT_FILE, SINK_FILE_PREFIX
 from connector.protocol.errors import HAReplicaError
 
-#: A file a task of this project's sink (or the direct landing) wrote for a micro-batch (connector.delta_sink).
-SINK_BATCH_FILE = re.compile(r"^part-[0-9a-f]{8}-(?:b\d+-)?p\d+-a\d+-")
-#: Delta log file names (Delta protocol "Delta Log Entries" and "Checkpoints").
-_COMMIT_FILE = re.compile(r"^\d{20}\.json$")
-_CHECKPOINT_FILE = re.compile(r"^\d{20}\.checkpoint(?:\.\d{10}\.\d{10})?\.parquet$")
 #: Foreign entries a refusal names before it says "…".
 NAMED_ENTRIES = 3
 #: The sink option that allows creating a table in a non-empty folder.
@@ -39,6 +34,15 @@ class DeltaTablePathError(HAReplicaError):
 
     The message is one line naming the table path (and the log file, where one is to blame).
     """
+
+
+def normalize_table_uri(path: str) -> str:
+    """A table location as both pyarrow.fs and deltalake accept it: URIs unchanged, local paths absolute."""
+    if "://" in path:
+        return path.rstrip("/")
+    if path.startswith("file:"):
+        path = path[len("file:"):]
+    return os.path.abspath(os.path.expanduser(path))
 
 
 def error_line(error: BaseException) -> str:
@@ -72,9 +76,9 @@ def find_unreadable_log_file(table_uri: str) -> str | None:
         return f"{log_dir}: {e.strerror or e}"
     for name in names:
         path = os.path.join(log_dir, name)
-        if _COMMIT_FILE.match(name) or name == "_last_checkpoint":
+        if COMMIT_FILE.match(name) or name == "_last_checkpoint":
             problem = _json_lines_problem(path)
-        elif _CHECKPOINT_FILE.match(name):
+        elif CHECKPOINT_FILE.match(name):
             problem = _parquet_problem(path)
         else:
             continue
@@ -137,7 +141,7 @@ def foreign_entries(table_uri: str, limit: int = NAMED_ENTRIES) -> list[str]:
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
         for name in sorted(files):
-            if name.startswith((".", "_")) or SINK_BATCH_FILE.match(name):
+            if name.startswith((".", "_")) or SINK_FILE_PREFIX.match(name):
                 continue
             found.append(posixpath.relpath(os.path.join(folder, name), root))
             if len(found) >= limit:
@@ -168,74 +172,3 @@ def check_new_table_location(table_uri: str, *, create_in_non_empty_path: bool =
             f"{table_uri} is not a Delta table (no _delta_log) and is not empty ({named}): refusing to create a "
             f"table there; use an empty folder, or set {CREATE_IN_NON_EMPTY_OPTION}=true to create the table next "
             "to those files")
-
-
-# --- table features this project's writers can honour ------------------------------------------------
-#: Writer features (Delta protocol "Table Features") under which this project's appends (the sink, the
-#: direct landing, write_batch) and delta-rs maintenance are still correct: they add plain Parquet files
-#: under the logical column names, never delete rows and carry no row ids. Checked on tables Spark wrote.
-SUPPORTED_WRITER_FEATURES = frozenset({
-    "appendOnly", "invariants", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "deletionVectors",
-    "changeDataFeed",
-})
-#: Why a feature outside that set is refused (the rest: "not supported by this project's writers").
-_FEATURE_REASONS = {
-    "columnMapping": "data files use physical column names this writer does not produce",
-    "rowTracking": "every added file needs row ids this writer does not assign",
-    "domainMetadata": "delta-rs cannot commit to tables with domain metadata",
-    "identityColumns": "identity values are assigned by the writer",
-    "generatedColumns": "generated values are computed by the writer",
-    "checkConstraints": "CHECK constraints are not enforced by this writer",
-}
-
-
-UNKNOWN_FEATURE_REASON = "not supported by this project's writers"
-
-
-class UnsupportedTableFeatureError(DeltaTablePathError):
-    """A Delta table (e.g. written by Spark) uses a writer feature this project's writers cannot honour."""
-
-
-def check_writable(table, table_uri: str, operation: str) -> None:
-    """Refuse ``operation`` (e.g. ``append``, ``maintenance``) on a table with features outside the supported set.
-
-    Also refuses a writer version above 7 or a reader version above 3 (unknown protocols). The rules and
-    the supported features are in docs/delta.md, "Spark's Delta Lake and this project's writers".
-
-    Raises:
-        UnsupportedTableFeatureError: one line naming the table path, the features and why.
-    """
-    protocol = table.protocol()
-    if protocol.min_writer_version > 7 or protocol.min_reader_version > 3:
-        raise UnsupportedTableFeatureError(
-            f"{table_uri}: Delta protocol reader {protocol.min_reader_version} / writer {protocol.min_writer_version} "
-            f"is newer than this project's {operation} supports (reader 3 / writer 7)")
-    features = set(protocol.writer_features or []) if protocol.min_writer_version == 7 else _legacy_features(table)
-    unsupported = sorted(features - SUPPORTED_WRITER_FEATURES)
-    if unsupported:
-        why = "; ".join(f"{f}: {_FEATURE_REASONS.get(f, UNKNOWN_FEATURE_REASON)}" for f in unsupported)
-        raise UnsupportedTableFeatureError(
-            f"{table_uri}: table feature{'s' if len(unsupported) > 1 else ''} {', '.join(unsupported)} "
-            f"cannot be honoured by this project's {operation} ({why}); write and maintain this table with Spark's "
-            "format(\"delta\") (--sink delta)")
-
-
-def _legacy_features(table) -> set[str]:
-    """Features a writer version 2..6 implies (Delta protocol, "Table Features"), those the table really uses."""
-    version = table.protocol().min_writer_version
-    config = table.metadata().configuration or {}
-    keys = _schema_metadata_keys(table)
-    used = {
-        "checkConstraints": version >= 3 and any(k.startswith("delta.constraints.") for k in config),
-        "generatedColumns": version >= 4 and "delta.generationExpression" in keys,
-        "columnMapping": version >= 5 and config.get("delta.columnMapping.mode", "none") != "none",
-        "identityColumns": version >= 6 and any(k.startswith("delta.identity.") for k in keys),
-    }
-    return {name for name, on in used.items() if on}
-
-
-def _schema_metadata_keys(table) -> set[str]:
-    keys: set[str] = set()
-    for field in json.loads(table.schema().to_json()).get("fields", []):
-        keys.update((field.get("metadata") or {}).keys())
-    return keys

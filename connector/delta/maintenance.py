@@ -9,8 +9,8 @@ tasks wrote files and before the Delta commit, or a task attempt whose result Sp
 already removes the files of replayed, aborted and failed batches it knows about; the rest are found
 here by listing the table folder. A file is an orphan only if all of these hold:
 
-- its name has the sink's pattern (``part-<appTag>-[b<batchId>-]p<partition>-a<attempt>-<uuid>...``), so
-  files of other writers (delta-rs optimize, Spark) are never touched;
+- its name has the sink's pattern (``part-<appTag>-[b<batchId>-]p<partition>-a<attempt>-<uuid>...``,
+  connector.delta.file_names), so files of other writers (delta-rs optimize, Spark) are never touched;
 - no ``add`` or ``remove`` action of the log names it (the latest checkpoint plus every later commit),
   so live files and tombstones still inside the vacuum retention are kept (time travel keeps working);
 - it is older than the grace period, so files of a batch still being written are kept.
@@ -18,97 +18,27 @@ here by listing the table folder. A file is an orphan only if all of these hold:
 
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
 
-import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
-from connector.delta_paths import check_writable
-from connector.delta_sink import DeltaSinkError, normalize_table_uri, referenced_file_names
+from connector.delta.deltalog import logged_file_names
+from connector.delta.errors import DeltaSinkError
+from connector.delta.features import check_writable
+from connector.delta.file_names import SINK_FILE_NAME
+from connector.delta.files import referenced_file_names
+from connector.delta.location import normalize_table_uri, open_delta_table
 
 log = logging.getLogger(__name__)
 
 #: Files younger than this are never orphans: a micro-batch's files wait at most this long for their commit.
 DEFAULT_ORPHAN_GRACE_PERIOD_MS = 60 * 60 * 1000
-#: Names of the Parquet files written by connector.delta_sink.
-SINK_FILE_NAME = re.compile(
-    r"^part-[0-9a-f]{8}-(?:b\d+-)?p\d+-a\d+-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}(?:\.\w+)?\.parquet$")
-_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
-
-
-def _log_file_names(fs: pafs.FileSystem, log_dir: str) -> tuple[int | None, list[str], dict[int, str]]:
-    """(latest complete checkpoint version, its part paths, {commit version: path} after it)."""
-    infos = fs.get_file_info(pafs.FileSelector(log_dir, allow_not_found=True))
-    commits: dict[int, str] = {}
-    checkpoints: dict[int, dict[str, Any]] = {}
-    for info in infos:
-        if info.type != pafs.FileType.File:
-            continue
-        m = _COMMIT_FILE.match(info.base_name)
-        if m:
-            commits[int(m.group(1))] = info.path
-            continue
-        m = _CHECKPOINT_FILE.match(info.base_name)
-        if m:
-            entry = checkpoints.setdefault(int(m.group(1)), {"parts": [], "expected": 1})
-            entry["parts"].append(info.path)
-            if m.group(3):
-                entry["expected"] = int(m.group(3))
-    complete = [v for v, e in checkpoints.items() if len(e["parts"]) == e["expected"]]
-    checkpoint_version = max(complete) if complete else None
-    parts = sorted(checkpoints[checkpoint_version]["parts"]) if checkpoint_version is not None else []
-    later = {v: p for v, p in commits.items() if checkpoint_version is None or v > checkpoint_version}
-    return checkpoint_version, parts, later
-
-
-def logged_file_names(table_uri: str) -> set[str]:
-    """Base names of every file an ``add`` or ``remove`` action names in the latest checkpoint and later commits.
-
-    Raises:
-        DeltaSinkError: the log has a gap after the checkpoint or uses sidecar (V2) checkpoints, so the
-            set could be incomplete (callers must then not delete anything).
-    """
-    uri = normalize_table_uri(table_uri)
-    fs, root = pafs.FileSystem.from_uri(uri)
-    log_dir = posixpath.join(root, "_delta_log")
-    checkpoint_version, parts, commits = _log_file_names(fs, log_dir)
-    names: set[str] = set()
-    for part in parts:
-        columns = pq.read_schema(part, filesystem=fs).names
-        if "sidecar" in columns and len(
-                pq.read_table(part, filesystem=fs, columns=["sidecar"]).column("sidecar").drop_null()):
-            raise DeltaSinkError(f"table {uri}: checkpoint {part} uses sidecar files, which orphan detection "
-                                 "does not read; nothing is deleted")
-        kinds = [k for k in ("add", "remove") if k in columns]
-        table = pq.read_table(part, filesystem=fs, columns=kinds)
-        for kind in kinds:
-            for entry in table.column(kind).drop_null().to_pylist():
-                names.add(posixpath.basename(unquote(entry["path"])))
-    expected = (checkpoint_version + 1) if checkpoint_version is not None else 0
-    for version in sorted(commits):
-        if version != expected:
-            raise DeltaSinkError(f"table {uri}: Delta log version {expected} is missing (found {version}); "
-                                 "nothing is deleted")
-        expected += 1
-        with fs.open_input_stream(commits[version]) as f:
-            for line in f.read().decode("utf-8").splitlines():
-                if not line.strip():
-                    continue
-                action = json.loads(line)
-                for kind in ("add", "remove"):
-                    if kind in action:
-                        names.add(posixpath.basename(unquote(action[kind]["path"])))
-    return names
 
 
 def find_orphan_files(table_uri: str, *, grace_period_ms: int = DEFAULT_ORPHAN_GRACE_PERIOD_MS,
@@ -121,10 +51,8 @@ def find_orphan_files(table_uri: str, *, grace_period_ms: int = DEFAULT_ORPHAN_G
     Raises:
         DeltaSinkError: no Delta table at ``table_uri``, or its log cannot be read completely.
     """
-    from connector.delta_sink import load_table
-
     uri = normalize_table_uri(table_uri)
-    table = load_table(uri)
+    table = open_delta_table(uri)
     if table is None:
         raise DeltaSinkError(f"no Delta table at {uri}: cannot tell orphan files from data files")
     known = logged_file_names(uri) | referenced_file_names(table)
@@ -185,20 +113,18 @@ def run_maintenance(table_uri: str, *, compact: bool = True, target_size: int | 
         ``{"version": int, "compaction": {...} | None, "vacuumed": [...], "orphans": [...]}``.
     Raises:
         DeltaSinkError: no Delta table at ``table_uri``.
-        connector.delta_paths.UnsupportedTableFeatureError: a table feature delta-rs's maintenance would
+        connector.delta.features.UnsupportedTableFeatureError: a table feature delta-rs's maintenance would
             break (e.g. columnMapping, rowTracking of a table Spark wrote), before anything is changed.
     """
-    from connector.delta_sink import load_table
-
     uri = normalize_table_uri(table_uri)
-    table = load_table(uri)
+    table = open_delta_table(uri)
     if table is None:
         raise DeltaSinkError(f"no Delta table at {uri} to maintain")
     check_writable(table, uri, "maintenance")
     result: dict[str, Any] = {"compaction": None, "vacuumed": [], "orphans": []}
     if compact:
         result["compaction"] = table.optimize.compact(target_size=target_size)
-        table = load_table(uri)
+        table = open_delta_table(uri)
     if checkpoint:
         table.create_checkpoint()
         if cleanup_log:
@@ -325,13 +251,11 @@ class TableMaintainer:
         return not thread.is_alive()
 
     def _run_all(self) -> list[dict[str, Any]]:
-        from connector.delta_sink import load_table
-
         out = []
         for uri in self.tables:
             started = time.monotonic()
             try:
-                if load_table(uri) is None:
+                if open_delta_table(uri) is None:
                     log.debug("maintenance: no Delta table at %s yet", uri)
                     continue
                 summary = summarize_maintenance(uri, self.runner(uri), (time.monotonic() - started) * 1000)

@@ -9,12 +9,12 @@ of the cost (bench/delta.py measures ~10 CPU-s per GB of CommitLog for Spark's p
 - **Executors** (``read``): the partition is fetched and decoded exactly as ``format("hareplica")``
   does (:func:`connector.source.read_partition`); ``storeDate`` (the UTC date of storeTimestamp) is
   added, and the batches go straight into the Delta sink's task writer
-  (:class:`connector.delta_sink.DeltaLakeStreamWriter`): same Parquet files, names, statistics and
+  (:class:`connector.delta.sink.DeltaLakeStreamWriter`): same Parquet files, names, statistics and
   fault points. The task yields one row per landed record, all null but the last, which holds the
   task's pickled commit message (``message binary``): Spark's ``numInputRows`` then counts records,
   and null rows cost Spark next to nothing.
 - **Driver** (:func:`start_direct_landing`, a ``foreachBatch``): collects the messages and commits
-  them with the sink's own ``commit(messages, batchId)``: one Delta transaction carrying
+  them with the sink's own committer (connector.delta.commit): one Delta transaction carrying
   ``txn(appId, batchId)``; a replayed batch is skipped and its fresh files removed; a failed batch is
   aborted (files of the batch removed unless committed).
 
@@ -35,7 +35,6 @@ Options: every ``format("hareplica")`` option, plus
 from __future__ import annotations
 
 import logging
-import pickle
 from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
@@ -43,7 +42,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource
 
 from connector.arrow_decode import spark_schema
-from connector.delta_sink import DeltaLakeStreamWriter, DeltaSinkOptions, checked_stream_writer
+from connector.delta.commit import commit_task_messages
+from connector.delta.location import open_delta_table
+from connector.delta.messages import MESSAGE_COLUMN, message_bytes
+from connector.delta.options import DeltaSinkOptions
+from connector.delta.sink import DeltaLakeStreamWriter, checked_stream_writer
 from connector.options import HAReplicaOptionError, SourceOptions
 from connector.source import HAReplicaInputPartition, HAReplicaStreamReader, read_partition
 
@@ -55,7 +58,7 @@ US_PER_DAY = 86_400_000_000
 #: landing option → the Delta sink option it becomes
 LANDING_OPTIONS = {"landingpath": "path", "landingappid": "appId", "landingpartitionby": "partitionBy",
                    "landingtargetfilesize": "targetFileSize", "landingcompression": "compression"}
-MESSAGE_SCHEMA = pa.schema([pa.field("message", pa.binary())])
+MESSAGE_SCHEMA = pa.schema([pa.field(MESSAGE_COLUMN, pa.binary())])
 
 
 def landed_schema():
@@ -86,13 +89,11 @@ def add_new_source_columns(table_uri: str) -> list[str]:
     The bronze app calls this before it starts, so a table landed before ``decodeError`` existed goes on
     (docs/source.md, "Bad records"); other sinks refuse such a table with DeltaSchemaMismatchError naming
     the column. Returns the names added (none when the table does not exist or has them all).
-    Raises connector.delta_paths.DeltaTablePathError for an unreadable ``_delta_log``.
+    Raises connector.delta.location.DeltaTablePathError for an unreadable ``_delta_log``.
     """
     from deltalake import Field
 
-    from connector.delta_sink import load_table
-
-    table = load_table(table_uri)
+    table = open_delta_table(table_uri)
     if table is None:
         return []
     have = {f.name for f in table.schema().fields}
@@ -118,7 +119,7 @@ def split_landing_options(options: Mapping[str, str]) -> tuple[dict[str, str], d
 
 def landing_writer(sink_options: Mapping[str, str]) -> DeltaLakeStreamWriter:
     """The Delta sink writer of a landing (``partitionBy`` defaults to ``storeDate``), checked against the
-    existing table on the driver (:func:`connector.delta_sink.checked_stream_writer`).
+    existing table on the driver (:func:`connector.delta.sink.checked_stream_writer`).
 
     Raises:
         DeltaSinkConfigError: missing ``landingPath`` / ``landingAppId``, bad partition columns.
@@ -148,7 +149,7 @@ class HAReplicaLandingStreamReader(HAReplicaStreamReader):
         landed = sum(f.num_records for f in message.files)
         if landed == 0:
             return
-        column = pa.concat_arrays([pa.nulls(landed - 1, pa.binary()), pa.array([pickle.dumps(message)], pa.binary())])
+        column = pa.concat_arrays([pa.nulls(landed - 1, pa.binary()), pa.array([message_bytes(message)], pa.binary())])
         yield pa.record_batch([column], schema=MESSAGE_SCHEMA)
 
 
@@ -156,7 +157,7 @@ class HAReplicaLandingDataSource(DataSource):
     """``format("hareplica-landing")``: the ``hareplica`` stream landed into a Delta table by the executors.
 
     Use :func:`start_direct_landing` (it adds the driver's commit). Schema: ``message binary``: one row per
-    landed record, null except one pickled :class:`connector.delta_sink.DeltaLakeCommitMessage` per task
+    landed record, null except one pickled :class:`connector.delta.messages.DeltaLakeCommitMessage` per task
     that landed rows. Options: see the module docstring.
     """
 
@@ -173,7 +174,7 @@ class HAReplicaLandingDataSource(DataSource):
     def schema(self):
         from pyspark.sql.types import BinaryType, StructField, StructType
 
-        return StructType([StructField("message", BinaryType(), True)])
+        return StructType([StructField(MESSAGE_COLUMN, BinaryType(), True)])
 
     def streamReader(self, schema) -> HAReplicaLandingStreamReader:
         if schema is not None and schema != self.schema():
@@ -189,13 +190,8 @@ def commit_landed_batch(writer: DeltaLakeStreamWriter, batch_df, batch_id: int) 
     committed). A failed job aborts the batch (its files are removed unless the table already holds it).
     Raises what the tasks or the commit raise.
     """
-    try:
-        rows = batch_df.where(batch_df["message"].isNotNull()).collect()
-    except BaseException:
-        writer.abort([], batch_id)
-        raise
-    messages = [pickle.loads(r["message"]) for r in rows]
-    writer.commit(messages, batch_id)
+    messages = commit_task_messages(
+        writer.committer, lambda: batch_df.where(batch_df[MESSAGE_COLUMN].isNotNull()).collect(), batch_id)
     return sum(f.num_records for m in messages for f in m.files)
 
 

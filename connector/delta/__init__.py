@@ -1,0 +1,19 @@
+"""Delta Lake writers without Spark's Delta jars: ``format("deltalake")``, ``write_batch``, the direct landing.
+
+DESIGN §4; docs/delta.md. One module per concern, imported by what uses it (this package exports nothing):
+
+- :mod:`~connector.delta.sink`: ``format("deltalake")``, the Spark data source and its stream writer;
+- :mod:`~connector.delta.foreach_batch`: ``write_batch``, the same write for a foreachBatch DataFrame;
+- :mod:`~connector.delta.landing`: ``format("hareplica-landing")``, executors decode and land the replica;
+- :mod:`~connector.delta.commit`: the one driver-side committer the three share (txn, replays, aborts);
+- :mod:`~connector.delta.parquet`: a task's Parquet files; :mod:`~connector.delta.stats`: their Delta
+  statistics; :mod:`~connector.delta.partitions`: partition values and folders;
+  :mod:`~connector.delta.messages`: what a task hands to the driver;
+- :mod:`~connector.delta.file_names`: the data-file and log-file naming scheme;
+  :mod:`~connector.delta.files`: listing and safe deletion; :mod:`~connector.delta.deltalog`: the
+  files the log names; :mod:`~connector.delta.location`: opening tables and where tables may be
+  created; :mod:`~connector.delta.features`: table features the writers honour;
+- :mod:`~connector.delta.options`, :mod:`~connector.delta.schema`, :mod:`~connector.delta.errors`,
+  :mod:`~connector.delta.faults` (fault injection for the crash tests);
+- :mod:`~connector.delta.maintenance`: compaction, checkpoints, vacuum, orphan files, the apps' schedule.
+"""

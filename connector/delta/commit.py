@@ -1,0 +1,301 @@
+"""The driver's side of a micro-batch: one Delta commit carrying ``txn(appId, batchId)``, or a skipped replay.
+
+DESIGN §4. One committer for every writer of this project: the streaming sink
+(``format("deltalake")``), ``write_batch`` (foreachBatch) and the direct landing all hand the commit
+messages of a batch's tasks to :meth:`DeltaBatchCommitter.commit`, and a failed batch to
+:meth:`DeltaBatchCommitter.abort`.
+
+- ``commit`` adds every file of the batch in ONE Delta transaction that also carries
+  ``txn(appId, version=batchId)`` (Delta protocol "Transaction Identifiers"), using the ``deltalake``
+  (delta-rs) library. The first commit creates the table. If the table's transaction version for
+  ``appId`` is already ``>= batchId``, the batch is a replay (the process died after the Delta commit
+  and before Spark wrote its commit log): the files this replay wrote are removed and nothing is
+  committed. Together with Spark's checkpoint this gives exactly-once.
+- ``abort`` removes the files listed in the messages and, unless the batch did commit, every other file
+  named for this appId and batch (tasks Spark cancelled report nothing), except files the table references.
+
+Rules that keep committed data safe: a file is only ever deleted through
+:func:`connector.delta.files.delete_unreferenced_files`, so never while the current table snapshot
+references it; every file name carries a random UUID, so names never collide. File names start with
+``part-<appTag>-b<batchId>-`` (connector.delta.file_names), so after a fresh commit of batch N the files
+that earlier attempts of batch N left in the same folders (a run killed before its commit, a task attempt
+whose result Spark dropped) are removed too. Files of other appIds and batches are never touched;
+anything still left is for ``connector.delta.maintenance.remove_orphan_files``.
+
+Empty batches are committed too (a commit with no files, carrying the txn), so the table's transaction
+version always equals the last batchId Spark finished and a replay of an empty batch is still recognised.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from connector.delta.deltalog import logged_file_names
+from connector.delta.errors import DeltaSinkError
+from connector.delta.faults import fault_point
+from connector.delta.features import check_writable
+from connector.delta.file_names import batch_file_prefix
+from connector.delta.files import delete_unreferenced_files, list_batch_files
+from connector.delta.location import check_new_table_location, open_delta_table
+from connector.delta.messages import DeltaLakeCommitMessage, files_of, messages_of_rows
+from connector.delta.options import DeltaSinkOptions
+from connector.delta.schema import (
+    DeltaSchemaMismatchError,
+    check_partition_columns,
+    check_schema_matches,
+    delta_schema_of,
+)
+
+log = logging.getLogger(__name__)
+
+#: Commit attempts when another writer wins the optimistic-concurrency race (delta-rs retries appends itself).
+MAX_COMMIT_ATTEMPTS = 10
+
+
+class DeltaCommitError(DeltaSinkError):
+    """The Delta transaction of a batch could not be committed (after retries on concurrent commits)."""
+
+
+# --- before the first task: the target table --------------------------------------------------------
+def open_target_table(opts: DeltaSinkOptions, schema: StructType):
+    """The existing table at ``opts.table_uri`` checked for an append of ``schema`` rows, or None.
+
+    None means no table yet: the location is then checked to be usable for a new one.
+
+    Raises:
+        UnsupportedTableFeatureError: the table has a writer feature this project cannot honour.
+        DeltaSchemaMismatchError: the table's columns, or its partitioning when ``opts.partition_by`` is
+            given, differ from the stream's.
+        DeltaTablePathError: an unreadable ``_delta_log``, a file, or a non-empty plain folder.
+    """
+    table = open_delta_table(opts.table_uri)
+    if table is not None:
+        check_writable(table, opts.table_uri, "append")
+        check_schema_matches(opts.table_uri, table.schema().to_json(), table.metadata().partition_columns,
+                             schema, opts.partition_by)
+    else:
+        check_new_table_location(opts.table_uri, create_in_non_empty_path=opts.create_in_non_empty_path)
+    return table
+
+
+def target_partition_by(opts: DeltaSinkOptions, schema: StructType, table) -> tuple[str, ...]:
+    """Partition columns of the append: the existing ``table``'s, else ``opts.partition_by`` or none; checked.
+
+    Raises:
+        DeltaSinkConfigError: bad partition columns, or a type of ``schema`` Delta cannot hold.
+    """
+    partition_by = tuple(table.metadata().partition_columns) if table is not None else (opts.partition_by or ())
+    check_partition_columns(opts.table_uri, schema, partition_by)
+    delta_schema_of(schema)
+    return partition_by
+
+
+# --- after the tasks: the commit ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class DeltaBatchCommitter:
+    """Commits or aborts the micro-batches of one writer (module docstring). Picklable; holds no table.
+
+    Attributes:
+        options: the writer's options (table, appId...).
+        schema: the rows' Spark schema (the table's schema when it creates the table).
+        partition_by: partition columns (:func:`target_partition_by`).
+    """
+
+    options: DeltaSinkOptions
+    schema: StructType
+    partition_by: tuple[str, ...]
+
+    def commit(self, messages: Iterable[WriterCommitMessage | None], batch_id: int) -> None:
+        """Commit the batch's files with ``txn(appId, batch_id)`` in one Delta transaction, or skip a replay.
+
+        A replay (table txn version for appId >= batch_id) commits nothing and deletes the files the
+        replay wrote. After a fresh commit, files left by earlier attempts of the batch are deleted.
+
+        Raises:
+            DeltaSchemaMismatchError: the table's schema changed under the stream (the batch's files are removed).
+            DeltaCommitError: no commit after MAX_COMMIT_ATTEMPTS concurrent-commit conflicts.
+        """
+        from deltalake.exceptions import CommitFailedError
+
+        uri, app_id = self.options.table_uri, self.options.app_id
+        files = files_of(messages)
+        paths = [f.path for f in files]
+        actions = [f.to_add_action() for f in files]
+        rows = sum(f.num_records for f in files)
+        fault_point("before-delta-commit", batch_id, uri)
+        last_error: Exception | None = None
+        for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
+            table = open_delta_table(uri)
+            if table is None:
+                last_error = self._create_table(actions, batch_id)
+                if last_error is not None:
+                    continue
+                log.info("created Delta table %s with batch %d of appId %s: %d files, %d rows", uri, batch_id,
+                         app_id, len(files), rows)
+            else:
+                try:
+                    check_schema_matches(uri, table.schema().to_json(), table.metadata().partition_columns,
+                                         self.schema, self.partition_by)
+                except DeltaSchemaMismatchError:
+                    delete_unreferenced_files(uri, paths, table)
+                    raise
+                committed = table.transaction_version(app_id)
+                if committed is not None and committed >= batch_id:
+                    self._skip_replay(table, committed, batch_id, paths, attempt)
+                    return
+                try:
+                    table.create_write_transaction(actions, mode="append", schema=delta_schema_of(self.schema),
+                                                   partition_by=list(self.partition_by) or None,
+                                                   commit_properties=self._commit_properties(batch_id))
+                except CommitFailedError as e:
+                    log.info("commit of batch %d of appId %s to %s conflicted (attempt %d): %s", batch_id, app_id,
+                             uri, attempt, e)
+                    last_error = e
+                    continue
+                log.info("committed batch %d of appId %s to %s: %d files, %d rows", batch_id, app_id, uri,
+                         len(files), rows)
+            fault_point("after-delta-commit", batch_id, uri)
+            self._remove_earlier_attempts(batch_id, paths)
+            return
+        self._give_up(batch_id, paths, last_error)
+
+    def abort(self, messages: Iterable[WriterCommitMessage | None], batch_id: int) -> None:
+        """Remove the files of a failed batch, never a file the table references.
+
+        Removed: the files in ``messages`` and, unless the batch's txn is already committed, every other
+        file named for this appId and batch (tasks whose results Spark dropped when it cancelled them).
+        Failed tasks (None messages) already removed their own files.
+        """
+        uri, app_id = self.options.table_uri, self.options.app_id
+        candidates = {f.path for f in files_of(messages)}
+        table = open_delta_table(uri)
+        committed = table.transaction_version(app_id) if table is not None else None
+        if committed is None or committed < batch_id:
+            candidates.update(list_batch_files(uri, batch_file_prefix(app_id, batch_id)))
+        deleted = delete_unreferenced_files(uri, sorted(candidates), table)
+        log.warning("aborted batch %d of appId %s on %s (txn version %s): removed %d of %d candidate files",
+                    batch_id, app_id, uri, committed, len(deleted), len(candidates))
+
+    def _commit_properties(self, batch_id: int):
+        from deltalake.transaction import CommitProperties, Transaction
+
+        return CommitProperties(
+            app_transactions=[Transaction(self.options.app_id, batch_id)],
+            custom_metadata={"hareplica.appId": self.options.app_id, "hareplica.batchId": batch_id},
+        )
+
+    def _create_table(self, actions: list, batch_id: int) -> Exception | None:
+        """Create the table with the batch's files; the error to retry on when another writer created it first.
+
+        Raises:
+            DeltaCommitError: the creation failed and there is still no table.
+        """
+        from deltalake.exceptions import DeltaError
+        from deltalake.transaction import create_table_with_add_actions
+
+        uri = self.options.table_uri
+        try:
+            create_table_with_add_actions(uri, delta_schema_of(self.schema), actions, mode="error",
+                                          partition_by=list(self.partition_by) or None,
+                                          commit_properties=self._commit_properties(batch_id))
+        except DeltaError as e:
+            if open_delta_table(uri) is None:
+                raise DeltaCommitError(f"could not create Delta table {uri} with batch {batch_id} of appId "
+                                       f"{self.options.app_id}: {e}") from e
+            log.info("Delta table %s was created concurrently; retrying batch %d as an append", uri, batch_id)
+            return e
+        return None
+
+    def _skip_replay(self, table, committed: int, batch_id: int, paths: Sequence[str], attempt: int) -> None:
+        """The table already holds ``batch_id`` (txn version ``committed``): remove this attempt's files."""
+        uri, app_id = self.options.table_uri, self.options.app_id
+        deleted = delete_unreferenced_files(uri, paths, table)
+        if attempt == 1 and committed == batch_id:
+            deleted += self._remove_unlogged_batch_files(batch_id, table)
+        if attempt == 1:
+            log.warning("batch %d of appId %s is already in Delta table %s (txn version %d): replay "
+                        "skipped, %d fresh files removed", batch_id, app_id, uri, committed, len(deleted))
+        else:
+            log.info("batch %d of appId %s was committed to %s concurrently (txn version %d); %d files "
+                     "of this attempt removed", batch_id, app_id, uri, committed, len(deleted))
+
+    def _give_up(self, batch_id: int, paths: Sequence[str], last_error: Exception | None) -> None:
+        """Remove the batch's files after MAX_COMMIT_ATTEMPTS failed commits, then raise DeltaCommitError."""
+        uri = self.options.table_uri
+        try:
+            delete_unreferenced_files(uri, paths)
+        except Exception as e:  # noqa: BLE001 - the commit error below is what matters
+            log.warning("could not clean up the files of batch %d in %s: %s", batch_id, uri, e)
+        raise DeltaCommitError(f"could not commit batch {batch_id} of appId {self.options.app_id} to Delta table "
+                               f"{uri} after {MAX_COMMIT_ATTEMPTS} attempts: {last_error}") from last_error
+
+    def _remove_earlier_attempts(self, batch_id: int, paths: Sequence[str]) -> None:
+        """After a fresh commit of ``batch_id``: delete files of earlier attempts of the same batch.
+
+        They come from task attempts whose results Spark dropped and from runs that died before this
+        batch's commit. Only the folders this batch wrote to are listed (cheap); no version of the table
+        can reference such a file, since the txn version was below ``batch_id`` until this commit, and
+        the deletion still checks the current snapshot. Best effort: errors are logged.
+        """
+        folders = {posixpath.dirname(p) for p in paths}
+        if not folders:
+            return
+        uri = self.options.table_uri
+        try:
+            keep = set(paths)
+            stale = [p for p in list_batch_files(uri, batch_file_prefix(self.options.app_id, batch_id), folders)
+                     if p not in keep]
+            if stale:
+                deleted = delete_unreferenced_files(uri, stale)
+                log.info("removed %d files of earlier attempts of batch %d of appId %s from %s", len(deleted),
+                         batch_id, self.options.app_id, uri)
+        except Exception as e:  # noqa: BLE001 - the batch is committed; leftovers are maintenance's job
+            log.warning("could not list earlier attempts of batch %d in %s: %s", batch_id, uri, e)
+
+    def _remove_unlogged_batch_files(self, batch_id: int, table) -> list[str]:
+        """On a replay of the last committed batch: delete files of ``batch_id`` that no log entry names.
+
+        They are left by attempts of the batch that died before its commit when the process then also
+        died after the commit and before removing them (``_remove_earlier_attempts``). A file some
+        ``add`` or ``remove`` action names is kept (time travel). Best effort: errors are logged.
+        """
+        uri = self.options.table_uri
+        try:
+            candidates = list_batch_files(uri, batch_file_prefix(self.options.app_id, batch_id))
+            if not candidates:
+                return []
+            logged = logged_file_names(uri)
+            stale = [p for p in candidates if posixpath.basename(p) not in logged]
+            deleted = delete_unreferenced_files(uri, stale, table)
+            if deleted:
+                log.info("removed %d files of failed attempts of replayed batch %d of appId %s from %s",
+                         len(deleted), batch_id, self.options.app_id, uri)
+            return deleted
+        except Exception as e:  # noqa: BLE001 - the batch is committed; leftovers are maintenance's job
+            log.warning("could not look for failed attempts of batch %d in %s: %s", batch_id, uri, e)
+            return []
+
+
+def commit_task_messages(committer: DeltaBatchCommitter, collect: Callable[[], Iterable],
+                         batch_id: int) -> list[DeltaLakeCommitMessage]:
+    """Run a batch's tasks and commit what they wrote: the driver's part of ``write_batch`` and the direct landing.
+
+    ``collect()`` runs the Spark job whose tasks write the files and returns its rows, each holding one
+    task's pickled message (connector.delta.messages). A failed job aborts the batch (its files are
+    removed unless the table already holds it) and the error propagates; otherwise the messages are
+    committed with :meth:`DeltaBatchCommitter.commit` and returned.
+    """
+    try:
+        rows = collect()
+    except BaseException:
+        committer.abort([], batch_id)
+        raise
+    messages = messages_of_rows(rows)
+    committer.commit(messages, batch_id)
+    return messages

@@ -1,0 +1,78 @@
+"""Fault injection at the Delta writers' commit points, for the crash tests (``tests/faults/test_delta_*.py``).
+
+When the environment variable ``HAREPLICA_DELTA_FAULT`` is ``POINT:BATCH`` or ``POINT:BATCH:TABLE``
+(TABLE = the last path element of the table location), the writer stops at that point of that micro-batch:
+
+- ``after-task-write``: on an executor, after the task closed its Parquet files, before it returns them;
+- ``before-delta-commit``: on the driver, every task's files are written, the Delta commit not yet made;
+- ``after-delta-commit``: the Delta commit of the batch is made, Spark has not yet written its commit log
+  (the files of earlier attempts of the batch are not yet removed either).
+
+With ``HAREPLICA_DELTA_FAULT_MARKER=/some/file`` the process writes that file (JSON: point, batchId,
+table, pid) and then waits up to ``HAREPLICA_DELTA_FAULT_PAUSE_S`` seconds (default 600) for the test to
+SIGKILL it; without a marker it raises :class:`InjectedFaultError` at once. Workers inherit the
+environment of the driver process, so setting the variables before the application starts suffices.
+Unset (the default), the points cost one dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import time
+
+from connector.delta.errors import DeltaSinkConfigError, DeltaSinkError
+
+log = logging.getLogger(__name__)
+
+#: ``POINT:BATCH[:TABLE]`` (module docstring), the marker file and the pause in seconds.
+FAULT_INJECTION_ENV = "HAREPLICA_DELTA_FAULT"
+FAULT_MARKER_ENV = "HAREPLICA_DELTA_FAULT_MARKER"
+FAULT_PAUSE_ENV = "HAREPLICA_DELTA_FAULT_PAUSE_S"
+FAULT_POINTS = ("after-task-write", "before-delta-commit", "after-delta-commit")
+DEFAULT_FAULT_PAUSE_S = 600.0
+
+
+class InjectedFaultError(DeltaSinkError):
+    """Raised at a fault-injection point (``HAREPLICA_DELTA_FAULT`` without a marker file; module docstring)."""
+
+
+def fault_point(point: str, batch_id: int | None, table_uri: str) -> None:
+    """Stop here if ``HAREPLICA_DELTA_FAULT`` names this point, batch and table (module docstring).
+
+    With a marker file configured: write it (JSON ``{"point", "batchId", "table", "pid"}``, atomically)
+    and sleep until killed, at most ``HAREPLICA_DELTA_FAULT_PAUSE_S`` seconds.
+
+    Raises:
+        InjectedFaultError: the point is reached and no marker is configured, or nobody killed the
+            process within the pause.
+        DeltaSinkConfigError: the variable is malformed (unknown point, batch not a number).
+    """
+    spec = os.environ.get(FAULT_INJECTION_ENV)
+    if not spec:
+        return
+    parts = spec.strip().split(":", 2)
+    if len(parts) < 2 or parts[0] not in FAULT_POINTS or not parts[1].strip().isdigit():
+        raise DeltaSinkConfigError(f"{FAULT_INJECTION_ENV}={spec!r} must be POINT:BATCH[:TABLE] with POINT one of "
+                                   f"{', '.join(FAULT_POINTS)}")
+    want_point, want_batch = parts[0], int(parts[1])
+    want_table = parts[2].strip() if len(parts) == 3 else None
+    table_name = posixpath.basename(table_uri.rstrip("/"))
+    if point != want_point or batch_id != want_batch or (want_table and want_table != table_name):
+        return
+    what = f"fault injection point {point} reached in batch {batch_id} of Delta table {table_uri}"
+    marker = os.environ.get(FAULT_MARKER_ENV)
+    if not marker:
+        raise InjectedFaultError(what)
+    log.warning("%s: waiting to be killed (marker %s)", what, marker)
+    tmp = f"{marker}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump({"point": point, "batchId": batch_id, "table": table_uri, "pid": os.getpid()}, fh)
+    os.replace(tmp, marker)
+    pause_s = float(os.environ.get(FAULT_PAUSE_ENV, DEFAULT_FAULT_PAUSE_S))
+    deadline = time.monotonic() + pause_s
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+    raise InjectedFaultError(f"{what} and the process was not killed within {pause_s} s")

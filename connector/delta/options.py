@@ -1,0 +1,125 @@
+"""Options of ``format("deltalake")`` (and of ``write_batch`` and the direct landing, which pass the same map).
+
+Options (case-insensitive, as Spark passes them):
+
+=================  ==========================================================================
+``path``           table location (required; ``.start(path)`` passes it). Local path or URI.
+``appId``          Delta txn application id (required): stable per query, e.g. derived from the
+                   checkpoint location (:func:`app_id_from_checkpoint`). Two queries writing one
+                   table need different appIds, and so does a query restarted with a NEW
+                   checkpoint (its batch ids start at 0 again, and batches up to the old txn
+                   version would be skipped as replays).
+``partitionBy``    comma-separated partition columns (default: the existing table's, else none).
+                   Spark 4.2 does not pass ``DataStreamWriter.partitionBy(...)`` to Python data
+                   sources, so this option is the only way to partition.
+``targetFileSize`` bytes per Parquet file before rolling (default 104857600, delta-rs's default
+                   ``delta.targetFileSize``).
+``compression``    Parquet codec: snappy (default, as Spark), zstd, gzip, lz4, brotli, none.
+``createTableInNonEmptyPath``  ``true`` creates the table in a folder that holds other files;
+                   default ``false`` refuses (connector.delta.location: only a missing or empty
+                   folder becomes a table).
+=================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from connector.delta.errors import DeltaSinkConfigError
+from connector.delta.location import CREATE_IN_NON_EMPTY_OPTION, normalize_table_uri
+
+DEFAULT_TARGET_FILE_SIZE_BYTES = 104_857_600  # delta-rs default for delta.targetFileSize
+#: Parquet codec option value -> (pyarrow codec, file-name infix as Spark writes it).
+COMPRESSION_CODECS = {
+    "snappy": ("snappy", ".snappy"),
+    "zstd": ("zstd", ".zstd"),
+    "gzip": ("gzip", ".gz"),
+    "lz4": ("lz4", ".lz4"),
+    "brotli": ("brotli", ".br"),
+    "none": ("none", ""),
+    "uncompressed": ("none", ""),
+}
+
+
+@dataclass(frozen=True)
+class DeltaSinkOptions:
+    """Validated sink options (the module docstring gives their meaning and defaults).
+
+    Attributes:
+        table_uri: absolute local path or URI of the table root (relative paths are made absolute).
+        app_id: Delta txn application id.
+        partition_by: partition columns from the ``partitionBy`` option, or None when not given.
+        target_file_size: bytes per Parquet file before rolling.
+        compression: pyarrow Parquet codec name.
+        codec_infix: file-name infix of the codec (``.snappy``...).
+        create_in_non_empty_path: ``createTableInNonEmptyPath`` (create a new table next to other files).
+    """
+
+    table_uri: str
+    app_id: str
+    partition_by: tuple[str, ...] | None
+    target_file_size: int
+    compression: str
+    codec_infix: str
+    create_in_non_empty_path: bool = False
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> DeltaSinkOptions:
+        """Parse Spark's option map (keys case-insensitive).
+
+        Raises:
+            DeltaSinkConfigError: ``path`` or ``appId`` missing/blank, bad ``targetFileSize``,
+                unknown ``compression``, empty names in ``partitionBy``.
+        """
+        opts = {str(k).lower(): v for k, v in options.items()}
+        path = (opts.get("path") or "").strip()
+        if not path:
+            raise DeltaSinkConfigError(
+                'format("deltalake") needs the table location: .option("path", "/some/table") or .start("/some/table")')
+        app_id = (opts.get("appid") or "").strip()
+        if not app_id:
+            raise DeltaSinkConfigError(
+                f'format("deltalake") needs option "appId" for table {path}: a stable id per query (for example '
+                'derived from its checkpointLocation); it is recorded as Delta txn(appId, batchId) so replayed '
+                'batches are skipped')
+        partition_by: tuple[str, ...] | None = None
+        raw_partition = opts.get("partitionby")
+        if raw_partition is not None and raw_partition.strip():
+            names = [n.strip() for n in raw_partition.split(",")]
+            if any(not n for n in names) or len(set(names)) != len(names):
+                raise DeltaSinkConfigError(
+                    f"option partitionBy={raw_partition!r} for table {path} must be distinct, non-empty column names")
+            partition_by = tuple(names)
+        raw_size = str(opts.get("targetfilesize", DEFAULT_TARGET_FILE_SIZE_BYTES)).strip()
+        try:
+            target = int(raw_size)
+        except ValueError:
+            target = -1
+        if target <= 0:
+            raise DeltaSinkConfigError(
+                f"option targetFileSize={raw_size!r} for table {path} must be a positive number of bytes")
+        raw_codec = str(opts.get("compression", "snappy")).strip().lower()
+        if raw_codec not in COMPRESSION_CODECS:
+            raise DeltaSinkConfigError(
+                f"option compression={raw_codec!r} for table {path} is not one of {sorted(COMPRESSION_CODECS)}")
+        codec, infix = COMPRESSION_CODECS[raw_codec]
+        raw_create = str(opts.get(CREATE_IN_NON_EMPTY_OPTION.lower(), "false")).strip().lower()
+        if raw_create not in ("true", "false"):
+            raise DeltaSinkConfigError(
+                f"option {CREATE_IN_NON_EMPTY_OPTION}={raw_create!r} for table {path} must be true or false")
+        return cls(table_uri=normalize_table_uri(path), app_id=app_id, partition_by=partition_by,
+                   target_file_size=target, compression=codec, codec_infix=infix,
+                   create_in_non_empty_path=raw_create == "true")
+
+
+
+def app_id_from_checkpoint(checkpoint_location: str, name: str = "hareplica") -> str:
+    """A stable appId for a query: ``<name>-<16 hex digits of SHA-256 of the absolute checkpoint path>``.
+
+    DESIGN §4: apps derive appId from the checkpoint location, so a restart from the same checkpoint
+    keeps it and a query with a new checkpoint gets a new one.
+    """
+    return f"{name}-{hashlib.sha256(normalize_table_uri(checkpoint_location).encode('utf-8')).hexdigest()[:16]}"
+
