@@ -1,7 +1,7 @@
 """Build of the optional native decode kernel (``connector._decode_kernel``); everything else is in pyproject.toml.
 
 The extension is optional: where no C compiler, Python headers or zlib headers exist, the install goes on
-and :mod:`connector.arrow_decode` uses its NumPy path (same results, slower).
+and :mod:`connector.decode.kernels` uses its NumPy path (same results, slower).
 """
 
 from setuptools import Extension, setup

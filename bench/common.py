@@ -60,7 +60,7 @@ def arrow_file_source():
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-    from connector.arrow_decode import spark_schema
+    from connector.decode.schema import spark_schema
 
     class ArrowFilePartition(InputPartition):
         def __init__(self, path: str):

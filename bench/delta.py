@@ -276,7 +276,8 @@ def decode_to_arrow_files(commitlog_dir: Path, end: int, file_size: int, out_dir
     mapped file. Decode seconds: decoding from memory only (reading and writing the files not counted).
     """
     from bench.source import read_range
-    from connector.arrow_decode import ARROW_SCHEMA, CommitLogArrowDecoder
+    from connector.decode.schema import ARROW_SCHEMA
+    from connector.decode.stream import CommitLogArrowDecoder
 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: list[str] = []
@@ -328,7 +329,7 @@ def parquet_ceilings(paths: list[str], workdir: Path, repeats: int = 2) -> dict[
     """
     from pyspark.sql.types import DateType, StructField, StructType
 
-    from connector.arrow_decode import spark_schema
+    from connector.decode.schema import spark_schema
     from connector.delta.options import DeltaSinkOptions
     from connector.delta.parquet import parquet_writer_options
     from connector.delta.sink import DeltaLakeStreamWriter
@@ -377,7 +378,7 @@ def simulate_hour(workdir: Path, batches: int, maintenance_every: int, rows_per_
 
     from pyspark.sql.types import DateType, StructField, StructType
 
-    from connector.arrow_decode import ARROW_SCHEMA, spark_schema
+    from connector.decode.schema import ARROW_SCHEMA, spark_schema
     from connector.delta.maintenance import MaintenancePolicy, TableMaintainer
     from connector.delta.options import DeltaSinkOptions
     from connector.delta.sink import DeltaLakeStreamWriter

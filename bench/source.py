@@ -43,7 +43,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from bench.common import arrow_file_source, report
-from connector.arrow_decode import ARROW_SCHEMA, CommitLogArrowDecoder
+from connector.decode.schema import ARROW_SCHEMA
+from connector.decode.stream import CommitLogArrowDecoder
 from connector.ha_fetch import HARangeFetcher, prefetch_chunks
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,

@@ -1,5 +1,5 @@
 /*
- * Native hot loops of the CommitLog → Arrow decoder (connector/arrow_decode.py).
+ * Native hot loops of the CommitLog → Arrow decoder (connector/decode/native_kernels.py).
  *
  * Three functions, all over Python buffers (no NumPy C API, so the build needs only a C compiler, the
  * Python headers and zlib):
@@ -7,6 +7,9 @@
  *   walk_records(region, starts, totals) -> (count, stop)
  *       Follows the TOTALSIZE chain of complete MESSAGE records from region[0] (RocketMQ 4.9.8
  *       CommitLog record layout, spec §1.2: TOTALSIZE int32 BE at +0, MAGICCODE int32 BE at +4).
+ *
+ *   Module constants: the layout values defined below (TOTALSIZE_POSITION, MESSAGE_MAGIC_CODE, ...), so
+ *   that a test checks them against connector/protocol/commitlog/layout.py, the one layout table.
  *
  *   gather_bodies(data, pos, length, sys_flag, first, decompress, max_bytes, crc, verify_crc, max_inflated)
  *           -> (end, offsets, values, bad)
@@ -35,6 +38,9 @@
 #include <string.h>
 #include <zlib.h>
 
+/* record layout and SYSFLAG bits (connector/protocol/commitlog/layout.py; exported, checked by a test) */
+#define TOTALSIZE_POSITION 0
+#define MAGICCODE_POSITION 4
 #define MESSAGE_MAGIC_CODE 0xDAA320A7u
 #define MIN_RECORD_SIZE_BYTES 91
 #define COMPRESSED_FLAG 0x1
@@ -43,7 +49,7 @@
 #define ARROW_INT32_MAX 0x7FFFFFFF
 #define BODYCRC_MASK 0x7FFFFFFFu
 
-/* why a body was kept as stored (the codes gather_bodies reports; connector/arrow_decode.py names them) */
+/* why a body was kept as stored (the codes gather_bodies reports; connector/decode/native_kernels.py names them) */
 enum bad_body { BAD_BODYCRC = 1, BAD_INFLATE = 2, BAD_COMPRESSION_TYPE = 3, BAD_TOO_LARGE = 4 };
 
 /* libdeflate's public API (libdeflate.h, stable since 1.0); looked up at import, never required. */
@@ -116,9 +122,9 @@ static PyObject *walk_records(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     while (count < capacity && size - pos >= 8) {
         const unsigned char *rec = base + pos;
-        if (load_be32(rec + 4) != MESSAGE_MAGIC_CODE)
+        if (load_be32(rec + MAGICCODE_POSITION) != MESSAGE_MAGIC_CODE)
             break;
-        int32_t total = (int32_t)load_be32(rec);
+        int32_t total = (int32_t)load_be32(rec + TOTALSIZE_POSITION);
         if (total < MIN_RECORD_SIZE_BYTES || total > size - pos)
             break;
         out_start[count] = pos;
@@ -550,7 +556,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "connector._decode_kernel",
-    "Native hot loops of connector.arrow_decode (record walk, body gather and inflate).", -1, methods,
+    "Native hot loops of connector.decode (record walk, body gather and inflate).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
@@ -573,11 +579,38 @@ static void load_libdeflate(void)
     ld_crc32 = crc_fn; /* may be NULL: zlib's crc32 then */
 }
 
+/* The layout constants and body codes above as module attributes (signed 32-bit values, as Python's). */
+static int add_constants(PyObject *m)
+{
+    static const struct { const char *name; long value; } constants[] = {
+        {"TOTALSIZE_POSITION", TOTALSIZE_POSITION},
+        {"MAGICCODE_POSITION", MAGICCODE_POSITION},
+        {"MESSAGE_MAGIC_CODE", (long)(int32_t)MESSAGE_MAGIC_CODE},
+        {"MIN_RECORD_SIZE_BYTES", MIN_RECORD_SIZE_BYTES},
+        {"COMPRESSED_FLAG", COMPRESSED_FLAG},
+        {"COMPRESSION_TYPE_COMPARATOR", COMPRESSION_TYPE_COMPARATOR},
+        {"COMPRESSION_ZLIB_TYPE", COMPRESSION_ZLIB_TYPE},
+        {"BODYCRC_MASK", (long)BODYCRC_MASK},
+        {"BAD_BODYCRC", BAD_BODYCRC},
+        {"BAD_INFLATE", BAD_INFLATE},
+        {"BAD_COMPRESSION_TYPE", BAD_COMPRESSION_TYPE},
+        {"BAD_TOO_LARGE", BAD_TOO_LARGE},
+    };
+    for (size_t i = 0; i < sizeof(constants) / sizeof(constants[0]); i++)
+        if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0)
+            return -1;
+    return 0;
+}
+
 PyMODINIT_FUNC PyInit__decode_kernel(void)
 {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+    if (add_constants(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     if (getenv("HAREPLICA_NO_LIBDEFLATE") == NULL)
         load_libdeflate();
     if (PyModule_AddStringConstant(m, "INFLATER", ld_zlib_decompress_ex != NULL ? "libdeflate" : "zlib") < 0) {

@@ -101,14 +101,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from connector.arrow_decode import (
-    BAD_RECORD_MODES,
-    DEFAULT_MAX_INFLATED_BODY_BYTES,
-    MAX_MAX_INFLATED_BODY_BYTES,
-    MODE_PERMISSIVE,
-)
+from connector.decode.bodies import BAD_RECORD_MODES, MAX_MAX_INFLATED_BODY_BYTES, MODE_PERMISSIVE
 from connector.protocol.acl import AclCredentials, credentials
 from connector.protocol.address import AddressError, join_host_port, split_host_port
+from connector.protocol.commitlog import DEFAULT_MAX_INFLATED_BODY_BYTES
 from connector.protocol.errors import HAReplicaError
 from connector.protocol.topics import TOPIC_MAX_LENGTH, VALID_TOPIC
 from connector.topic_filter import TopicFilter

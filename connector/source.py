@@ -20,7 +20,7 @@ around batch ends, to fingerprint and check the record before each offset (:mod:
   batch goes past it.
 * **Partitions.** One :class:`HAReplicaInputPartition` per (broker, mapped-file slice) of
   ``[start, end)``; executors fetch their slice over the HA port (:mod:`connector.ha_fetch`) and
-  decode it into pyarrow RecordBatches (:mod:`connector.arrow_decode`).
+  decode it into pyarrow RecordBatches (:mod:`connector.decode`).
 * **Data loss** (``failOnDataLoss``, as in Spark's Kafka source): when the broker's min offset has
   passed the offset a batch must start at (retention deleted files), or its max offset fell below the
   checkpoint (it lost its tail), the query fails naming the lost range; with ``false`` it logs the
@@ -49,8 +49,9 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 
 from connector.admin import BrokerAdminClient, BrokerAdminError, BrokerUnreachableError
-from connector.arrow_decode import CommitLogArrowDecoder, spark_schema
 from connector.data_loss import on_data_loss
+from connector.decode.schema import spark_schema
+from connector.decode.stream import CommitLogArrowDecoder
 from connector.ha_fetch import HARangeFetcher, prefetch_chunks
 from connector.history import FINGERPRINT_KEY, check_start, end_fingerprint, fetch_range, fingerprints_of
 from connector.options import (
@@ -96,7 +97,7 @@ class HAReplicaDataSource(DataSource):
 
     Options: see :mod:`connector.options` (``brokers`` is required). They are validated when the
     source is created, so a bad option fails ``load()`` with an HAReplicaOptionError naming it.
-    Schema: :func:`connector.arrow_decode.spark_schema` (fixed).
+    Schema: :func:`connector.decode.schema.spark_schema` (fixed).
     """
 
     def __init__(self, options):

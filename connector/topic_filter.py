@@ -1,7 +1,7 @@
 """Which CommitLog records a ``format("hareplica")`` query keeps, decided by topic on the executors.
 
 The CommitLog holds every topic of a broker, including RocketMQ's own. The rule, applied to the raw
-topic bytes of each record before any other column is built (:mod:`connector.arrow_decode`):
+topic bytes of each record before any other column is built (:mod:`connector.decode.columns`):
 
 1. ``topics`` (a comma-separated list of exact names) keeps exactly those topics. A system topic named
    there is kept too: naming it is an explicit choice.

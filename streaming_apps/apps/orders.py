@@ -62,7 +62,7 @@ _INT32 = (-(2**31), 2**31 - 1)
 _MIN_EVENT_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z
 _MAX_EVENT_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 MAX_REASON_CHARS = 300
-#: The source's column naming why a record's body is kept as stored (connector.arrow_decode, docs/source.md).
+#: The source's column naming why a record's body is kept as stored (connector.decode, docs/source.md).
 DECODE_ERROR = "decodeError"
 
 

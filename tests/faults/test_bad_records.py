@@ -24,6 +24,7 @@ import msgpack
 import pytest
 
 from broker_stub.launcher import BrokerProcess
+from connector.decode.kernels import PURE_PYTHON_ENV
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_LZ4_TYPE,
@@ -203,12 +204,11 @@ def test_silver_quarantines_bad_records_with_the_decode_error(app_spark, broker,
 
 _READ_BOMB = r"""
 import json, sys
-import connector.arrow_decode as ad
+from connector.decode.kernels import active
 from connector.options import FetchSettings
 from connector.source import HAReplicaInputPartition, read_partition
 ha, remoting, start, end, size, kernel = sys.argv[1:7]
-if kernel == "numpy":
-    ad._native = None
+assert active().name == kernel, active().name
 part = HAReplicaInputPartition("broker-a", ha, remoting, int(start), int(end), int(size), FetchSettings())
 rows = [(off, len(body), err) for b in read_partition(part) for off, body, err in
         zip(b.column("commitLogOffset").to_pylist(), b.column("body").to_pylist(), b.column("decodeError").to_pylist())]
@@ -223,7 +223,7 @@ def test_a_zip_bomb_never_takes_the_decoding_process_past_a_memory_bound(broker,
                 if rec.commit_log_offset == broker.bomb)
     out = subprocess.run([sys.executable, "-c", _READ_BOMB, broker.ha_addr, broker.remoting_addr, str(broker.bomb),
                           str(broker.bomb + bomb.store_size), str(MAPPED_FILE_SIZE), kernel], capture_output=True,
-                         text=True, timeout=180)
+                         text=True, timeout=180, env={**os.environ, PURE_PYTHON_ENV: "1" if kernel == "numpy" else "0"})
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     bomb_row = [r for r in report["rows"] if r[0] == broker.bomb]

@@ -1,17 +1,19 @@
 """Bodies the real 4.9.8 Java client compressed with ZLIB, LZ4 and ZSTD decode through the source's Arrow decoder
 (docs/source.md, "Compressed bodies"): the real producer sends to a stub master, the master's CommitLog bytes go
-through :func:`connector.arrow_decode.decode_commitlog_range` on both decode paths, and every body equals what
+through :func:`connector.decode.stream.decode_commitlog_range` on both decode paths, and every body equals what
 the client sent (SHA-256), with no ``decodeError``.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
 
-from connector.arrow_decode import decode_commitlog_range
+from connector.decode import kernels
+from connector.decode.stream import decode_commitlog_range
 from streaming_apps.inspect_commitlog import commitlog_files
 from tests.interop.java_fixtures import COMPRESSED_FLAG, COMPRESSION_TYPE_BITS, wait_for_route
 from tests.support.brokers import max_offset
@@ -19,13 +21,16 @@ from tests.support.fixtures import namesrv_factory  # noqa: F401 - fixture
 from tests.support.java_tools import run_java
 
 
-@pytest.mark.parametrize("kernel", ["native", "numpy"])
-def test_java_client_lz4_zstd_zlib_bodies_decode_to_what_was_sent(broker_factory, namesrv_factory,  # noqa: F811
-                                                                   tmp_path, monkeypatch, kernel):
-    import connector.arrow_decode as ad
+@pytest.fixture(params=["native", "numpy"])
+def kernel(request) -> Iterator[str]:
+    """The test runs through the native kernel and through the NumPy path (same results)."""
+    previous = kernels.use_kernels(request.param)
+    yield request.param
+    kernels.use_kernels(previous)
 
-    if kernel == "numpy":
-        monkeypatch.setattr(ad, "_native", None)
+
+def test_java_client_lz4_zstd_zlib_bodies_decode_to_what_was_sent(broker_factory, namesrv_factory,  # noqa: F811
+                                                                   tmp_path, kernel):
     ns = namesrv_factory()
     master = broker_factory("master", namesrvAddr=ns.addr)
     wait_for_route(ns.addr)

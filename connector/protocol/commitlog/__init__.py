@@ -99,10 +99,10 @@ from connector.protocol.commitlog.records import (
     decode_record,
     encode_blank,
     encode_record,
-    file_name,
     iter_records,
     record_to_json,
 )
+from connector.protocol.mapped_files import file_name
 
 __all__ = [
     "BODYCRC_MASK",

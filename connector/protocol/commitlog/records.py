@@ -392,11 +392,6 @@ def encode_blank(size: int) -> bytes:
     return _I32.pack(size) + _I32.pack(BLANK_MAGIC_CODE)
 
 
-def file_name(offset: int) -> str:
-    """CommitLog/ConsumeQueue file name for a start offset: 20-digit zero-padded decimal (spec §1.1)."""
-    return f"{offset:020d}"
-
-
 def record_to_json(rec: MessageRecord, *, file: str | None = None, file_start: int | None = None) -> dict:
     """The record as one line of the fixtures' ``messages.jsonl``, in the same key order.
 

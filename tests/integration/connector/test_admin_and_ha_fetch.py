@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from connector.admin import BrokerAdminClient, BrokerAdminError
-from connector.arrow_decode import decode_commitlog_range
 from connector.data_loss import DataLossError
+from connector.decode.stream import decode_commitlog_range
 from connector.ha_fetch import HARangeFetcher, prefetch_chunks
 from tests.integration.connector.conftest import FIXTURE_MAX_OFFSET, MAPPED_FILE_SIZE, start_fixture_master
 from tests.support.brokers import runtime_info, wait_for

@@ -1,10 +1,11 @@
-"""connector.arrow_decode against the golden RocketMQ 4.9.8 CommitLog and the scalar codec."""
+"""connector.decode against the golden RocketMQ 4.9.8 CommitLog and the scalar codec."""
 
 from __future__ import annotations
 
 import base64
 import json
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -13,13 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connector.arrow_decode import (
-    ARROW_SCHEMA,
-    CommitLogArrowDecoder,
-    build_record_batches,
-    decode_commitlog_range,
-    spark_schema,
-)
+from connector.decode import kernels
+from connector.decode.columns import build_record_batches
+from connector.decode.schema import ARROW_SCHEMA, spark_schema
+from connector.decode.stream import CommitLogArrowDecoder, decode_commitlog_range
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_ZLIB_TYPE,
@@ -39,21 +37,18 @@ FIELDS = ("topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bo
 
 
 @pytest.fixture(params=["native", "numpy"], autouse=True)
-def kernel(request, monkeypatch) -> str:
+def kernel(request) -> Iterator[str]:
     """Every test runs twice: through the native kernel and through the NumPy path (same results)."""
-    import connector.arrow_decode as ad
-
-    if request.param == "numpy":
-        monkeypatch.setattr(ad, "_native", None)
-    return request.param
+    previous = kernels.use_kernels(request.param)
+    yield request.param
+    kernels.use_kernels(previous)
 
 
 def test_the_native_kernel_is_built(kernel):
     # the install compiles connector/_decode_kernel.c (gcc and zlib headers are on this machine and in CI)
-    import connector.arrow_decode as ad
     from connector import _decode_kernel
 
-    assert ad.native_kernel_available() is (kernel == "native")
+    assert kernels.native_kernel_available() is (kernel == "native")
     assert callable(_decode_kernel.walk_records) and callable(_decode_kernel.gather_bodies)
 
 
@@ -419,7 +414,7 @@ def _records_with_magic_in_bodies(count: int, base: int = 0) -> tuple[bytes, lis
 
 
 def test_magic_bytes_inside_bodies_do_not_confuse_the_walk(kernel):
-    from connector.arrow_decode import chain_record_starts
+    chain_record_starts = kernels.active().chain_record_starts
 
     data, starts = _records_with_magic_in_bodies(200, base=4096)
     found, totals, false_hits = chain_record_starts(data)
@@ -434,7 +429,7 @@ def test_magic_bytes_inside_bodies_do_not_confuse_the_walk(kernel):
 
 
 def test_chain_stops_before_incomplete_or_irregular_records():
-    from connector.arrow_decode import chain_record_starts
+    chain_record_starts = kernels.active().chain_record_starts
 
     data, starts = _records_with_magic_in_bodies(10)
     found, _, _ = chain_record_starts(data[:starts[7] + 20])  # record 7 is cut short
@@ -475,10 +470,8 @@ def test_a_record_larger_than_many_chunks_is_walked_once_complete():
 
 
 def test_bodies_inflate_the_same_with_and_without_zlib_ng(commitlog, messages, monkeypatch):
-    import connector.arrow_decode as ad
-
     with_fast = rows(decode(commitlog, 0, MAX_OFFSET))
-    monkeypatch.setattr(ad, "_fast_zlib", None)
+    monkeypatch.setattr(kernels.active(), "zlib_module", zlib)
     assert rows(decode(commitlog, 0, MAX_OFFSET)) == with_fast
     assert sum(1 for m in messages if m["sysFlag"] & COMPRESSED_FLAG) == 71
 

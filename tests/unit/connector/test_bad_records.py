@@ -7,13 +7,16 @@ in the 4.9.8 client's frame formats decompress. Every test runs through the nati
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 
 import lz4.frame
 import pyarrow as pa
 import pytest
 import zstandard
 
-from connector.arrow_decode import ARROW_SCHEMA, CommitLogArrowDecoder, decode_commitlog_range
+from connector.decode import kernels
+from connector.decode.schema import ARROW_SCHEMA
+from connector.decode.stream import CommitLogArrowDecoder, decode_commitlog_range
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_LZ4_TYPE,
@@ -32,13 +35,11 @@ BOUND = 1 << 20  # maxInflatedBodyBytes in these tests
 
 
 @pytest.fixture(params=["native", "numpy"], autouse=True)
-def kernel(request, monkeypatch) -> str:
+def kernel(request) -> Iterator[str]:
     """Every test runs twice: through the native kernel and through the NumPy path (same results)."""
-    import connector.arrow_decode as ad
-
-    if request.param == "numpy":
-        monkeypatch.setattr(ad, "_native", None)
-    return request.param
+    previous = kernels.use_kernels(request.param)
+    yield request.param
+    kernels.use_kernels(previous)
 
 
 def java_lz4(body: bytes) -> bytes:

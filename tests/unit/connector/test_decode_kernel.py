@@ -1,9 +1,10 @@
-"""The native decode kernel itself: how it was built, its inflaters, its argument checks."""
+"""The native decode kernel itself: how it was built, its layout constants, its inflaters, its argument checks."""
 
 from __future__ import annotations
 
 import ctypes.util
 import os
+import re
 import subprocess
 import sys
 import zlib
@@ -11,7 +12,10 @@ import zlib
 import numpy as np
 import pytest
 
+import connector
 from connector import _decode_kernel as kernel
+from connector.decode import native_kernels
+from connector.protocol.commitlog import layout
 
 # decode the fixture CommitLog and print a digest of every column (run in a fresh process, so the
 # kernel's import-time choice of inflater follows the environment)
@@ -20,7 +24,7 @@ import hashlib, sys
 from pathlib import Path
 import pyarrow as pa
 from connector import _decode_kernel
-from connector.arrow_decode import decode_commitlog_range
+from connector.decode.stream import decode_commitlog_range
 files = sorted(Path(sys.argv[1]).iterdir())
 data = b"".join(f.read_bytes() for f in files)
 end = int(sys.argv[2])
@@ -37,6 +41,38 @@ def _digest(fixture_dir, **env) -> list[str]:
     out = subprocess.run([sys.executable, "-c", _DIGEST, str(fixture_dir / "commitlog"), str(MAX_OFFSET)],
                          capture_output=True, text=True, timeout=120, check=True, env={**os.environ, **env})
     return out.stdout.split()
+
+
+#: The kernel's constants and the Python values they must equal (the layout table, the body codes' names).
+KERNEL_CONSTANTS = {
+    "TOTALSIZE_POSITION": layout.V4_POSITIONS["TOTALSIZE"],
+    "MAGICCODE_POSITION": layout.V4_POSITIONS["MAGICCODE"],
+    "MESSAGE_MAGIC_CODE": layout.MESSAGE_MAGIC_CODE,
+    "MIN_RECORD_SIZE_BYTES": layout.MIN_RECORD_SIZE_BYTES,
+    "COMPRESSED_FLAG": layout.COMPRESSED_FLAG,
+    "COMPRESSION_TYPE_COMPARATOR": layout.COMPRESSION_TYPE_COMPARATOR,
+    "COMPRESSION_ZLIB_TYPE": layout.COMPRESSION_ZLIB_TYPE,
+    "BODYCRC_MASK": layout.BODYCRC_MASK,
+    "BAD_BODYCRC": native_kernels.BAD_BODYCRC,
+    "BAD_INFLATE": native_kernels.BAD_INFLATE,
+    "BAD_COMPRESSION_TYPE": native_kernels.BAD_COMPRESSION_TYPE,
+    "BAD_TOO_LARGE": native_kernels.BAD_TOO_LARGE,
+}
+
+
+def test_the_kernels_layout_constants_equal_the_layout_table():
+    # C cannot import the layout table, so the kernel keeps its own copy: the built module exports it, and
+    # the source's #defines and enum are read here too (a kernel built from an older source fails as well)
+    assert {name: getattr(kernel, name, None) for name in KERNEL_CONSTANTS} == KERNEL_CONSTANTS
+    with open(connector.__path__[0] + "/_decode_kernel.c", encoding="utf-8") as fh:
+        text = fh.read()
+    defined = {m[1]: int(m[2], 0) for m in re.finditer(r"^#define (\w+) (0x[0-9A-Fa-f]+|\d+)u?$", text, re.M)}
+    enum = re.search(r"enum bad_body \{([^}]*)\}", text)[1]
+    defined.update({name: int(value) for name, value in re.findall(r"(\w+) = (\d+)", enum)})
+    unsigned = {name: value & 0xFFFFFFFF for name, value in KERNEL_CONSTANTS.items()}  # C writes the magic unsigned
+    assert {name: defined[name] for name in KERNEL_CONSTANTS} == unsigned
+    # load_be32 reads TOTALSIZE and MAGICCODE as 4-byte big-endian ints
+    assert layout.FIELDS_BY_NAME["TOTALSIZE"].width == layout.FIELDS_BY_NAME["MAGICCODE"].width == 4
 
 
 def test_libdeflate_is_used_where_the_system_has_it():

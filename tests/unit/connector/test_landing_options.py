@@ -53,7 +53,7 @@ def test_store_date_is_the_utc_date_of_store_timestamp_also_before_1970():
 def test_a_bronze_table_from_before_decode_error_gets_the_column_and_keeps_its_rows(tmp_path):
     from deltalake import DeltaTable, write_deltalake
 
-    from connector.arrow_decode import decode_commitlog_range
+    from connector.decode.stream import decode_commitlog_range
     from connector.delta.landing import add_new_source_columns
     from connector.delta.schema import DeltaSchemaMismatchError
     from connector.protocol.commitlog import encode_record

@@ -1,0 +1,143 @@
+"""The Arrow columns of a batch of complete MESSAGE records: one RecordBatch per body group.
+
+Fixed fields come from :func:`connector.decode.locate.locate`; variable-width values (topic, body,
+properties, property names and values) are cut out of the batch's bytes by the active kernels
+(:mod:`connector.decode.kernels`), one memcpy per value. Topic filtering
+(:class:`connector.topic_filter.TopicFilter`) runs on the topic column before any other variable-width
+column is built. Bodies stored compressed are decompressed, checked against BODYCRC and bounded
+(:mod:`connector.decode.bodies`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from connector.decode.arrays import as_string
+from connector.decode.bodies import BODY_BYTES_PER_ARROW_ARRAY, BodyPolicy, decode_errors
+from connector.decode.errors import record_error
+from connector.decode.hosts import hosts, ipv4_hosts, msg_ids
+from connector.decode.kernels import active
+from connector.decode.locate import Located, locate
+from connector.decode.schema import ARROW_SCHEMA, COLUMNS, TIMESTAMP
+from connector.topic_filter import TopicFilter
+
+_PER_GROUP = ("body", "decodeError")  # the columns each body group brings; the others are sliced per group
+
+
+def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, broker: str, mapped_file_size: int,
+                        decompress: bool = True, topic_filter: TopicFilter | None = None,
+                        max_body_bytes: int = BODY_BYTES_PER_ARROW_ARRAY,
+                        policy: BodyPolicy | None = None) -> Iterator[pa.RecordBatch]:
+    """Columns of the complete MESSAGE records that begin at ``starts`` (positions in ``data``).
+
+    Args:
+        data: bytes holding the records; ``data[0]`` is at CommitLog offset ``base_offset``.
+        starts: int64 positions of record starts, ascending; each record's TOTALSIZE and MAGICCODE
+            were already checked and the whole record lies inside ``data``.
+        broker: value of the ``broker`` column.
+        mapped_file_size: mappedFileSizeCommitLog (bytes), to name files in errors.
+        decompress: inflate COMPRESSED bodies (``decompressBody``); ignored when ``policy`` is given.
+        topic_filter: records whose topic it does not keep are dropped before their other columns are
+            built (None keeps all).
+        max_body_bytes: a RecordBatch is cut before a row whose *inflated* body would take its bodies
+            past this many bytes, so compressed bodies cannot blow memory up (soft: one row; the native
+            kernel applies the same cut to stored bodies too).
+        policy: BODYCRC check, decompression bound and bad-record mode (default: :class:`BodyPolicy`
+            with ``decompress``). In PERMISSIVE mode a bad body (BODYCRC mismatch, does not decompress,
+            unknown compression type, past ``max_inflated``) is kept as stored with ``decodeError`` set.
+
+    Yields RecordBatches of :data:`~connector.decode.schema.ARROW_SCHEMA` lazily (one is built while the
+    previous one is in use), nothing when every record is filtered out.
+
+    Raises CommitLogFormatError naming offset and field when a length field disagrees with TOTALSIZE,
+    PHYSICALOFFSET is not the record's offset or the topic is not UTF-8; in FAILFAST mode also for the
+    first bad body (broker, offset, file and field BODY or BODYCRC named).
+    """
+    if policy is None:
+        policy = BodyPolicy(decompress=decompress)
+    kernels = active()
+    u8 = np.frombuffer(data, dtype=np.uint8)
+    loc = locate(u8, np.asarray(starts), base_offset, mapped_file_size)
+    buf = pa.py_buffer(data)
+    topics = _topics(kernels, buf, u8, loc, mapped_file_size)
+    if topic_filter is not None:
+        keep = topic_filter.mask(topics)
+        if keep is not None:
+            index = np.flatnonzero(keep)
+            if not len(index):
+                return
+            loc.take(index)
+            topics = topics.take(pa.array(index))
+    fixed = _fixed_columns(kernels, buf, u8, loc, topics, broker)
+    groups = kernels.body_groups(buf, loc, policy, min(max_body_bytes, BODY_BYTES_PER_ARROW_ARRAY), mapped_file_size)
+    for lo, hi, body_array, bad in groups:
+        if bad and policy.fail_fast:
+            row = min(bad)
+            field, reason = bad[row]
+            raise record_error(f"broker {broker}: {reason} (mode=FAILFAST; the default mode=PERMISSIVE keeps such a "
+                               "record with its stored body and a decodeError)", int(loc.offsets[row]), field,
+                               mapped_file_size)
+        fixed["body"] = body_array
+        fixed["decodeError"] = decode_errors(bad, lo, hi)
+        cols = [fixed[name] if name in _PER_GROUP else fixed[name].slice(lo, hi - lo) for name, _, _ in COLUMNS]
+        yield pa.RecordBatch.from_arrays(cols, schema=ARROW_SCHEMA)
+
+
+def build_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, broker: str,
+                         mapped_file_size: int, decompress: bool = True, topic_filter: TopicFilter | None = None,
+                         max_body_bytes: int = BODY_BYTES_PER_ARROW_ARRAY,
+                         policy: BodyPolicy | None = None) -> list[pa.RecordBatch]:
+    """:func:`iter_record_batches` as a list (one RecordBatch unless bodies pass ``max_body_bytes``)."""
+    return list(iter_record_batches(data, starts, base_offset, broker=broker, mapped_file_size=mapped_file_size,
+                                    decompress=decompress, topic_filter=topic_filter, max_body_bytes=max_body_bytes,
+                                    policy=policy))
+
+
+def _topics(kernels, buf: pa.Buffer, u8: np.ndarray, loc: Located, mapped_file_size: int) -> pa.StringArray:
+    """The topic column; raises CommitLogFormatError (field TOPIC) at the first topic that is not UTF-8."""
+    topics = as_string(kernels.slices(buf, loc.topic_pos, loc.topic_len))
+    if topics is not None:
+        return topics
+    for i in range(len(loc.s)):
+        raw = u8[loc.topic_pos[i]:loc.topic_pos[i] + loc.topic_len[i]].tobytes()
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise record_error(f"TOPIC is not UTF-8 ({exc})", int(loc.offsets[i]), "TOPIC", mapped_file_size) from exc
+    raise AssertionError("topic validation failed without an invalid topic")  # pragma: no cover
+
+
+def _fixed_columns(kernels, buf: pa.Buffer, u8: np.ndarray, loc: Located, topics: pa.StringArray,
+                   broker: str) -> dict[str, pa.Array]:
+    """Every column but body and decodeError, by name, for all rows of ``loc``."""
+    properties, tags, keys, uniq = kernels.properties(buf, u8, loc.props_pos, loc.props_len)
+    if loc.born_packed is not None:
+        born_hosts, store_hosts = ipv4_hosts(loc.born_packed), ipv4_hosts(loc.store_packed)
+    else:
+        born_hosts = hosts(u8, loc.born_host_pos, loc.born_v6)
+        store_hosts = hosts(u8, loc.store_host_pos, loc.store_v6)
+    return {
+        "topic": topics,
+        "queueId": pa.array(loc.queue_id, type=pa.int32()),
+        "queueOffset": pa.array(loc.queue_offset, type=pa.int64()),
+        "commitLogOffset": pa.array(loc.offsets, type=pa.int64()),
+        "storeSize": pa.array(loc.total.astype(np.int32), type=pa.int32()),
+        "bodyCRC": pa.array(loc.crc, type=pa.int32()),
+        "flag": pa.array(loc.flag, type=pa.int32()),
+        "sysFlag": pa.array(loc.sys_flag, type=pa.int32()),
+        "bornTimestamp": pa.array(loc.born_ts * 1000, type=TIMESTAMP),
+        "bornHost": born_hosts,
+        "storeTimestamp": pa.array(loc.store_ts * 1000, type=TIMESTAMP),
+        "storeHost": store_hosts,
+        "reconsumeTimes": pa.array(loc.recon, type=pa.int32()),
+        "preparedTransactionOffset": pa.array(loc.prepared, type=pa.int64()),
+        "msgId": msg_ids(u8, loc.store_host_pos, loc.store_v6, loc.offsets),
+        "uniqKey": uniq,
+        "tags": tags,
+        "keys": keys,
+        "properties": properties,
+        "broker": pa.repeat(pa.scalar(broker, type=pa.string()), len(loc.s)),
+    }

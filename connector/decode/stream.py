@@ -1,0 +1,305 @@
+"""The record-stream state machine: CommitLog byte chunks in, RecordBatches out (DESIGN §3).
+
+Bytes arrive in chunks (HA frames are 32 KiB byte ranges that split records, spec §2.3). The
+:class:`CommitLogArrowDecoder` keeps only what it must: the records walked but not yet emitted (at most
+one batch), the bytes not walked yet (at most ~1 MiB) and the partial record at the end. It walks record
+starts with the active kernels (:mod:`connector.decode.kernels`), the first record of each run checked
+the slow way so every start on the chain is a real record start; END_FILE blanks (spec §1.9) skip to the
+next mapped file; a range that ends inside a record is an error. Columns are built by
+:mod:`connector.decode.columns`.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from connector.decode.bodies import BAD_RECORD_MODES, MODE_FAILFAST, MODE_PERMISSIVE, BodyPolicy
+from connector.decode.columns import iter_record_batches
+from connector.decode.errors import record_error
+from connector.decode.kernels import active
+from connector.protocol.commitlog import (
+    BLANK_MAGIC_CODE,
+    DEFAULT_MAX_INFLATED_BODY_BYTES,
+    MESSAGE_MAGIC_CODE,
+    MIN_RECORD_SIZE_BYTES,
+)
+from connector.protocol.mapped_files import next_file_start
+from connector.topic_filter import TopicFilter
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_RECORDS_PER_BATCH = 10000
+DEFAULT_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
+WALK_MIN_BYTES = 1024 * 1024  # unwalked bytes gathered before a walk (fewer, larger numpy passes)
+
+_HEAD8 = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
+
+
+class CommitLogArrowDecoder:
+    """Incremental decoder of the CommitLog range ``[start, end)`` of one broker into RecordBatches.
+
+    Args:
+        start: CommitLog offset (bytes) of the first record of the range; a record boundary.
+        end: offset where the range ends: a record boundary, a mapped-file start or commitLogMaxOffset.
+        mapped_file_size: mappedFileSizeCommitLog (bytes); a record never spans two files.
+        broker: the ``broker`` column's value.
+        decompress_body: inflate bodies stored compressed.
+        mode: ``PERMISSIVE`` (a bad body becomes a row with its stored bytes and ``decodeError``) or
+            ``FAILFAST`` (CommitLogFormatError naming broker, offset, file and field); case-insensitive.
+        verify_body_crc: check every body against its BODYCRC.
+        max_inflated_body_bytes: bytes a compressed body may decompress to (a larger one is bad).
+        max_records_per_batch / max_bytes_per_batch: a batch is emitted when either is reached
+            (bytes = stored record bytes, and inflated body bytes; soft by at most one record).
+        topic_filter: drop records of other topics before their columns are built (None keeps all).
+
+    Feed chunks with :meth:`feed` (each must start where the previous one ended; it returns the
+    batches completed so far) and call :meth:`finish` once the fetcher is done. Every record whose
+    first byte lies in ``[start, end)`` and whose topic the filter keeps is emitted exactly once, in
+    CommitLog order; END_FILE blanks are skipped to the next file.
+
+    Memory: one batch of walked records, at most ``min(max_bytes_per_batch, 1 MiB)`` bytes not walked
+    yet (which may include an END_FILE blank's tail, less than one record) and the partial record at
+    the end, whatever the range (see :attr:`buffered_bytes`).
+
+    Raises CommitLogFormatError naming offset, file and field for bad MAGICCODE/TOTALSIZE, a record
+    crossing its file or the range end, zeros where a record must be, or a range that ends inside a
+    record; ValueError for chunks that do not continue the stream. Bad bodies raise (FAILFAST) or become
+    rows (PERMISSIVE) as :func:`connector.decode.columns.iter_record_batches` says.
+    """
+
+    def __init__(self, start: int, end: int, mapped_file_size: int, *, broker: str, decompress_body: bool = True,
+                 max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH,
+                 max_bytes_per_batch: int = DEFAULT_MAX_BYTES_PER_BATCH, topic_filter: TopicFilter | None = None,
+                 mode: str = MODE_PERMISSIVE, verify_body_crc: bool = True,
+                 max_inflated_body_bytes: int = DEFAULT_MAX_INFLATED_BODY_BYTES):
+        if mode.upper() not in BAD_RECORD_MODES:
+            raise ValueError(f"mode {mode!r} is not one of {', '.join(BAD_RECORD_MODES)}")
+        if not 0 <= start <= end:
+            raise ValueError(f"bad CommitLog range [{start}, {end})")
+        if mapped_file_size <= 0:
+            raise ValueError(f"mappedFileSizeCommitLog must be positive, got {mapped_file_size}")
+        self.start = start
+        self.end = end
+        self.mapped_file_size = mapped_file_size
+        self.broker = broker
+        self.decompress_body = decompress_body
+        self.policy = BodyPolicy(decompress=decompress_body, verify_crc=verify_body_crc,
+                                 max_inflated=max_inflated_body_bytes, fail_fast=mode.upper() == MODE_FAILFAST)
+        self.max_records = max_records_per_batch
+        self.max_bytes = max_bytes_per_batch
+        self.topic_filter = None if topic_filter is None or topic_filter.keeps_everything else topic_filter
+        self._walk_bytes = min(WALK_MIN_BYTES, max_bytes_per_batch)
+        self._buf = bytearray()
+        self._buf_offset = start  # CommitLog offset of _buf[0]
+        self._pos = 0  # next record start in _buf
+        self._wait_for = 0  # no walk can progress before _buf holds this many bytes
+        self._runs: list[np.ndarray] = []  # walked, not yet emitted records (CommitLog offsets)
+        self._pending_records = 0
+        self._pending_bytes = 0
+        self._stream_offset = start  # next byte the stream must deliver
+        self._skip_to = start  # bytes below this offset are blank tails (or already handled)
+        self._done = start == end
+        self.records_walked = 0
+        self.records_emitted = 0
+        self.blanks_skipped = 0
+        self.false_magic_candidates = 0
+
+    @property
+    def stream_offset(self) -> int:
+        """The CommitLog offset the next chunk must start at."""
+        return self._stream_offset
+
+    @property
+    def next_record_offset(self) -> int:
+        """Offset of the next record boundary not yet walked (== end once done)."""
+        return self.end if self._done else self._buf_offset + self._pos
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes held right now: walked records not yet emitted plus bytes not walked yet (memory bound)."""
+        return len(self._buf)
+
+    @property
+    def records_filtered(self) -> int:
+        """Records walked and emitted-or-dropped whose topic the filter dropped."""
+        return self.records_walked - self._pending_records - self.records_emitted
+
+    @property
+    def done(self) -> bool:
+        """True once every record of the range was walked (batches may still be pending)."""
+        return self._done
+
+    def feed(self, offset: int, data: bytes | bytearray | memoryview) -> list[pa.RecordBatch]:
+        """Add the chunk of CommitLog bytes starting at ``offset``; return every batch now complete."""
+        if offset != self._stream_offset:
+            raise ValueError(f"chunk at CommitLog offset {offset} does not continue the stream at "
+                             f"{self._stream_offset}")
+        size = len(data)
+        self._stream_offset += size
+        if self._done:
+            return []
+        lo = max(offset, self._skip_to)
+        hi = min(offset + size, self.end)
+        if hi <= lo:
+            return []
+        if not self._buf:
+            self._buf_offset = lo
+            self._pos = 0
+        self._buf += memoryview(data)[lo - offset:hi - offset]
+        buf_end = self._buf_offset + len(self._buf)
+        if len(self._buf) < self._wait_for and buf_end < self.end:
+            return []
+        if len(self._buf) - self._pos < self._walk_bytes and buf_end < self.end:
+            return []
+        return list(self._walk())
+
+    def jump(self, offset: int, reason: str) -> list[pa.RecordBatch]:
+        """Continue the range at record boundary ``offset`` >= the stream offset (bytes between are gone).
+
+        Used when ``failOnDataLoss=false`` and the broker no longer holds part of the range: the
+        complete records already received are emitted, a partial record is dropped, and ``reason`` is
+        logged with the skipped range.
+        """
+        if offset < self._stream_offset:
+            raise ValueError(f"cannot jump back from CommitLog offset {self._stream_offset} to {offset}")
+        out = list(self._walk()) if not self._done else []
+        out += list(self._emit()) if self._runs else []
+        log.warning("broker %s: skipping CommitLog bytes [%d, %d) (%s); %d bytes of a partial record dropped",
+                    self.broker, self._stream_offset, offset, reason, len(self._buf) - self._pos)
+        self._buf.clear()
+        self._pos = 0
+        self._wait_for = 0
+        self._stream_offset = offset
+        self._buf_offset = offset
+        self._skip_to = max(self._skip_to, offset)
+        if offset >= self.end:
+            self._done = True
+        return out
+
+    def finish(self) -> list[pa.RecordBatch]:
+        """Return the last batch(es). Raises CommitLogFormatError if the range was not covered to its end."""
+        out = list(self._walk()) if not self._done else []
+        out += list(self._emit()) if self._runs else []
+        if not self._done:
+            at = self._buf_offset + self._pos
+            raise record_error(f"CommitLog range [{self.start}, {self.end}) ended after {self._stream_offset - at} "
+                               f"bytes of an incomplete record (stream stopped at {self._stream_offset})", at,
+                               "TOTALSIZE", self.mapped_file_size)
+        return out
+
+    def decode_all(self, chunks: Iterable[tuple[int, bytes]]) -> Iterator[pa.RecordBatch]:
+        """Feed every ``(offset, bytes)`` chunk, then :meth:`finish`."""
+        for offset, data in chunks:
+            yield from self.feed(offset, data)
+        yield from self.finish()
+
+    # --- internals ---------------------------------------------------------------------------------
+    def _walk(self) -> Iterator[pa.RecordBatch]:
+        """Walk every record start the buffer holds (slow path per record only for the irregular ones)."""
+        fsize = self.mapped_file_size
+        while True:
+            buf = self._buf
+            at = self._buf_offset + self._pos
+            if at >= self.end:
+                self._done = True
+                if self._runs:
+                    yield from self._emit()
+                self._buf.clear()
+                self._buf_offset, self._pos = self.end, 0
+                return
+            avail = len(buf) - self._pos
+            if avail < 8:
+                self._wait_for = self._pos + 8
+                return
+            total, magic = _HEAD8.unpack_from(buf, self._pos)
+            file_end = next_file_start(at, fsize)
+            if magic == MESSAGE_MAGIC_CODE:
+                if total < MIN_RECORD_SIZE_BYTES:
+                    raise record_error(f"TOTALSIZE {total} is below the minimum {MIN_RECORD_SIZE_BYTES}", at,
+                                       "TOTALSIZE", fsize)
+                if at + total > file_end:
+                    raise record_error(f"TOTALSIZE {total} reaches past the end of its mapped file at {file_end}", at,
+                                       "TOTALSIZE", fsize)
+                if at + total > self.end:
+                    raise record_error(f"record of TOTALSIZE {total} crosses the range end {self.end}, which is "
+                                       "therefore not a record boundary", at, "TOTALSIZE", fsize)
+                if avail < total:
+                    self._wait_for = self._pos + total
+                    return
+                yield from self._walk_run(min(file_end, self.end))
+            elif magic == BLANK_MAGIC_CODE:
+                if total != file_end - at:
+                    raise record_error(f"END_FILE blank TOTALSIZE {total} does not reach the end of its mapped file "
+                                       f"({file_end - at} bytes left)", at, "TOTALSIZE", fsize)
+                self.blanks_skipped += 1
+                if self._runs:
+                    yield from self._emit()
+                    buf = self._buf
+                # drop the blank and its tail; continue at the next file
+                self._skip_to = file_end
+                if file_end >= self.end:
+                    self._done = True
+                    buf.clear()
+                    self._buf_offset, self._pos = self.end, 0
+                    return
+                if self._buf_offset + len(buf) > file_end:
+                    del buf[:file_end - self._buf_offset]
+                else:
+                    buf.clear()
+                self._buf_offset, self._pos = file_end, 0
+            elif total == 0 and magic == 0:
+                raise record_error(f"no record at this offset (TOTALSIZE 0, MAGICCODE 0: unwritten bytes) although "
+                                   f"the range ends at {self.end}", at, "MAGICCODE", fsize)
+            else:
+                raise record_error(f"bad MAGICCODE 0x{magic & 0xFFFFFFFF:08X}", at, "MAGICCODE", fsize)
+
+    def _walk_run(self, limit_offset: int) -> Iterator[pa.RecordBatch]:
+        """Walk the chain of complete MESSAGE records from ``_pos`` (a checked, complete record) up to
+        ``limit_offset`` (the file end or range end) with numpy; emit batches as limits are reached."""
+        region_offset = self._buf_offset + self._pos
+        limit = min(len(self._buf), limit_offset - self._buf_offset)
+        with memoryview(self._buf) as view:  # no copy; every array returned is fresh, so the view is released
+            starts, totals, false_hits = active().chain_record_starts(view[self._pos:limit])
+        self.false_magic_candidates += false_hits
+        starts += region_offset
+        while len(starts):
+            room = self.max_records - self._pending_records
+            cum = np.cumsum(totals)
+            take = min(room, int(np.searchsorted(cum, self.max_bytes - self._pending_bytes, side="left")) + 1,
+                       len(starts))
+            self._runs.append(starts[:take])
+            self._pending_records += take
+            self._pending_bytes += int(cum[take - 1])
+            self.records_walked += take
+            self._pos = int(starts[take - 1] + totals[take - 1]) - self._buf_offset
+            starts, totals = starts[take:], totals[take:]
+            if self._pending_records >= self.max_records or self._pending_bytes >= self.max_bytes:
+                yield from self._emit()
+
+    def _emit(self) -> Iterator[pa.RecordBatch]:
+        offsets = np.concatenate(self._runs) if len(self._runs) > 1 else self._runs[0]
+        # hand the buffer to the batch builder and keep a copy of what follows the walked records
+        data, base = self._buf, self._buf_offset
+        self._buf = data[self._pos:]
+        self._buf_offset += self._pos
+        self._pos = 0
+        self._wait_for = 0
+        self._runs = []
+        self._pending_records = 0
+        self._pending_bytes = 0
+        for batch in iter_record_batches(data, offsets - base, base, broker=self.broker,
+                                         mapped_file_size=self.mapped_file_size, topic_filter=self.topic_filter,
+                                         max_body_bytes=self.max_bytes, policy=self.policy):
+            self.records_emitted += batch.num_rows
+            yield batch
+
+
+def decode_commitlog_range(chunks: Iterable[tuple[int, bytes]], start: int, end: int, mapped_file_size: int, *,
+                           broker: str, **kwargs) -> Iterator[pa.RecordBatch]:
+    """Decode ``[start, end)`` from ``(offset, bytes)`` chunks; see :class:`CommitLogArrowDecoder`."""
+    return CommitLogArrowDecoder(start, end, mapped_file_size, broker=broker, **kwargs).decode_all(chunks)
