@@ -41,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource
 
-from connector.arrow_decode import spark_schema
+from connector.decode.schema import spark_schema
 from connector.delta.commit import commit_task_messages
 from connector.delta.location import open_delta_table
 from connector.delta.messages import MESSAGE_COLUMN, message_bytes
