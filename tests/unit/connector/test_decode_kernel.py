@@ -14,7 +14,8 @@ import pytest
 
 import connector
 from connector import _decode_kernel as kernel
-from connector.decode import native_kernels
+from connector.decode import kernels, native_kernels
+from connector.decode.kernels import PURE_PYTHON_ENV
 from connector.protocol.commitlog import layout
 
 # decode the fixture CommitLog and print a digest of every column (run in a fresh process, so the
@@ -73,6 +74,28 @@ def test_the_kernels_layout_constants_equal_the_layout_table():
     assert {name: defined[name] for name in KERNEL_CONSTANTS} == unsigned
     # load_be32 reads TOTALSIZE and MAGICCODE as 4-byte big-endian ints
     assert layout.FIELDS_BY_NAME["TOTALSIZE"].width == layout.FIELDS_BY_NAME["MAGICCODE"].width == 4
+
+
+@pytest.mark.parametrize("value, expected", [(None, "native"), ("0", "native"), ("1", "numpy")])
+def test_the_kernels_are_chosen_once_at_import_and_the_environment_can_force_numpy(value, expected):
+    env = {k: v for k, v in os.environ.items() if k != PURE_PYTHON_ENV}
+    if value is not None:
+        env[PURE_PYTHON_ENV] = value
+    out = subprocess.run([sys.executable, "-c", "from connector.decode import kernels; "
+                          "print(kernels.active().name, kernels.native_kernel_available())"],
+                         capture_output=True, text=True, timeout=60, check=True, env=env)
+    assert out.stdout.split() == [expected, str(expected == "native")]
+
+
+def test_use_kernels_switches_and_refuses_unknown_names():
+    previous = kernels.use_kernels("numpy")
+    try:
+        assert kernels.active() is kernels.NUMPY and not kernels.native_kernel_available()
+        assert kernels.use_kernels("native") == "numpy" and kernels.active() is kernels.NATIVE
+        with pytest.raises(ValueError, match="'cython' are not available"):
+            kernels.use_kernels("cython")
+    finally:
+        kernels.use_kernels(previous)
 
 
 def test_libdeflate_is_used_where_the_system_has_it():

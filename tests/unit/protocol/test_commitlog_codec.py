@@ -17,7 +17,9 @@ from connector.protocol.commitlog import (
     COMPRESSION_ZLIB_TYPE,
     COMPRESSION_ZSTD_TYPE,
     MIN_RECORD_SIZE_BYTES,
+    RECORD_FIELDS,
     STOREHOSTADDRESS_V6_FLAG,
+    V4_HEADER_BYTES,
     BatchEntry,
     BlankRecord,
     BodyDecodeError,
@@ -36,6 +38,7 @@ from connector.protocol.commitlog import (
     encode_blank,
     encode_properties,
     encode_record,
+    field_positions,
     inflate_body,
     iter_records,
     offset_msg_id,
@@ -110,6 +113,31 @@ def test_ipv6_hosts_grow_the_record_by_12_bytes_each():
     assert len(encode_record(commit_log_offset=0, topic="t", body=b"x", born_host=v6, store_host=v4)) == base + 12
     assert len(encode_record(commit_log_offset=0, topic="t", body=b"x", born_host=v6, store_host=v6)) == base + 24
     assert str(v6) == "0:0:0:0:0:0:0:1:10911"
+
+
+def test_the_layout_table_gives_the_stored_positions_with_ipv4_and_ipv6_hosts():
+    # the positions RocketMQ 4.9.8's DefaultAppendMessageCallback writes (docs/protocol.md §1.2)
+    assert dict(field_positions(0)) == {
+        "TOTALSIZE": 0, "MAGICCODE": 4, "BODYCRC": 8, "QUEUEID": 12, "FLAG": 16, "QUEUEOFFSET": 20,
+        "PHYSICALOFFSET": 28, "SYSFLAG": 36, "BORNTIMESTAMP": 40, "BORNHOST": 48, "STORETIMESTAMP": 56,
+        "STOREHOSTADDRESS": 64, "RECONSUMETIMES": 72, "PREPAREDTRANSACTIONOFFSET": 76, "BODY": 84, "TOPIC": 88,
+        "PROPERTIES": 89}
+    both_v6 = field_positions(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+    assert (both_v6["STORETIMESTAMP"], both_v6["STOREHOSTADDRESS"], both_v6["BODY"]) == (68, 76, 108)
+    assert field_positions(STOREHOSTADDRESS_V6_FLAG)["RECONSUMETIMES"] == 84
+    assert field_positions(COMPRESSED_FLAG) is field_positions(0)  # only the host bits matter
+    assert (MIN_RECORD_SIZE_BYTES, V4_HEADER_BYTES) == (91, 88)
+    assert [f.name for f in RECORD_FIELDS if f.variable] == ["BODY", "TOPIC", "PROPERTIES"]
+    # a record's bytes sit where the table says: the codec writes every field at its position
+    v6 = HostAddress.parse("[::1]:10911")
+    rec = encode_record(commit_log_offset=7, topic="t", body=b"xyz", store_host=v6, queue_offset=5,
+                        reconsume_times=3, prepared_transaction_offset=9)
+    at = field_positions(STOREHOSTADDRESS_V6_FLAG)
+    assert struct.unpack_from(">q", rec, at["PHYSICALOFFSET"])[0] == 7
+    assert struct.unpack_from(">q", rec, at["QUEUEOFFSET"])[0] == 5
+    assert rec[at["STOREHOSTADDRESS"]:at["STOREHOSTADDRESS"] + 16] == v6.ip
+    assert struct.unpack_from(">iq", rec, at["RECONSUMETIMES"]) == (3, 9)
+    assert struct.unpack_from(">i", rec, at["BODY"])[0] == 3 and rec[at["BODY"] + 4:at["BODY"] + 7] == b"xyz"
 
 
 def test_compressed_body_inflated_by_sysflag():
