@@ -76,7 +76,7 @@ QUERY_TIMEOUT_S = 600
 
 
 def _max_offset(remoting_addr: str) -> int:
-    from connector.admin import BrokerAdminClient
+    from connector.client.admin import BrokerAdminClient
 
     with BrokerAdminClient(remoting_addr) as client:
         return client.commit_log_max_offset()
@@ -84,7 +84,7 @@ def _max_offset(remoting_addr: str) -> int:
 
 def produce_backlog_bytes(broker, target_bytes: int) -> int:
     """Send unique 1 KiB bodies (64 per batch, 128 batches in flight) until the CommitLog has ``target_bytes``."""
-    from broker_stub.producer import Producer
+    from connector.client.producer import Producer
 
     sent = 0
     seq = 0
@@ -226,7 +226,7 @@ def commit_latencies(table: Path, topic: str) -> np.ndarray:
 
 def run_latency(spark, broker, workdir: Path, seconds: float, rate: int) -> np.ndarray:
     """Bronze with a 1 s trigger while a producer sends ``rate`` msgs/s for ``seconds``; the latencies (s)."""
-    from broker_stub.producer import Producer
+    from connector.client.producer import Producer
     from streaming_apps.apps import AppConfig, start
 
     start_offset = _max_offset(broker.remoting_addr)

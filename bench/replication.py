@@ -41,7 +41,7 @@ from pathlib import Path
 
 from bench.common import report
 from broker_stub.launcher import BrokerProcess
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.commitlog import HostAddress, encode_record, file_name
 
 CATCHUP_FILE_SIZE = 1024 * 1024 * 1024
@@ -51,9 +51,10 @@ POLL_S = 0.05  # runtime-info polling of the bench (the slave measures the catch
 
 
 def _runtime_info(addr: str) -> dict[str, str]:
-    from broker_stub.status import fetch_runtime_info
+    from connector.client.admin import BrokerAdminClient
 
-    return fetch_runtime_info(addr)
+    with BrokerAdminClient(addr, 5000) as admin:
+        return admin.runtime_info()
 
 
 def build_store(store_dir: Path, total_bytes: int) -> int:

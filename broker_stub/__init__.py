@@ -1,6 +1,8 @@
 """The bundled RocketMQ 4.9.8 broker stub: a master (ASYNC_MASTER / SYNC_MASTER, ASYNC_FLUSH) with the CommitLog,
-its recovery, the classic HA port and the remoting port, plus a Python producer (:mod:`broker_stub.producer`).
+its recovery, the classic HA port and the remoting port. Producers are clients, not part of the server:
+:mod:`connector.client.producer`.
 
-Run it with ``python -m broker_stub -c broker.conf``. Only :mod:`connector.protocol` is imported from the
-connector package (DESIGN §2).
+Run it with ``python -m broker_stub -c broker.conf``. The broker imports only :mod:`connector.protocol` from
+the connector package (DESIGN §2); its ``status`` / ``delete-expired`` commands query a broker with
+:mod:`connector.client.admin`.
 """

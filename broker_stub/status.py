@@ -8,54 +8,21 @@ since the last read, whether the requested offset is missing); on a slave also i
 
 ``delete-expired`` sends DELETE_EXPIRED_COMMITLOG (329) and prints the CommitLog min offset afterwards.
 
-Exit codes: 0 on success, 2 when the broker cannot be reached or answers with an error.
+Exit codes: 0 on success, 2 when the broker cannot be reached or answers with an error. The requests go
+through :class:`connector.client.admin.BrokerAdminClient`; this module only formats.
 """
 
 from __future__ import annotations
 
 import json
-import socket
 import sys
-import time
 from typing import TextIO
 
-from connector.protocol.errors import HAReplicaError
-from connector.protocol.remoting import FrameDecoder, RemotingCommand, RequestCode, decode_kv_table
+from connector.client.admin import BrokerAdminClient
+from connector.client.remoting import BrokerAdminError
+from connector.protocol.remoting import RequestCode
 
 DEFAULT_TIMEOUT_S = 5.0
-
-
-class BrokerRequestError(HAReplicaError):
-    """The broker could not be reached, closed the connection, timed out, or answered with an error code."""
-
-
-def request(addr: str, cmd: RemotingCommand, timeout_s: float = DEFAULT_TIMEOUT_S) -> RemotingCommand:
-    """One blocking request/response on a fresh connection. Raises BrokerRequestError."""
-    host, _, port = addr.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as s:
-            s.sendall(cmd.encode())
-            decoder = FrameDecoder()
-            deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline:
-                s.settimeout(max(deadline - time.monotonic(), 0.01))
-                data = s.recv(1 << 20)
-                if not data:
-                    raise BrokerRequestError(f"{addr} closed the connection before answering code {cmd.code}")
-                for resp in decoder.feed(data):
-                    if resp.opaque == cmd.opaque:
-                        return resp
-    except (OSError, ValueError) as exc:
-        raise BrokerRequestError(f"cannot query {addr}: {exc}") from exc
-    raise BrokerRequestError(f"no answer from {addr} to code {cmd.code} within {timeout_s} s")
-
-
-def fetch_runtime_info(addr: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, str]:
-    """GET_BROKER_RUNTIME_INFO of ``addr`` as a dict of strings. Raises BrokerRequestError."""
-    resp = request(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout_s)
-    if resp.code != 0:
-        raise BrokerRequestError(f"{addr} answered GET_BROKER_RUNTIME_INFO with code {resp.code}: {resp.remark}")
-    return decode_kv_table(resp.body)
 
 
 def _fmt_int(text: str | None) -> str:
@@ -106,9 +73,10 @@ def status_command(addr: str, *, as_json: bool = False, out: TextIO | None = Non
     """Print the status of the broker at ``addr``; returns the exit code."""
     out = out or sys.stdout
     try:
-        info = fetch_runtime_info(addr, timeout_s)
-    except BrokerRequestError as exc:
-        print(f"broker_stub status: {exc}", file=sys.stderr)
+        with BrokerAdminClient(addr, int(timeout_s * 1000)) as admin:
+            info = admin.runtime_info()
+    except BrokerAdminError as exc:
+        print(f"broker_stub status: cannot query {addr}: {exc}", file=sys.stderr)
         return 2
     if as_json:
         parsed: dict = dict(info)
@@ -127,12 +95,11 @@ def delete_expired_command(addr: str, *, out: TextIO | None = None, timeout_s: f
     """DELETE_EXPIRED_COMMITLOG on ``addr``; prints files deleted and the new min offset; returns the exit code."""
     out = out or sys.stdout
     try:
-        resp = request(addr, RemotingCommand.request(RequestCode.DELETE_EXPIRED_COMMITLOG), timeout_s)
-        if resp.code != 0:
-            raise BrokerRequestError(f"{addr} answered DELETE_EXPIRED_COMMITLOG with code {resp.code}: {resp.remark}")
-        info = fetch_runtime_info(addr)
-    except BrokerRequestError as exc:
-        print(f"broker_stub delete-expired: {exc}", file=sys.stderr)
+        with BrokerAdminClient(addr, int(timeout_s * 1000)) as admin:
+            resp = admin.invoke(RequestCode.DELETE_EXPIRED_COMMITLOG)
+            info = admin.runtime_info()
+    except BrokerAdminError as exc:
+        print(f"broker_stub delete-expired: cannot query {addr}: {exc}", file=sys.stderr)
         return 2
     deleted = (resp.ext_fields or {}).get("deletedFiles", "?")
     print(f"deleted {deleted} CommitLog file(s); commitLogMinOffset={info.get('commitLogMinOffset')} "

@@ -45,7 +45,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 
-from connector.admin import split_addr
+from connector.client.net import open_connection
 from connector.data_loss import on_data_loss
 from connector.options import (
     DEFAULT_CONNECT_TIMEOUT_MS,
@@ -221,9 +221,7 @@ class HARangeFetcher:
                 return
 
     def _session(self) -> Iterator[tuple[int, bytes | memoryview]]:
-        host, port = split_addr(self.ha_addr)
-        sock = socket.create_connection((host, port), timeout=self.connect_timeout_ms / 1000)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = open_connection(self.ha_addr, self.connect_timeout_ms / 1000)
         self._sock = sock
         self.connections += 1
         self._send_report()

@@ -48,7 +48,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 
-from connector.admin import BrokerAdminClient, BrokerAdminError, BrokerUnreachableError
+from connector.client.admin import BrokerAdminClient
+from connector.client.remoting import BrokerAdminError, BrokerUnreachableError
 from connector.data_loss import on_data_loss
 from connector.decode.schema import spark_schema
 from connector.decode.stream import CommitLogArrowDecoder
@@ -122,7 +123,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     """Plans CommitLog byte ranges per micro-batch (driver) and reads them (executors).
 
     Offsets: ``{broker_name: next_commitlog_offset}``. Broker errors raise
-    :class:`connector.admin.BrokerAdminError` (or UnsupportedBrokerModeError for DLedger / controller
+    :class:`connector.client.remoting.BrokerAdminError` (or UnsupportedBrokerModeError for DLedger / controller
     mode); lost data raises :class:`connector.data_loss.DataLossError` when ``failOnDataLoss`` is true.
     """
 

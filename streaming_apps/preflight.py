@@ -19,7 +19,8 @@ import os
 import re
 from pathlib import Path
 
-from connector.admin import BrokerAdminClient, BrokerUnreachableError, NotARocketMQBrokerError
+from connector.client.admin import BrokerAdminClient
+from connector.client.remoting import BrokerUnreachableError, NotARocketMQBrokerError
 from connector.options import HAReplicaOptionError, SourceOptions
 from connector.protocol.errors import HAReplicaError
 

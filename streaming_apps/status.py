@@ -34,7 +34,7 @@ def status_files(paths: list[str | os.PathLike]) -> list[Path]:
 
 def broker_max_offsets(brokers: str, timeout_ms: int = 3000) -> dict[str, int | str]:
     """``{broker name: commitLogMaxOffset now}`` (or the error text) for a ``brokers`` option value."""
-    from connector.admin import BrokerAdminClient
+    from connector.client.admin import BrokerAdminClient
     from connector.options import parse_brokers
 
     out: dict[str, int | str] = {}

@@ -1,5 +1,8 @@
 """Generated workloads: the demo's msgpack order events and the plain load of `hareplica produce`.
 
+Both send with :class:`connector.client.producer.Producer`; :func:`produce_load` is also what tests and
+benchmarks use to fill a broker.
+
 Order events are what the silver app decodes (issue 5): a msgpack map per message, padded with a
 ``note`` string so bodies span ``ORDER_BODY_MIN_BYTES``..``ORDER_BODY_MAX_BYTES``; bodies of 4096 bytes
 or more are zlib-compressed by the producer as the RocketMQ 4.9.8 client does.
@@ -9,10 +12,16 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterator
-from dataclasses import dataclass
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 
 import msgpack
+
+from connector.client.producer import MQClientException, Producer, SendResult
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +104,104 @@ def decode_order(body: bytes) -> dict:
     return event
 
 
+@dataclass
+class ProduceStats:
+    """Outcome of :func:`produce_load`: counts, bytes (uncompressed bodies), time (s), rates, statuses."""
+
+    count: int
+    ok: int
+    failed: int
+    body_bytes_total: int
+    elapsed_s: float
+    statuses: dict[str, int] = field(default_factory=dict)
+    per_topic: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def msgs_per_s(self) -> float:
+        return self.ok / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.body_bytes_total / 1e6 / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+def load_body(seq: int, topic: str, body_bytes: int, filler: bytes) -> bytes:
+    """A generated body of exactly ``body_bytes`` bytes: ``"<topic>:<seq>:"`` then filler bytes."""
+    head = f"{topic}:{seq}:".encode()
+    if len(head) >= body_bytes:
+        return head[:body_bytes]
+    need = body_bytes - len(head)
+    reps = need // len(filler) + 1
+    return head + (filler * reps)[:need]
+
+
+def produce_load(broker_addr: str, topic: str, count: int, body_bytes: int, *, topics: Sequence[str] | None = None,
+                 progress: Callable[[int, int], None] | None = None, producer_group: str = "hareplica_load",
+                 max_in_flight: int = 512, seed: int = 0) -> ProduceStats:
+    """Send ``count`` generated messages of ``body_bytes`` bytes (``hareplica produce``), pipelined.
+
+    Messages go round-robin over ``topics`` (default ``[topic]``), tagged ``load``, keyed ``load-<seq>``.
+    Bodies are unique (a ``topic:seq:`` prefix) followed by pseudo-random text (compressible, like real
+    payloads). ``progress(acked, count)`` is called about every 1% and at the end. Failures are counted
+    (first 10 messages kept in ``errors``), not raised; MQClientException is raised only when the broker
+    cannot be reached at all.
+    """
+    names = list(topics) if topics else [topic]
+    rng = random.Random(seed)
+    words = ["order", "paid", "shipped", "audit", "eu", "us", "sku", "qty", "price", "note"]
+    filler = " ".join(rng.choice(words) + str(rng.randrange(1000)) for _ in range(512)).encode()
+    stats = ProduceStats(count=count, ok=0, failed=0, body_bytes_total=0, elapsed_s=0.0)
+    statuses: Counter = Counter()
+    per_topic: Counter = Counter()
+    done = 0
+    lock = threading.Lock()
+    step = max(count // 100, 1)
+    all_done = threading.Event()
+
+    def on_done(fut: Future, name: str, size: int) -> None:
+        nonlocal done
+        with lock:
+            exc = fut.exception()
+            if exc is None:
+                res: SendResult = fut.result()
+                statuses[res.send_status] += 1
+                stats.ok += 1
+                per_topic[name] += 1
+                stats.body_bytes_total += size
+            else:
+                stats.failed += 1
+                statuses[type(exc).__name__] += 1
+                if len(stats.errors) < 10:
+                    stats.errors.append(str(exc))
+            done += 1
+            current = done
+        if progress is not None and (current % step == 0 or current == count):
+            progress(current, count)
+        if current == count:
+            all_done.set()
+
+    start = time.perf_counter()
+    with Producer(broker_addr, producer_group, max_in_flight=max_in_flight, timeout_ms=30_000) as producer:
+        for seq in range(count):
+            name = names[seq % len(names)]
+            body = load_body(seq, name, body_bytes, filler)
+            try:
+                fut = producer.send_async(name, body, tags="load", keys=f"load-{seq}")
+            except MQClientException as exc:
+                fut = Future()
+                fut.set_exception(exc)
+            fut.add_done_callback(lambda f, n=name, s=len(body): on_done(f, n, s))
+        if count and not all_done.wait(timeout=60 + count / 1000):
+            log.error("produce_load: not every send completed acked=%d count=%d", done, count)
+    stats.elapsed_s = time.perf_counter() - start
+    stats.statuses = dict(statuses)
+    stats.per_topic = dict(per_topic)
+    log.info("produce_load done count=%d ok=%d failed=%d elapsedS=%.2f msgsPerS=%.0f", count, stats.ok,
+             stats.failed, stats.elapsed_s, stats.msgs_per_s)
+    return stats
+
+
 def produce_command(broker_addr: str, topics: list[str], count: int, body_bytes: int) -> int:
     """`hareplica produce`: send ``count`` generated messages with a progress bar, print the outcome.
 
@@ -102,8 +209,6 @@ def produce_command(broker_addr: str, topics: list[str], count: int, body_bytes:
     """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from broker_stub.producer import MQClientException, produce_load
 
     console = Console(stderr=True)
     try:
@@ -128,13 +233,8 @@ def produce_orders_command(broker_addr: str, count: int, *, seed: int = 20240611
 
     Prints the outcome; returns 0 when every send was stored (SEND_OK), 1 otherwise.
     """
-    import threading
-    import time
-
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from broker_stub.producer import Producer
 
     console = Console(stderr=True)
     statuses: dict[str, int] = {}

@@ -14,8 +14,9 @@ import time
 
 import pytest
 
-from broker_stub.producer import MQBrokerException, Producer
-from connector.admin import BrokerAdminClient, BrokerAdminError
+from connector.client.admin import BrokerAdminClient
+from connector.client.producer import MQBrokerException, Producer
+from connector.client.remoting import BrokerAdminError
 from connector.protocol.acl import AclCredentials
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from tests.support.brokers import BrokerStartError, remoting_request, wait_for

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from tests.support.brokers import remoting_request
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.commitlog import MessageRecord
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from tests.support.brokers import (

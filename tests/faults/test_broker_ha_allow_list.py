@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from broker_stub.ha.allow_list import HAAddressPolicy
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.ha import TransferFrameReader, encode_report
 from tests.support.brokers import BrokerStartError, HASocket, runtime_info, wait_for
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from broker_stub.launcher import BrokerStartError
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.commitlog import MessageRecord
 from tests.support.brokers import max_offset, pull, queue_offset, read_commitlog, wait_for
 

@@ -10,7 +10,7 @@ import socket
 import struct
 import time
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from tests.support.brokers import HASocket, remoting_request, runtime_info, wait_for
 

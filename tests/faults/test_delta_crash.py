@@ -46,7 +46,7 @@ KILL_TIMEOUT_S = 30
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     """A stub master holding bad bodies first (so batch 0 has quarantine rows), then order events."""
-    from broker_stub.producer import Producer
+    from connector.client.producer import Producer
 
     with BrokerProcess.start(tmp_path_factory.mktemp("crash-broker"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:
         with Producer(b.remoting_addr, "crash-test") as producer:

@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from broker_stub.producer import BrokerConnectionError, MQClientException, Producer
+from connector.client.producer import BrokerConnectionError, MQClientException, Producer
 from tests.support.brokers import max_offset
 
 

@@ -12,7 +12,7 @@ import random
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.commitlog import MessageRecord
 from tests.integration.connector.conftest import brokers_option, run_stream
 from tests.support.brokers import max_offset, read_commitlog

@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 
 from broker_stub.javautil import fastjson_loads
-from broker_stub.producer import Producer, SendResult
+from connector.client.producer import Producer, SendResult
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from tests.support.brokers import commitlog_files, max_offset, remoting_request, wait_for
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.ha import encode_report
 from tests.interop.peers import FILE_SIZE, assert_same_commitlog_span, wait_same_max_offset
 from tests.support.brokers import BrokerProcess, runtime_info

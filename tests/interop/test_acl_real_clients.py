@@ -11,7 +11,7 @@ signature on both.
 
 from __future__ import annotations
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.acl import AclCredentials
 from tests.support.brokers import BrokerProcess
 from tests.support.java_tools import run_java

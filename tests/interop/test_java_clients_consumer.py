@@ -16,7 +16,7 @@ import random
 import pytest
 
 from broker_stub.javautil import fastjson_loads
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from tests.interop.java_fixtures import assert_exactly_once, wait_for_route
 from tests.support.brokers import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.remoting import RequestCode
 from tests.interop.peers import (
     FILE_SIZE,

@@ -23,8 +23,7 @@ from broker_stub.launcher import (
     free_port,
     free_port_pair,
 )
-from broker_stub.status import BrokerRequestError
-from broker_stub.status import request as status_request
+from connector.client.remoting import BrokerAdminError, request_once
 from connector.protocol.commitlog import BlankRecord, EndOfData, MessageRecord, decode_record, iter_records
 from connector.protocol.ha import TransferFrame, TransferFrameReader, encode_report
 from connector.protocol.remoting import (
@@ -37,11 +36,12 @@ from connector.protocol.remoting import (
 
 # --- clients ---------------------------------------------------------------------------------------
 def remoting_request(addr: str, cmd: RemotingCommand, *, timeout_s: float = 5.0) -> RemotingCommand:
-    """Send one request on a fresh connection and return its response (``broker_stub.status.request``).
+    """Send one request on a fresh connection and return its response, whatever its code
+    (:func:`connector.client.remoting.request_once`).
 
-    Raises BrokerRequestError when the broker cannot be reached, closes early or does not answer in time.
+    Raises BrokerAdminError when the broker cannot be reached, closes early or does not answer in time.
     """
-    return status_request(addr, cmd, timeout_s)
+    return request_once(addr, cmd, int(timeout_s * 1000))
 
 
 def runtime_info(addr: str) -> dict[str, str]:
@@ -125,7 +125,7 @@ def wait_for(predicate, what: str, *, timeout_s: float = 15.0, interval_s: float
     while True:
         try:
             value = predicate()
-        except (OSError, AssertionError, ValueError, KeyError, BrokerRequestError) as exc:
+        except (OSError, AssertionError, ValueError, KeyError, BrokerAdminError) as exc:
             value, last = None, exc
         else:
             last = value

@@ -41,7 +41,7 @@ from broker_stub.launcher import (
     free_port,
     free_port_pair,
 )
-from broker_stub.status import BrokerRequestError
+from connector.client.remoting import BrokerAdminError
 from tests.support.brokers import runtime_info
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -369,7 +369,7 @@ class RealBroker(_JavaProcess):
             return runtime_info(self.remoting_addr).get("commitLogMaxOffset") is not None
         except AssertionError as exc:  # aclEnable=true: an unsigned request is refused once requests are served
             return "AclException" in str(exc)
-        except (OSError, BrokerRequestError):
+        except (OSError, BrokerAdminError):
             return False
 
     @classmethod

@@ -59,7 +59,7 @@ def _workload() -> list[tuple[str, bytes, str | None]]:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    from broker_stub.producer import Producer
+    from connector.client.producer import Producer
 
     with BrokerProcess.start(tmp_path_factory.mktemp("apps-broker"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:
         with Producer(b.remoting_addr, "apps-test") as producer:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from tests.support.brokers import BrokerProcess, broker_config, free_port, runtime_info
 
 

@@ -6,7 +6,7 @@ import struct
 import threading
 
 from broker_stub.javautil import java_string_hash
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from tests.support.brokers import (
     max_offset,

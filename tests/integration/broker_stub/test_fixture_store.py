@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.ha import TransferFrameReader
 from tests.support.brokers import HASocket, read_commitlog, runtime_info, write_delivered_delay_offsets
 

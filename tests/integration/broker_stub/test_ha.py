@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.ha import HA_TRANSFER_BATCH_SIZE_BYTES
 from tests.support.brokers import HASocket, max_offset, runtime_info
 

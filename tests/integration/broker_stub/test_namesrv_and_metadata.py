@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from tests.support.brokers import (
     max_offset,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from tests.support.brokers import (
     HASocket,

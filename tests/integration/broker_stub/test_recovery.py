@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.commitlog import MessageRecord
 from tests.support.brokers import read_commitlog, runtime_info
 

@@ -6,7 +6,7 @@ import socket
 import struct
 import time
 
-from broker_stub.producer import MQBrokerException, Producer
+from connector.client.producer import MQBrokerException, Producer
 from connector.protocol.remoting import (
     SERIALIZE_TYPE_ROCKETMQ,
     FrameDecoder,

@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from broker_stub.producer import Message, MQClientException, Producer, produce_load
+from connector.client.producer import Message, MQClientException, Producer
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_ZLIB_TYPE,
@@ -15,6 +15,7 @@ from connector.protocol.commitlog import (
     body_crc,
     offset_msg_id,
 )
+from streaming_apps.workload import produce_load
 from tests.support.brokers import read_commitlog, runtime_info
 
 

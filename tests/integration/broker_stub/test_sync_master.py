@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.ha import TransferFrame
 from tests.support.brokers import HASocket, max_offset
 

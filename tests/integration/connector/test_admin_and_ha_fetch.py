@@ -1,4 +1,4 @@
-"""connector.admin and connector.ha_fetch against real broker-stub masters (no Spark)."""
+"""connector.client.admin and connector.ha_fetch against real broker-stub masters (no Spark)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from connector.admin import BrokerAdminClient, BrokerAdminError
+from connector.client.admin import BrokerAdminClient
+from connector.client.remoting import BrokerAdminError
 from connector.data_loss import DataLossError
 from connector.decode.stream import decode_commitlog_range
 from connector.ha_fetch import HARangeFetcher, prefetch_chunks

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import socket
 
-from connector.admin import BrokerAdminClient
+from connector.client.admin import BrokerAdminClient
 from tests.support.brokers import wait_for
 
 
@@ -19,7 +19,7 @@ def test_a_kept_connection_closed_for_idleness_is_reopened_once(broker_factory, 
     broker = broker_factory(serverChannelMaxIdleTimeSeconds=1)
     with BrokerAdminClient(broker.remoting_addr, 3000) as admin:
         first = admin.commit_log_offsets()
-        kept = admin._sock
+        kept = admin.connection.sock
         assert kept is not None
         # the broker closes it after 1 s idle; wait until the close has reached us (EOF on the socket)
         kept.setblocking(False)
@@ -28,7 +28,7 @@ def test_a_kept_connection_closed_for_idleness_is_reopened_once(broker_factory, 
         with caplog.at_level(logging.WARNING, logger="connector"):
             assert admin.commit_log_offsets() == first
             assert admin.broker_config()  # and the fresh connection goes on serving
-        assert admin._sock is not kept
+        assert admin.connection.sock is not kept
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.acl import AclCredentials
 from tests.integration.connector.conftest import run_stream
 

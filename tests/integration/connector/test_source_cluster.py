@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.options import SourceOptions
 from connector.protocol.remoting import (
     FrameDecoder,

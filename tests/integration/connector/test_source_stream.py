@@ -8,7 +8,7 @@ import json
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from broker_stub.producer import Producer
+from connector.client.producer import Producer
 from connector.protocol.topics import is_system_topic
 from tests.integration.connector.conftest import (
     FIXTURE_MAX_OFFSET,

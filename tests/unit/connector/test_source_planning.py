@@ -7,7 +7,8 @@ import pickle
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes
 
-from connector.admin import BrokerAdminClient, BrokerAdminError
+from connector.client.admin import BrokerAdminClient
+from connector.client.remoting import BrokerAdminError
 from connector.data_loss import DataLossError
 from connector.options import HAReplicaOptionError, SourceOptions
 from connector.planning import BrokerSetView, ServerOffsets

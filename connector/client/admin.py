@@ -1,4 +1,4 @@
-"""Blocking RocketMQ remoting client the driver uses for offsets and broker config (spec §4).
+"""The broker admin requests the driver uses for offsets and broker config (spec §4).
 
 The driver never touches message bytes: it learns where the CommitLog starts and ends from
 GET_BROKER_RUNTIME_INFO (28) and how big a mapped file is from GET_BROKER_CONFIG (26), then plans byte
@@ -7,14 +7,15 @@ ranges that executors fetch over the HA port (DESIGN §1, §3).
 
 from __future__ import annotations
 
-import logging
-import socket
-import time
-
+from connector.client.remoting import (
+    BrokerAdminError,
+    BrokerUnreachableError,
+    RemotingConnection,
+    describe_request,
+)
 from connector.protocol.acl import AclCredentials
 from connector.protocol.errors import HAReplicaError, RemotingProtocolError
 from connector.protocol.remoting import (
-    FrameDecoder,
     RemotingCommand,
     RequestCode,
     ResponseCode,
@@ -22,23 +23,7 @@ from connector.protocol.remoting import (
     decode_properties_body,
 )
 
-log = logging.getLogger(__name__)
-
 DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG_BYTES = 1024 * 1024 * 1024  # MessageStoreConfig.mappedFileSizeCommitLog
-_REQUEST_NAMES = {v: k for k, v in vars(RequestCode).items() if isinstance(v, int)}
-_RECV_BYTES = 64 * 1024
-
-
-class BrokerAdminError(HAReplicaError):
-    """A remoting request to a broker failed: connect error, timeout, error response or bad answer.
-
-    The message names the broker's remoting address and the request (name and code).
-    """
-
-
-class BrokerUnreachableError(BrokerAdminError):
-    """The broker's remoting port refused, reset or timed out the request: it may be down or restarting,
-    so callers wait it out (``maxOutageMs``, docs/source.md "Broker outages")."""
 
 
 class BrokerNotReadyError(BrokerUnreachableError):
@@ -57,23 +42,8 @@ _READ_ONLY_CODES = frozenset({RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.G
 _NOT_READY_REMARK = "java.util.NoSuchElementException"
 
 
-class NotARocketMQBrokerError(BrokerAdminError):
-    """The peer answered, but not with a RocketMQ remoting response (e.g. an HTTP or an echo server)."""
-
-
 class UnsupportedBrokerModeError(HAReplicaError):
     """The broker does not serve the classic master/slave HA protocol (DLedger or controller mode)."""
-
-
-def split_addr(addr: str) -> tuple[str, int]:
-    """``"host:port"`` or ``"[v6]:port"`` → (host, port). Raises ValueError on anything else."""
-    if addr.startswith("["):
-        host, _, port = addr[1:].partition("]:")
-    else:
-        host, _, port = addr.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"address {addr!r} is not host:port")
-    return host, int(port)
 
 
 class BrokerAdminClient:
@@ -95,10 +65,8 @@ class BrokerAdminClient:
         self.addr = addr
         self.timeout_ms = timeout_ms
         self.credentials = credentials
-        self._sock: socket.socket | None = None
-        self._decoder = FrameDecoder()
+        self.connection = RemotingConnection(addr, timeout_ms, credentials)
 
-    # --- plumbing ----------------------------------------------------------------------------------
     def __enter__(self) -> BrokerAdminClient:
         return self
 
@@ -113,65 +81,21 @@ class BrokerAdminClient:
 
     def close(self) -> None:
         """Close the connection (the next request opens a new one)."""
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            finally:
-                self._sock = None
-                self._decoder = FrameDecoder()
-
-    def _not_rocketmq(self, what: str, first: bytes, how: str) -> NotARocketMQBrokerError:
-        return NotARocketMQBrokerError(f"{self.addr} is not a RocketMQ broker's remoting port: {what} was answered "
-                                       f"with {first[:32]!r}, {how}")
+        self.connection.close()
 
     def _describe(self, code: int) -> str:
-        return f"{_REQUEST_NAMES.get(code, 'request')} ({code}) to broker {self.addr}"
+        return describe_request(code, self.addr)
 
     def invoke(self, code: int, ext_fields: dict | None = None, body: bytes = b"") -> RemotingCommand:
         """Send one request and return its SUCCESS response.
 
         Raises BrokerAdminError (see the class) for every failure; the connection is closed then.
+        Read-only requests are asked once more when the kept connection turns out closed
+        (:meth:`connector.client.remoting.RemotingConnection.invoke`).
         """
-        what = self._describe(code)
         request = RemotingCommand.request(code, ext_fields, body)
-        if self.credentials is not None:
-            self.credentials.sign(request.ext_fields, request.body)
-        reused = self._sock is not None
-        try:
-            response = self._exchange(request, what)
-        except ConnectionError as exc:
-            if not (reused and code in _READ_ONLY_CODES):
-                raise self._unreachable(what, exc) from exc
-            # a kept connection the broker closed while it was idle (serverChannelMaxIdleTimeSeconds,
-            # 120 s in 4.9): ask once more on a fresh one, before calling it an outage
-            log.debug("%s: kept connection was closed (%s); reconnecting once", what, exc)
-            try:
-                response = self._exchange(request, what)
-            except (OSError, ValueError) as exc2:
-                raise self._unreachable(what, exc2) from exc2
-        except (OSError, ValueError) as exc:
-            raise self._unreachable(what, exc) from exc
-        return self._check(code, what, response)
-
-    def _exchange(self, request: RemotingCommand, what: str) -> RemotingCommand:
-        """Send ``request`` on the kept connection (opened when there is none) and return the response;
-        the connection is closed on any failure (OSError, ValueError, NotARocketMQBrokerError)."""
-        deadline = time.monotonic() + self.timeout_ms / 1000
-        try:
-            if self._sock is None:
-                host, port = split_addr(self.addr)
-                self._sock = socket.create_connection((host, port), timeout=self.timeout_ms / 1000)
-                self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._sock.settimeout(self.timeout_ms / 1000)
-            self._sock.sendall(request.encode())
-            return self._await(request, deadline, what)
-        except BaseException:
-            self.close()
-            raise
-
-    def _unreachable(self, what: str, exc: BaseException) -> BrokerUnreachableError:
-        kind = "timed out" if isinstance(exc, TimeoutError) else "failed"
-        return BrokerUnreachableError(f"{what} {kind} after <= {self.timeout_ms} ms: {exc}")
+        response = self.connection.invoke(request, idempotent=code in _READ_ONLY_CODES)
+        return self._check(code, self._describe(code), response)
 
     def _check(self, code: int, what: str, response: RemotingCommand) -> RemotingCommand:
         if response.code != ResponseCode.SUCCESS:
@@ -181,35 +105,6 @@ class BrokerAdminClient:
                 raise BrokerNotReadyError(f"{message} (the broker is still starting)")
             raise BrokerAdminError(message)
         return response
-
-    def _await(self, request: RemotingCommand, deadline: float, what: str) -> RemotingCommand:
-        """The response to ``request``; NotARocketMQBrokerError when the peer's bytes are no remoting
-        frame, or are our own request sent back (an echo server)."""
-        assert self._sock is not None
-        opaque = request.opaque
-        first = b""
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("no response")
-            self._sock.settimeout(remaining)
-            data = self._sock.recv(_RECV_BYTES)
-            if not data:
-                if first:
-                    raise self._not_rocketmq(what, first, "then closed the connection")
-                raise ConnectionError("connection closed by the broker")
-            if len(first) < 64:
-                first += data[:64 - len(first)]
-            try:
-                commands = self._decoder.feed(data)
-            except RemotingProtocolError as exc:
-                raise self._not_rocketmq(what, first, f"which is not a remoting frame ({exc})") from None
-            for cmd in commands:
-                if cmd.is_response and cmd.opaque == opaque:
-                    return cmd
-                if not cmd.is_response and cmd.opaque == opaque and cmd.code == request.code:
-                    raise self._not_rocketmq(what, first, "our own request sent back (an echo server?)")
-                log.debug("%s: ignoring unrelated frame code=%s opaque=%s", what, cmd.code, cmd.opaque)
 
     # --- requests ----------------------------------------------------------------------------------
     def runtime_info(self) -> dict[str, str]:

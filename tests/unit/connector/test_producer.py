@@ -7,13 +7,13 @@ import time
 
 import pytest
 
-from broker_stub.producer import (
+from connector.client.producer import (
     MessageClientIDSetter,
     MQClientException,
     Producer,
     build_message_properties,
-    load_body,
 )
+from streaming_apps.workload import load_body
 
 
 def test_uniq_key_layout_matches_message_client_id_setter():

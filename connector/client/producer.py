@@ -17,7 +17,8 @@ What it reproduces (``DefaultMQProducerImpl.sendKernelImpl``, ``MQClientAPIImpl`
 
 Requests are pipelined on one connection: many may be in flight (``max_in_flight``), responses are matched
 by ``opaque``. :meth:`Producer.send` blocks for one result; :meth:`Producer.send_async` returns a
-``concurrent.futures.Future``. :func:`produce_load` drives ``hareplica produce``.
+``concurrent.futures.Future``. The load generator of ``hareplica produce`` on top of it is
+:func:`streaming_apps.workload.produce_load`.
 """
 
 from __future__ import annotations
@@ -30,14 +31,14 @@ import socket
 import threading
 import time
 import zlib
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from broker_stub.javautil import JavaHashMap
+from connector.client.net import open_connection
 from connector.protocol.acl import AclCredentials
+from connector.protocol.address import AddressError, split_host_port
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_ZLIB_TYPE,
@@ -55,6 +56,7 @@ from connector.protocol.commitlog import (
     encode_batch_body,
 )
 from connector.protocol.errors import HAReplicaError, RemotingProtocolError
+from connector.protocol.java_hash_map import JavaHashMap
 from connector.protocol.remoting import FrameDecoder, RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, NOT_ALLOWED_SEND_TOPICS, validate_topic
 
@@ -233,9 +235,10 @@ class Producer:
                  compress_level: int = COMPRESS_LEVEL, max_message_size: int = MAX_MESSAGE_SIZE_BYTES,
                  max_in_flight: int = 1024, connect_timeout_s: float = 5.0, broker_name: str | None = None,
                  credentials: AclCredentials | None = None) -> None:
-        host, _, port = broker_addr.rpartition(":")
-        if not host or not port.isdigit():
-            raise MQClientException(f"broker address {broker_addr!r} is not HOST:PORT")
+        try:
+            _, port = split_host_port(broker_addr, bare_ipv6=True)
+        except AddressError:
+            raise MQClientException(f"broker address {broker_addr!r} is not HOST:PORT") from None
         self.broker_addr = broker_addr
         self.producer_group = producer_group
         self.timeout_ms = timeout_ms
@@ -245,8 +248,7 @@ class Producer:
         self.max_message_size = max_message_size
         self.broker_name = broker_name
         self._credentials = credentials
-        self._host = host.strip("[]")
-        self._port = int(port)
+        self._port = port
         self._connect_timeout_s = connect_timeout_s
         self._queue_counters: dict[str, itertools.count] = {}
         self._pending: dict[int, tuple[Future, Callable[[RemotingCommand], SendResult]]] = {}
@@ -269,8 +271,7 @@ class Producer:
         """Open the connection and start its reader thread; returns the socket (callers keep this reference:
         the reader thread clears ``self._sock`` when the connection closes). Raises BrokerConnectionError."""
         try:
-            sock = socket.create_connection((self._host, self._port), timeout=self._connect_timeout_s)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = open_connection(self.broker_addr, self._connect_timeout_s)
             sock.settimeout(None)
         except OSError as exc:
             raise BrokerConnectionError(f"connect to {self.broker_addr} failed: {exc}") from exc
@@ -485,102 +486,3 @@ class Producer:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-@dataclass
-class ProduceStats:
-    """Outcome of :func:`produce_load`: counts, bytes (uncompressed bodies), time (s), rates, statuses."""
-
-    count: int
-    ok: int
-    failed: int
-    body_bytes_total: int
-    elapsed_s: float
-    statuses: dict[str, int] = field(default_factory=dict)
-    per_topic: dict[str, int] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-
-    @property
-    def msgs_per_s(self) -> float:
-        return self.ok / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.body_bytes_total / 1e6 / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-
-def load_body(seq: int, topic: str, body_bytes: int, filler: bytes) -> bytes:
-    """A generated body of exactly ``body_bytes`` bytes: ``"<topic>:<seq>:"`` then filler bytes."""
-    head = f"{topic}:{seq}:".encode()
-    if len(head) >= body_bytes:
-        return head[:body_bytes]
-    need = body_bytes - len(head)
-    reps = need // len(filler) + 1
-    return head + (filler * reps)[:need]
-
-
-def produce_load(broker_addr: str, topic: str, count: int, body_bytes: int, *, topics: Sequence[str] | None = None,
-                 progress: Callable[[int, int], None] | None = None, producer_group: str = "hareplica_load",
-                 max_in_flight: int = 512, seed: int = 0) -> ProduceStats:
-    """Send ``count`` generated messages of ``body_bytes`` bytes (``hareplica produce``), pipelined.
-
-    Messages go round-robin over ``topics`` (default ``[topic]``), tagged ``load``, keyed ``load-<seq>``.
-    Bodies are unique (a ``topic:seq:`` prefix) followed by pseudo-random text (compressible, like real
-    payloads). ``progress(acked, count)`` is called about every 1% and at the end. Failures are counted
-    (first 10 messages kept in ``errors``), not raised; MQClientException is raised only when the broker
-    cannot be reached at all.
-    """
-    names = list(topics) if topics else [topic]
-    rng = random.Random(seed)
-    words = ["order", "paid", "shipped", "audit", "eu", "us", "sku", "qty", "price", "note"]
-    filler = " ".join(rng.choice(words) + str(rng.randrange(1000)) for _ in range(512)).encode()
-    stats = ProduceStats(count=count, ok=0, failed=0, body_bytes_total=0, elapsed_s=0.0)
-    statuses: Counter = Counter()
-    per_topic: Counter = Counter()
-    done = 0
-    lock = threading.Lock()
-    step = max(count // 100, 1)
-    all_done = threading.Event()
-
-    def on_done(fut: Future, name: str, size: int) -> None:
-        nonlocal done
-        with lock:
-            exc = fut.exception()
-            if exc is None:
-                res: SendResult = fut.result()
-                statuses[res.send_status] += 1
-                stats.ok += 1
-                per_topic[name] += 1
-                stats.body_bytes_total += size
-            else:
-                stats.failed += 1
-                statuses[type(exc).__name__] += 1
-                if len(stats.errors) < 10:
-                    stats.errors.append(str(exc))
-            done += 1
-            current = done
-        if progress is not None and (current % step == 0 or current == count):
-            progress(current, count)
-        if current == count:
-            all_done.set()
-
-    start = time.perf_counter()
-    with Producer(broker_addr, producer_group, max_in_flight=max_in_flight, timeout_ms=30_000) as producer:
-        for seq in range(count):
-            name = names[seq % len(names)]
-            body = load_body(seq, name, body_bytes, filler)
-            try:
-                fut = producer.send_async(name, body, tags="load", keys=f"load-{seq}")
-            except MQClientException as exc:
-                fut = Future()
-                fut.set_exception(exc)
-            fut.add_done_callback(lambda f, n=name, s=len(body): on_done(f, n, s))
-        if count and not all_done.wait(timeout=60 + count / 1000):
-            log.error("produce_load: not every send completed acked=%d count=%d", done, count)
-    stats.elapsed_s = time.perf_counter() - start
-    stats.statuses = dict(statuses)
-    stats.per_topic = dict(per_topic)
-    log.info("produce_load done count=%d ok=%d failed=%d elapsedS=%.2f msgsPerS=%.0f", count, stats.ok,
-             stats.failed, stats.elapsed_s, stats.msgs_per_s)
-    return stats
-
