@@ -30,6 +30,7 @@ from broker_stub.remoting.client import RemotingClient
 from broker_stub.remoting.consumer_processor import ConsumerManager, ConsumerProcessor
 from broker_stub.remoting.end_transaction_processor import EndTransactionProcessor
 from broker_stub.remoting.pull_processor import PullMessageProcessor
+from broker_stub.remoting.send_back_processor import ConsumerSendMsgBackProcessor
 from broker_stub.remoting.send_processor import SendMessageProcessor
 from broker_stub.remoting.server import RemotingServer
 from broker_stub.slave_synchronize import SlaveSynchronize
@@ -92,6 +93,7 @@ class BrokerController:
             server.register(PullMessageProcessor.CODES, self.pull_processor)
             server.register(ConsumerProcessor.CODES, ConsumerProcessor(self))
             server.register(EndTransactionProcessor.CODES, EndTransactionProcessor(self))
+            server.register(ConsumerSendMsgBackProcessor.CODES, ConsumerSendMsgBackProcessor(self))
         self.ha_client: HAClient | None = None
         if config.is_slave:
             self.ha_client = HAClient(self.message_store.commit_log, config.store, config.fixed_ha_master_address)

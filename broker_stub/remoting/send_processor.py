@@ -16,6 +16,9 @@ The request path, as ``asyncSendMessage`` / ``asyncSendBatchMessage`` + ``msgChe
 7. Store status → response code and remark (spec §2.10); success carries ``msgId`` (offset msgId,
    comma-joined for batches), ``queueId`` (the requested/selected queue) and ``queueOffset``.
 
+A send to ``%RETRY%group`` whose reconsumeTimes reached the group's maximum is stored in ``%DLQ%group``
+instead (:mod:`broker_stub.remoting.send_back_processor`, which also serves CONSUMER_SEND_MSG_BACK).
+
 A stored message with ``WAIT`` true then waits, concurrently, for its flush (SYNC_FLUSH, GroupCommitService)
 and for replica acks (SYNC_MASTER, HAService); a SLAVE refuses every send with SERVICE_NOT_AVAILABLE.
 """
@@ -29,6 +32,7 @@ import time
 from typing import TYPE_CHECKING
 
 from broker_stub.javautil import JavaHashMap, parse_boolean
+from broker_stub.remoting.send_back_processor import SendBackRefused, retry_send_target, retry_topic_for_send
 from broker_stub.remoting.server import RequestContext
 from broker_stub.store.commit_log import (
     MessageExtBatch,
@@ -166,6 +170,8 @@ class SendMessageProcessor:
                 topic_sys_flag = 0x2 if topic.startswith("%RETRY%") else 0x1
             tc = topics.create_topic_in_send_message_method(
                 topic, header.get("defaultTopic"), ctx.peer_text, header["defaultTopicQueueNums"], topic_sys_flag)
+            if tc is None:  # msgCheck: a %RETRY% topic is created all the same
+                tc = retry_topic_for_send(topics, topic, topic_sys_flag)
             if tc is None:
                 return request.response(ResponseCode.TOPIC_NOT_EXIST, ext,
                                         remark=f"topic[{topic}] not exist, apply first please!")
@@ -195,6 +201,12 @@ class SendMessageProcessor:
     def _send_single(self, ctx: RequestContext, request: RemotingCommand, header: dict, ext: dict):
         tc = self.controller.topic_config_manager.select_topic_config(header["topic"])
         queue_id = self._queue_id(header, tc)
+        try:  # handleRetryAndDLQ: a retry copy past maxReconsumeTimes goes to %DLQ%group (response: queue_id)
+            dead_letter = retry_send_target(self.controller, header["topic"], header.get("reconsumeTimes"),
+                                            header.get("maxReconsumeTimes"), request.version)
+        except SendBackRefused as exc:
+            return request.response(exc.code, ext, remark=exc.remark)
+        topic, stored_queue_id = dead_letter or (header["topic"], queue_id)
         props = JavaHashMap.from_properties_string(header.get("properties"))
         props.put(PROPERTY_CLUSTER, self.config.broker.brokerClusterName)
         if PROPERTY_WAIT_STORE_MSG_OK in props:
@@ -204,7 +216,7 @@ class SendMessageProcessor:
         else:
             props_string = props.to_properties_string()
         msg = MessageExtBrokerInner(
-            topic=header["topic"], queue_id=queue_id, body=request.body, flag=header["flag"], properties=props,
+            topic=topic, queue_id=stored_queue_id, body=request.body, flag=header["flag"], properties=props,
             properties_string=props_string, sys_flag=self._sys_flag(header, tc),
             born_timestamp=header["bornTimestamp"], born_host=ctx.peer, store_host=self.store_host,
             reconsume_times=header.get("reconsumeTimes") or 0)
