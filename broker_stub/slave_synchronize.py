@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from broker_stub.javautil import fastjson_loads
 from broker_stub.metadata import ConsumerOffsetManager
-from broker_stub.remoting.client import RemotingClientError, split_address, vip_channel_address
+from broker_stub.remoting.client import RemotingClientError
+from connector.protocol.address import AddressError, shift_port, vip_channel_address
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
 if TYPE_CHECKING:
@@ -55,10 +56,9 @@ class SlaveSynchronize:
         pinned = c.config.fixed_ha_master_address
         if pinned and not c.outer_api.name_servers:
             try:
-                host, port = split_address(pinned)
-            except ValueError:
+                return shift_port(pinned, -1)  # haListenPort = listenPort + 1
+            except AddressError:
                 return None
-            return f"[{host}]:{port - 1}" if ":" in host else f"{host}:{port - 1}"
         return None
 
     async def run(self) -> None:

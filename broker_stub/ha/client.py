@@ -38,8 +38,8 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
-from broker_stub.remoting.client import split_address
 from broker_stub.store.commit_log import CommitLogAppendError
+from connector.protocol.address import split_host_port
 from connector.protocol.errors import HAProtocolError, HAReplicaError
 from connector.protocol.ha import (
     HA_CLIENT_READ_MAX_BUFFER_SIZE_BYTES,
@@ -247,7 +247,7 @@ class HAClient:
             backoff_ms = min(backoff_ms * 2, HA_CLIENT_RECONNECT_MAX_BACKOFF_MS)
 
     async def _connect_and_replicate(self, address: str) -> None:
-        host, port = split_address(address)
+        host, port = split_host_port(address, bare_ipv6=True)
         loop = asyncio.get_running_loop()
         transport, channel = await asyncio.wait_for(
             loop.create_connection(lambda: _MasterChannel(self), host, port),

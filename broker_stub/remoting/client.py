@@ -1,6 +1,7 @@
 """The broker's outgoing remoting client (RocketMQ 4.9.8 ``NettyRemotingClient`` as ``BrokerOuterAPI`` uses it).
 
-Used for name-server registration (REGISTER_BROKER) and the slave's metadata sync (spec §3). One
+Used for name-server registration (REGISTER_BROKER) and the slave's metadata sync (spec §3); frames go through
+:mod:`connector.protocol.remoting`, addresses through :mod:`connector.protocol.address`. One
 connection per address, opened on first use and reused; requests are matched to responses by ``opaque``,
 so several may be in flight. Every call has a timeout (``invoke(..., timeout_ms)``); a timed-out or
 failed connection is closed so the next call reconnects (``clientCloseSocketIfTimeout``, default true).
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from connector.protocol.address import split_host_port
 from connector.protocol.errors import HAReplicaError, RemotingProtocolError
 from connector.protocol.remoting import FrameDecoder, RemotingCommand
 
@@ -21,24 +23,6 @@ READ_CHUNK_BYTES = 256 * 1024
 
 class RemotingClientError(HAReplicaError):
     """A request could not be answered: connect failure, timeout, closed or malformed connection."""
-
-
-def split_address(addr: str) -> tuple[str, int]:
-    """``"host:port"`` or ``"[v6]:port"`` → ``(host, port)``. Raises ValueError for anything else."""
-    text = addr.strip()
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"bad address {addr!r}: expected HOST:PORT")
-    port_no = int(port)
-    if not 0 < port_no < 65536:
-        raise ValueError(f"bad address {addr!r}: port outside 1..65535")
-    return host.strip("[]"), port_no
-
-
-def vip_channel_address(addr: str) -> str:
-    """``MixAll.brokerVIPChannel(true, addr)``: the same host with port − 2 (the VIP remoting port)."""
-    host, port = split_address(addr)
-    return f"[{host}]:{port - 2}" if ":" in host else f"{host}:{port - 2}"
 
 
 class _Channel:
@@ -96,7 +80,7 @@ class RemotingClient:
             ch = self._channels.get(addr)
             if ch is not None and ch.is_open:
                 return ch
-            host, port = split_address(addr)
+            host, port = split_host_port(addr, bare_ipv6=True)
             loop = asyncio.get_running_loop()
             timeout = max(min(self.connect_timeout_ms / 1000, deadline - loop.time()), 0.001)
             try:

@@ -58,6 +58,11 @@ def shift_port(addr: str, delta: int) -> str:
     return join_host_port(host, port + delta)
 
 
+def vip_channel_address(addr: str) -> str:
+    """``MixAll.brokerVIPChannel(true, addr)``: the same host with port − 2, the broker's VIP remoting port."""
+    return shift_port(addr, -2)
+
+
 def _is_ipv6(host: str) -> bool:
     try:
         ipaddress.IPv6Address(host)
