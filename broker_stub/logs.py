@@ -52,9 +52,11 @@ class JsonFormatter(_LibraryJsonFormatter):
         return _utc_ms(self, record)
 
     def process_log_record(self, log_data: dict) -> dict:
-        out = {key: log_data.pop(key) for key in ("ts", "level", "logger", "message")}
+        # exactly the documented keys: attributes a library puts on records (``extra``, taskName) stay out
+        out = {key: log_data.get(key) for key in ("ts", "level", "logger", "message")}
         out["fields"] = dict(_FIELD.findall(out["message"] or ""))
-        out.update(log_data)
+        if log_data.get("exc"):
+            out["exc"] = log_data["exc"]
         return out
 
 

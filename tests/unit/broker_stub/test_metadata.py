@@ -1,15 +1,13 @@
-"""Metadata tables, fastjson-compatible parsing, dataVersion rules, structured log lines."""
+"""Metadata tables, fastjson-compatible parsing, dataVersion rules."""
 
 from __future__ import annotations
 
 import json
-import logging
 
 import pytest
 
 from broker_stub.config import BrokerConfig
 from broker_stub.javautil import fastjson_loads
-from broker_stub.logs import JsonFormatter, KeyValueFormatter
 from broker_stub.metadata import ConsumerOffsetManager, SubscriptionGroupManager
 from broker_stub.namesrv.route_info import RouteInfoManager
 from broker_stub.store.retention import is_it_time_to_do
@@ -81,12 +79,3 @@ def test_name_server_tables_follow_register_and_channel_close():
     ri.on_channel_destroy("127.0.0.1:1")
     assert ri.pickup_topic_route_data("T")["brokerDatas"][0]["brokerAddrs"] == {"1": "h:2"}
 
-
-def test_json_and_kv_log_lines():
-    record = logging.LogRecord("broker_stub.x", logging.INFO, __file__, 1, "ha client connected master=%s n=%d",
-                               ("127.0.0.1:10912", 5), None)
-    obj = json.loads(JsonFormatter().format(record))
-    assert obj["level"] == "INFO" and obj["logger"] == "broker_stub.x"
-    assert obj["fields"] == {"master": "127.0.0.1:10912", "n": "5"}
-    assert obj["ts"].endswith("Z")
-    assert "master=127.0.0.1:10912" in KeyValueFormatter().format(record)
