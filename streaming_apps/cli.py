@@ -91,6 +91,8 @@ def _add_workdir_args(p: argparse.ArgumentParser, *, tables: bool = True) -> Non
 
 def _add_run_parser(sub) -> None:
     from connector.delta.maintenance import DEFAULT_MAINTENANCE_EVERY_BATCHES, DEFAULT_ORPHAN_GRACE_PERIOD_MS
+    from connector.delta.options import DEFAULT_TARGET_FILE_SIZE_BYTES
+    from connector.options import STARTING_OFFSETS_EARLIEST, STARTING_OFFSETS_LATEST
     from streaming_apps.apps.common import DEFAULT_TRIGGER, DEFAULT_WATERMARK, LANDINGS, SINKS
 
     p = sub.add_parser("run", help="run a streaming app: bronze, silver or gold (docs/delta.md)")
@@ -112,8 +114,9 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--trigger", default=DEFAULT_TRIGGER,
                    help=f"available-now (catch up, then stop) or an interval: 500ms, 1s, 2m "
                         f"(default {DEFAULT_TRIGGER})")
-    p.add_argument("--starting-offsets", default="earliest",
-                   help='earliest (default), latest or JSON {"broker-a": offset}')
+    p.add_argument("--starting-offsets", default=STARTING_OFFSETS_EARLIEST,
+                   help=f"{STARTING_OFFSETS_EARLIEST} (default), {STARTING_OFFSETS_LATEST} or JSON "
+                        '{"broker-a": offset}')
     p.add_argument("--max-bytes-per-trigger", type=_positive, default=None,
                    help="soft cap of CommitLog bytes per micro-batch (default none)")
     p.add_argument("--no-fail-on-data-loss", dest="fail_on_data_loss", action="store_false",
@@ -129,7 +132,7 @@ def _add_run_parser(sub) -> None:
                    help="maintenance removes never-committed files older than this "
                         f"(default {DEFAULT_ORPHAN_GRACE_PERIOD_MS})")
     p.add_argument("--target-file-size", type=_positive, default=None,
-                   help="bytes per Parquet file of the deltalake sink (default 104857600)")
+                   help=f"bytes per Parquet file of the deltalake sink (default {DEFAULT_TARGET_FILE_SIZE_BYTES})")
     p.add_argument("--watermark", default=DEFAULT_WATERMARK,
                    help=f"gold: event-time watermark delay (default '{DEFAULT_WATERMARK}')")
     p.add_argument("--topics", default=None, help="silver/gold: comma-separated order topics (default the workload's)")

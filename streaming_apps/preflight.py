@@ -21,6 +21,7 @@ from pathlib import Path
 
 from connector.client.admin import BrokerAdminClient
 from connector.client.remoting import BrokerUnreachableError, NotARocketMQBrokerError
+from connector.data_loss import DataLossError
 from connector.options import HAReplicaOptionError, SourceOptions
 from connector.protocol.errors import HAReplicaError
 
@@ -96,7 +97,9 @@ def _cause(exc: BaseException) -> str:
 
 
 def _our_error_names() -> set[str]:
-    names, todo = set(), [HAReplicaError]
+    """Class names of HAReplicaError and its subclasses loaded in this process; DataLossError (raised on the
+    executors, defined in connector.data_loss) is imported here so that it is always among them."""
+    names, todo = set(), [HAReplicaError, DataLossError]
     while todo:
         cls = todo.pop()
         names.add(cls.__name__)
