@@ -60,12 +60,34 @@ def delete_unreferenced_files(table_uri: str, paths: Iterable[str], table=None) 
             if posixpath.basename(rel) not in keep and delete_quietly(fs, posixpath.join(root, rel))]
 
 
-def list_batch_files(table_uri: str, prefix: str, folders: Iterable[str] | None = None) -> list[str]:
-    """Relative paths of data files whose name starts with ``prefix``.
+def data_file_infos(table_uri: str, folders: Iterable[str] | None = None) -> list[tuple[str, object]]:
+    """``(path relative to the table root, pyarrow FileInfo)`` of the files that may be data files.
 
     ``folders`` (relative, "" for the root) limits the listing to those folders, non-recursively; None
-    lists the whole table folder except ``_delta_log`` and other ``_``/``.`` folders.
+    lists the whole table folder except ``_delta_log`` and other ``_``/``.`` folders. Missing folders
+    are empty.
     """
+    from pyarrow import fs as pafs
+
+    fs, root = table_filesystem(table_uri)
+    if folders is None:
+        infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    else:
+        infos = [i for folder in sorted(set(folders))
+                 for i in fs.get_file_info(pafs.FileSelector(posixpath.join(root, folder) if folder else root,
+                                                             allow_not_found=True))]
+    out = []
+    for info in infos:
+        if info.type != pafs.FileType.File:
+            continue
+        rel = posixpath.relpath(info.path, root)
+        if not any(part.startswith(("_", ".")) for part in rel.split("/")[:-1]):
+            out.append((rel, info))
+    return out
+
+
+def list_batch_files(table_uri: str, prefix: str, folders: Iterable[str] | None = None) -> list[str]:
+    """Relative paths of data files whose name starts with ``prefix`` (``folders`` as :func:`data_file_infos`)."""
     from pyarrow import fs as pafs
 
     fs, root = table_filesystem(table_uri)
@@ -80,17 +102,4 @@ def list_batch_files(table_uri: str, prefix: str, folders: Iterable[str] | None 
             except FileNotFoundError:
                 continue
         return sorted(out)
-    if folders is None:
-        infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
-    else:
-        infos = [i for folder in sorted(set(folders))
-                 for i in fs.get_file_info(pafs.FileSelector(posixpath.join(root, folder) if folder else root,
-                                                             allow_not_found=True))]
-    out = []
-    for info in infos:
-        if info.type != pafs.FileType.File or not info.base_name.startswith(prefix):
-            continue
-        rel = posixpath.relpath(info.path, root)
-        if not any(part.startswith(("_", ".")) for part in rel.split("/")[:-1]):
-            out.append(rel)
-    return sorted(out)
+    return sorted(rel for rel, info in data_file_infos(table_uri, folders) if info.base_name.startswith(prefix))

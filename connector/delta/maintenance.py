@@ -26,13 +26,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyarrow import fs as pafs
-
 from connector.delta.deltalog import logged_file_names
 from connector.delta.errors import DeltaSinkError
 from connector.delta.features import check_writable
 from connector.delta.file_names import SINK_FILE_NAME
-from connector.delta.files import referenced_file_names
+from connector.delta.files import data_file_infos, referenced_file_names, table_filesystem
 from connector.delta.location import normalize_table_uri, open_delta_table
 
 log = logging.getLogger(__name__)
@@ -57,14 +55,8 @@ def find_orphan_files(table_uri: str, *, grace_period_ms: int = DEFAULT_ORPHAN_G
         raise DeltaSinkError(f"no Delta table at {uri}: cannot tell orphan files from data files")
     known = logged_file_names(uri) | referenced_file_names(table)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    fs, root = pafs.FileSystem.from_uri(uri)
     orphans = []
-    for info in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
-        if info.type != pafs.FileType.File:
-            continue
-        rel = posixpath.relpath(info.path, root)
-        if any(part.startswith(("_", ".")) for part in rel.split("/")[:-1]):
-            continue
+    for rel, info in data_file_infos(uri):
         if not SINK_FILE_NAME.match(info.base_name) or info.base_name in known:
             continue
         mtime_ms = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else now_ms
@@ -85,7 +77,7 @@ def remove_orphan_files(table_uri: str, *, grace_period_ms: int = DEFAULT_ORPHAN
     orphans = find_orphan_files(uri, grace_period_ms=grace_period_ms, now_ms=now_ms)
     if dry_run or not orphans:
         return orphans
-    fs, root = pafs.FileSystem.from_uri(uri)
+    fs, root = table_filesystem(uri)
     for rel in orphans:
         try:
             fs.delete_file(posixpath.join(root, rel))

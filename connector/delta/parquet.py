@@ -177,8 +177,7 @@ class TaskFileWriter:
         compression, codec_infix: pyarrow codec and its file-name infix (``DeltaSinkOptions``).
         target_file_size: bytes per file before rolling.
         name_prefix: the task's file-name prefix (:func:`connector.delta.file_names.task_file_prefix`).
-    Methods ``write(batch)``, then ``close() -> list[DataFileInfo]``; ``discard()`` deletes every file
-    of the task (failure path). ``write`` raises DeltaSinkConfigError when a partition column is missing.
+    Call :meth:`write` for each batch, then :meth:`close`; :meth:`discard` deletes every file of the task.
     """
 
     def __init__(self, table_uri: str, partition_by: Sequence[str], compression: str, codec_infix: str,
@@ -228,6 +227,11 @@ class TaskFileWriter:
         return out
 
     def write(self, batch: pa.RecordBatch) -> None:
+        """Add one batch's rows to the open files of their partitions; flush and roll files as they fill.
+
+        Raises:
+            DeltaSinkConfigError: a partition column is not in the first batch's schema.
+        """
         if batch.num_rows == 0:
             return
         if self._data_schema is None:
@@ -253,6 +257,7 @@ class TaskFileWriter:
             self.buffered_bytes -= released
 
     def close(self) -> list[DataFileInfo]:
+        """Close every open file; the descriptions of all files the task wrote, in the order they were closed."""
         for key in list(self.open_files):
             self.closed.append(self.open_files.pop(key).close())
         self.buffered_bytes = 0
