@@ -35,15 +35,21 @@ except ImportError:  # pragma: no cover - depends on the build
 NUMPY = NumpyKernels()
 NATIVE = NativeKernels(_decode_kernel) if _decode_kernel is not None else None
 
-if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
-    log.info("%s is set: decoding CommitLog bytes with the NumPy kernels", PURE_PYTHON_ENV)
-    _active: NumpyKernels = NUMPY
-elif NATIVE is None:  # pragma: no cover - depends on the build
-    log.warning("connector._decode_kernel is not built (no C compiler or zlib headers at install time): "
-                "decoding CommitLog bytes with the slower NumPy path")
-    _active = NUMPY
-else:
-    _active = NATIVE
+
+
+def _choose() -> NumpyKernels:
+    """The kernels a process starts with: NumPy when the environment asks for it or the kernel is not built."""
+    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        log.info("%s is set: decoding CommitLog bytes with the NumPy kernels", PURE_PYTHON_ENV)
+        return NUMPY
+    if NATIVE is None:  # pragma: no cover - depends on the build
+        log.warning("connector._decode_kernel is not built (no C compiler or zlib headers at install time): "
+                    "decoding CommitLog bytes with the slower NumPy path")
+        return NUMPY
+    return NATIVE
+
+
+_active = _choose()
 
 
 def active() -> NumpyKernels:
