@@ -1,4 +1,6 @@
-"""CommitLog byte range → ``pyarrow.RecordBatch``: the executor half of the source (DESIGN §3).
+"""CommitLog byte range → ``pyarrow.RecordBatch``: the executor half of the source.
+
+Where it sits in the whole: docs/architecture.md "The path of one body".
 
 One concern per module:
 

@@ -2,7 +2,7 @@
 
 A stored host is its IP (4 bytes, or 16 with the SYSFLAG bit) then an int port
 (:data:`connector.protocol.commitlog.RECORD_FIELDS`); an IPv4 host is read as one uint64
-``ip << 32 | port``. The offset msgId is upper-case hex of store IP + port + CommitLog offset (spec §1.8).
+``ip << 32 | port``. The offset msgId is upper-case hex of store IP + port + CommitLog offset (docs/protocol.md §1.8).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def hosts(u8: np.ndarray, pos: np.ndarray, is_v6: np.ndarray) -> pa.Array:
 
 
 def msg_ids(u8: np.ndarray, store_host_pos: np.ndarray, store_v6: np.ndarray, offsets: np.ndarray) -> pa.Array:
-    """Offset msgIds: upper-case hex of store IP + port + CommitLog offset (spec §1.8)."""
+    """Offset msgIds: upper-case hex of store IP + port + CommitLog offset (docs/protocol.md §1.8)."""
     n = len(offsets)
     if store_v6.any():
         ids = []

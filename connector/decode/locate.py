@@ -1,7 +1,7 @@
 """Every fixed field of a batch of records, and where its variable-length fields lie (vectorised).
 
 Positions and widths come from the one layout table, :data:`connector.protocol.commitlog.RECORD_FIELDS`
-(spec §1.2). With IPv4 hosts (the common case) the fixed header of all records is gathered in one copy
+(docs/protocol.md §1.2). With IPv4 hosts (the common case) the fixed header of all records is gathered in one copy
 through a view with a one-byte stride and read as a NumPy structured array (:data:`V4_HEADER`); records
 with an IPv6 host are read with per-field big-endian gathers whose positions follow the host widths.
 """

@@ -1,4 +1,4 @@
-"""The ``properties`` map and the ``tags`` / ``keys`` / ``uniqKey`` columns of a batch (spec §1.5).
+"""The ``properties`` map and the ``tags`` / ``keys`` / ``uniqKey`` columns of a batch (docs/protocol.md §1.5).
 
 :func:`split_properties` applies RocketMQ's rule (MessageDecoder.string2messageProperties)
 with NumPy over all records at once; :func:`properties_by_record` is the record-by-record parser used
@@ -54,7 +54,7 @@ def split_properties(buf: pa.Buffer, u8: np.ndarray, props_pos: np.ndarray, prop
                      ) -> PropertyColumns:
     """Properties map plus the TAGS / KEYS / UNIQ_KEY columns of every record.
 
-    Vectorised with numpy over all records at once, by RocketMQ's rule (spec §1.5,
+    Vectorised with numpy over all records at once, by RocketMQ's rule (docs/protocol.md §1.5,
     ``string2messageProperties``): split a record's properties at ``\\x02``; a segment is
     ``name\\x01value`` split at its first ``\\x01``, which must be neither its first nor its last
     character (so shorter segments drop out too); a later duplicate name wins. Both separators are

@@ -1,4 +1,6 @@
-"""The source's schema: one row per stored message, columns named as RocketMQ's MessageExt (DESIGN §3).
+"""The source's schema: one row per stored message, columns named as RocketMQ's MessageExt.
+
+The columns and their meaning: docs/source.md "Rows".
 
 Timestamps are epoch milliseconds as stored, typed as Spark's TimestampType (UTC, microsecond unit,
 millisecond values). :data:`ARROW_SCHEMA` and :func:`spark_schema` derive from the same :data:`COLUMNS`.

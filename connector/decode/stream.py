@@ -1,10 +1,12 @@
-"""The record-stream state machine: CommitLog byte chunks in, RecordBatches out (DESIGN §3).
+"""The record-stream state machine: CommitLog byte chunks in, RecordBatches out.
 
-Bytes arrive in chunks (HA frames are 32 KiB byte ranges that split records, spec §2.3). The
+Where it sits in the whole: docs/architecture.md "The path of one body".
+
+Bytes arrive in chunks (HA frames are 32 KiB byte ranges that split records, docs/protocol.md §2.3). The
 :class:`CommitLogArrowDecoder` keeps only what it must: the records walked but not yet emitted (at most
 one batch), the bytes not walked yet (at most ~1 MiB) and the partial record at the end. It walks record
 starts with the active kernels (:mod:`connector.decode.kernels`), the first record of each run checked
-the slow way so every start on the chain is a real record start; END_FILE blanks (spec §1.9) skip to the
+the slow way so every start on the chain is a real record start; END_FILE blanks (docs/protocol.md §1.9) skip to the
 next mapped file; a range that ends inside a record is an error. Columns are built by
 :mod:`connector.decode.columns`.
 """

@@ -1,4 +1,4 @@
-"""The body of a client batch (SEND_BATCH_MESSAGE): the inner messages one after another (spec §1.10).
+"""The body of a client batch (SEND_BATCH_MESSAGE): the inner messages one after another (docs/protocol.md §1.10).
 
 Source: MessageDecoder.encodeMessages / decodeMessages, RocketMQ 4.9.8 client.
 """
@@ -27,7 +27,7 @@ class BatchEntry:
 
 
 def encode_batch_body(entries: list[BatchEntry]) -> bytes:
-    """Encode a batch as the 4.9.8 client's ``MessageDecoder.encodeMessages`` (spec §1.10)."""
+    """Encode a batch as the 4.9.8 client's ``MessageDecoder.encodeMessages`` (docs/protocol.md §1.10)."""
     out = []
     for e in entries:
         props = e.properties.encode("utf-8")

@@ -1,7 +1,7 @@
 """Stored message bodies: BODYCRC, and the compression the 4.9.8 client applies (docs/source.md, "Compressed bodies").
 
 A body is stored compressed when its SYSFLAG has COMPRESSED_FLAG; SYSFLAG bits 8..10 name the kind
-(spec §1.4). Every decompression can be bounded so that a zip bomb cannot grow memory.
+(docs/protocol.md §1.4). Every decompression can be bounded so that a zip bomb cannot grow memory.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ Buffer = bytes | bytearray | memoryview
 
 
 def body_crc(body: Buffer) -> int:
-    """BODYCRC of a stored body: CRC-32 (zlib/IEEE) masked with 0x7FFFFFFF (spec §1.6, UtilAll.crc32)."""
+    """BODYCRC of a stored body: CRC-32 (zlib/IEEE) masked with 0x7FFFFFFF (docs/protocol.md §1.6, UtilAll.crc32)."""
     return zlib.crc32(body) & BODYCRC_MASK
 
 
 def compression_type_name(sys_flag: int) -> str:
-    """Name of the body compression of a COMPRESSED record: ZLIB (types 0 and 3), LZ4 or ZSTD (spec §1.4).
+    """Name of the body compression of a COMPRESSED record: ZLIB (types 0 and 3), LZ4 or ZSTD (docs/protocol.md §1.4).
 
     Types 4..7 are ``UNKNOWN(n)``: the 4.9.8 client's CompressionType has no such value.
     """

@@ -1,4 +1,4 @@
-"""Stored host addresses (BORNHOST, STOREHOSTADDRESS) and the offset message id built from one (spec §1.8)."""
+"""Stored host addresses (BORNHOST, STOREHOSTADDRESS) and the offset message id (docs/protocol.md §1.8)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ class HostAddress:
 
 
 def offset_msg_id(store_host: HostAddress, commit_log_offset: int) -> str:
-    """Offset msgId: upper-case hex of store IP + int port + long offset (spec §1.8), 32 or 56 chars."""
+    """Offset msgId: upper-case hex of store IP + int port + long offset (docs/protocol.md §1.8), 32 or 56 chars."""
     return (store_host.ip + _PORT.pack(store_host.port) + _I64.pack(commit_log_offset)).hex().upper()
 
 

@@ -1,7 +1,7 @@
 """RocketMQ 4.9.8 CommitLog record layout: magic codes, SYSFLAG bits and the one table of record fields.
 
 Every position, width and size the project uses for a stored record derives from :data:`RECORD_FIELDS`
-(spec §1.2; source: CommitLog.DefaultAppendMessageCallback.doAppend and CommitLog.calMsgLength): the
+(docs/protocol.md §1.2; source: CommitLog.DefaultAppendMessageCallback.doAppend and CommitLog.calMsgLength): the
 scalar codec (:mod:`connector.protocol.commitlog.records`), the vectorised decoder
 (:mod:`connector.decode.locate`) and, checked by a test, the constants of the native kernel
 (``connector/_decode_kernel.c``). All integers are big-endian. With IPv4 hosts (the common case)::
@@ -14,7 +14,7 @@ scalar codec (:mod:`connector.protocol.commitlog.records`), the vectorised decod
     20 QUEUEOFFSET long
 
 A host is its IP (4 bytes, or 16 when its SYSFLAG bit is set) then an int port. An END_FILE blank
-(spec §1.9) is ``TOTALSIZE = bytes to the end of the file`` followed by ``BLANK_MAGIC_CODE``; the rest
+(docs/protocol.md §1.9) is ``TOTALSIZE = bytes to the end of the file`` followed by ``BLANK_MAGIC_CODE``; the rest
 of the blank is not meaningful. A ``TOTALSIZE`` of 0 with a magic of 0 marks the end of written data
 in a preallocated file.
 """
@@ -25,12 +25,12 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
-# --- magic codes (spec §1.3) -----------------------------------------------------------------------
+# --- magic codes (docs/protocol.md §1.3) -----------------------------------------------------------------------
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
 BLANK_MAGIC_CODE = -875286124  # 0xCBD43194
 END_FILE_MIN_BLANK_LENGTH_BYTES = 8
 
-# --- SYSFLAG bits (spec §1.4, MessageSysFlag) ------------------------------------------------------
+# --- SYSFLAG bits (docs/protocol.md §1.4, MessageSysFlag) ------------------------------------------------------
 COMPRESSED_FLAG = 0x1
 MULTI_TAGS_FLAG = 0x2
 TRANSACTION_NOT_TYPE = 0x0
@@ -47,7 +47,7 @@ COMPRESSION_ZSTD_TYPE = 0x200
 COMPRESSION_ZLIB_TYPE = 0x300
 COMPRESSION_TYPE_COMPARATOR = 0x700
 
-BODYCRC_MASK = 0x7FFFFFFF  # BODYCRC keeps the low 31 bits of the CRC-32 (spec §1.6, UtilAll.crc32)
+BODYCRC_MASK = 0x7FFFFFFF  # BODYCRC keeps the low 31 bits of the CRC-32 (docs/protocol.md §1.6, UtilAll.crc32)
 
 
 class RecordField(NamedTuple):
@@ -69,7 +69,7 @@ HOST_V4_BYTES = 4 + 4  # IPv4 address + int port
 HOST_V6_BYTES = 16 + 4  # IPv6 address + int port
 HOST_V6_EXTRA_BYTES = HOST_V6_BYTES - HOST_V4_BYTES
 
-#: The fields of a MESSAGE record in stored order (spec §1.2).
+#: The fields of a MESSAGE record in stored order (docs/protocol.md §1.2).
 RECORD_FIELDS: tuple[RecordField, ...] = (
     RecordField("TOTALSIZE", 4),
     RecordField("MAGICCODE", 4),
@@ -124,7 +124,7 @@ def field_positions(sys_flag: int = 0) -> Mapping[str, int]:
 #: Field positions with IPv4 born and store hosts (the common case).
 V4_POSITIONS = field_positions(0)
 
-# --- fixed positions and sizes (spec §1.2) ---------------------------------------------------------
+# --- fixed positions and sizes (docs/protocol.md §1.2) ---------------------------------------------------------
 TOTALSIZE_POSITION = V4_POSITIONS["TOTALSIZE"]
 MAGICCODE_POSITION = V4_POSITIONS["MAGICCODE"]
 BODYCRC_POSITION = V4_POSITIONS["BODYCRC"]
@@ -150,7 +150,7 @@ DEFAULT_MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
 def calc_msg_length(sys_flag: int, body_length: int, topic_length: int, properties_length: int) -> int:
     """TOTALSIZE of a record in bytes: ``91 + body + topic + properties`` plus 12 per IPv6 host.
 
-    Source: CommitLog.calMsgLength, RocketMQ 4.9.8 (spec §1.2).
+    Source: CommitLog.calMsgLength, RocketMQ 4.9.8 (docs/protocol.md §1.2).
     """
     size = MIN_RECORD_SIZE_BYTES + body_length + topic_length + properties_length
     if sys_flag & BORNHOST_V6_FLAG:

@@ -1,4 +1,6 @@
-"""Message properties as RocketMQ 4.9.8 stores them: ``name\\x01value`` pairs joined by ``\\x02`` (spec §1.5).
+"""Message properties as RocketMQ 4.9.8 stores them: ``name\\x01value`` pairs joined by ``\\x02``.
+
+The format and the well-known names: docs/protocol.md §1.5.
 
 Source: MessageDecoder.string2messageProperties / messageProperties2String and MessageConst (the names).
 """
@@ -25,7 +27,7 @@ def iter_properties(text: str) -> Iterator[tuple[str, str]]:
 
     Pairs are ``name\x01value`` joined by ``\x02``; a trailing ``\x02`` (4.9.0) is accepted; segments
     shorter than 3 characters, or whose separator is first or last, are skipped
-    (MessageDecoder.string2messageProperties, spec §1.5). Duplicates are all yielded.
+    (MessageDecoder.string2messageProperties, docs/protocol.md §1.5). Duplicates are all yielded.
     """
     length = len(text)
     index = 0
@@ -49,7 +51,7 @@ def parse_properties(text: str) -> dict[str, str]:
 def encode_properties(props: Mapping[str, str | None]) -> str:
     """Encode properties as RocketMQ 4.9.1+ ``messageProperties2String`` does (no trailing separator).
 
-    Entries whose value is None are skipped (spec §1.5).
+    Entries whose value is None are skipped (docs/protocol.md §1.5).
     """
     return PROPERTY_SEPARATOR.join(
         f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None

@@ -56,7 +56,7 @@ _PORT = struct.Struct(">i")
 
 @dataclass(slots=True)
 class MessageRecord:
-    """One stored message (RocketMQ MessageExt as read from the CommitLog, spec §1.2).
+    """One stored message (RocketMQ MessageExt as read from the CommitLog, docs/protocol.md §1.2).
 
     ``body`` is the body as stored (compressed when ``sys_flag & COMPRESSED_FLAG``);
     ``properties_raw`` the stored properties bytes (UTF-8). Timestamps are epoch milliseconds.
@@ -116,7 +116,7 @@ class MessageRecord:
 
 @dataclass(frozen=True, slots=True)
 class BlankRecord:
-    """An END_FILE blank: ``size`` bytes from ``commit_log_offset`` to the end of its file (spec §1.9)."""
+    """An END_FILE blank: ``size`` bytes from ``commit_log_offset`` to the end of its file (docs/protocol.md §1.9)."""
 
     commit_log_offset: int
     size: int
@@ -272,7 +272,8 @@ def decode_record(buf: Buffer, pos: int = 0, *, base_offset: int = 0, check_crc:
 class DispatchInfo:
     """The fields a ConsumeQueue dispatcher needs from one record, read without copying the body.
 
-    RocketMQ 4.9.8 ``CommitLog.checkMessageAndReturnSize(readBody=false)`` → ``DispatchRequest`` (spec §5.2).
+    RocketMQ 4.9.8 ``CommitLog.checkMessageAndReturnSize(readBody=false)`` → ``DispatchRequest``
+    (docs/protocol.md §5.2).
     Offsets in bytes, ``store_timestamp`` in epoch ms, ``properties_raw`` the stored UTF-8 bytes.
     """
 
@@ -341,7 +342,7 @@ def encode_record(*, commit_log_offset: int, topic: str, body: bytes, queue_id: 
                   reconsume_times: int = 0, prepared_transaction_offset: int = 0,
                   properties: Mapping[str, str | None] | str | bytes = b"",
                   body_crc_value: int | None = None) -> bytes:
-    """Encode one record byte for byte as CommitLog.DefaultAppendMessageCallback writes it (spec §1.2).
+    """Encode one record byte for byte as CommitLog.DefaultAppendMessageCallback writes it (docs/protocol.md §1.2).
 
     The V6 bits of ``sys_flag`` are set from the host address lengths, as the broker does.
     ``properties`` may be a mapping (encoded without trailing separator), a str, or raw bytes.
@@ -386,7 +387,8 @@ def encode_record(*, commit_log_offset: int, topic: str, body: bytes, queue_id: 
 
 
 def encode_blank(size: int) -> bytes:
-    """The 8-byte END_FILE header of a blank covering ``size`` bytes (spec §1.9). The tail is not written."""
+    """The 8-byte END_FILE header of a blank covering ``size`` bytes (docs/protocol.md §1.9); the tail is not
+    written."""
     if size < END_FILE_MIN_BLANK_LENGTH_BYTES:
         raise ValueError(f"a blank needs at least {END_FILE_MIN_BLANK_LENGTH_BYTES} bytes, got {size}")
     return _I32.pack(size) + _I32.pack(BLANK_MAGIC_CODE)
