@@ -58,12 +58,12 @@ from connector.options import (
     DEFAULT_RECONNECT_BACKOFF_MS,
 )
 from connector.protocol.errors import HAProtocolError, HAReplicaError
-from connector.protocol.ha import TRANSFER_HEADER_SIZE_BYTES, encode_report, parse_transfer_header
+from connector.protocol.ha import TransferFrameReader, encode_report
 from connector.reconnect import OutageWait
 
 log = logging.getLogger(__name__)
 
-RECV_BUFFER_BYTES = 1024 * 1024  # one recv_into; frames are parsed in place, bodies copied once
+RECV_BUFFER_BYTES = 1024 * 1024  # the reader's buffer: one recv_into, frames parsed in place, bodies copied once
 PREFETCH_POLL_S = 0.2
 
 
@@ -220,7 +220,8 @@ class HARangeFetcher:
                 log.debug("%s: keep-alive report failed: %s", self._where(), exc)
                 return
 
-    def _session(self) -> Iterator[tuple[int, bytes | memoryview]]:
+    def _open(self) -> socket.socket:
+        """Connect, send the first report and start the keep-alive reports."""
         sock = open_connection(self.ha_addr, self.connect_timeout_ms / 1000)
         self._sock = sock
         self.connections += 1
@@ -229,91 +230,86 @@ class HARangeFetcher:
         self._stop_keepalive = stop
         threading.Thread(target=self._keepalive, args=(stop,), name=f"ha-keepalive-{self.broker}",
                          daemon=True).start()
-        buf = bytearray(RECV_BUFFER_BYTES)
-        view = memoryview(buf)  # never resized: sub-views handed out stay valid until the next recv
-        have = 0  # bytes of buf holding received, unparsed stream bytes
-        wire = self.report_offset  # where the next frame must start
-        stalls = 0
-        frames = 0  # frames parsed on this connection (0: the peer has not yet shown it speaks HA)
         sock.settimeout(self.read_timeout_ms / 1000)
+        return sock
+
+    def _session(self) -> Iterator[tuple[int, bytes | memoryview]]:
+        """One connection: receive frames straight into the reader's buffer, yield the bytes of the range."""
+        sock = self._open()
+        reader = TransferFrameReader(buffer_bytes=RECV_BUFFER_BYTES)
+        wire = _Wire(self.report_offset)
         while self.delivered < self.end:
-            if have == len(buf):  # one frame larger than the buffer (bodies of up to 4 MiB are legal)
-                buf = buf + bytearray(len(buf))
-                view = memoryview(buf)
-            try:
-                received = sock.recv_into(view[have:])
-            except TimeoutError:
-                if not frames and have:
-                    raise self._not_ha(bytes(view[:have]), "then nothing, less than one frame header") from None
-                raise _Stall(f"no bytes from the master for {self.read_timeout_ms} ms while waiting for offset "
-                             f"{wire}") from None
-            if not received:
-                if not frames and have:
-                    raise self._not_ha(bytes(view[:have]), "then closed the connection")
-                raise ConnectionResetError(f"master closed the connection while offset {wire} was expected")
-            self.bytes_received += received
-            have += received
-            pos = 0
-            spans: list[tuple[int, int, int]] = []  # (CommitLog offset, start, end in buf) of bytes to deliver
-            resume = None
-            stream = view[:have]
-            while self.delivered < self.end:
-                try:
-                    header = parse_transfer_header(stream, pos)
-                except HAProtocolError as exc:
-                    if not frames:
-                        raise self._not_ha(bytes(stream[:64]), f"not a frame header ({exc})") from None
-                    raise HAProtocolError(f"{self._where()}: {exc}") from None
-                if not frames and header is not None and header[0] != wire:
-                    raise self._not_ha(bytes(stream[:64]), f"a first frame at offset {header[0]}, not at the "
-                                       f"reported offset {wire}")
-                if header is None or have - pos - TRANSFER_HEADER_SIZE_BYTES < header[1]:
-                    break  # incomplete frame: wait for more bytes
-                frame_offset, size = header
-                frames += 1
-                body_at = pos + TRANSFER_HEADER_SIZE_BYTES
-                pos = body_at + size
-                if frame_offset != wire:
-                    raise HAProtocolError(
-                        f"{self._where()}: master pushed a frame at offset {frame_offset}, expected {wire} "
-                        "(the end of the previous frame)")
-                if size == 0:  # heartbeat although bytes are expected
-                    stalls += 1
-                    resume = self._on_heartbeat(wire, stalls)
-                    if resume is not None:
-                        break
-                    continue
-                stalls = 0
-                first = wire
-                wire += size
-                if self.delivered == 0 and first == 1:
-                    spans.append((0, -1, -1))  # byte 0: TOTALSIZE's high byte (DESIGN §3)
-                    self.delivered = 1
-                lo = max(first, self.delivered)
-                hi = min(wire, self.end)
-                if hi > lo:
-                    spans.append((lo, body_at + lo - first, body_at + hi - first))
-                    self.delivered = hi
-            del stream
+            self._receive(sock, reader, wire)
+            spans, resume = self._parse(reader, wire)
             if spans and self.outage.active:
                 self.outage.recovered()
-            if spans:
-                pieces = [_ZERO_BYTE if a < 0 else view[a:b] for _, a, b in spans]
-                if self.copy_chunks:
-                    yield spans[0][0], b"".join(pieces)
-                else:
-                    for (offset, _, _), piece in zip(spans, pieces, strict=True):
-                        yield offset, piece
-                del pieces
-            rest = have - pos
-            if rest and pos:
-                view[:rest] = view[pos:have].tobytes()
-            have = rest
+            if spans and self.copy_chunks:
+                yield spans[0][0], b"".join(piece for _, piece in spans)
+            elif spans:
+                yield from spans
+            del spans
             if resume is not None:
                 yield resume, b""  # marks the skip (if any) for the consumer
                 self.close()
                 return  # reconnect (reporting self.report_offset) unless the range is done
         self.close()
+
+    def _receive(self, sock: socket.socket, reader: TransferFrameReader, wire: _Wire) -> None:
+        """One ``recv_into`` the reader's buffer; a silent or closing peer raises (see the class)."""
+        try:
+            received = sock.recv_into(reader.writable())
+        except TimeoutError:
+            if not wire.frames and reader.buffered_bytes:
+                raise self._not_ha(reader.head(64), "then nothing, less than one frame header") from None
+            raise _Stall(f"no bytes from the master for {self.read_timeout_ms} ms while waiting for offset "
+                         f"{wire.offset}") from None
+        if not received:
+            if not wire.frames and reader.buffered_bytes:
+                raise self._not_ha(reader.head(64), "then closed the connection")
+            raise ConnectionResetError(f"master closed the connection while offset {wire.offset} was expected")
+        self.bytes_received += received
+        reader.wrote(received)
+
+    def _parse(self, reader: TransferFrameReader, wire: _Wire) -> tuple[list[tuple[int, memoryview]], int | None]:
+        """The range's bytes in the complete frames buffered so far, as ``(CommitLog offset, view)`` spans, and
+        the offset to reconnect at when a heartbeat stall asks for it (else None)."""
+        spans: list[tuple[int, memoryview]] = []
+        while self.delivered < self.end:
+            try:
+                header = reader.peek_header()
+            except HAProtocolError as exc:
+                if not wire.frames:
+                    raise self._not_ha(reader.head(64), f"not a frame header ({exc})") from None
+                raise HAProtocolError(f"{self._where()}: {exc}") from None
+            if not wire.frames and header is not None and header[0] != wire.offset:
+                raise self._not_ha(reader.head(64), f"a first frame at offset {header[0]}, not at the "
+                                   f"reported offset {wire.offset}")
+            frame = reader.next_frame_view()
+            if frame is None:
+                break  # incomplete frame: wait for more bytes
+            frame_offset, body = frame
+            wire.frames += 1
+            if frame_offset != wire.offset:
+                raise HAProtocolError(
+                    f"{self._where()}: master pushed a frame at offset {frame_offset}, expected {wire.offset} "
+                    "(the end of the previous frame)")
+            if not body:  # heartbeat although bytes are expected
+                wire.stalls += 1
+                resume = self._on_heartbeat(wire.offset, wire.stalls)
+                if resume is not None:
+                    return spans, resume
+                continue
+            wire.stalls = 0
+            first = wire.offset
+            wire.offset += len(body)
+            if self.delivered == 0 and first == 1:
+                spans.append((0, _ZERO_BYTE))  # byte 0: TOTALSIZE's high byte (DESIGN §3)
+                self.delivered = 1
+            lo, hi = max(first, self.delivered), min(wire.offset, self.end)
+            if hi > lo:
+                spans.append((lo, body[lo - first:hi - first]))
+                self.delivered = hi
+        return spans, None
 
     def _not_ha(self, first: bytes, what: str) -> NotAnHAPortError:
         return NotAnHAPortError(f"{self.ha_addr} (broker {self.broker}) is not a RocketMQ HA port: it answered the "
@@ -363,6 +359,17 @@ class HARangeFetcher:
 
 class _Stall(Exception):
     """Internal: the connection is alive but not delivering; retried like a connection error."""
+
+
+class _Wire:
+    """Internal: where one connection's stream stands."""
+
+    __slots__ = ("offset", "stalls", "frames")
+
+    def __init__(self, offset: int):
+        self.offset = offset  # CommitLog offset where the next frame must start
+        self.stalls = 0  # heartbeats in a row while bytes are expected
+        self.frames = 0  # frames parsed (0: the peer has not yet shown it speaks HA)
 
 
 

@@ -106,6 +106,7 @@ from connector.protocol.acl import AclCredentials, credentials
 from connector.protocol.address import AddressError, join_host_port, split_host_port
 from connector.protocol.commitlog import DEFAULT_MAX_INFLATED_BODY_BYTES
 from connector.protocol.errors import HAReplicaError
+from connector.protocol.ha import HA_CONNECT_TIMEOUT_MS, HA_HOUSEKEEPING_INTERVAL_MS, HA_SEND_HEARTBEAT_INTERVAL_MS
 from connector.protocol.topics import TOPIC_MAX_LENGTH, VALID_TOPIC
 from connector.topic_filter import TopicFilter
 
@@ -116,14 +117,13 @@ STARTING_OFFSETS_LATEST = "latest"
 EARLIEST_OFFSET_SENTINEL = -2  # Kafka's convention in startingOffsets JSON
 LATEST_OFFSET_SENTINEL = -1
 
-DEFAULT_CONNECT_TIMEOUT_MS = 5000  # RemotingUtil.connect
-DEFAULT_READ_TIMEOUT_MS = 20000  # haHousekeepingInterval
+DEFAULT_CONNECT_TIMEOUT_MS = HA_CONNECT_TIMEOUT_MS  # RemotingUtil.connect
+DEFAULT_READ_TIMEOUT_MS = HA_HOUSEKEEPING_INTERVAL_MS
 DEFAULT_FETCH_RETRIES = 3
 DEFAULT_RECONNECT_BACKOFF_MS = 50  # Kafka's reconnect.backoff.ms
 DEFAULT_RECONNECT_BACKOFF_MAX_MS = 1000  # Kafka's reconnect.backoff.max.ms
 DEFAULT_MAX_OUTAGE_MS = 5 * 60 * 1000  # a broker restart of a minute is waited out with room to spare
-DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS = 5000  # haSendHeartbeatInterval
-HA_HOUSEKEEPING_INTERVAL_MS = 20000  # the master closes a connection silent for this long
+DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS = HA_SEND_HEARTBEAT_INTERVAL_MS
 DEFAULT_ARROW_MAX_RECORDS_PER_BATCH = 10000  # spark.sql.execution.arrow.maxRecordsPerBatch
 DEFAULT_ARROW_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
 DEFAULT_FETCH_PREFETCH_CHUNKS = 4  # received chunks waiting for the decoder (connector.ha_fetch.prefetch_chunks)

@@ -43,9 +43,10 @@ from connector.protocol.address import split_host_port
 from connector.protocol.errors import HAProtocolError, HAReplicaError
 from connector.protocol.ha import (
     HA_CLIENT_READ_MAX_BUFFER_SIZE_BYTES,
-    TRANSFER_HEADER_SIZE_BYTES,
+    HA_CONNECT_TIMEOUT_MS,
+    HA_MAX_TRANSFER_BODY_BYTES,
+    TransferFrameReader,
     encode_report,
-    parse_transfer_header,
 )
 
 if TYPE_CHECKING:
@@ -54,10 +55,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-HA_CONNECT_TIMEOUT_MS = 5000  # RemotingUtil.connect timeout used by HAClient.connectMaster
 HA_CLIENT_RECONNECT_MIN_BACKOFF_MS = 100
 HA_CLIENT_RECONNECT_MAX_BACKOFF_MS = 5000  # upstream waits this long after every failure
-MAX_FRAME_BODY_BYTES = HA_CLIENT_READ_MAX_BUFFER_SIZE_BYTES - TRANSFER_HEADER_SIZE_BYTES
 GET_BUFFER_MIN_FREE_BYTES = 64 * 1024  # compact the receive buffer before offering less than this
 
 
@@ -70,14 +69,13 @@ def _now_ms() -> float:
 
 
 class _MasterChannel(asyncio.BufferedProtocol):
-    """Receive side of one connection: frames parsed in place from a 4 MiB buffer, bodies appended."""
+    """Receive side of one connection: frames parsed in place (:class:`connector.protocol.ha.TransferFrameReader`
+    over a 4 MiB buffer the socket reads into), bodies appended."""
 
     def __init__(self, client: HAClient) -> None:
         self.client = client
-        self.buf = bytearray(HA_CLIENT_READ_MAX_BUFFER_SIZE_BYTES)
-        self.view = memoryview(self.buf)
-        self.start = 0  # first unprocessed byte
-        self.end = 0  # end of received bytes
+        self.reader = TransferFrameReader(HA_MAX_TRANSFER_BODY_BYTES, buffer_bytes=HA_CLIENT_READ_MAX_BUFFER_SIZE_BYTES,
+                                          compact_below_free_bytes=GET_BUFFER_MIN_FREE_BYTES)
         self.transport: asyncio.Transport | None = None
         self.lost: asyncio.Future = asyncio.get_running_loop().create_future()
         self.error: BaseException | None = None
@@ -87,14 +85,10 @@ class _MasterChannel(asyncio.BufferedProtocol):
         self.transport = transport
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if len(self.buf) - self.end < GET_BUFFER_MIN_FREE_BYTES and self.start:  # move the partial frame to the front
-            pending = self.end - self.start
-            self.buf[:pending] = self.view[self.start:self.end]
-            self.start, self.end = 0, pending
-        return self.view[self.end:]
+        return self.reader.writable()  # moves a partial frame to the front when < 64 KiB are free
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.end += nbytes
+        self.reader.wrote(nbytes)
         client = self.client
         client.last_read_timestamp_ms = _now_ms()
         client.bytes_received += nbytes
@@ -115,27 +109,23 @@ class _MasterChannel(asyncio.BufferedProtocol):
         """Append every complete frame in the buffer (one vectored write per file), then report."""
         client = self.client
         commit_log = client.commit_log
-        view, pos, end = self.view, self.start, self.end
+        reader = self.reader
         frames: list[tuple[int, memoryview]] = []
         expected = commit_log.max_offset  # what the slave's max offset is once the collected frames are in
         error: HAReplicaError | None = None
         try:
-            while True:
-                header = parse_transfer_header(view[:end], pos, MAX_FRAME_BODY_BYTES)
-                if header is None:
-                    break
+            while (header := reader.peek_header()) is not None:
                 master_offset, size = header
                 if expected != 0 and expected != master_offset:
                     error = HAContinuityError(
                         f"master pushed offset not equal the max phy offset in slave, SLAVE: {expected} "
                         f"MASTER: {master_offset}")
                     break
-                body_start = pos + TRANSFER_HEADER_SIZE_BYTES
-                if end - body_start < size:
+                frame = reader.next_frame_view()
+                if frame is None:
                     break
-                frames.append((master_offset, view[body_start:body_start + size]))
+                frames.append(frame)
                 expected = master_offset + size
-                pos = body_start + size
                 client.frames_received += 1
             if frames:
                 try:
@@ -150,9 +140,6 @@ class _MasterChannel(asyncio.BufferedProtocol):
                 v.release()
         if error is not None:
             raise error
-        if pos == end:
-            pos = end = 0
-        self.start, self.end = pos, end
         client.report_if_grown()
 
     def fail(self, exc: BaseException) -> None:

@@ -18,6 +18,11 @@ TRANSFER_HEADER_SIZE_BYTES = 12
 HA_TRANSFER_BATCH_SIZE_BYTES = 32 * 1024  # haTransferBatchSize default
 HA_CLIENT_READ_MAX_BUFFER_SIZE_BYTES = 4 * 1024 * 1024  # HAClient.READ_MAX_BUFFER_SIZE
 HA_MASTER_READ_MAX_BUFFER_SIZE_BYTES = 1024 * 1024  # ReadSocketService.READ_MAX_BUFFER_SIZE
+#: the largest frame body a 4.9.8 slave can receive: its read buffer less one header
+HA_MAX_TRANSFER_BODY_BYTES = HA_CLIENT_READ_MAX_BUFFER_SIZE_BYTES - TRANSFER_HEADER_SIZE_BYTES
+HA_CONNECT_TIMEOUT_MS = 5000  # RemotingUtil.connect timeout used by HAClient.connectMaster
+HA_SEND_HEARTBEAT_INTERVAL_MS = 5000  # MessageStoreConfig.haSendHeartbeatInterval default
+HA_HOUSEKEEPING_INTERVAL_MS = 20000  # MessageStoreConfig.haHousekeepingInterval: silence before a close
 
 _REPORT = struct.Struct(">q")
 _HEADER = struct.Struct(">qi")
@@ -73,63 +78,119 @@ class TransferFrame:
 
 
 class TransferFrameReader:
-    """Slave side: reassembles frames from the master's byte stream (spec §2.3, §2.6).
+    """Slave side: the one parser of master→slave frames (spec §2.3, §2.6), sans-IO, over one rewindable buffer.
 
-    ``feed`` appends received bytes; ``next_frame`` returns a complete frame or None, leaving an
-    incomplete frame buffered (a rewindable buffer). A body size outside ``[0, max_body_bytes]``
-    raises HAProtocolError: the stream is not RocketMQ HA, and a real slave could never complete it
-    (its read buffer is 4 MiB).
+    Every HA client of the project reads frames with it: the source's :mod:`connector.ha_fetch`, the
+    broker stub's ``HAClient`` and the test helpers. Bytes come in two ways:
 
-    Bodies are returned as ``bytes`` copies (at most ``haTransferBatchSize`` each), so the buffer can
-    be compacted freely.
+    * copied: :meth:`feed`;
+    * received straight into the buffer (no copy): a socket reads into :meth:`writable` (``recv_into``,
+      ``asyncio.BufferedProtocol.get_buffer``) and the caller reports the count with :meth:`wrote`.
+
+    :meth:`peek_header` shows the next frame's header as soon as its 12 bytes are in, before the body is
+    complete (for continuity checks); :meth:`next_frame_view` consumes a complete frame and returns its body
+    as a memoryview of the buffer, valid until the next :meth:`feed` / :meth:`writable` call (which may move
+    a partial frame to the front); :meth:`next_frame` returns a :class:`TransferFrame` with a copy. An
+    incomplete frame stays buffered. A body size outside ``[0, max_body_bytes]`` or a negative offset raises
+    HAProtocolError naming the stream byte: the stream is not RocketMQ HA, and a real slave could never
+    complete it (its read buffer is 4 MiB).
+
+    Args:
+        max_body_bytes: largest accepted ``bodySize`` (bytes).
+        buffer_bytes: initial buffer size (bytes); the buffer doubles when one frame does not fit.
+        compact_below_free_bytes: :meth:`writable` moves the unparsed bytes to the front when fewer than
+            this many bytes are free (default: whenever some were consumed).
     """
 
-    def __init__(self, max_body_bytes: int = HA_CLIENT_READ_MAX_BUFFER_SIZE_BYTES - TRANSFER_HEADER_SIZE_BYTES):
-        self._buf = bytearray()
-        self._pos = 0
+    def __init__(self, max_body_bytes: int = HA_MAX_TRANSFER_BODY_BYTES, buffer_bytes: int = 64 * 1024,
+                 compact_below_free_bytes: int | None = None):
         self.max_body_bytes = max_body_bytes
+        self.compact_below_free_bytes = buffer_bytes if compact_below_free_bytes is None else compact_below_free_bytes
+        self._buf = bytearray(max(buffer_bytes, TRANSFER_HEADER_SIZE_BYTES))
+        self._view = memoryview(self._buf)  # never resized: views handed out stay valid until compaction
+        self._start = 0  # first unparsed byte
+        self._end = 0  # end of the received bytes
         self.bytes_consumed = 0  # total stream bytes handed out as complete frames
-
-    def feed(self, data: bytes | bytearray | memoryview) -> None:
-        if self._pos:
-            del self._buf[:self._pos]
-            self._pos = 0
-        self._buf += data
 
     @property
     def buffered_bytes(self) -> int:
-        return len(self._buf) - self._pos
+        """Received bytes not yet handed out as frames."""
+        return self._end - self._start
 
-    def next_frame(self) -> TransferFrame | None:
-        avail = len(self._buf) - self._pos
-        if avail < TRANSFER_HEADER_SIZE_BYTES:
+    def head(self, n: int) -> bytes:
+        """A copy of the first ``n`` unparsed bytes (for error messages)."""
+        return bytes(self._view[self._start:min(self._start + n, self._end)])
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Append a copy of ``data``."""
+        n = len(data)
+        if len(self._buf) - self._end < n:
+            self._compact()
+            while len(self._buf) - self._end < n:
+                self._grow()
+        self._view[self._end:self._end + n] = data
+        self._end += n
+
+    def writable(self) -> memoryview:
+        """The free end of the buffer, for a socket to receive into; report the bytes with :meth:`wrote`."""
+        free = len(self._buf) - self._end
+        if self._start and (free < self.compact_below_free_bytes or self._start == self._end):
+            self._compact()
+        if self._end == len(self._buf):  # one frame larger than the buffer (bodies of up to 4 MiB are legal)
+            self._grow()
+        return self._view[self._end:]
+
+    def wrote(self, n: int) -> None:
+        """``n`` bytes were received into the view :meth:`writable` returned."""
+        if not 0 <= n <= len(self._buf) - self._end:
+            raise ValueError(f"wrote {n} bytes, but only {len(self._buf) - self._end} were free")
+        self._end += n
+
+    def peek_header(self) -> tuple[int, int] | None:
+        """``(masterPhyOffset, bodySize)`` of the next frame, or None before its 12 header bytes are in.
+
+        Nothing is consumed. Raises HAProtocolError for a bad header (see the class).
+        """
+        if self._end - self._start < TRANSFER_HEADER_SIZE_BYTES:
             return None
-        offset, size = _HEADER.unpack_from(self._buf, self._pos)
+        offset, size = _HEADER.unpack_from(self._buf, self._start)
         if size < 0 or size > self.max_body_bytes or offset < 0:
             raise HAProtocolError(
                 f"bad HA transfer header at stream byte {self.bytes_consumed}: "
                 f"masterPhyOffset={offset}, bodySize={size} (allowed 0..{self.max_body_bytes})")
-        if avail < TRANSFER_HEADER_SIZE_BYTES + size:
+        return offset, size
+
+    def next_frame_view(self) -> tuple[int, memoryview] | None:
+        """``(masterPhyOffset, body)`` of the next complete frame (consumed), the body a view into the buffer;
+        None when the frame is not complete yet. Raises HAProtocolError as :meth:`peek_header`."""
+        header = self.peek_header()
+        if header is None:
             return None
-        start = self._pos + TRANSFER_HEADER_SIZE_BYTES
-        self._pos = start + size
+        offset, size = header
+        body_at = self._start + TRANSFER_HEADER_SIZE_BYTES
+        if self._end - body_at < size:
+            return None
+        self._start = body_at + size
         self.bytes_consumed += TRANSFER_HEADER_SIZE_BYTES + size
-        return TransferFrame(offset, bytes(self._buf[start:start + size]))
+        return offset, self._view[body_at:body_at + size]
 
+    def next_frame(self) -> TransferFrame | None:
+        """The next complete frame with a copy of its body, or None (see :meth:`next_frame_view`)."""
+        frame = self.next_frame_view()
+        if frame is None:
+            return None
+        offset, body = frame
+        return TransferFrame(offset, body.tobytes())
 
-def parse_transfer_header(buf: bytes | bytearray | memoryview, pos: int = 0,
-                          max_body_bytes: int = HA_CLIENT_READ_MAX_BUFFER_SIZE_BYTES - TRANSFER_HEADER_SIZE_BYTES
-                          ) -> tuple[int, int] | None:
-    """Parse the 12-byte frame header at ``buf[pos:]`` in place: ``(masterPhyOffset, bodySize)``.
+    def _compact(self) -> None:
+        pending = self._end - self._start
+        if pending:
+            self._view[:pending] = self._view[self._start:self._end].tobytes()
+        self._start, self._end = 0, pending
 
-    Returns None when fewer than 12 bytes are available (nothing is consumed). Raises HAProtocolError
-    for a negative offset or a body size outside ``[0, max_body_bytes]`` (spec §2.3, §2.6). For callers
-    that keep their own receive buffer (no copy); :class:`TransferFrameReader` is the buffering variant.
-    """
-    if len(buf) - pos < TRANSFER_HEADER_SIZE_BYTES:
-        return None
-    offset, size = _HEADER.unpack_from(buf, pos)
-    if size < 0 or size > max_body_bytes or offset < 0:
-        raise HAProtocolError(f"bad HA transfer header: masterPhyOffset={offset}, bodySize={size} "
-                              f"(allowed 0..{max_body_bytes})")
-    return offset, size
+    def _grow(self) -> None:
+        bigger = bytearray(2 * len(self._buf))
+        pending = self._end - self._start
+        bigger[:pending] = self._view[self._start:self._end]
+        self._buf, self._view = bigger, memoryview(bigger)
+        self._start, self._end = 0, pending

@@ -11,7 +11,6 @@ and :class:`HASocket` (a raw HA-port connection: send 8-byte reports, read frame
 
 from __future__ import annotations
 
-import socket
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from broker_stub.launcher import (
     free_port,
     free_port_pair,
 )
+from connector.client.net import open_connection
 from connector.client.remoting import BrokerAdminError, request_once
 from connector.protocol.commitlog import BlankRecord, EndOfData, MessageRecord, decode_record, iter_records
 from connector.protocol.ha import TransferFrame, TransferFrameReader, encode_report
@@ -168,8 +168,7 @@ class HASocket:
     """A raw connection to an HA port: ``report(offset)`` sends 8 bytes, ``read_frame`` reads one frame."""
 
     def __init__(self, addr: str, *, timeout_s: float = 5.0) -> None:
-        host, _, port = addr.rpartition(":")
-        self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
+        self.sock = open_connection(addr, timeout_s)
         self.reader = TransferFrameReader()
         self.timeout_s = timeout_s
 

@@ -13,7 +13,7 @@ from broker_stub.store.commit_log import CommitLog
 from broker_stub.store.mapped_file import MappedFileQueue
 from connector.protocol.commitlog import BlankRecord, DispatchInfo, EndOfData, decode_dispatch_info, encode_record
 from connector.protocol.errors import CommitLogFormatError, HAProtocolError, HAReplicaError
-from connector.protocol.ha import encode_transfer_header, parse_transfer_header
+from connector.protocol.ha import TransferFrameReader, encode_transfer_header
 
 RECORD = encode_record(commit_log_offset=0, topic="T", body=b"body", properties=b"TAGS\x01a")
 
@@ -45,8 +45,10 @@ def test_dispatch_decoder_on_a_corrupted_record(flip, value):
 @settings(max_examples=300)
 @given(data=st.binary(max_size=40), pos=st.integers(min_value=0, max_value=30))
 def test_transfer_header_parser_raises_only_protocol_errors(data, pos):
+    reader = TransferFrameReader()
+    reader.feed(data[pos:])
     try:
-        out = parse_transfer_header(data, pos)
+        out = reader.peek_header()
     except HAProtocolError:
         return
     assert out is None or (out[0] >= 0 and 0 <= out[1] <= 4 * 1024 * 1024)

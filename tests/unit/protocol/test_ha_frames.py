@@ -93,3 +93,53 @@ def test_frame_reader_never_crashes_on_garbage(data):
             pass
     except HAProtocolError:
         pass
+
+
+def _receive(reader: TransferFrameReader, data: bytes, chunk: int) -> None:
+    """What a socket does: recv_into the reader's free space, then report the count."""
+    for i in range(0, len(data), chunk):
+        piece = data[i:i + chunk]
+        while piece:
+            free = reader.writable()
+            n = min(len(free), len(piece))
+            free[:n] = piece[:n]
+            reader.wrote(n)
+            piece = piece[n:]
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 12, 100, 1 << 20])
+def test_received_in_place_frames_are_views_of_the_buffer_and_equal_the_copies(chunk):
+    bodies = [b"a" * 40, b"", b"b" * 300, b"c" * 7]
+    offset, raw = 1000, b""
+    for body in bodies:
+        raw += encode_transfer_header(offset, len(body)) + body
+        offset += len(body)
+    reader = TransferFrameReader(buffer_bytes=64, compact_below_free_bytes=16)  # small: compacts and grows
+    seen = []
+    for i in range(0, len(raw), chunk):
+        _receive(reader, raw[i:i + chunk], chunk)
+        while (frame := reader.next_frame_view()) is not None:
+            assert isinstance(frame[1], memoryview)
+            seen.append((frame[0], bytes(frame[1])))
+    assert [b for _, b in seen] == bodies and [o for o, _ in seen] == [1000, 1040, 1040, 1340]
+    assert reader.buffered_bytes == 0 and reader.bytes_consumed == len(raw)
+
+
+def test_a_header_shows_before_its_body_is_complete():
+    reader = TransferFrameReader()
+    reader.feed(encode_transfer_header(4096, 10) + b"12345")
+    assert reader.peek_header() == (4096, 10)
+    assert reader.next_frame_view() is None and reader.buffered_bytes == 17  # nothing consumed
+    assert reader.head(4) == encode_transfer_header(4096, 10)[:4]
+    reader.feed(b"67890")
+    assert reader.next_frame().body == b"1234567890"
+
+
+def test_a_bad_header_names_the_stream_byte():
+    reader = TransferFrameReader()
+    reader.feed(encode_transfer_header(0, 1) + b"x" + encode_transfer_header(-5, 0))
+    assert reader.next_frame().body == b"x"
+    with pytest.raises(HAProtocolError, match=r"at stream byte 13: masterPhyOffset=-5"):
+        reader.peek_header()
+    with pytest.raises(ValueError):
+        reader.wrote(1 << 30)
