@@ -3,10 +3,11 @@
 The CommitLog holds every topic of a broker, including RocketMQ's own. The rule, applied to the raw
 topic bytes of each record before any other column is built (:mod:`connector.decode.columns`):
 
-1. ``topics`` (a comma-separated list of exact names) keeps exactly those topics. A system topic named
-   there is kept too: naming it is an explicit choice.
-2. Otherwise ``topicPattern`` (a Python regular expression) keeps topics it matches *as a whole*
-   (``re.fullmatch``, like Java's ``Matcher.matches()`` that Kafka's ``subscribePattern`` uses).
+1. ``subscribe`` (alias ``topics``; a comma-separated list of exact names) keeps exactly those topics. A
+   system topic named there is kept too: naming it is an explicit choice.
+2. Otherwise ``subscribePattern`` (alias ``topicPattern``; a Python regular expression) keeps topics it
+   matches *as a whole* (``re.fullmatch``, like Java's ``Matcher.matches()`` that Kafka's
+   ``subscribePattern`` uses).
 3. Otherwise every topic is kept.
 
 In cases 2 and 3, *system topics* are dropped unless ``includeSystemTopics=true``. A system topic is
