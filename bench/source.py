@@ -50,6 +50,7 @@ from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_ZLIB_TYPE,
     END_FILE_MIN_BLANK_LENGTH_BYTES,
+    PHY_POS_POSITION,
     HostAddress,
     encode_blank,
     encode_properties,
@@ -64,7 +65,6 @@ log = logging.getLogger(__name__)
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 COMPRESS_MSG_BODY_OVER_HOWMUCH = 4096  # DefaultMQProducer.compressMsgBodyOverHowmuch
-PHYSICALOFFSET_POSITION = 28
 POOL_MESSAGES = 4000
 
 
@@ -116,7 +116,7 @@ def write_commitlog(directory: Path, total_bytes: int, file_size: int, pool: lis
                 continue
             if marked < 0 and offset >= mark:
                 marked = offset
-            struct.pack_into(">q", rec, PHYSICALOFFSET_POSITION, offset)
+            struct.pack_into(">q", rec, PHY_POS_POSITION, offset)
             out.write(rec)
             offset += len(rec)
             records += 1

@@ -31,6 +31,7 @@ from connector.protocol.commitlog import (
     COMPRESSION_ZLIB_TYPE,
     COMPRESSION_ZSTD_TYPE,
     DEFAULT_MAX_INFLATED_BODY_BYTES,
+    V4_HEADER_BYTES,
     BodyDecodeError,
     check_body_crc,
     compress_body,
@@ -48,7 +49,7 @@ from streaming_apps.workload import order_events
 from tests.support.brokers import remoting_request
 
 MAPPED_FILE_SIZE = 2 * 1024 * 1024
-BODY_POSITION = 88  # the body of a record with IPv4 born and store hosts starts 88 bytes in (docs/source.md)
+BODY_POSITION = V4_HEADER_BYTES  # the body of a record with IPv4 born and store hosts starts 88 bytes in
 APP_TIMEOUT_S = 300
 PEAK_RSS_BOUND_MB = 512  # a 1 GiB inflate cannot fit; the bounded decode needs ~64-130 MiB over the interpreter
 
