@@ -15,10 +15,10 @@ What it reproduces (``DefaultMQProducerImpl.sendKernelImpl``, ``MQClientAPIImpl`
 * Response mapping (processSendResponse): SUCCESS, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT,
   SLAVE_NOT_AVAILABLE give a :class:`SendResult`; any other code raises :class:`MQBrokerException`.
 
-Requests are pipelined on one connection: many may be in flight (``max_in_flight``), responses are matched
-by ``opaque``. :meth:`Producer.send` blocks for one result; :meth:`Producer.send_async` returns a
-``concurrent.futures.Future``. The load generator of ``hareplica produce`` on top of it is
-:func:`streaming_apps.workload.produce_load`.
+Requests are pipelined on one connection (:class:`connector.client.remoting.PipelinedConnection`): many may
+be in flight (``max_in_flight``), responses are matched by ``opaque``. :meth:`Producer.send` blocks for one
+result; :meth:`Producer.send_async` returns a ``concurrent.futures.Future``. The load generator of
+``hareplica produce`` on top of it is :func:`streaming_apps.workload.produce_load`.
 """
 
 from __future__ import annotations
@@ -31,12 +31,11 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
 
-from connector.client.net import open_connection
+from connector.client.remoting import MQClientException, PipelinedConnection
 from connector.protocol.acl import AclCredentials
 from connector.protocol.address import AddressError, split_host_port
 from connector.protocol.commitlog import (
@@ -55,9 +54,9 @@ from connector.protocol.commitlog import (
     BatchEntry,
     encode_batch_body,
 )
-from connector.protocol.errors import HAReplicaError, RemotingProtocolError
+from connector.protocol.errors import HAReplicaError
 from connector.protocol.java_hash_map import JavaHashMap
-from connector.protocol.remoting import FrameDecoder, RemotingCommand, RequestCode, ResponseCode
+from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, NOT_ALLOWED_SEND_TOPICS, validate_topic
 
 log = logging.getLogger(__name__)
@@ -74,17 +73,6 @@ _MANAGED_PROPERTIES = frozenset({PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_WAIT_STO
 _STATUS_BY_CODE = {ResponseCode.SUCCESS: "SEND_OK", ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
                    ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
                    ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE"}
-
-
-class MQClientException(HAReplicaError):
-    """Client-side failure: invalid message, connection lost, timeout (MQClientException)."""
-
-
-class BrokerConnectionError(MQClientException, ConnectionError):
-    """The connection to the broker failed or closed before a request was answered (refused, reset, EOF).
-
-    Also a ``ConnectionError``; the request may or may not have been stored (as with any lost reply).
-    """
 
 
 class MQBrokerException(HAReplicaError):
@@ -224,9 +212,10 @@ class Producer:
         credentials: an ACL account (:class:`connector.protocol.acl.AclCredentials`); every request is then
             signed as the 4.9.8 ``AclClientRPCHook`` signs it (docs/security.md). None: unsigned.
 
-    Raises BrokerConnectionError (an MQClientException and a ConnectionError) when the broker cannot be
-    reached or the connection closes under a send; sends after that reconnect. Thread-safe: the reader
-    thread and any number of sending threads share the connection.
+    Raises :class:`connector.client.remoting.BrokerConnectionError` (an MQClientException and a
+    ConnectionError) when the broker cannot be reached or the connection closes under a send; sends after
+    that reconnect. Thread-safe: sends go through one
+    :class:`connector.client.remoting.PipelinedConnection` that any number of threads share.
     """
 
     def __init__(self, broker_addr: str, producer_group: str = DEFAULT_PRODUCER_GROUP, *,
@@ -236,7 +225,7 @@ class Producer:
                  max_in_flight: int = 1024, connect_timeout_s: float = 5.0, broker_name: str | None = None,
                  credentials: AclCredentials | None = None) -> None:
         try:
-            _, port = split_host_port(broker_addr, bare_ipv6=True)
+            split_host_port(broker_addr, bare_ipv6=True)
         except AddressError:
             raise MQClientException(f"broker address {broker_addr!r} is not HOST:PORT") from None
         self.broker_addr = broker_addr
@@ -247,121 +236,14 @@ class Producer:
         self.compress_level = compress_level
         self.max_message_size = max_message_size
         self.broker_name = broker_name
-        self._credentials = credentials
-        self._port = port
-        self._connect_timeout_s = connect_timeout_s
         self._queue_counters: dict[str, itertools.count] = {}
-        self._pending: dict[int, tuple[Future, Callable[[RemotingCommand], SendResult]]] = {}
-        self._pending_lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._in_flight = threading.BoundedSemaphore(max_in_flight)
-        self._sock: socket.socket | None = None
-        self._reader: threading.Thread | None = None
-        self._closed = False
-        sock = self._connect()
-        try:
-            local_ip = sock.getsockname()[0]
-        except OSError:  # already closed by the peer: the first send reconnects
-            local_ip = "127.0.0.1"
+        #: the pipelined remoting connection (:class:`connector.client.remoting.PipelinedConnection`)
+        self.connection = PipelinedConnection(broker_addr, timeout_ms=timeout_ms, max_in_flight=max_in_flight,
+                                              connect_timeout_s=connect_timeout_s, credentials=credentials,
+                                              owner="producer")
+        local_ip = self.connection.local_ip()
         self._id_setter = MessageClientIDSetter(socket.inet_pton(
             socket.AF_INET6 if ":" in local_ip else socket.AF_INET, local_ip))
-
-    # --- connection ----------------------------------------------------------------------------------
-    def _connect(self) -> socket.socket:
-        """Open the connection and start its reader thread; returns the socket (callers keep this reference:
-        the reader thread clears ``self._sock`` when the connection closes). Raises BrokerConnectionError."""
-        try:
-            sock = open_connection(self.broker_addr, self._connect_timeout_s)
-            sock.settimeout(None)
-        except OSError as exc:
-            raise BrokerConnectionError(f"connect to {self.broker_addr} failed: {exc}") from exc
-        with self._pending_lock:
-            self._sock = sock
-        self._reader = threading.Thread(target=self._read_loop, args=(sock,), name=f"producer-reader-{self._port}",
-                                        daemon=True)
-        self._reader.start()
-        return sock
-
-    def _read_loop(self, sock: socket.socket) -> None:
-        decoder = FrameDecoder()
-        error: Exception | None = None
-        try:
-            while True:
-                data = sock.recv(256 * 1024)
-                if not data:
-                    break
-                for cmd in decoder.feed(data):
-                    self._complete(cmd)
-        except (OSError, RemotingProtocolError) as exc:
-            error = exc
-        if not self._closed:
-            log.warning("producer connection lost broker=%s error=%s", self.broker_addr, error)
-        with self._pending_lock:
-            pending, self._pending = self._pending, {}
-            if self._sock is sock:
-                self._sock = None
-        for fut, _ in pending.values():
-            if not fut.done():
-                fut.set_exception(BrokerConnectionError(f"connection to {self.broker_addr} closed: {error or 'EOF'}"))
-            self._in_flight.release()
-
-    def _complete(self, cmd: RemotingCommand) -> None:
-        with self._pending_lock:
-            entry = self._pending.pop(cmd.opaque, None)
-        if entry is None:
-            log.debug("response for an unknown or timed-out request opaque=%d", cmd.opaque)
-            return
-        self._in_flight.release()
-        fut, convert = entry
-        if fut.done():
-            return
-        try:
-            fut.set_result(convert(cmd))
-        except Exception as exc:  # noqa: BLE001 - handed to the caller through the future
-            fut.set_exception(exc)
-
-    def _invoke(self, cmd: RemotingCommand, convert: Callable[[RemotingCommand], SendResult]) -> Future:
-        """Write one request; the returned future (``.opaque`` set) completes with its converted response."""
-        if self._closed:
-            raise MQClientException("producer is closed")
-        if not self._in_flight.acquire(timeout=self.timeout_ms / 1000):
-            raise MQClientException(f"too many requests in flight to {self.broker_addr} for {self.timeout_ms} ms")
-        fut: Future = Future()
-        fut.opaque = cmd.opaque  # type: ignore[attr-defined]
-        if self._credentials is not None:
-            self._credentials.sign(cmd.ext_fields, cmd.body)
-        frame = cmd.encode()
-        registered = False
-        try:
-            with self._write_lock:
-                sock = self._sock  # one read: the reader thread may clear the attribute at any time
-                if sock is None:
-                    sock = self._connect()
-                with self._pending_lock:
-                    if self._sock is not sock:  # closed meanwhile: its reader has already failed what was pending
-                        raise BrokerConnectionError(f"connection to {self.broker_addr} closed")
-                    self._pending[cmd.opaque] = (fut, convert)
-                    registered = True
-                sock.sendall(frame)
-        except (OSError, MQClientException) as exc:
-            release = not registered
-            if registered:
-                with self._pending_lock:
-                    release = self._pending.pop(cmd.opaque, None) is not None
-            if release:
-                self._in_flight.release()
-            raise BrokerConnectionError(f"send to {self.broker_addr} failed: {exc}") from exc
-        return fut
-
-    def _wait(self, fut: Future) -> SendResult:
-        try:
-            return fut.result(timeout=self.timeout_ms / 1000)
-        except FutureTimeoutError:
-            with self._pending_lock:
-                removed = self._pending.pop(fut.opaque, None)  # type: ignore[attr-defined]
-            if removed is not None:
-                self._in_flight.release()
-            raise MQClientException(f"send to {self.broker_addr} timed out after {self.timeout_ms} ms") from None
 
     # --- sending -------------------------------------------------------------------------------------
     def _select_queue(self, topic: str, queue_id: int | None) -> int:
@@ -404,7 +286,7 @@ class Producer:
         qid = self._select_queue(topic, queue_id)
         cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2,
                                       self._header(topic, qid, sys_flag, flag, props_text, False), payload)
-        return self._invoke(cmd, lambda resp: self._send_result(resp, topic, uniq))
+        return self.connection.send(cmd, lambda resp: self._send_result(resp, topic, uniq))
 
     def send(self, topic: str, body: bytes, *, tags: str | None = None, keys: str | Sequence[str] | None = None,
              properties: dict[str, str] | None = None, queue_id: int | None = None, flag: int = 0,
@@ -416,7 +298,7 @@ class Producer:
         """
         fut = self.send_async(topic, body, tags=tags, keys=keys, properties=properties, queue_id=queue_id, flag=flag,
                               delay_level=delay_level, wait_store_msg_ok=wait_store_msg_ok)
-        return self._wait(fut)
+        return self.connection.wait(fut)
 
     def send_batch_async(self, topic: str, messages: Iterable[Message | bytes], queue_id: int | None = None) -> Future:
         """Send a batch (one record per message, consecutive queue offsets) without waiting.
@@ -447,12 +329,12 @@ class Producer:
         cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE,
                                       self._header(topic, qid, 0, 0, batch_props, True), body)
         joined = ",".join(uniq_keys)
-        return self._invoke(cmd, lambda resp: self._send_result(resp, topic, joined))
+        return self.connection.send(cmd, lambda resp: self._send_result(resp, topic, joined))
 
     def send_batch(self, topic: str, messages: Iterable[Message | bytes], queue_id: int | None = None) -> SendResult:
         """Send a batch and wait (see :meth:`send_batch_async`); errors as :meth:`send`."""
         fut = self.send_batch_async(topic, messages, queue_id)
-        return self._wait(fut)
+        return self.connection.wait(fut)
 
     def _send_result(self, resp: RemotingCommand, topic: str, uniq: str) -> SendResult:
         status = _STATUS_BY_CODE.get(resp.code)
@@ -469,17 +351,7 @@ class Producer:
 
     def close(self) -> None:
         """Close the connection; pending sends fail with MQClientException."""
-        self._closed = True
-        with self._pending_lock:
-            sock, self._sock = self._sock, None
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
-        if self._reader is not None:
-            self._reader.join(timeout=5)
+        self.connection.close()
 
     def __enter__(self) -> Producer:
         return self

@@ -14,7 +14,8 @@ import threading
 
 import pytest
 
-from connector.client.producer import BrokerConnectionError, MQClientException, Producer
+from connector.client.producer import MQClientException, Producer
+from connector.client.remoting import BrokerConnectionError
 from tests.support.brokers import max_offset
 
 

@@ -26,7 +26,7 @@ def _messages(broker) -> list[MessageRecord]:
 def test_every_field_of_stored_messages(broker_factory):
     broker = broker_factory(mappedFileSizeCommitLog=1048576, brokerClusterName="FieldCluster")
     with Producer(broker.remoting_addr, "pg-fields") as p:
-        local_ip, local_port = p._sock.getsockname()[:2]
+        local_ip, local_port = p.connection.sock.getsockname()[:2]
         plain = p.send("Orders", b"hello", tags="TagA", keys=["k1", "k2"], properties={"region": "eu", "ü": "值"},
                        flag=42)
         big_body = b"compressible " * 500  # 6500 bytes: compressed by the producer
