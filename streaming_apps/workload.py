@@ -119,10 +119,12 @@ class ProduceStats:
 
     @property
     def msgs_per_s(self) -> float:
+        """Acknowledged messages per second (0 before any time passed)."""
         return self.ok / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     @property
     def mb_per_s(self) -> float:
+        """Body megabytes (10^6 bytes, uncompressed) acknowledged per second."""
         return self.body_bytes_total / 1e6 / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 

@@ -108,6 +108,7 @@ class SendResult:
 
     @property
     def offset_msg_ids(self) -> list[str]:
+        """The offset msgIds, one per stored message (a batch has several)."""
         return self.offset_msg_id.split(",")
 
 
@@ -142,6 +143,8 @@ class MessageClientIDSetter:
         self._next_start_ms = int(nxt * 1000)
 
     def create_uniq_id(self) -> str:
+        """A new UNIQ_KEY in upper-case hex: the fixed prefix (client IP, pid, a per-process int), then ms since
+        the month began (8 digits) and the counter (4 digits); 32 digits for an IPv4 client."""
         now = int(time.time() * 1000)
         if now >= self._next_start_ms:
             self._set_start_time(now)

@@ -70,10 +70,12 @@ class TransferFrame:
 
     @property
     def is_heartbeat(self) -> bool:
+        """True for a frame without body (``bodySize`` 0)."""
         return len(self.body) == 0
 
     @property
     def end_offset(self) -> int:
+        """The CommitLog offset just past the body (bytes)."""
         return self.master_phy_offset + len(self.body)
 
 

@@ -87,6 +87,7 @@ class JavaHashMap:
         return self._entries.pop(key, None)
 
     def get(self, key: str, default: str | None = None) -> str | None:
+        """``HashMap.getOrDefault``."""
         return self._entries.get(key, default)
 
     def __contains__(self, key: object) -> bool:

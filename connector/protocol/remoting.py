@@ -62,6 +62,7 @@ class RequestCode:
     GET_CONSUMER_CONNECTION_LIST = 203
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     GET_CONSUME_STATS = 208
+    QUERY_TOPIC_CONSUME_BY_WHO = 300
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
@@ -97,6 +98,7 @@ class ResponseCode:
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
     FILTER_DATA_NOT_EXIST = 27
     FILTER_DATA_NOT_LATEST = 28
+    CONSUMER_NOT_ONLINE = 206
 
 
 # SendMessageRequestHeaderV2 short field names → SendMessageRequestHeader names (spec §4.5).
@@ -151,10 +153,12 @@ class RemotingCommand:
 
     @property
     def is_response(self) -> bool:
+        """The RPC_TYPE flag bit: a response, not a request."""
         return bool(self.flag & RPC_TYPE_RESPONSE_FLAG)
 
     @property
     def is_oneway(self) -> bool:
+        """The RPC_ONEWAY flag bit: a request that expects no response."""
         return bool(self.flag & RPC_ONEWAY_FLAG)
 
     def encode(self) -> bytes:
