@@ -27,12 +27,14 @@ from broker_stub.outer_api import BrokerOuterAPI
 from broker_stub.remoting.acl import AclError, validator_for
 from broker_stub.remoting.admin_processor import AdminBrokerProcessor
 from broker_stub.remoting.client import RemotingClient
+from broker_stub.remoting.consumer_admin_processor import ConsumerAdminProcessor
 from broker_stub.remoting.consumer_processor import ConsumerManager, ConsumerProcessor
 from broker_stub.remoting.end_transaction_processor import EndTransactionProcessor
 from broker_stub.remoting.pull_processor import PullMessageProcessor
 from broker_stub.remoting.send_back_processor import ConsumerSendMsgBackProcessor
 from broker_stub.remoting.send_processor import SendMessageProcessor
 from broker_stub.remoting.server import RemotingServer
+from broker_stub.remoting.topic_admin_processor import TopicAdminProcessor
 from broker_stub.slave_synchronize import SlaveSynchronize
 from broker_stub.store.message_store import DefaultMessageStore
 from broker_stub.store.schedule import ScheduleMessageService
@@ -93,6 +95,8 @@ class BrokerController:
             server.register(PullMessageProcessor.CODES, self.pull_processor)
             server.register(ConsumerProcessor.CODES, ConsumerProcessor(self))
             server.register(EndTransactionProcessor.CODES, EndTransactionProcessor(self))
+            server.register(TopicAdminProcessor.CODES, TopicAdminProcessor(self))
+            server.register(ConsumerAdminProcessor.CODES, ConsumerAdminProcessor(self))
             server.register(ConsumerSendMsgBackProcessor.CODES, ConsumerSendMsgBackProcessor(self))
         self.ha_client: HAClient | None = None
         if config.is_slave:

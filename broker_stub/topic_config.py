@@ -176,6 +176,24 @@ class TopicConfigManager:
         for listener in self.change_listeners:
             listener()
 
+    def update_topic_config(self, tc: TopicConfig) -> TopicConfig | None:
+        """TopicConfigManager.updateTopicConfig (UPDATE_AND_CREATE_TOPIC): put ``tc`` in the table (a new topic
+        or a replacement), move to the next DataVersion and persist ``topics.json``; returns the replaced config
+        (None for a new topic). The change listeners are not called: the caller registers with the name
+        servers itself (4.9.8's registerIncrementBrokerData answers only after that registration)."""
+        old = self.table.get(tc.topicName)
+        self.table[tc.topicName] = tc
+        if old is not None:
+            log.info("update topic config, old=%s new=%s", old, tc)
+        else:
+            log.info("create new topic %s", tc)
+        self.data_version = {"counter": self.data_version["counter"] + 1, "timestamp": time.time_ns() // 1_000_000}
+        try:
+            self.persist()
+        except OSError as exc:
+            log.error("topic config persist failed path=%s error=%s", self.config_path, exc)
+        return old
+
     def create_topic_in_send_message_back_method(self, topic: str, queue_nums: int, perm: int,
                                                  topic_sys_flag: int = 0) -> TopicConfig | None:
         """TopicConfigManager.createTopicInSendMessageBackMethod: create ``topic`` (a retry topic) if missing.

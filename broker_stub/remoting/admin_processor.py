@@ -17,6 +17,10 @@
   ``push2SlaveMaxOffset``, ``haConnectionCount``, ``haConnections`` (a JSON array, see
   :meth:`broker_stub.ha.connection.HAConnection.status`), and on a SLAVE ``haMasterAddress``,
   ``masterPhyOffset`` and ``slaveConnected`` (see :meth:`broker_stub.broker.BrokerController.ha_runtime_info`).
+
+The rest of 4.9.8's ``AdminBrokerProcessor`` that ``mqadmin`` needs: topic administration in
+:mod:`broker_stub.remoting.topic_admin_processor`, consumer statistics in
+:mod:`broker_stub.remoting.consumer_admin_processor`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,119 @@
+"""Consumer statistics requests: RocketMQ 4.9.8 ``AdminBrokerProcessor`` (``mqadmin consumerProgress``,
+``topicList -c``; docs/broker_stub.md "mqadmin"). Bodies: broker_stub/remoting/admin_bodies.py.
+
+* GET_CONSUME_STATS (208): header ``consumerGroup``, optional ``topic`` → ``ConsumeStats``. The topics are
+  ``topic`` or, when blank, every topic the group has committed offsets for; a topic missing from the
+  topic table is left out, and so is one the group does not subscribe to while the group is online with
+  subscriptions. Per queue (``readQueueNums`` of them): ``brokerOffset`` = the queue's max offset,
+  ``consumerOffset`` = the committed offset (0 when none), ``lastTimestamp`` = the store time of the entry
+  before the committed offset (0 when none). ``consumeTps`` is 0.0 (the stub keeps no per-group get
+  rate). A group with no offsets gets an empty table, as upstream (mqadmin then says "Not found the
+  consumer group consume stats").
+* GET_CONSUMER_CONNECTION_LIST (203): header ``consumerGroup`` → ``ConsumerConnection`` of the group's
+  alive clients (address, clientId, language and version of their last heartbeat), its consume type,
+  message model, consume-from-where and subscriptions; CONSUMER_NOT_ONLINE (206) "the consumer
+  group[NAME] not online" when no client is alive.
+* QUERY_TOPIC_CONSUME_BY_WHO (300): header ``topic`` → ``GroupList`` of the online groups subscribed to it
+  plus every group with committed offsets for it.
+
+Difference from 4.9.8: a client stays listed until 120 s after its last heartbeat or its
+UNREGISTER_CLIENT (broker_stub/remoting/consumer_processor.py); upstream also drops it when its connection
+closes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker_stub.metadata import TOPIC_GROUP_SEPARATOR
+from broker_stub.remoting.admin_bodies import (
+    MessageQueue,
+    encode_consume_stats,
+    encode_consumer_connection,
+    encode_group_list,
+)
+from broker_stub.remoting.server import RequestContext
+from broker_stub.remoting.topic_admin_processor import message_store_timestamp
+from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+
+if TYPE_CHECKING:
+    from broker_stub.broker import BrokerController
+
+
+class ConsumerAdminProcessor:
+    """Serves GET_CONSUME_STATS, GET_CONSUMER_CONNECTION_LIST and QUERY_TOPIC_CONSUME_BY_WHO (module doc)."""
+
+    CODES = (RequestCode.GET_CONSUME_STATS, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO)
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+
+    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        ext = request.ext_fields or {}
+        name = "topic" if request.code == RequestCode.QUERY_TOPIC_CONSUME_BY_WHO else "consumerGroup"
+        value = ext.get(name)
+        if value is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=f"the custom field <{name}> is null")
+        if request.code == RequestCode.GET_CONSUME_STATS:
+            return self.get_consume_stats(request, value, ext.get("topic"))
+        if request.code == RequestCode.GET_CONSUMER_CONNECTION_LIST:
+            return self.get_consumer_connection_list(request, value)
+        return self.query_topic_consume_by_who(request, value)
+
+    def _offset_keys(self) -> list[tuple[str, str]]:
+        """``(topic, group)`` of every committed-offset entry (keys ``topic@group``)."""
+        keys = []
+        for key in list(self.controller.consumer_offset_manager.offset_table):
+            topic, sep, group = key.partition(TOPIC_GROUP_SEPARATOR)
+            if sep:
+                keys.append((topic, group))
+        return keys
+
+    def get_consume_stats(self, request: RemotingCommand, group: str, topic: str | None) -> RemotingCommand:
+        """GET_CONSUME_STATS (see module doc)."""
+        c = self.controller
+        if topic is None or not topic.strip():
+            topics = sorted({t for t, g in self._offset_keys() if g == group})
+        else:
+            topics = [topic]
+        online = c.consumer_manager.online_group(group)
+        store = c.message_store
+        broker_name = c.config.broker.brokerName
+        offsets = {}
+        for name in topics:
+            tc = c.topic_config_manager.select_topic_config(name)
+            if tc is None:
+                continue
+            if online is not None and online.subscriptions and name not in online.subscriptions:
+                continue
+            for queue_id in range(tc.readQueueNums):
+                broker_offset = max(store.get_max_offset_in_queue(name, queue_id), 0)
+                consumer_offset = max(c.consumer_offset_manager.query_offset(group, name, queue_id), 0)
+                last = message_store_timestamp(store, name, queue_id, consumer_offset - 1)
+                offsets[MessageQueue(name, broker_name, queue_id)] = (broker_offset, consumer_offset, max(last, 0))
+        return request.response(ResponseCode.SUCCESS, body=encode_consume_stats(offsets, 0.0))
+
+    def get_consumer_connection_list(self, request: RemotingCommand, group: str) -> RemotingCommand:
+        """GET_CONSUMER_CONNECTION_LIST (see module doc)."""
+        manager = self.controller.consumer_manager
+        info = manager.online_group(group)
+        if info is None:
+            return request.response(ResponseCode.CONSUMER_NOT_ONLINE, remark=f"the consumer group[{group}] not online")
+        connections = []
+        for client_id in manager.alive_clients(group):
+            channel = info.channels.get(client_id)
+            if channel is not None:
+                connections.append((client_id, channel.client_addr, channel.language, channel.version))
+        body = encode_consumer_connection(connections, info.consume_type, info.message_model,
+                                          info.consume_from_where, info.subscriptions)
+        return request.response(ResponseCode.SUCCESS, body=body)
+
+    def query_topic_consume_by_who(self, request: RemotingCommand, topic: str) -> RemotingCommand:
+        """QUERY_TOPIC_CONSUME_BY_WHO (see module doc)."""
+        groups = self.controller.consumer_manager.query_topic_consume_by_who(topic)
+        groups |= {g for t, g in self._offset_keys() if t == topic}
+        return request.response(ResponseCode.SUCCESS, body=encode_group_list(groups))
+
+
+__all__ = ["ConsumerAdminProcessor"]
