@@ -41,9 +41,7 @@ from connector.protocol.commitlog import (
     TRANSACTION_TYPE_MASK,
     HostAddress,
     MessageRecord,
-    decode_record,
 )
-from connector.protocol.errors import CommitLogFormatError
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.topics import RMQ_SYS_TRANS_OP_HALF_TOPIC
 
@@ -117,7 +115,7 @@ class EndTransactionProcessor:
                 log.info("end transaction with unknown state, nothing to do peer=%s check=%s", ctx.peer_text,
                          parse_boolean(ext.get("fromTransactionCheck") or "false"))
             return None
-        half = self._half_message(commit_log_offset)
+        half = self.controller.message_store.commit_log.look_message_by_offset(commit_log_offset)
         error = _check_half(half, group, state_offset, commit_log_offset)
         if error is not None:
             log.warning("end transaction refused peer=%s commitLogOffset=%d reason=%s", ctx.peer_text,
@@ -136,21 +134,6 @@ class EndTransactionProcessor:
         self.controller.message_store.commit_log.put_message(
             op_message(half, self.store_host, time.time_ns() // 1_000_000))
         return request.response(ResponseCode.SUCCESS)
-
-    def _half_message(self, offset: int) -> MessageRecord | None:
-        commit_log = self.controller.message_store.commit_log
-        head = commit_log.get_message(offset, 4)
-        if head is None:
-            return None
-        data = commit_log.get_message(offset, int.from_bytes(head, "big", signed=True))
-        if data is None:
-            return None
-        try:
-            rec = decode_record(data, 0, base_offset=offset)
-        except CommitLogFormatError:
-            return None
-        return rec if isinstance(rec, MessageRecord) else None
-
 
 def _check_half(half: MessageRecord | None, group: str, state_offset: int, commit_log_offset: int) -> str | None:
     """EndTransactionProcessor.checkPrepareMessage: None when ``half`` matches the request, else the remark."""

@@ -39,15 +39,9 @@ from typing import TYPE_CHECKING
 
 from broker_stub.javautil import JavaHashMap, parse_boolean
 from broker_stub.remoting.server import RequestContext
-from broker_stub.store.commit_log import CommitLog, MessageExtBrokerInner, PutMessageStatus
+from broker_stub.store.commit_log import MessageExtBrokerInner, PutMessageStatus
 from broker_stub.topic_config import PERM_READ, PERM_WRITE
-from connector.protocol.commitlog import (
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_WAIT_STORE_MSG_OK,
-    MessageRecord,
-    decode_record,
-)
-from connector.protocol.errors import CommitLogFormatError
+from connector.protocol.commitlog import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_WAIT_STORE_MSG_OK, MessageRecord
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
@@ -108,22 +102,6 @@ class SendBackHeader:
                    origin_msg_id=ext.get("originMsgId"), origin_topic=ext.get("originTopic"),
                    unit_mode=parse_boolean(ext.get("unitMode") or "false"),
                    max_reconsume_times=number("maxReconsumeTimes"))
-
-
-def look_message_by_offset(commit_log: CommitLog, offset: int) -> MessageRecord | None:
-    """DefaultMessageStore.lookMessageByOffset: the message stored at ``offset`` (its TOTALSIZE read first),
-    None when nothing readable is there or the bytes there are not a message record."""
-    head = commit_log.get_message(offset, 4)
-    if head is None:
-        return None
-    data = commit_log.get_message(offset, int.from_bytes(head, "big", signed=True))
-    if data is None:
-        return None
-    try:
-        rec = decode_record(data, 0, base_offset=offset)
-    except CommitLogFormatError:
-        return None
-    return rec if isinstance(rec, MessageRecord) else None
 
 
 def max_reconsume_times(group: SubscriptionGroupConfig, header_value: int | None, request_version: int) -> int:
@@ -239,7 +217,7 @@ class ConsumerSendMsgBackProcessor:
             raise SendBackRefused(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] not exist")
         if not tc.perm & PERM_WRITE:
             raise SendBackRefused(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
-        looked = look_message_by_offset(c.message_store.commit_log, header.offset)
+        looked = c.message_store.commit_log.look_message_by_offset(header.offset)
         if looked is None:
             raise SendBackRefused(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
         delay_level = header.delay_level

@@ -48,8 +48,10 @@ from connector.protocol.commitlog import (
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
     HostAddress,
+    MessageRecord,
     calc_msg_length,
     decode_batch_body,
+    decode_record,
     encode_blank,
     encode_record,
     offset_msg_id,
@@ -239,6 +241,21 @@ class CommitLog:
         if size <= 0 or pos + size > mf.wrote_position:
             return None
         return mf.read(pos, size)
+
+    def look_message_by_offset(self, offset: int) -> MessageRecord | None:
+        """DefaultMessageStore.lookMessageByOffset: the message stored at ``offset`` (its TOTALSIZE read
+        first), None when nothing readable is there or the bytes there are not a message record."""
+        head = self.get_message(offset, 4)
+        if head is None:
+            return None
+        data = self.get_message(offset, int.from_bytes(head, "big", signed=True))
+        if data is None:
+            return None
+        try:
+            rec = decode_record(data, 0, base_offset=offset)
+        except CommitLogFormatError:
+            return None
+        return rec if isinstance(rec, MessageRecord) else None
 
     # --- single messages -----------------------------------------------------------------------------
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
