@@ -582,20 +582,14 @@ static void load_libdeflate(void)
 /* The layout constants and body codes above as module attributes (signed 32-bit values, as Python's). */
 static int add_constants(PyObject *m)
 {
+#define CONSTANT(name) {#name, (long)(int32_t)(name)}
     static const struct { const char *name; long value; } constants[] = {
-        {"TOTALSIZE_POSITION", TOTALSIZE_POSITION},
-        {"MAGICCODE_POSITION", MAGICCODE_POSITION},
-        {"MESSAGE_MAGIC_CODE", (long)(int32_t)MESSAGE_MAGIC_CODE},
-        {"MIN_RECORD_SIZE_BYTES", MIN_RECORD_SIZE_BYTES},
-        {"COMPRESSED_FLAG", COMPRESSED_FLAG},
-        {"COMPRESSION_TYPE_COMPARATOR", COMPRESSION_TYPE_COMPARATOR},
-        {"COMPRESSION_ZLIB_TYPE", COMPRESSION_ZLIB_TYPE},
-        {"BODYCRC_MASK", (long)BODYCRC_MASK},
-        {"BAD_BODYCRC", BAD_BODYCRC},
-        {"BAD_INFLATE", BAD_INFLATE},
-        {"BAD_COMPRESSION_TYPE", BAD_COMPRESSION_TYPE},
-        {"BAD_TOO_LARGE", BAD_TOO_LARGE},
+        CONSTANT(TOTALSIZE_POSITION), CONSTANT(MAGICCODE_POSITION), CONSTANT(MESSAGE_MAGIC_CODE),
+        CONSTANT(MIN_RECORD_SIZE_BYTES), CONSTANT(COMPRESSED_FLAG), CONSTANT(COMPRESSION_TYPE_COMPARATOR),
+        CONSTANT(COMPRESSION_ZLIB_TYPE), CONSTANT(BODYCRC_MASK), CONSTANT(BAD_BODYCRC), CONSTANT(BAD_INFLATE),
+        CONSTANT(BAD_COMPRESSION_TYPE), CONSTANT(BAD_TOO_LARGE),
     };
+#undef CONSTANT
     for (size_t i = 0; i < sizeof(constants) / sizeof(constants[0]); i++)
         if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0)
             return -1;
