@@ -18,7 +18,7 @@ import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -68,20 +68,21 @@ class Side:
     broker: str
     store: Path
     workdir: Path
-    runs: int = field(default=0)
+    runs: int = 0
 
-    def mqadmin(self, *args: str, check: bool = True) -> MqadminRun:
+    def mqadmin(self, *args: str, check: bool = True, credentials: tuple[str, str] | None = None) -> MqadminRun:
         self.runs += 1
         return run_mqadmin(list(args), namesrv=self.namesrv, workdir=self.workdir / f"mqadmin-{self.runs}",
-                           check=check)
+                           check=check, credentials=credentials)
 
 
-def both(sides: tuple[Side, Side], *args: str, check: bool = True) -> tuple[MqadminRun, MqadminRun]:
+def both(sides: tuple[Side, Side], *args: str, check: bool = True,
+         credentials: tuple[str, str] | None = None) -> tuple[MqadminRun, MqadminRun]:
     """The same mqadmin command on the stub and the real side at once: (stub run, real run). ``{broker}`` in
     an argument becomes the side's broker address."""
     with ThreadPoolExecutor(2) as pool:
-        futures = [pool.submit(s.mqadmin, *(a.replace("{broker}", s.broker) for a in args), check=check)
-                   for s in sides]
+        futures = [pool.submit(s.mqadmin, *(a.replace("{broker}", s.broker) for a in args), check=check,
+                               credentials=credentials) for s in sides]
         return futures[0].result(), futures[1].result()
 
 
@@ -137,10 +138,6 @@ def sides(tmp_path_factory, real_namesrv) -> Iterator[tuple[Side, Side]]:
         finally:
             for sock in socks:
                 sock.close()
-
-
-def _rows_without(rows: list[list[str]], *drop: int) -> list[list[str]]:
-    return [[cell for i, cell in enumerate(row) if i not in drop] for row in rows]
 
 
 def test_cluster_list(sides):
@@ -291,3 +288,41 @@ def test_update_topic(sides):
     stub, real = both(sides, "updateTopic", "-b", "{broker}", "-t", "TBW102", check=False)
     assert stub.failed and real.failed and stub.cause == real.cause
     assert stub.cause.endswith("CODE: 1  DESC: The topic[TBW102] is conflict with system topic.")
+
+
+PLAIN_ACL = """\
+accounts:
+  - accessKey: mqadmin1
+    secretKey: admin-secret
+    admin: true
+  - accessKey: mquser01
+    secretKey: user-secret
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: SUB
+"""
+
+
+def test_update_topic_is_admin_only_under_acl(tmp_path, sides):
+    """With ``aclEnable=true`` and the same plain_acl.yml, mqadmin signing from ``conf/tools.yml``: the admin
+    account creates a topic, a non-admin account and an unsigned mqadmin are refused with the same AclException."""
+    stub_home = tmp_path / "stub-home"
+    real_dir = tmp_path / "real-acl-broker"
+    for conf in (stub_home / "conf", real_dir / "rocketmq_home" / "conf"):  # the real one: RealBroker's home
+        conf.mkdir(parents=True)
+        (conf / "plain_acl.yml").write_text(PLAIN_ACL)
+    with BrokerProcess.start(tmp_path / "stub-acl-broker", aclEnable="true", rocketmqHome=str(stub_home)) as stub, \
+            RealBroker.start(real_dir, aclEnable="true") as real:
+        acl_sides = (Side("stub", sides[0].namesrv, stub.remoting_addr, stub.store_dir, tmp_path / "stub-mqadmin"),
+                     Side("real", sides[1].namesrv, real.remoting_addr, real.store_dir, tmp_path / "real-mqadmin"))
+        create = ("updateTopic", "-b", "{broker}", "-t", "MqAclTopic")
+        for credentials, refusal in ((("mquser01", "user-secret"),
+                                      "Need admin permission for request code=17, but accessKey=mquser01 is not"),
+                                     (None, "No accessKey is configured")):
+            stub_run, real_run = both(acl_sides, *create, check=False, credentials=credentials)
+            for run in (stub_run, real_run):
+                assert run.failed, run.describe()
+                assert f"CODE: 1  DESC: org.apache.rocketmq.acl.common.AclException: {refusal}" in run.cause, \
+                    run.describe()
+        both(acl_sides, *create, credentials=("mqadmin1", "admin-secret"))
+        for side in acl_sides:
+            assert _topic_file_entry(side, "MqAclTopic")["writeQueueNums"] == 8  # mqadmin's default

@@ -59,14 +59,18 @@ class MqadminRun:
 
 
 def run_mqadmin(args: list[str], *, namesrv: str, workdir: Path, timeout_s: float = TIMEOUT_S,
-                check: bool = True) -> MqadminRun:
+                check: bool = True, credentials: tuple[str, str] | None = None) -> MqadminRun:
     """``mqadmin <args> -n <namesrv>`` with ``ROCKETMQ_HOME=<workdir>/rocketmq_home``.
 
-    Raises JvmPeersMissing (no jars or java), MqadminError on a timeout (the JVM is killed) or, with
-    ``check``, when the sub-command failed.
+    ``credentials`` ``(accessKey, secretKey)`` go to ``conf/tools.yml``, from which 4.9.8's mqadmin signs every
+    request (``AclClientRPCHook``); without them it sends no ACL fields. Raises JvmPeersMissing (no jars or
+    java), MqadminError on a timeout (the JVM is killed) or, with ``check``, when the sub-command failed.
     """
     workdir = Path(workdir)
     home = write_rocketmq_home(workdir / "rocketmq_home", workdir / "logs")
+    if credentials is not None:
+        (home / "conf" / "tools.yml").write_text(f"accessKey: {credentials[0]}\nsecretKey: {credentials[1]}\n",
+                                                 encoding="utf-8")
     cmd = [java_binary(), *JVM_FLAGS, f"-Duser.home={workdir}", "-cp", rocketmq_classpath(), MQADMIN_MAIN,
            *args, "-n", namesrv]
     try:
