@@ -34,11 +34,7 @@ public final class JavaConsumer {
     }
 
     public static void main(String[] argv) throws Exception {
-        Map<String, String> args = new HashMap<>();
-        for (String a : argv) {
-            int eq = a.indexOf('=');
-            args.put(a.substring(0, eq), a.substring(eq + 1));
-        }
+        Map<String, String> args = parseArgs(argv);
         int count = Integer.parseInt(args.get("count"));
         long timeoutMs = Long.parseLong(args.getOrDefault("timeoutMs", "60000"));
         boolean done;
@@ -91,6 +87,16 @@ public final class JavaConsumer {
         }
         shutdown(consumer::shutdown);
         return seen.get() >= count;
+    }
+
+    /** The {@code key=value} arguments as a map (the programs' common command-line form). */
+    static Map<String, String> parseArgs(String[] argv) {
+        Map<String, String> args = new HashMap<>();
+        for (String a : argv) {
+            int eq = a.indexOf('=');
+            args.put(a.substring(0, eq), a.substring(eq + 1));
+        }
+        return args;
     }
 
     /** Shut the client down (offsets persisted, client unregistered), waiting at most 5 s. */

@@ -2,7 +2,6 @@ import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.TreeMap;
@@ -39,11 +38,7 @@ public final class JavaRetryConsumer {
     }
 
     public static void main(String[] argv) throws Exception {
-        Map<String, String> args = new HashMap<>();
-        for (String a : argv) {
-            int eq = a.indexOf('=');
-            args.put(a.substring(0, eq), a.substring(eq + 1));
-        }
+        Map<String, String> args = JavaConsumer.parseArgs(argv);
         int count = Integer.parseInt(args.get("count"));
         int failTimes = Integer.parseInt(args.get("failTimes"));
         long timeoutMs = Long.parseLong(args.getOrDefault("timeoutMs", "90000"));
