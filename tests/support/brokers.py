@@ -11,6 +11,7 @@ and :class:`HASocket` (a raw HA-port connection: send 8-byte reports, read frame
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
@@ -22,8 +23,8 @@ from broker_stub.launcher import (
     free_port,
     free_port_pair,
 )
-from connector.client.net import open_connection
 from connector.client.remoting import BrokerAdminError, request_once
+from connector.protocol.address import split_host_port
 from connector.protocol.commitlog import BlankRecord, EndOfData, MessageRecord, decode_record, iter_records
 from connector.protocol.ha import TransferFrame, TransferFrameReader, encode_report
 from connector.protocol.remoting import (
@@ -168,7 +169,10 @@ class HASocket:
     """A raw connection to an HA port: ``report(offset)`` sends 8 bytes, ``read_frame`` reads one frame."""
 
     def __init__(self, addr: str, *, timeout_s: float = 5.0) -> None:
-        self.sock = open_connection(addr, timeout_s)
+        host, port = split_host_port(addr, bare_ipv6=True)
+        # no TCP_NODELAY (unlike the clients): tests send reports back to back and count on Nagle's algorithm
+        # to keep the second in its own segment until the first was acknowledged
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
         self.reader = TransferFrameReader()
         self.timeout_s = timeout_s
 
