@@ -18,7 +18,7 @@ import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -69,6 +69,8 @@ class Side:
     store: Path
     workdir: Path
     runs: int = 0
+    consumer: socket.socket | None = None  # the consumer group's heartbeat connection (module doc)
+    decoder: FrameDecoder = field(default_factory=FrameDecoder)
 
     def mqadmin(self, *args: str, check: bool = True, credentials: tuple[str, str] | None = None) -> MqadminRun:
         self.runs += 1
@@ -86,11 +88,13 @@ def both(sides: tuple[Side, Side], *args: str, check: bool = True,
         return futures[0].result(), futures[1].result()
 
 
-def _heartbeat(addr: str) -> socket.socket:
-    """HEART_BEAT of consumer group ``mq_cg`` (push, clustering, subscribed to ``MqStats``) on a connection
-    that stays open (a real broker drops the group when it closes); returns the socket."""
-    host, _, port = addr.rpartition(":")
-    sock = socket.create_connection((host, int(port)), timeout=10)
+def _heartbeat(side: Side) -> None:
+    """HEART_BEAT of consumer group ``mq_cg`` (push, clustering, subscribed to ``MqStats``) on the side's
+    consumer connection, opened the first time and kept open (a real broker drops the group when it closes;
+    both drop it 120 s after its last heartbeat)."""
+    if side.consumer is None:
+        host, _, port = side.broker.rpartition(":")
+        side.consumer = socket.create_connection((host, int(port)), timeout=10)
     sub = {"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": "*", "subVersion": 1,
            "tagsSet": [], "topic": TOPIC}
     data = {"clientID": "127.0.0.1@mqadmin-test", "producerDataSet": [],
@@ -98,27 +102,25 @@ def _heartbeat(addr: str) -> socket.socket:
                                  "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False,
                                  "subscriptionDataSet": [sub]}]}
     cmd = RemotingCommand.request(RequestCode.HEART_BEAT, body=json.dumps(data).encode())
-    sock.sendall(cmd.encode())
-    decoder, reply = FrameDecoder(), None
+    side.consumer.sendall(cmd.encode())
+    reply = None
     while reply is None:  # a real broker may first send NOTIFY_CONSUMER_IDS_CHANGED (40), a request to us
-        chunk = sock.recv(65536)
-        assert chunk, f"{addr} closed the heartbeat connection"
-        reply = next((f for f in decoder.feed(chunk) if f.is_response and f.opaque == cmd.opaque), None)
-    assert reply.code == ResponseCode.SUCCESS, f"HEART_BEAT to {addr}: {reply.code} {reply.remark}"
-    return sock
+        chunk = side.consumer.recv(65536)
+        assert chunk, f"{side.name} closed the heartbeat connection"
+        reply = next((f for f in side.decoder.feed(chunk) if f.is_response and f.opaque == cmd.opaque), None)
+    assert reply.code == ResponseCode.SUCCESS, f"HEART_BEAT to {side.name}: {reply.code} {reply.remark}"
 
 
-def _load(side: Side) -> socket.socket:
-    """The module's load on one side (see module doc); returns the open heartbeat connection."""
+def _load(side: Side) -> None:
+    """The module's load on one side (see module doc)."""
     with Producer(side.broker, "mq_pg") as producer:
         for i in range(SENT):
             producer.send(TOPIC, f"mqadmin-{i}".encode(), queue_id=i % QUEUES)
-    sock = _heartbeat(side.broker)
+    _heartbeat(side)
     for queue_id in range(QUEUES):
         commit_consumer_offset(side.broker, GROUP, TOPIC, queue_id, COMMITTED)
     wait_for_route(side.namesrv, TOPIC, timeout_s=40)
     wait_for_route(side.namesrv, f"%RETRY%{GROUP}", timeout_s=40)
-    return sock
 
 
 @pytest.fixture(scope="module")
@@ -132,12 +134,14 @@ def sides(tmp_path_factory, real_namesrv) -> Iterator[tuple[Side, Side]]:
                 Side("real", real_namesrv.addr, real.remoting_addr, real.store_dir, root / "real-mqadmin"))
         for side in pair:
             wait_for_route(side.namesrv, "TBW102", timeout_s=40)
-        socks = [_load(side) for side in pair]
         try:
+            for side in pair:
+                _load(side)
             yield pair
         finally:
-            for sock in socks:
-                sock.close()
+            for side in pair:
+                if side.consumer is not None:
+                    side.consumer.close()
 
 
 def test_cluster_list(sides):
@@ -212,6 +216,8 @@ def test_broker_status(sides):
 
 
 def test_consumer_progress(sides):
+    for side in sides:  # the consumer stays online however long the tests before took
+        _heartbeat(side)
     stub, real = both(sides, "consumerProgress")
     (s_cols, s_rows), (r_cols, r_rows) = parse_table(stub.stdout), parse_table(real.stdout)
     assert s_cols == r_cols == ["Group", "Count", "Version", "Type", "Model", "TPS", "Diff Total"]
