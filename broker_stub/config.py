@@ -51,6 +51,7 @@ from pathlib import Path
 
 from broker_stub.config_rules import BrokerConfigError, check_ranges
 from broker_stub.javautil import parse_java_properties
+from connector.protocol.topics import RMQ_SYS_TRACE_TOPIC
 
 __all__ = ["BrokerConfigError", "BrokerStubConfig", "config_from_properties", "load_config"]
 
@@ -96,7 +97,7 @@ class BrokerConfig:
     maxTopicConfigNums: int = 10000
     maxSubscriptionGroupNums: int = 10000
     messageStorePlugIn: str = ""
-    msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
+    msgTraceTopicName: str = RMQ_SYS_TRACE_TOPIC
     traceTopicEnable: bool = False
     sendMessageThreadPoolNums: int = min(_CPUS, 4)
     putMessageFutureThreadPoolNums: int = min(_CPUS, 4)

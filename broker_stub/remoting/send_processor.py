@@ -52,7 +52,12 @@ from connector.protocol.commitlog import (
     HostAddress,
 )
 from connector.protocol.remoting import SEND_MESSAGE_V2_FIELD_NAMES, RemotingCommand, RequestCode, ResponseCode
-from connector.protocol.topics import NOT_ALLOWED_SEND_TOPICS, RMQ_SYS_TRANS_HALF_TOPIC, validate_topic
+from connector.protocol.topics import (
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    validate_topic,
+)
 
 if TYPE_CHECKING:
     from broker_stub.broker import BrokerController
@@ -167,7 +172,7 @@ class SendMessageProcessor:
             log.warning("the topic does not exist, creating topic=%s producer=%s", topic, ctx.peer_text)
             topic_sys_flag = 0
             if header["unitMode"]:  # TopicSysFlag.buildSysFlag: unit topic, or unit subscription for retry topics
-                topic_sys_flag = 0x2 if topic.startswith("%RETRY%") else 0x1
+                topic_sys_flag = 0x2 if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else 0x1
             tc = topics.create_topic_in_send_message_method(
                 topic, header.get("defaultTopic"), ctx.peer_text, header["defaultTopicQueueNums"], topic_sys_flag)
             if tc is None:  # msgCheck: a %RETRY% topic is created all the same
