@@ -51,6 +51,12 @@ from pathlib import Path
 
 from broker_stub.config_rules import BrokerConfigError, check_ranges
 from broker_stub.javautil import parse_java_properties
+from connector.protocol.ha import (
+    HA_HOUSEKEEPING_INTERVAL_MS,
+    HA_MAX_TRANSFER_BODY_BYTES,
+    HA_SEND_HEARTBEAT_INTERVAL_MS,
+    HA_TRANSFER_BATCH_SIZE_BYTES,
+)
 from connector.protocol.topics import RMQ_SYS_TRACE_TOPIC
 
 __all__ = ["BrokerConfigError", "BrokerStubConfig", "config_from_properties", "load_config"]
@@ -64,8 +70,6 @@ FLUSH_DISK_TYPES = ("SYNC_FLUSH", "ASYNC_FLUSH")
 MASTER_ID = 0
 DEFAULT_LISTEN_PORT = 10911  # BrokerStartup: nettyServerConfig.setListenPort(10911)
 DEFAULT_BROKER_IP = "127.0.0.1"
-# HAClient.READ_MAX_BUFFER_SIZE (4 MiB) minus the 12-byte frame header: a bigger frame never completes (spec §2.6)
-HA_MAX_TRANSFER_BATCH_SIZE_BYTES = 4 * 1024 * 1024 - 12
 
 
 def _local_host_name() -> str:
@@ -264,9 +268,9 @@ class MessageStoreConfig:
     maxMsgsNumBatch: int = 64
     messageIndexSafe: bool = False
     haListenPort: int | None = None
-    haSendHeartbeatInterval: int = 5000
-    haHousekeepingInterval: int = 20000
-    haTransferBatchSize: int = 32768
+    haSendHeartbeatInterval: int = HA_SEND_HEARTBEAT_INTERVAL_MS
+    haHousekeepingInterval: int = HA_HOUSEKEEPING_INTERVAL_MS
+    haTransferBatchSize: int = HA_TRANSFER_BATCH_SIZE_BYTES
     haMasterAddress: str | None = None
     haSlaveFallbehindMax: int = 256 * 1024 * 1024
     brokerRole: str = "ASYNC_MASTER"
@@ -548,10 +552,10 @@ def _validate(cfg: BrokerStubConfig) -> None:
             raise BrokerConfigError(f"config key {key}: port {port} is outside 1..65535")
     if cfg.ha_listen_port == cfg.netty_server.listenPort:
         raise BrokerConfigError(f"config key haListenPort: {cfg.ha_listen_port} equals listenPort")
-    if store.haTransferBatchSize > HA_MAX_TRANSFER_BATCH_SIZE_BYTES:
+    if store.haTransferBatchSize > HA_MAX_TRANSFER_BODY_BYTES:
         raise BrokerConfigError(
             f"config key haTransferBatchSize: {store.haTransferBatchSize} bytes would never fit a 4.9.8 slave's "
-            f"4 MiB read buffer (maximum {HA_MAX_TRANSFER_BATCH_SIZE_BYTES})")
+            f"4 MiB read buffer (maximum {HA_MAX_TRANSFER_BODY_BYTES})")
     if not 0 <= cfg.broker.metricsPromExporterPort <= 65535:
         raise BrokerConfigError(
             f"config key metricsPromExporterPort: port {cfg.broker.metricsPromExporterPort} is outside 0..65535")
