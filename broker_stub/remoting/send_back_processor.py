@@ -193,7 +193,7 @@ class ConsumerSendMsgBackProcessor:
         if put.status is not PutMessageStatus.PUT_OK:
             self.controller.message_store.stats.on_put_failed()
             return request.response(ResponseCode.SYSTEM_ERROR, remark=put.status.name)
-        self.controller.broker_stats.on_put(1)
+        # no msgPutTotal* count: 4.9.8 counts sends only (incBrokerPutNums), the store counts every put
         log.debug("message sent back topic=%s queueId=%d reconsumeTimes=%d peer=%s", msg.topic, msg.queue_id,
                   msg.reconsume_times, ctx.peer_text)
         return request.response(ResponseCode.SUCCESS)
