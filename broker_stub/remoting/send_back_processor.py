@@ -113,14 +113,15 @@ def max_reconsume_times(group: SubscriptionGroupConfig, header_value: int | None
 
 def send_back_message(looked: MessageRecord, topic: str, queue_id: int, delay_level: int) -> MessageExtBrokerInner:
     """The copy CONSUMER_SEND_MSG_BACK stores for ``looked`` in ``topic``/``queue_id`` with ``DELAY`` =
-    ``delay_level`` (0 for the dead-letter queue) — steps 5 of the module doc, before the CommitLog moves a
+    ``delay_level`` (0 for the dead-letter queue) — step 5 of the module doc, before the CommitLog moves a
     delayed copy to SCHEDULE_TOPIC_XXXX. Raises UnicodeDecodeError for properties that are not UTF-8."""
     props = JavaHashMap.from_properties_string(looked.properties_raw.decode("utf-8"))
     if props.get(PROPERTY_RETRY_TOPIC) is None:
         props.put(PROPERTY_RETRY_TOPIC, looked.topic)
     props.put(PROPERTY_WAIT_STORE_MSG_OK, "false")
     props.put(PROPERTY_DELAY_TIME_LEVEL, str(delay_level))
-    props.put(PROPERTY_ORIGIN_MESSAGE_ID, props.get(PROPERTY_ORIGIN_MESSAGE_ID) or looked.msg_id)
+    origin = props.get(PROPERTY_ORIGIN_MESSAGE_ID)
+    props.put(PROPERTY_ORIGIN_MESSAGE_ID, origin if origin and origin.strip() else looked.msg_id)  # isBlank
     return MessageExtBrokerInner(
         topic=topic, queue_id=queue_id, body=looked.body, flag=looked.flag, properties=props,
         properties_string=props.to_properties_string(), sys_flag=looked.sys_flag,
