@@ -27,8 +27,6 @@ from broker_stub.remoting.admin_bodies import MessageQueue, encode_topic_stats_t
 from broker_stub.remoting.server import RequestContext
 from broker_stub.store.message_store import DefaultMessageStore
 from broker_stub.topic_config import TopicConfig
-from connector.protocol.commitlog import MessageRecord, decode_record
-from connector.protocol.errors import CommitLogFormatError
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.topics import is_system_topic, validate_topic
 
@@ -49,16 +47,8 @@ def message_store_timestamp(store: DefaultMessageStore, topic: str, queue_id: in
     entry ``queue_offset`` points at; −1 when the entry or its record is gone."""
     cq = store.cq_store.find(topic, queue_id)
     entry = cq.entry(queue_offset) if cq is not None and queue_offset >= 0 else None
-    if entry is None:
-        return -1
-    data = store.commit_log.get_message(entry[0], entry[1])
-    if data is None:
-        return -1
-    try:
-        record = decode_record(data, 0, check_crc=False)
-    except CommitLogFormatError:
-        return -1
-    return record.store_timestamp if isinstance(record, MessageRecord) else -1
+    record = store.commit_log.look_message_by_offset(entry[0]) if entry is not None else None
+    return record.store_timestamp if record is not None else -1
 
 
 class TopicAdminProcessor:
