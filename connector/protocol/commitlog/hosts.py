@@ -6,6 +6,8 @@ import ipaddress
 import struct
 from dataclasses import dataclass
 
+from connector.protocol.address import split_host_port
+
 _PORT = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
@@ -19,12 +21,10 @@ class HostAddress:
 
     @classmethod
     def parse(cls, text: str) -> HostAddress:
-        """Parse ``"1.2.3.4:10911"`` or ``"[::1]:10911"``. Raises ValueError on anything else."""
-        if text.startswith("["):
-            host, _, port = text[1:].partition("]:")
-        else:
-            host, _, port = text.rpartition(":")
-        return cls(ipaddress.ip_address(host).packed, int(port))
+        """Parse ``"1.2.3.4:10911"`` or ``"[::1]:10911"`` (:func:`connector.protocol.address.split_host_port`,
+        bare IPv6 accepted as RocketMQ writes it). Raises ValueError for anything else, a host name included."""
+        host, port = split_host_port(text, bare_ipv6=True)
+        return cls(ipaddress.ip_address(host).packed, port)
 
     @property
     def is_v6(self) -> bool:
