@@ -42,6 +42,7 @@ from pathlib import Path
 from bench.common import report
 from broker_stub.launcher import BrokerProcess
 from connector.client.producer import Producer
+from connector.protocol.address import split_host_port
 from connector.protocol.commitlog import HostAddress, encode_record, file_name
 
 CATCHUP_FILE_SIZE = 1024 * 1024 * 1024
@@ -127,13 +128,13 @@ def ideal_recv_write_mb_s(ha_addr: str, size: int, out_path: Path) -> float:
     """Context figure: the least a Python slave must do — ``recv_into`` the master's HA stream and ``pwrite``
     every received byte to a new file with its blocks reserved — without parsing frames (MB/s of CommitLog
     bytes)."""
-    host, port = ha_addr.rsplit(":", 1)
+    host, port = split_host_port(ha_addr, bare_ipv6=True)
     total = size + 12 * ((size + 32767) // 32768)  # what the master sends from 0: bodies plus frame headers
     fd = os.open(out_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.ftruncate(fd, CATCHUP_FILE_SIZE)
         os.posix_fallocate(fd, 0, size + (1 << 20))  # blocks reserved up front, as the stub reserves them ahead
-        with socket.create_connection((host, int(port))) as s:
+        with socket.create_connection((host, port)) as s:
             s.sendall((0).to_bytes(8, "big"))
             view = memoryview(bytearray(4 << 20))
             got, t0 = 0, None

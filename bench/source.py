@@ -46,6 +46,7 @@ from bench.common import arrow_file_source, report
 from connector.decode.schema import ARROW_SCHEMA
 from connector.decode.stream import CommitLogArrowDecoder
 from connector.ha_fetch import HARangeFetcher, prefetch_chunks
+from connector.protocol.address import split_host_port
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_ZLIB_TYPE,
@@ -208,10 +209,10 @@ class FrameServer:
 def raw_recv(addr: str, report: int) -> tuple[float, int]:
     """(seconds, stream bytes) to receive every frame the server sends after ``report``, with
     ``recv_into`` and nothing else (the server closes the connection after the last frame)."""
-    host, port = addr.rsplit(":", 1)
+    host, port = split_host_port(addr, bare_ipv6=True)
     began = time.perf_counter()
     got = 0
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
+    with socket.create_connection((host, port), timeout=30) as sock:
         sock.sendall(struct.pack(">q", report))
         buf = bytearray(MIB)
         view = memoryview(buf)
