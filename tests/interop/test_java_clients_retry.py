@@ -64,7 +64,8 @@ def _scenarios(ns_addr: str, remoting_addr: str, commitlog_dir: Path, log_root: 
     sent = {}
     with Producer(remoting_addr, "pg_retry") as producer:
         for i, body in enumerate(_bodies()):
-            result = producer.send(TOPIC, body, tags=f"T{i}", keys=[f"k{i}"], properties={"n": f"值{i}"})
+            result = producer.send(TOPIC, body, tags=f"T{i}", keys=[f"k{i}"], properties={"n": f"值{i}"},
+                                   queue_id=i % 2)
             assert result.send_status == "SEND_OK"
             sent[result.msg_id] = i
     wait_for_route(ns_addr, TOPIC)
