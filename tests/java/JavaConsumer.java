@@ -108,6 +108,13 @@ public final class JavaConsumer {
     }
 
     static synchronized void print(MessageExt m) {
+        OUT.print(Json.write(deliveryLine(m)));
+        OUT.print('\n');
+        OUT.flush();
+    }
+
+    /** The fields every consumer program prints for a delivery, in this order. */
+    static Map<String, Object> deliveryLine(MessageExt m) {
         byte[] body = m.getBody() == null ? new byte[0] : m.getBody();
         Map<String, Object> line = new LinkedHashMap<>();
         line.put("msgId", m.getMsgId());
@@ -118,8 +125,6 @@ public final class JavaConsumer {
         line.put("reconsumeTimes", m.getReconsumeTimes());
         line.put("bodyLength", body.length);
         line.put("bodySha256", JavaProducer.sha256(body));
-        OUT.print(Json.write(line));
-        OUT.print('\n');
-        OUT.flush();
+        return line;
     }
 }

@@ -2,7 +2,6 @@ import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
@@ -12,7 +11,6 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.impl.consumer.ProcessQueue;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
-import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageExt;
 
 /**
@@ -25,10 +23,11 @@ import org.apache.rocketmq.common.message.MessageExt;
  * maxReconsumeTimes (the client default is 16). A new group starts at the first offset; the name server is asked
  * for routes every second, so the retry topic created by the first heartbeat is found soon.
  *
- * One JSON line per delivery: msgId, offsetMsgId, topic (as the client hands it over: the original topic also for
- * retried copies), queueId, queueOffset, reconsumeTimes, bodySha256, the answer given ("status") and the message's
- * properties. After N deliveries the program waits until every delivered message was handed back or acknowledged
- * (its process queues are empty, at most 15 s), then exits 0; 3 when the timeout passes first.
+ * One JSON line per delivery: JavaConsumer's fields (msgId, offsetMsgId, topic — as the client hands it over: the
+ * original topic also for retried copies — queueId, queueOffset, reconsumeTimes, bodyLength, bodySha256), the
+ * answer given ("status") and the message's properties. After N deliveries the program waits until every delivered
+ * message was handed back or acknowledged (its process queues are empty, at most 15 s), then exits 0; 3 when the
+ * timeout passes first.
  */
 public final class JavaRetryConsumer {
     private static final PrintStream OUT =
@@ -92,15 +91,7 @@ public final class JavaRetryConsumer {
     }
 
     static synchronized void print(MessageExt m, ConsumeConcurrentlyStatus status) {
-        byte[] body = m.getBody() == null ? new byte[0] : m.getBody();
-        Map<String, Object> line = new LinkedHashMap<>();
-        line.put("msgId", m.getMsgId());
-        line.put("offsetMsgId", m instanceof MessageClientExt ? ((MessageClientExt) m).getOffsetMsgId() : null);
-        line.put("topic", m.getTopic());
-        line.put("queueId", m.getQueueId());
-        line.put("queueOffset", m.getQueueOffset());
-        line.put("reconsumeTimes", m.getReconsumeTimes());
-        line.put("bodySha256", JavaProducer.sha256(body));
+        Map<String, Object> line = JavaConsumer.deliveryLine(m);
         line.put("status", status.name());
         line.put("properties", new TreeMap<>(m.getProperties()));
         OUT.print(Json.write(line));
