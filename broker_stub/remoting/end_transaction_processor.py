@@ -42,6 +42,7 @@ from connector.protocol.commitlog import (
     HostAddress,
     MessageRecord,
 )
+from connector.protocol.commitlog.properties import PROPERTY_PRODUCER_GROUP
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.topics import RMQ_SYS_TRANS_OP_HALF_TOPIC
 
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PROPERTY_PRODUCER_GROUP = "PGROUP"
 REMOVE_TAG = "d"  # TransactionalMessageUtil.REMOVETAG
 _OK_STATUSES = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
                 PutMessageStatus.SLAVE_NOT_AVAILABLE)

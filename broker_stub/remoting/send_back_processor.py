@@ -42,6 +42,7 @@ from broker_stub.remoting.server import RequestContext
 from broker_stub.store.commit_log import MessageExtBrokerInner, PutMessageStatus
 from broker_stub.topic_config import PERM_READ, PERM_WRITE
 from connector.protocol.commitlog import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_WAIT_STORE_MSG_OK, MessageRecord
+from connector.protocol.commitlog.properties import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
@@ -52,8 +53,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"  # MessageConst: the topic a retried message was first sent to
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"  # MessageConst: offset msgId of the first stored copy
 MQ_VERSION_V3_4_9 = 121  # MQVersion.Version.V3_4_9.ordinal(): clients from here on send maxReconsumeTimes
 DLQ_NUMS_PER_GROUP = 1  # AbstractSendMessageProcessor.DLQ_NUMS_PER_GROUP
 FIRST_RETRY_DELAY_LEVEL = 3  # delayLevel 0 → 3 + reconsumeTimes

@@ -51,6 +51,11 @@ from connector.protocol.commitlog import (
     TRANSACTION_TYPE_MASK,
     HostAddress,
 )
+from connector.protocol.commitlog.properties import (
+    PROPERTY_MSG_REGION,
+    PROPERTY_TRACE_SWITCH,
+    PROPERTY_TRANSACTION_PREPARED,
+)
 from connector.protocol.remoting import SEND_MESSAGE_V2_FIELD_NAMES, RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.topics import (
     NOT_ALLOWED_SEND_TOPICS,
@@ -64,9 +69,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
-PROPERTY_MSG_REGION = "MSG_REGION"
-PROPERTY_TRACE_SWITCH = "TRACE_ON"
 _REQUIRED = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
              "bornTimestamp", "flag")
 _INT_FIELDS = ("defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp", "flag", "reconsumeTimes",

@@ -54,6 +54,7 @@ from connector.protocol.commitlog import (
     BatchEntry,
     encode_batch_body,
 )
+from connector.protocol.commitlog.properties import PROPERTY_TRANSACTION_PREPARED
 from connector.protocol.errors import HAReplicaError
 from connector.protocol.java_hash_map import JavaHashMap
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
@@ -67,7 +68,6 @@ COMPRESS_MSG_BODY_OVER_HOWMUCH_BYTES = 4096  # DefaultMQProducer.compressMsgBody
 COMPRESS_LEVEL = 5  # rocketmq.message.compressLevel default
 MAX_MESSAGE_SIZE_BYTES = 4 * 1024 * 1024  # DefaultMQProducer.maxMessageSize
 SEND_MSG_TIMEOUT_MS = 3000  # DefaultMQProducer.sendMsgTimeout
-PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
 _MANAGED_PROPERTIES = frozenset({PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_WAIT_STORE_MSG_OK, PROPERTY_DELAY_TIME_LEVEL,
                                  PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX})
 _STATUS_BY_CODE = {ResponseCode.SUCCESS: "SEND_OK", ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
