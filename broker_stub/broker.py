@@ -39,6 +39,7 @@ from broker_stub.slave_synchronize import SlaveSynchronize
 from broker_stub.store.message_store import DefaultMessageStore
 from broker_stub.store.schedule import ScheduleMessageService
 from broker_stub.store.stats import BrokerStats
+from broker_stub.store.transaction_check import TransactionalMessageCheckService
 from broker_stub.topic_config import TopicConfigManager
 from connector.protocol.commitlog import BORNHOST_V6_FLAG, MESSAGE_MAGIC_CODE
 
@@ -76,6 +77,10 @@ class BrokerController:
         self.schedule_message_service = (None if config.is_slave
                                          else ScheduleMessageService(self.message_store, self.delay_offset_store))
         self.consumer_manager = ConsumerManager()
+        # only a master checks half messages with their producers (BrokerController.initialTransaction)
+        self.transaction_check_service = (
+            None if config.is_slave
+            else TransactionalMessageCheckService(self, self.consumer_manager.available_producer_channel))
         netty = config.netty_server
         limits = {"max_idle_s": netty.serverChannelMaxIdleTimeSeconds, "max_connections": netty.serverMaxConnections,
                   "max_pending_frame_bytes": netty.serverMaxPendingFrameBytes}
@@ -141,6 +146,8 @@ class BrokerController:
         self._tasks.append(asyncio.create_task(self._persist_consumer_offsets_loop(), name="persistConsumerOffset"))
         if self.schedule_message_service is not None:
             self.schedule_message_service.start()
+        if self.transaction_check_service is not None:
+            self.transaction_check_service.start()
         self._tasks.append(asyncio.create_task(self.outer_api.run(), name="registerBrokerAll"))
         if self.slave_synchronize is not None:
             self._tasks.append(asyncio.create_task(self.slave_synchronize.run(), name="SlaveSynchronize"))
@@ -175,6 +182,8 @@ class BrokerController:
                 await asyncio.wait_for(step, timeout=SHUTDOWN_STEP_TIMEOUT_S)
             except TimeoutError:
                 log.warning("shutdown step timed out")
+        if self.transaction_check_service is not None:
+            await self.transaction_check_service.stop()
         self._persist_consumer_offsets()
         if self.schedule_message_service is not None:
             await self.schedule_message_service.stop()

@@ -66,6 +66,8 @@ class ConsumerManager:
     def __init__(self) -> None:
         self.groups: dict[str, _ConsumerGroupInfo] = {}
         self.producer_groups: dict[str, dict[str, float]] = {}
+        self.producer_channels: dict[str, dict[str, RequestContext]] = {}  # group → clientID → its connection
+        self._producer_turn = 0
 
     def register_consumer(self, group: str, client_id: str, subscriptions: list[dict], message_model: str, *,
                           consume_type: str = "", consume_from_where: str = "",
@@ -82,14 +84,32 @@ class ConsumerManager:
             if isinstance(sub, dict) and sub.get("topic"):
                 info.subscriptions[str(sub["topic"])] = sub
 
-    def register_producer(self, group: str, client_id: str) -> None:
+    def register_producer(self, group: str, client_id: str, channel: RequestContext | None = None) -> None:
         self.producer_groups.setdefault(group, {})[client_id] = time.monotonic()
+        if channel is not None:
+            self.producer_channels.setdefault(group, {})[client_id] = channel
+
+    def available_producer_channel(self, group: str) -> RequestContext | None:
+        """ProducerManager.getAvailableChannel: an open connection of a live producer of ``group`` (taken in
+        turn), None when the group has none. Producers silent for 120 s are dropped first."""
+        seen = self.producer_groups.get(group, {})
+        channels = self.producer_channels.get(group, {})
+        limit = time.monotonic() - CHANNEL_EXPIRED_TIMEOUT_MS / 1000
+        for cid in [c for c, t in seen.items() if t < limit]:
+            del seen[cid]
+            channels.pop(cid, None)
+        alive = [channels[c] for c in sorted(channels) if c in seen and channels[c].active]
+        if not alive:
+            return None
+        self._producer_turn += 1
+        return alive[self._producer_turn % len(alive)]
 
     def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> None:
         if consumer_group and consumer_group in self.groups:
             self.groups[consumer_group].clients.pop(client_id, None)
         if producer_group and producer_group in self.producer_groups:
             self.producer_groups[producer_group].pop(client_id, None)
+            self.producer_channels.get(producer_group, {}).pop(client_id, None)
 
     def alive_clients(self, group: str) -> list[str]:
         info = self.groups.get(group)
@@ -173,7 +193,7 @@ class ConsumerProcessor:
                                                                            request.version))
         for producer in data.get("producerDataSet") or []:
             if isinstance(producer, dict) and producer.get("groupName"):
-                c.consumer_manager.register_producer(str(producer["groupName"]), client_id)
+                c.consumer_manager.register_producer(str(producer["groupName"]), client_id, ctx)
         return request.response(ResponseCode.SUCCESS)
 
     def _refused_groups(self, data: dict) -> str | None:

@@ -15,8 +15,9 @@ half message's queue offset), ``commitLogOffset`` (its CommitLog offset) and ``c
 - Commit (once stored) and rollback then write an *op message* to ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` (queue of
   the half message): tag ``d``, body = the half message's queue offset in ASCII, born and store host = the
   broker, properties ``TAGS=d`` and ``WAIT=true``, sysFlag 0.
-- A SLAVE answers SLAVE_NOT_AVAILABLE. Transaction *checks* (the broker asking producers about half messages
-  left open) are not implemented.
+- A SLAVE answers SLAVE_NOT_AVAILABLE. Half messages left open are checked with their producers by
+  broker_stub/store/transaction_check.py; the answer to a check is an END_TRANSACTION about the half
+  message's newest copy (``fromTransactionCheck=true``), served here like any other.
 
 The layout facts are in docs/broker_stub.md ("Transactions").
 """

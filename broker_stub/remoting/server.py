@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from connector.protocol.commitlog import HostAddress
 from connector.protocol.errors import HAReplicaError, RemotingProtocolError
-from connector.protocol.remoting import RemotingCommand, ResponseCode, decode_frame
+from connector.protocol.remoting import RPC_ONEWAY_FLAG, RemotingCommand, ResponseCode, decode_frame
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +92,27 @@ class _Connection:
 
 @dataclass
 class RequestContext:
-    """Per-request channel facts a processor needs: the peer address as RocketMQ stores it (bornHost)."""
+    """Per-request channel facts a processor needs: the peer address as RocketMQ stores it (bornHost), and
+    the connection's writer (None outside a server) for requests the broker sends to the client."""
 
     peer: HostAddress
     peer_text: str
+    writer: asyncio.StreamWriter | None = None
+
+    @property
+    def active(self) -> bool:
+        """True while the connection is open (Netty ``channel.isActive()``)."""
+        return self.writer is not None and not self.writer.is_closing()
+
+    def invoke_oneway(self, request: RemotingCommand) -> bool:
+        """Send ``request`` to the client as a one-way request (NettyRemotingServer.invokeOneway): the oneway
+        flag is set and no answer is awaited. False when the connection is closed (nothing sent)."""
+        if not self.active:
+            return False
+        request.flag |= RPC_ONEWAY_FLAG
+        assert self.writer is not None
+        self.writer.write(request.encode())
+        return True
 
 
 Processor = Callable[[RequestContext, RemotingCommand], "RemotingCommand | Awaitable[RemotingCommand | None] | None"]
@@ -187,7 +204,7 @@ class RemotingServer:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-        conn = _Connection(RequestContext(peer_host_address(peername), peer_text), writer)
+        conn = _Connection(RequestContext(peer_host_address(peername), peer_text, writer), writer)
         self._conns[writer] = conn
         log.debug("remoting connection opened peer=%s", peer_text)
         reason = "peer closed"
