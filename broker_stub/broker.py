@@ -31,6 +31,7 @@ from broker_stub.remoting.consumer_admin_processor import ConsumerAdminProcessor
 from broker_stub.remoting.consumer_processor import ConsumerManager, ConsumerProcessor
 from broker_stub.remoting.end_transaction_processor import EndTransactionProcessor
 from broker_stub.remoting.pull_processor import PullMessageProcessor
+from broker_stub.remoting.query_message_processor import QueryMessageProcessor
 from broker_stub.remoting.send_back_processor import ConsumerSendMsgBackProcessor
 from broker_stub.remoting.send_processor import SendMessageProcessor
 from broker_stub.remoting.server import RemotingServer
@@ -103,6 +104,7 @@ class BrokerController:
             server.register(TopicAdminProcessor.CODES, TopicAdminProcessor(self))
             server.register(ConsumerAdminProcessor.CODES, ConsumerAdminProcessor(self))
             server.register(ConsumerSendMsgBackProcessor.CODES, ConsumerSendMsgBackProcessor(self))
+            server.register(QueryMessageProcessor.CODES, QueryMessageProcessor(self))
         self.ha_client: HAClient | None = None
         if config.is_slave:
             self.ha_client = HAClient(self.message_store.commit_log, config.store, config.fixed_ha_master_address)

@@ -2,9 +2,10 @@
 
 One 4 KiB page holding three big-endian longs (epoch ms): offset 0 ``physicMsgTimestamp`` (store time of
 the last flushed CommitLog record), 8 ``logicsMsgTimestamp`` (ConsumeQueue), 16 ``indexMsgTimestamp``.
-The stub writes ``physicMsgTimestamp`` only (0 for the other two, it has no index files), which makes a
-real 4.9.8 broker started on this store recover conservatively from its first file; the stub's own
-abnormal recovery uses ``physicMsgTimestamp`` and re-dispatches the ConsumeQueues from there.
+The stub writes ``physicMsgTimestamp`` and, when an index file fills up, ``indexMsgTimestamp`` (0 for
+``logicsMsgTimestamp``), which makes a real 4.9.8 broker started on this store recover conservatively
+from its first file; the stub's own abnormal recovery uses ``physicMsgTimestamp`` (and, with
+``messageIndexSafe``, ``indexMsgTimestamp``) and re-dispatches the ConsumeQueues and the index from there.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class StoreCheckpoint:
         self.physic_msg_timestamp = 0
         self.logics_msg_timestamp = 0
         self.index_msg_timestamp = 0
+        self.message_index_safe = False  # messageIndexEnable && messageIndexSafe: recovery honours the index
         if self.path.exists():
             raw = self.path.read_bytes()[:_LAYOUT.size]
             if len(raw) == _LAYOUT.size:
@@ -40,9 +42,11 @@ class StoreCheckpoint:
         """Store timestamp (ms) at or before which data is known flushed, minus 3 s as upstream pads it.
 
         Upstream takes ``min(physic, logics) - 3000``; the stub uses ``physic`` (its reput re-dispatches the
-        ConsumeQueues from the file recovery starts at, see :mod:`broker_stub.store.reput`).
+        ConsumeQueues from the file recovery starts at, see :mod:`broker_stub.store.reput`). With
+        ``message_index_safe`` the result is at most ``indexMsgTimestamp`` (``getMinTimestampIndex``).
         """
-        return max(self.physic_msg_timestamp - 3000, 0)
+        ts = max(self.physic_msg_timestamp - 3000, 0)
+        return min(ts, self.index_msg_timestamp) if self.message_index_safe else ts
 
     def flush(self) -> None:
         """Write the page and fsync it."""

@@ -1,7 +1,8 @@
 """The message store of the broker stub (RocketMQ 4.9.8 ``DefaultMessageStore``).
 
 Layout under ``storePathRootDir`` (StorePathConfigHelper): ``commitlog/`` (or ``storePathCommitLog``),
-``consumequeue/{topic}/{queueId}/`` (built by the ReputMessageService on master and slave),
+``consumequeue/{topic}/{queueId}/`` (built by the ReputMessageService on master and slave), ``index/``
+(the message index, :mod:`broker_stub.store.index`, built by the same service when ``messageIndexEnable``),
 ``checkpoint``, ``abort`` (exists while the store runs: found at start-up it means the last run did not
 shut down cleanly, so recovery is abnormal and CRC-checked), ``lock`` (an exclusive ``flock`` so two
 brokers never share a store) and ``config/``.
@@ -24,6 +25,7 @@ from broker_stub.store.checkpoint import StoreCheckpoint
 from broker_stub.store.commit_log import CommitLog
 from broker_stub.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueueStore
 from broker_stub.store.flush import FlushRealTimeService, GroupCommitService
+from broker_stub.store.index import IndexService
 from broker_stub.store.mapped_file import MappedFileQueue
 from broker_stub.store.quarantine import CommitLogRecoveryError
 from broker_stub.store.recovery import RecoveryReport, recover_commit_log
@@ -76,6 +78,15 @@ class GetMessageResult:
     suggest_pulling_from_slave: bool = False
 
 
+@dataclass
+class QueryMessageResult:
+    """DefaultMessageStore.queryMessage result: raw records and the index's last update (ms, offset)."""
+
+    messages: list[bytes] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
+
+
 class DefaultMessageStore:
     """Owns the CommitLog, its recovery, flushing, checkpoint, abort and lock files.
 
@@ -97,8 +108,12 @@ class DefaultMessageStore:
         self.commit_log.put_listeners.append(self.stats.on_put)
         self.cq_store = ConsumeQueueStore(self.root / "consumequeue", store_cfg.mappedFileSizeConsumeQueue)
         self.arrival_listeners: list = []  # called with {(topic, queueId)} after ConsumeQueue entries land
+        self.index_service = IndexService(self.root / "index", hash_slot_num=store_cfg.maxHashSlotNum,
+                                          index_num=store_cfg.maxIndexNum,
+                                          max_msgs_num_batch=store_cfg.maxMsgsNumBatch)
         self.reput = ReputMessageService(self.commit_log, self.cq_store, is_slave=config.is_slave,
-                                         delay_levels_ms=store_cfg.delay_levels_ms(), on_arrival=self._on_arrival)
+                                         delay_levels_ms=store_cfg.delay_levels_ms(), on_arrival=self._on_arrival,
+                                         index_service=self.index_service if store_cfg.messageIndexEnable else None)
         self.cq_flush_lock = asyncio.Lock()
         self.clean_commit_log_service = CleanCommitLogService(self)
         self.checkpoint: StoreCheckpoint | None = None
@@ -138,6 +153,8 @@ class DefaultMessageStore:
             self._unlock()
             raise BrokerStoreError(str(exc)) from exc
         self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
+        self.checkpoint.message_index_safe = self.config.store.messageIndexEnable and self.config.store.messageIndexSafe
+        self.index_service.checkpoint = self.checkpoint
         try:
             self.recovery = recover_commit_log(
                 self.mapped_file_queue, abnormal=abnormal, check_crc=self.config.store.checkCRCOnRecover,
@@ -158,6 +175,11 @@ class DefaultMessageStore:
             self._unlock()
             raise BrokerStoreError(f"consume queue: {exc}") from exc
         self.cq_store.recover(self.commit_log.min_offset, self.commit_log.max_offset)
+        try:
+            self.index_service.load(not abnormal)
+        except OSError as exc:
+            self.close()
+            raise BrokerStoreError(f"index: {exc}") from exc
         abnormal_start = int(self.recovery.start_file) if abnormal and self.recovery.start_file else None
         self.reput.set_start(abnormal_start)
         self.reput.catch_up()  # upstream waits for the dispatch backlog before serving too
@@ -212,6 +234,11 @@ class DefaultMessageStore:
         except OSError as exc:
             clean = False
             log.error("final consume queue flush failed, keeping the abort file error=%s", exc)
+        try:
+            self.index_service.flush_all()
+        except OSError as exc:
+            log.error("index flush failed error=%s", exc)
+        self.index_service.close()
         self.cq_store.close()
         self.mapped_file_queue.close()
         if self._started and clean:
@@ -339,6 +366,45 @@ class DefaultMessageStore:
         return (buffer_total + size_py > cfg.maxTransferBytesOnMessageInMemory
                 or message_total > cfg.maxTransferCountOnMessageInMemory - 1)
 
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
+        """DefaultMessageStore.queryMessage: the raw records indexed under ``key`` (a KEYS word or a
+        UNIQ_KEY) of ``topic``, stored in [begin, end] epoch ms, in CommitLog order.
+
+        Up to three index passes: each looks up offsets (at most ``min(max_num, maxMsgsNumBatch)``),
+        reads the records (an offset whose record cannot be read is skipped), and when none could be
+        read the next pass searches up to the store time of the first offset found.
+        """
+        result = QueryMessageResult()
+        last_query_time = end
+        cl = self.commit_log
+        for _ in range(3):
+            found = self.index_service.query_offset(topic, key, max_num, begin, last_query_time)
+            if not found.phy_offsets:
+                break
+            found.phy_offsets.sort()
+            result.index_last_update_phyoffset = found.index_last_update_phyoffset
+            result.index_last_update_timestamp = found.index_last_update_timestamp
+            for m, offset in enumerate(found.phy_offsets):
+                msg = cl.look_message_by_offset(offset)
+                if msg is None:
+                    log.error("queryMessage cannot read the message at offset=%d", offset)
+                    continue
+                if m == 0:
+                    last_query_time = msg.store_timestamp
+                data = self.select_one_message_by_offset(offset)
+                if data is not None:
+                    result.messages.append(data)
+            if result.messages or last_query_time < begin:
+                break
+        return result
+
+    def select_one_message_by_offset(self, offset: int) -> bytes | None:
+        """selectOneMessageByOffset: the record at ``offset`` (TOTALSIZE read first), None when not readable."""
+        head = self.commit_log.get_message(offset, 4)
+        if head is None:
+            return None
+        return self.commit_log.get_message(offset, int.from_bytes(head, "big", signed=True))
+
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """getMaxOffsetInQueue: entries in the ConsumeQueue (0 for a queue that does not exist yet)."""
         cq = self.cq_store.find(topic, queue_id)
@@ -352,6 +418,7 @@ class DefaultMessageStore:
 
     def close(self) -> None:
         """Close the files and release the lock without flushing (a store that was loaded, never started)."""
+        self.index_service.close()
         self.cq_store.close()
         self.mapped_file_queue.close()
         self._unlock()

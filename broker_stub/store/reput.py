@@ -3,7 +3,9 @@
 Builds the ConsumeQueues from the CommitLog, on a master and on a slave alike: it walks records from
 ``reputFromOffset`` up to the CommitLog's max offset, reading headers only (no body copy, no CRC), and
 dispatches every NOT/COMMIT-type message to its (topic, queueId) ConsumeQueue. PREPARED and ROLLBACK
-records are skipped as upstream. An END_FILE blank moves to the next file.
+records are skipped as upstream. With ``messageIndexEnable`` every record (the IndexService skips
+ROLLBACK ones) also goes to the message index (:mod:`broker_stub.store.index`). An END_FILE blank moves to
+the next file.
 
 * **Start**: the largest ``maxPhysicOffset`` of all ConsumeQueues, clamped to the CommitLog min offset;
   after an abnormal shutdown no later than the file abnormal recovery started from (4.9.8 re-dispatches
@@ -29,6 +31,7 @@ from collections.abc import Callable
 from broker_stub.javautil import java_string_hash
 from broker_stub.store.commit_log import CommitLog
 from broker_stub.store.consume_queue import ConsumeQueueStore
+from broker_stub.store.index import IndexService
 from connector.protocol.commitlog import (
     MESSAGE_MAGIC_CODE,
     MIN_RECORD_SIZE_BYTES,
@@ -52,13 +55,15 @@ REPUT_BUSY_PAUSE_MAX_S = 0.02  # longest pause of a slave's reput between steps 
 _DISPATCHED_TYPES = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
 
 
-def tags_code(info: DispatchInfo, delay_levels_ms: list[int]) -> int:
+def tags_code(info: DispatchInfo, delay_levels_ms: list[int], props: dict[str, str] | None = None) -> int:
     """The ConsumeQueue tagsCode of a record (``checkMessageAndReturnSize``, spec §5.1).
 
     ``TAGS.hashCode()`` (0 without tags); for SCHEDULE_TOPIC_XXXX the delivery time in ms (store time +
     the ``DELAY`` level's delay, level clamped to the table; store time + 1000 for an unknown level).
+    ``props``: the record's parsed properties when the caller has them already.
     """
-    props = parse_properties(info.properties_raw.decode("utf-8", "replace")) if info.properties_raw else {}
+    if props is None:
+        props = record_properties(info)
     tags = props.get(PROPERTY_TAGS)
     code = java_string_hash(tags) if tags else 0
     if info.topic == RMQ_SYS_SCHEDULE_TOPIC:
@@ -73,6 +78,11 @@ def tags_code(info: DispatchInfo, delay_levels_ms: list[int]) -> int:
     return code
 
 
+def record_properties(info: DispatchInfo) -> dict[str, str]:
+    """The properties of a dispatched record, parsed (empty without any)."""
+    return parse_properties(info.properties_raw.decode("utf-8", "replace")) if info.properties_raw else {}
+
+
 class ReputMessageService:
     """Dispatches CommitLog records into ConsumeQueues (see module doc).
 
@@ -80,16 +90,18 @@ class ReputMessageService:
         is_slave: brokerRole is SLAVE (a malformed record stops instead of being skipped).
         delay_levels_ms: ``messageDelayLevel`` in ms (level n at index n − 1).
         on_arrival: called with the set of ``(topic, queueId)`` that got entries in a step.
+        index_service: builds the message index from every record (``messageIndexEnable``), or None.
     """
 
     def __init__(self, commit_log: CommitLog, cq_store: ConsumeQueueStore, *, is_slave: bool,
-                 delay_levels_ms: list[int], on_arrival: Callable[[set[tuple[str, int]]], None] | None = None
-                 ) -> None:
+                 delay_levels_ms: list[int], on_arrival: Callable[[set[tuple[str, int]]], None] | None = None,
+                 index_service: IndexService | None = None) -> None:
         self.commit_log = commit_log
         self.cq_store = cq_store
         self.is_slave = is_slave
         self.delay_levels_ms = delay_levels_ms
         self.on_arrival = on_arrival
+        self.index_service = index_service
         self.reput_from_offset = 0
         self.dispatched_records = 0
         self._wakeup = asyncio.Event()
@@ -204,11 +216,14 @@ class ReputMessageService:
                 if not self.is_slave:
                     pos = end
                 break
+            props = record_properties(info)
             if info.transaction_type in _DISPATCHED_TYPES:
                 cq = cq_store.find_or_create(info.topic, info.queue_id)
                 cq.put_message_position_info(info.commit_log_offset, info.store_size,
-                                             tags_code(info, self.delay_levels_ms), info.queue_offset)
+                                             tags_code(info, self.delay_levels_ms, props), info.queue_offset)
                 arrivals.add((info.topic, info.queue_id))
+            if self.index_service is not None:
+                self.index_service.build_index(info, props)
             if self.is_slave and info.store_timestamp > cl.last_store_timestamp:
                 cl.last_store_timestamp = info.store_timestamp  # checkpoint input on a slave
             self.dispatched_records += 1

@@ -37,6 +37,7 @@ from typing import Protocol
 from broker_stub.config import BrokerStubConfig
 from broker_stub.store.commit_log import CommitLog
 from broker_stub.store.consume_queue import ConsumeQueueStore
+from broker_stub.store.index import IndexService
 from broker_stub.store.mapped_file import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ class RetainedStore(Protocol):
     mapped_file_queue: MappedFileQueue  # the CommitLog's files
     commit_log: CommitLog
     cq_store: ConsumeQueueStore
+    index_service: IndexService
     cq_flush_lock: AbstractAsyncContextManager
 
     def flush_lock(self) -> AbstractAsyncContextManager: ...
@@ -181,7 +183,9 @@ class CleanCommitLogService:
         return deleted
 
     def _clean_consume_queues(self) -> None:
-        """CleanConsumeQueueService.deleteExpiredFiles: drop ConsumeQueue files below the CommitLog min offset."""
+        """CleanConsumeQueueService.deleteExpiredFiles: drop ConsumeQueue and index files below the CommitLog
+        min offset."""
         min_offset = self.store.commit_log.min_offset
         removed = sum(cq.delete_expired_files(min_offset) for cq in self.store.cq_store.table.values())
+        removed += self.store.index_service.delete_expired_files(min_offset)
         log.info("consume queue files deleted count=%d commitLogMinOffset=%d", removed, min_offset)
