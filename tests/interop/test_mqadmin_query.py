@@ -1,0 +1,120 @@
+"""The real 4.9.8 ``mqadmin queryMsgByKey``, ``queryMsgByUniqueKey`` and ``queryMsgById`` against the broker
+stub and its name server, and against a real 4.9 broker and name server with the same messages (issue 14 §4;
+docs/broker_stub.md "Message index").
+
+Each side gets 6 messages in ``IndexedQuery`` sent by the project producer (queue ``i % 2``), message ``i``
+with KEYS ``key-i`` and ``both`` (two keys, split at the space). What mqadmin sends: queryMsgByKey and
+queryMsgByUniqueKey a QUERY_MESSAGE to the topic's brokers (the latter with ``_UNIQUE_KEY_QUERY=true``),
+queryMsgById a VIEW_MESSAGE_BY_ID to the broker address inside the offset message id. Both sides must
+print the same rows (queue id, queue offset) and the same message details but for ids, hosts and times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from connector.client.producer import Producer, SendResult
+from tests.interop.java_fixtures import wait_for_route
+from tests.support.brokers import BrokerProcess, NameServerProcess
+from tests.support.jvm_peers import RealBroker
+from tests.support.mqadmin import MqadminRun, parse_colon_pairs, parse_table, run_mqadmin
+
+TOPIC = "IndexedQuery"
+SENT = 6
+# detail lines that name the side (ids, hosts, times, offsets in its own CommitLog, the body's temp file)
+SIDE_DETAILS = {"Born Timestamp", "Store Timestamp", "Born Host", "Store Host", "CommitLog Offset", "Properties",
+                "Message Body Path", "OffsetID", "Message ID"}
+
+
+@dataclass
+class Side:
+    """One name server + master pair, the sends it got and where its mqadmin runs keep their folders."""
+
+    name: str
+    namesrv: str
+    workdir: Path
+    sent: list[SendResult]
+    runs: int = 0
+
+    def mqadmin(self, *args: str, check: bool = True) -> MqadminRun:
+        self.runs += 1
+        return run_mqadmin(list(args), namesrv=self.namesrv, workdir=self.workdir / f"mqadmin-{self.runs}",
+                           check=check)
+
+
+def _send(broker: str) -> list[SendResult]:
+    with Producer(broker, "pg_index_query") as producer:
+        return [producer.send(TOPIC, f"indexed-{i}".encode(), tags="TagI", keys=[f"key-{i}", "both"],
+                              queue_id=i % 2) for i in range(SENT)]
+
+
+@pytest.fixture(scope="module")
+def sides(tmp_path_factory, real_namesrv) -> Iterator[tuple[Side, Side]]:
+    """(stub side, real side), each with the module's messages (module doc)."""
+    root = tmp_path_factory.mktemp("mqadmin-query")
+    with NameServerProcess.start(root / "stub-namesrv") as ns, \
+            BrokerProcess.start(root / "stub-broker", namesrvAddr=ns.addr) as stub, \
+            RealBroker.start(root / "real-broker", namesrvAddr=real_namesrv.addr) as real:
+        pair = []
+        for name, namesrv, broker in (("stub", ns.addr, stub.remoting_addr),
+                                      ("real", real_namesrv.addr, real.remoting_addr)):
+            wait_for_route(namesrv, "TBW102", timeout_s=40)
+            pair.append(Side(name, namesrv, root / f"{name}-mqadmin", _send(broker)))
+            wait_for_route(namesrv, TOPIC, timeout_s=40)
+        yield pair[0], pair[1]
+
+
+def both(sides: tuple[Side, Side], make_args, *, check: bool = True) -> tuple[MqadminRun, MqadminRun]:
+    """``make_args(side)`` run by each side's mqadmin at once: (stub run, real run)."""
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(s.mqadmin, *make_args(s), check=check) for s in sides]
+        return futures[0].result(), futures[1].result()
+
+
+def _details(run: MqadminRun) -> dict[str, str]:
+    """The ``Name:  value`` lines of a message's details (queryMsgById / queryMsgByUniqueKey)."""
+    return {k.rstrip(":"): v for k, v in parse_colon_pairs(run.stdout).items()}
+
+
+def test_query_msg_by_key(sides):
+    for key, expected in (("key-3", [3]), ("both", list(range(SENT)))):
+        runs = both(sides, lambda s, key=key: ["queryMsgByKey", "-t", TOPIC, "-k", key])
+        tables = []
+        for side, run in zip(sides, runs, strict=True):
+            cols, rows = parse_table(run.stdout)
+            assert cols == ["Message ID", "QID", "Offset"], run.describe()
+            assert sorted(r[0] for r in rows) == sorted(side.sent[i].msg_id for i in expected), run.describe()
+            tables.append(sorted((int(r[1]), int(r[2])) for r in rows))
+        assert tables[0] == tables[1] == sorted((i % 2, i // 2) for i in expected)
+
+
+def test_query_msg_by_key_not_found_fails_alike(sides):
+    runs = both(sides, lambda s: ["queryMsgByKey", "-t", TOPIC, "-k", "no-such-key"], check=False)
+    for run in runs:
+        assert run.failed and "query message by key finished, but no message." in run.cause, run.describe()
+
+
+def test_query_msg_by_unique_key(sides):
+    runs = both(sides, lambda s: ["queryMsgByUniqueKey", "-t", TOPIC, "-i", s.sent[4].msg_id])
+    details = [_details(r) for r in runs]
+    for side, d, run in zip(sides, details, runs, strict=True):
+        assert d.get("Topic") == TOPIC and d.get("Keys") == "[key-4 both]", run.describe()
+        assert f"UNIQ_KEY={side.sent[4].msg_id}" in d["Properties"]
+    assert ({k: v for k, v in details[0].items() if k not in SIDE_DETAILS}
+            == {k: v for k, v in details[1].items() if k not in SIDE_DETAILS})
+    assert (details[0]["Queue ID"], details[0]["Queue Offset"]) == ("0", "2")
+
+
+def test_query_msg_by_id(sides):
+    runs = both(sides, lambda s: ["queryMsgById", "-i", s.sent[5].offset_msg_id])
+    details = [_details(r) for r in runs]
+    for d, run in zip(details, runs, strict=True):
+        assert d.get("Topic") == TOPIC and d.get("Tags") == "[TagI]", run.describe()
+    assert ({k: v for k, v in details[0].items() if k not in SIDE_DETAILS}
+            == {k: v for k, v in details[1].items() if k not in SIDE_DETAILS})
+    assert (details[0]["Queue ID"], details[0]["Queue Offset"]) == ("1", "2")
