@@ -12,6 +12,12 @@
   committed offset: 0 when the queue's min offset is ≤ 0 (the queue was never cleaned), else QUERY_NOT_FOUND.
 * UPDATE_CONSUMER_OFFSET (15): header ``consumerGroup, topic, queueId, commitOffset`` → SUCCESS (Java
   clients usually send it oneway).
+* CHECK_CLIENT_CONFIG (46): body ``CheckClientRequestBody`` JSON ``{"clientId", "group", "subscriptionData"}``,
+  sent by a consumer starting with a non-TAG (SQL92) subscription. No subscription or a TAG one → SUCCESS;
+  otherwise, with ``enablePropertyFilter=false`` (the default), SYSTEM_ERROR "The broker does not support
+  consumer to filter message by SQL92" as 4.9.8 answers — the client's ``start()`` throws it. The stub has no
+  SQL92 filter, so with ``enablePropertyFilter=true`` the expression cannot be compiled: SUBSCRIPTION_PARSE_FAILED
+  (where 4.9.8 compiles it and answers SUCCESS).
 
 A client is alive while it heart-beats: one that has not sent HEART_BEAT for ``CHANNEL_EXPIRED_TIMEOUT_MS``
 (120 s, ClientHousekeepingService) is dropped.
@@ -137,7 +143,7 @@ class ConsumerProcessor:
     """Serves HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, QUERY/UPDATE_CONSUMER_OFFSET."""
 
     CODES = (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-             RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET)
+             RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.CHECK_CLIENT_CONFIG)
 
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
@@ -149,6 +155,7 @@ class ConsumerProcessor:
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
             RequestCode.QUERY_CONSUMER_OFFSET: self.query_consumer_offset,
             RequestCode.UPDATE_CONSUMER_OFFSET: self.update_consumer_offset,
+            RequestCode.CHECK_CLIENT_CONFIG: self.check_client_config,
         }[request.code]
         return handler(ctx, request)
 
@@ -212,6 +219,26 @@ class ConsumerProcessor:
                 if refused is not None:
                     return refused.replace("consumer group", "producer group")
         return None
+
+    def check_client_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """ClientManageProcessor.checkClientConfig (see the module doc)."""
+        try:
+            data = fastjson_loads(request.body) if request.body else None
+        except (UnicodeDecodeError, ValueError) as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad CheckClientRequestBody: {exc}")
+        sub = data.get("subscriptionData") if isinstance(data, dict) else None
+        if not isinstance(sub, dict):
+            return request.response(ResponseCode.SUCCESS)
+        expression_type = sub.get("expressionType")
+        if not expression_type or str(expression_type) == "TAG":  # ExpressionType.isTagType
+            return request.response(ResponseCode.SUCCESS)
+        if not self.controller.config.broker.enablePropertyFilter:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark="The broker does not support consumer to "
+                                    f"filter message by {expression_type}")
+        log.warning("client filter refused: the stub cannot compile %s expressions client=%s sub=%s",
+                    expression_type, ctx.peer_text, sub.get("subString"))
+        return request.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                remark=f"the broker stub has no {expression_type} filter")
 
     def unregister_client(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
