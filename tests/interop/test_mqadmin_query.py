@@ -7,10 +7,13 @@ with KEYS ``key-i`` and ``both`` (two keys, split at the space). What mqadmin se
 queryMsgByUniqueKey a QUERY_MESSAGE to the topic's brokers (the latter with ``_UNIQUE_KEY_QUERY=true``),
 queryMsgById a VIEW_MESSAGE_BY_ID to the broker address inside the offset message id. Both sides must
 print the same rows (queue id, queue offset) and the same message details but for ids, hosts and times.
+The index files the two brokers wrote are compared entry by entry.
 """
 
 from __future__ import annotations
 
+import struct
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from broker_stub.store.index import index_key_hash
 from connector.client.producer import Producer, SendResult
+from connector.protocol.commitlog import decode_offset_msg_id
 from tests.interop.java_fixtures import wait_for_route
 from tests.support.brokers import BrokerProcess, NameServerProcess
 from tests.support.jvm_peers import RealBroker
@@ -38,6 +43,7 @@ class Side:
     name: str
     namesrv: str
     workdir: Path
+    store: Path
     sent: list[SendResult]
     runs: int = 0
 
@@ -61,10 +67,10 @@ def sides(tmp_path_factory, real_namesrv) -> Iterator[tuple[Side, Side]]:
             BrokerProcess.start(root / "stub-broker", namesrvAddr=ns.addr) as stub, \
             RealBroker.start(root / "real-broker", namesrvAddr=real_namesrv.addr) as real:
         pair = []
-        for name, namesrv, broker in (("stub", ns.addr, stub.remoting_addr),
-                                      ("real", real_namesrv.addr, real.remoting_addr)):
+        for name, namesrv, broker, store in (("stub", ns.addr, stub.remoting_addr, stub.store_dir),
+                                             ("real", real_namesrv.addr, real.remoting_addr, real.store_dir)):
             wait_for_route(namesrv, "TBW102", timeout_s=40)
-            pair.append(Side(name, namesrv, root / f"{name}-mqadmin", _send(broker)))
+            pair.append(Side(name, namesrv, root / f"{name}-mqadmin", store, _send(broker)))
             wait_for_route(namesrv, TOPIC, timeout_s=40)
         yield pair[0], pair[1]
 
@@ -118,3 +124,50 @@ def test_query_msg_by_id(sides):
     assert ({k: v for k, v in details[0].items() if k not in SIDE_DETAILS}
             == {k: v for k, v in details[1].items() if k not in SIDE_DETAILS})
     assert (details[0]["Queue ID"], details[0]["Queue Offset"]) == ("1", "2")
+
+
+def _index_file(side: Side) -> tuple[str, bytes, list[tuple[int, int, int, int]], dict[int, int]]:
+    """(file name, 40-byte header, entries 1..n as (keyHash, offset, timeDiff, prev), {slot: head entry})
+    of the side's one index file (default 5,000,000 slots), read without loading the sparse rest."""
+    [path] = list((side.store / "index").iterdir())
+    slots_end = 40 + 5_000_000 * 4
+    with path.open("rb") as f:
+        header = f.read(40)
+        count = struct.unpack_from(">i", header, 36)[0]
+        f.seek(slots_end + 20)
+        raw = f.read(20 * (count - 1))
+        entries = [struct.unpack_from(">iqii", raw, 20 * i) for i in range(count - 1)]
+        heads = {}
+        for key_hash, *_ in entries:
+            f.seek(40 + (key_hash % 5_000_000) * 4)
+            heads[key_hash % 5_000_000] = struct.unpack(">i", f.read(4))[0]
+    return path.name, header, entries, heads
+
+
+def test_index_files_have_the_same_structure(sides):
+    """The stub writes the index file as the real broker does: the same header counts, one UNIQ_KEY entry and
+    two KEYS entries per message in that order, the same chains (prev links) and slot heads; only the
+    UNIQ_KEY hashes (different ids), offsets of the side's CommitLog and times differ."""
+    deadline = time.monotonic() + 20
+    files = [_index_file(s) for s in sides]
+    while [struct.unpack_from(">i", f[1], 36)[0] for f in files] != [1 + 3 * SENT] * 2:
+        assert time.monotonic() < deadline, [f[1].hex() for f in files]
+        time.sleep(0.2)
+        files = [_index_file(s) for s in sides]
+    for side, (name, header, entries, _) in zip(sides, files, strict=True):
+        assert len(name) == 17 and name.isdigit()
+        _, _, begin_phy, end_phy, slot_count, count = struct.unpack(">qqqqii", header)
+        offsets = [decode_offset_msg_id(r.offset_msg_id)[1] for r in side.sent]
+        # slots: one per UNIQ_KEY, one per key-i, one for "both"
+        assert (begin_phy, end_phy, slot_count, count) == (offsets[0], offsets[-1], 2 * SENT + 1, 1 + 3 * SENT)
+        expected = []
+        for i, sent in enumerate(side.sent):
+            for key in (sent.msg_id, f"key-{i}", "both"):
+                expected.append((index_key_hash(f"{TOPIC}#{key}"), offsets[i]))
+        assert [(e[0], e[1]) for e in entries] == expected, side.name
+    (_, _, stub_entries, stub_heads), (_, _, real_entries, real_heads) = files
+    keyed = [n for n in range(3 * SENT) if n % 3]  # the KEYS entries (positions 2, 3 of each message)
+    assert [stub_entries[n][0] for n in keyed] == [real_entries[n][0] for n in keyed]
+    assert [stub_entries[n][3] for n in keyed] == [real_entries[n][3] for n in keyed]
+    both_slot = index_key_hash(f"{TOPIC}#both") % 5_000_000
+    assert stub_heads[both_slot] == real_heads[both_slot] == 3 * SENT
