@@ -5,7 +5,7 @@ group, a half message (TRAN_MSG, PGROUP, UNIQ_KEY; sysFlag TRANSACTION_PREPARED)
 0 (UNKNOW). The master (short ``transactionTimeOut`` / ``transactionCheckInterval``) must then send
 CHECK_TRANSACTION_STATE one-way on that connection about a new copy of the half message; answering COMMIT
 delivers the message once. Without any answer the message is checked ``transactionCheckMax`` times and then
-kept in TRANS_CHECK_MAX_TIME_TOPIC. A slave never checks.
+kept in TRANS_CHECK_MAX_TIME_TOPIC. A slave never checks; it replicates the records the checks write.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 
 from connector.protocol.commitlog import MessageRecord, decode_record
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode, decode_frame
-from tests.support.brokers import pull, read_commitlog, wait_for
+from tests.support.brokers import assert_same_commitlog, max_offset, pull, read_commitlog, wait_for, wait_for_offset
 
 TOPIC = "TxOrders"
 GROUP = "pg_tx_check"
@@ -168,3 +168,24 @@ def test_a_producer_that_ends_its_transaction_is_never_checked(broker_factory):
         conn.close()
     assert len(_records(master, "RMQ_SYS_TRANS_HALF_TOPIC")) == 1
     assert _records(master, TOPIC) == []
+
+
+def test_a_slave_never_checks_and_replicates_the_check_records(broker_factory):
+    master = broker_factory("master", transactionCheckMax=1, mappedFileSizeCommitLog=1 << 20, **FAST)
+    slave = broker_factory("slave", brokerRole="SLAVE", brokerId=1, haMasterAddress=master.ha_addr,
+                           transactionCheckMax=1, mappedFileSizeCommitLog=1 << 20, **FAST)
+    on_master, on_slave = ProducerConnection(master.remoting_addr), ProducerConnection(slave.remoting_addr)
+    try:
+        on_master.heartbeat()
+        on_slave.heartbeat()
+        on_master.send_half(b"checked by the master only", "UNIQ0010")
+        check = on_master.wait_request(10)
+        assert check is not None and check.code == RequestCode.CHECK_TRANSACTION_STATE
+        wait_for(lambda: _records(master, "TRANS_CHECK_MAX_TIME_TOPIC"), "discarded half message")
+        assert on_slave.wait_request(3 * FAST["transactionCheckInterval"] / 1000) is None
+    finally:
+        on_master.close()
+        on_slave.close()
+    end = wait_for_offset(slave.remoting_addr, max_offset(master.remoting_addr))
+    assert_same_commitlog(master.commitlog_dir, slave.commitlog_dir, end=end)
+    assert [r.topic for r in _records(slave, "RMQ_SYS_TRANS_HALF_TOPIC")] == ["RMQ_SYS_TRANS_HALF_TOPIC"] * 2
