@@ -1,6 +1,8 @@
 """Admin and metadata requests: RocketMQ 4.9.8 ``AdminBrokerProcessor``.
 
 * GET_MAX_OFFSET (30) / GET_MIN_OFFSET (31): ConsumeQueue offsets (entry counts) of ``topic``/``queueId``.
+* SEARCH_OFFSET_BY_TIMESTAMP (29): header ``topic``, ``queueId``, ``timestamp`` (epoch ms) → header ``offset``,
+  the queue offset stored nearest that time (``getOffsetInQueueByTime``; 0 for an unknown queue).
 * GET_ALL_TOPIC_CONFIG (21, also on the VIP port), GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45),
   GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): the JSON tables a slave synchronises (spec §3.2).
 * DELETE_EXPIRED_COMMITLOG (329): run retention now (:mod:`broker_stub.store.retention`).
@@ -51,7 +53,7 @@ class AdminBrokerProcessor:
     CODES = (RequestCode.GET_BROKER_CONFIG, RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.GET_MAX_OFFSET,
              RequestCode.GET_MIN_OFFSET, RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFFSET,
              RequestCode.GET_ALL_DELAY_OFFSET, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-             RequestCode.DELETE_EXPIRED_COMMITLOG)
+             RequestCode.DELETE_EXPIRED_COMMITLOG, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP)
 
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
@@ -62,7 +64,7 @@ class AdminBrokerProcessor:
             return self.get_broker_config(request)
         if code == RequestCode.GET_BROKER_RUNTIME_INFO:
             return self.get_broker_runtime_info(request)
-        if code in (RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET):
+        if code in (RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP):
             return self.get_queue_offset(request)
         if code == RequestCode.DELETE_EXPIRED_COMMITLOG:
             return self.delete_expired_commit_log(request)
@@ -78,14 +80,18 @@ class AdminBrokerProcessor:
         return request.response(ResponseCode.SUCCESS, body=content.encode("utf-8"))
 
     def get_queue_offset(self, request: RemotingCommand) -> RemotingCommand:
-        """GET_MAX_OFFSET / GET_MIN_OFFSET: header ``topic``, ``queueId`` → header ``offset`` (queue entries)."""
+        """GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP: header ``topic``, ``queueId`` (and
+        ``timestamp``) → header ``offset`` (queue entries)."""
         ext = request.ext_fields or {}
         try:
             topic, queue_id = ext["topic"], int(ext["queueId"])
+            timestamp = int(ext["timestamp"]) if request.code == RequestCode.SEARCH_OFFSET_BY_TIMESTAMP else 0
         except (KeyError, ValueError) as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad header, topic and queueId needed: {exc}")
         store = self.controller.message_store
-        if request.code == RequestCode.GET_MAX_OFFSET:
+        if request.code == RequestCode.SEARCH_OFFSET_BY_TIMESTAMP:
+            offset = store.get_offset_in_queue_by_time(topic, queue_id, timestamp)
+        elif request.code == RequestCode.GET_MAX_OFFSET:
             offset = store.get_max_offset_in_queue(topic, queue_id)
         else:
             offset = store.get_min_offset_in_queue(topic, queue_id)

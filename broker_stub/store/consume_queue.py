@@ -23,8 +23,9 @@ size ≤ 0 (the unwritten tail); entries pointing at or past the recovered Commi
 from __future__ import annotations
 
 import logging
+import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -228,6 +229,51 @@ class ConsumeQueue:
         if not buf:
             return None
         return _ENTRY.unpack_from(buf, 0)
+
+    def get_offset_in_queue_by_time(self, timestamp: int, min_physic_offset: int,
+                                    store_time: Callable[[int, int], int]) -> int:
+        """ConsumeQueue.getOffsetInQueueByTime: the queue offset whose record's store time is ``timestamp``
+        (epoch ms) or, failing that, the nearer of its two neighbours found by the binary search.
+
+        Searches one file: the first whose last modification is at or after ``timestamp``, else the last.
+        Entries pointing below ``min_physic_offset`` count as older. ``store_time(offset, size)`` is
+        ``CommitLog.pickupStoreTimestamp`` (negative when unreadable: the answer is then 0). 0 without files.
+        """
+        files = self.files.files
+        if not files:
+            return 0
+        mf = next((f for f in files if os.stat(f.path).st_mtime * 1000 >= timestamp), files[-1])
+        low = max(self.min_logic_offset - mf.file_from_offset, 0)
+        high = mf.wrote_position - CQ_STORE_UNIT_SIZE
+        buf = mf.mapping
+        target = left = right = -1
+        left_time = right_time = -1
+        while high >= low:
+            mid = (low + high) // (2 * CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
+            phy, size, _ = _ENTRY.unpack_from(buf, mid)
+            if phy < min_physic_offset:
+                low, left = mid + CQ_STORE_UNIT_SIZE, mid
+                continue
+            stored = store_time(phy, size)
+            if stored < 0:
+                return 0
+            if stored == timestamp:
+                target = mid
+                break
+            if stored > timestamp:
+                high, right, right_time = mid - CQ_STORE_UNIT_SIZE, mid, stored
+            else:
+                low, left, left_time = mid + CQ_STORE_UNIT_SIZE, mid, stored
+        if target != -1:
+            offset = target
+        elif left_time == -1:
+            offset = right
+        elif right_time == -1:
+            offset = left
+        else:
+            offset = right if abs(timestamp - left_time) > abs(timestamp - right_time) else left
+        total = mf.file_from_offset + offset
+        return -(-total // CQ_STORE_UNIT_SIZE) if total < 0 else total // CQ_STORE_UNIT_SIZE  # Java division
 
     def roll_next_file(self, queue_offset: int) -> int:
         """ConsumeQueue.rollNextFile: the first queue offset of the file after the one holding ``queue_offset``."""

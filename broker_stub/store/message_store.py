@@ -405,6 +405,21 @@ class DefaultMessageStore:
             return None
         return self.commit_log.get_message(offset, int.from_bytes(head, "big", signed=True))
 
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """getOffsetInQueueByTime: the queue offset stored nearest ``timestamp`` (epoch ms; see
+        ConsumeQueue.get_offset_in_queue_by_time), 0 for a queue that does not exist."""
+        cq = self.cq_store.find(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.get_offset_in_queue_by_time(timestamp, self.commit_log.min_offset, self._pickup_store_timestamp)
+
+    def _pickup_store_timestamp(self, offset: int, _size: int) -> int:
+        """CommitLog.pickupStoreTimestamp: the store time of the record at ``offset``, −1 when unreadable."""
+        if offset < self.commit_log.min_offset:
+            return -1
+        record = self.commit_log.look_message_by_offset(offset)
+        return record.store_timestamp if record is not None else -1
+
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """getMaxOffsetInQueue: entries in the ConsumeQueue (0 for a queue that does not exist yet)."""
         cq = self.cq_store.find(topic, queue_id)

@@ -24,8 +24,9 @@ import pytest
 from broker_stub.store.index import index_key_hash
 from connector.client.producer import Producer, SendResult
 from connector.protocol.commitlog import decode_offset_msg_id
+from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from tests.interop.java_fixtures import wait_for_route
-from tests.support.brokers import BrokerProcess, NameServerProcess
+from tests.support.brokers import BrokerProcess, NameServerProcess, remoting_request
 from tests.support.jvm_peers import RealBroker
 from tests.support.mqadmin import MqadminRun, parse_colon_pairs, parse_table, run_mqadmin
 
@@ -42,6 +43,7 @@ class Side:
 
     name: str
     namesrv: str
+    broker: str
     workdir: Path
     store: Path
     sent: list[SendResult]
@@ -70,7 +72,7 @@ def sides(tmp_path_factory, real_namesrv) -> Iterator[tuple[Side, Side]]:
         for name, namesrv, broker, store in (("stub", ns.addr, stub.remoting_addr, stub.store_dir),
                                              ("real", real_namesrv.addr, real.remoting_addr, real.store_dir)):
             wait_for_route(namesrv, "TBW102", timeout_s=40)
-            pair.append(Side(name, namesrv, root / f"{name}-mqadmin", store, _send(broker)))
+            pair.append(Side(name, namesrv, broker, root / f"{name}-mqadmin", store, _send(broker)))
             wait_for_route(namesrv, TOPIC, timeout_s=40)
         yield pair[0], pair[1]
 
@@ -171,3 +173,25 @@ def test_index_files_have_the_same_structure(sides):
     assert [stub_entries[n][3] for n in keyed] == [real_entries[n][3] for n in keyed]
     both_slot = index_key_hash(f"{TOPIC}#both") % 5_000_000
     assert stub_heads[both_slot] == real_heads[both_slot] == 3 * SENT
+
+
+def test_search_offset_by_timestamp_alike(sides):
+    """SEARCH_OFFSET_BY_TIMESTAMP (29, what a consumer's ``searchOffset`` sends): before all messages, after
+    all (the last entry, not the max offset), and at each message's own store time where it is unique."""
+    answers = []
+    for side in sides:
+        def search(queue_id: int, ts: int, side=side) -> int:
+            header = {"topic": TOPIC, "queueId": queue_id, "timestamp": ts}
+            resp = remoting_request(side.broker, RemotingCommand.request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                                                           header))
+            assert resp.code == ResponseCode.SUCCESS, (side.name, resp.remark)
+            return int(resp.ext_fields["offset"])
+        times = []
+        for sent in side.sent:
+            resp = remoting_request(side.broker, RemotingCommand.request(
+                RequestCode.VIEW_MESSAGE_BY_ID, {"offset": decode_offset_msg_id(sent.offset_msg_id)[1]}))
+            times.append(int.from_bytes(resp.body[56:64], "big"))  # STORETIMESTAMP of an IPv4 record
+        unique = [i for i in range(SENT) if times.count(times[i]) == 1]
+        assert [search(i % 2, times[i]) for i in unique] == [i // 2 for i in unique], side.name
+        answers.append([search(q, ts) for q in (0, 1, 3) for ts in (0, times[-1] + 3_600_000)])
+    assert answers[0] == answers[1] == [0, SENT // 2 - 1, 0, SENT // 2 - 1, 0, 0]

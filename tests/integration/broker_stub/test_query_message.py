@@ -9,6 +9,7 @@ file of the configured size), and that the index survives a clean restart and a 
 from __future__ import annotations
 
 import struct
+import time
 
 from connector.client.producer import Producer
 from connector.protocol.commitlog import MessageRecord, decode_offset_msg_id, decode_record
@@ -107,3 +108,33 @@ def test_index_disabled_finds_nothing(broker_factory):
     _send_all(broker.remoting_addr)
     assert query(broker.remoting_addr, "order-1").code == ResponseCode.QUERY_NOT_FOUND
     assert not (broker.commitlog_dir.parent / "index").exists()
+
+
+def search_offset(addr: str, queue_id: int, timestamp: int, *, topic: str = TOPIC) -> RemotingCommand:
+    """One SEARCH_OFFSET_BY_TIMESTAMP as MQClientAPIImpl.searchOffset sends it."""
+    header = {"topic": topic, "queueId": queue_id, "timestamp": timestamp}
+    return remoting_request(addr, RemotingCommand.request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header))
+
+
+def test_search_offset_by_timestamp(broker_factory):
+    broker = broker_factory("master", **SMALL_INDEX)
+    addr = broker.remoting_addr
+    with Producer(addr, "pg_search") as producer:
+        sent = []
+        for n in range(5):
+            sent.append(producer.send(TOPIC, f"timed {n}".encode(), queue_id=0))
+            time.sleep(0.02)  # distinct store times, 20 ms apart
+    times = [records(view(addr, decode_offset_msg_id(s.offset_msg_ids[0])[1]).body)[0].store_timestamp for s in sent]
+    assert times == sorted(set(times))
+
+    def found(ts: int) -> int:
+        resp = search_offset(addr, 0, ts)
+        assert resp.code == ResponseCode.SUCCESS
+        return int(resp.ext_fields["offset"])
+
+    assert [found(t) for t in times] == [0, 1, 2, 3, 4]  # exact store times
+    assert found(times[2] + 1) == 2 and found(times[3] - 1) == 3  # the nearer neighbour
+    assert found(0) == 0
+    assert found(times[-1] + 3_600_000) == 4  # later than all: the last entry (not the max offset 5)
+    assert int(search_offset(addr, 3, times[0]).ext_fields["offset"]) == 0  # a queue without messages
+    assert int(search_offset(addr, 0, times[0], topic="NoSuchTopic").ext_fields["offset"]) == 0
