@@ -24,7 +24,8 @@ consumerOffset.json, one offset for the half queue and one for its op queue, as 
 
 The group's offsets then move past what was walked (the op offset over contiguous done op records).
 Simplification: all op records after the op offset are read at once (upstream reads 32 at a time and reads
-more before checking a message); the result is the same set of done half messages.
+more before checking a message); the result is the same set of done half messages. A renewed copy that cannot
+be stored ends the queue's walk for this pass (upstream retries it until its 60 s limit).
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def discarded_message(half: MessageRecord, props: JavaHashMap, queue_id: int) ->
 
 
 class TransactionalMessageCheckService:
-    """Checks half messages left open (see the module doc). ``start()`` / ``await stop()``; ``check(now)``
+    """Checks half messages left open (see the module doc). ``start()`` / ``await stop()``; ``check()``
     runs one pass.
 
     Args:
@@ -156,7 +157,7 @@ class TransactionalMessageCheckService:
         while True:
             await asyncio.sleep(bc.transactionCheckInterval / 1000)
             try:
-                self.check(time.time_ns() // 1_000_000)
+                self.check()
             except Exception:  # noqa: BLE001 - the service must keep running
                 log.exception("transaction check pass failed")
 
@@ -174,11 +175,12 @@ class TransactionalMessageCheckService:
         offset_py, _size, _tags = _CQ_ENTRY.unpack_from(buf, 0)
         return self.store.commit_log.look_message_by_offset(offset_py)
 
-    def check(self, now_ms: int) -> None:
-        """One pass over every half queue (runs on the event loop, never awaits)."""
+    def check(self) -> None:
+        """One pass over every half queue (runs on the event loop, never awaits); each queue's walk ignores
+        messages stored after it began."""
         queues = sorted(q for (t, q) in list(self.store.cq_store.table) if t == RMQ_SYS_TRANS_HALF_TOPIC)
         for queue_id in queues:
-            self._check_queue(queue_id, now_ms)
+            self._check_queue(queue_id, time.time_ns() // 1_000_000)
 
     def _op_removals(self, queue_id: int, op_offset: int, half_offset: int) -> tuple[dict[int, int], list[int]]:
         """fillOpRemoveMap over every op record from ``op_offset``: (half offset → op offset still to match,
