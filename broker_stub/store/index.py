@@ -46,7 +46,7 @@ INDEX_ENTRY_SIZE = 20
 INVALID_INDEX = 0
 KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR
 _HEADER = struct.Struct(">qqqqii")
-_BEGIN_TS, _END_TS, _BEGIN_PHY, _END_PHY, _SLOT_COUNT, _INDEX_COUNT = 0, 8, 16, 24, 32, 36
+_BEGIN_TS, _END_TS, _BEGIN_PHY, _END_PHY = 0, 8, 16, 24  # header positions written on their own
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _ENTRY = struct.Struct(">iqii")
@@ -105,54 +105,28 @@ class IndexFile:
             self.mapping = mmap.mmap(fd, size)
         finally:
             os.close(fd)
+        # the header lives in these fields; like 4.9.8's IndexHeader, a new file's indexCount of 1 reaches the
+        # disk with its first entry (or a flush), the inherited begin/end values at once
         if load:
-            if self.index_count <= 0:
-                self._put_i32(_INDEX_COUNT, 1)
+            (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
+             self.hash_slot_count, self.index_count) = _HEADER.unpack_from(self.mapping, 0)
+            self.index_count = max(self.index_count, 1)
         else:
-            self._put_i32(_INDEX_COUNT, 1)
+            self.begin_timestamp = self.end_timestamp = self.begin_phy_offset = self.end_phy_offset = 0
+            self.hash_slot_count, self.index_count = 0, 1
             if end_phy_offset > 0:
-                self._put_i64(_BEGIN_PHY, end_phy_offset)
-                self._put_i64(_END_PHY, end_phy_offset)
+                self.begin_phy_offset = self.end_phy_offset = end_phy_offset
+                _I64.pack_into(self.mapping, _BEGIN_PHY, end_phy_offset)
+                _I64.pack_into(self.mapping, _END_PHY, end_phy_offset)
             if end_timestamp > 0:
-                self._put_i64(_BEGIN_TS, end_timestamp)
-                self._put_i64(_END_TS, end_timestamp)
+                self.begin_timestamp = self.end_timestamp = end_timestamp
+                _I64.pack_into(self.mapping, _BEGIN_TS, end_timestamp)
+                _I64.pack_into(self.mapping, _END_TS, end_timestamp)
 
-    # --- header -------------------------------------------------------------------------------------
-    def _get_i64(self, pos: int) -> int:
-        return _I64.unpack_from(self.mapping, pos)[0]
-
-    def _put_i64(self, pos: int, value: int) -> None:
-        _I64.pack_into(self.mapping, pos, value)
-
-    def _get_i32(self, pos: int) -> int:
-        return _I32.unpack_from(self.mapping, pos)[0]
-
-    def _put_i32(self, pos: int, value: int) -> None:
-        _I32.pack_into(self.mapping, pos, value)
-
-    @property
-    def begin_timestamp(self) -> int:
-        return self._get_i64(_BEGIN_TS)
-
-    @property
-    def end_timestamp(self) -> int:
-        return self._get_i64(_END_TS)
-
-    @property
-    def begin_phy_offset(self) -> int:
-        return self._get_i64(_BEGIN_PHY)
-
-    @property
-    def end_phy_offset(self) -> int:
-        return self._get_i64(_END_PHY)
-
-    @property
-    def hash_slot_count(self) -> int:
-        return self._get_i32(_SLOT_COUNT)
-
-    @property
-    def index_count(self) -> int:
-        return self._get_i32(_INDEX_COUNT)
+    def _write_header(self) -> None:
+        """``IndexHeader.updateByteBuffer``: all six header fields to the mapping."""
+        _HEADER.pack_into(self.mapping, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+                          self.end_phy_offset, self.hash_slot_count, self.index_count)
 
     @property
     def file_name(self) -> str:
@@ -181,7 +155,7 @@ class IndexFile:
             return False
         key_hash = index_key_hash(key)
         slot_pos = self._slot_pos(key_hash)
-        slot_value = self._get_i32(slot_pos)
+        slot_value = _I32.unpack_from(self.mapping, slot_pos)[0]
         if slot_value <= INVALID_INDEX or slot_value > count:
             slot_value = INVALID_INDEX
         begin = self.begin_timestamp
@@ -190,15 +164,14 @@ class IndexFile:
             time_diff = 0
         time_diff = min(time_diff, _INT_MAX)
         _ENTRY.pack_into(self.mapping, self._entry_pos(count), key_hash, phy_offset, time_diff, slot_value)
-        self._put_i32(slot_pos, count)
+        _I32.pack_into(self.mapping, slot_pos, count)
         if count <= 1:
-            self._put_i64(_BEGIN_PHY, phy_offset)
-            self._put_i64(_BEGIN_TS, store_timestamp)
+            self.begin_phy_offset, self.begin_timestamp = phy_offset, store_timestamp
         if slot_value == INVALID_INDEX:
-            self._put_i32(_SLOT_COUNT, self.hash_slot_count + 1)
-        self._put_i32(_INDEX_COUNT, count + 1)
-        self._put_i64(_END_PHY, phy_offset)
-        self._put_i64(_END_TS, store_timestamp)
+            self.hash_slot_count += 1
+        self.index_count = count + 1
+        self.end_phy_offset, self.end_timestamp = phy_offset, store_timestamp
+        self._write_header()  # 4.9.8 writes each changed field; after an entry all six are written
         return True
 
     def is_time_matched(self, begin: int, end: int) -> bool:
@@ -213,7 +186,7 @@ class IndexFile:
         """
         count = self.index_count
         key_hash = index_key_hash(key)
-        number = self._get_i32(self._slot_pos(key_hash))
+        number = _I32.unpack_from(self.mapping, self._slot_pos(key_hash))[0]
         if number <= INVALID_INDEX or number > count or count <= 1:
             return
         file_begin = self.begin_timestamp
@@ -229,7 +202,8 @@ class IndexFile:
             number = prev
 
     def flush(self) -> None:
-        """Write the mapped pages to disk."""
+        """``IndexFile.flush``: the header fields to the mapping, then the mapped pages to disk."""
+        self._write_header()
         self.mapping.flush()
 
     def close(self) -> None:

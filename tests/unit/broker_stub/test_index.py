@@ -69,6 +69,11 @@ def test_default_file_size_and_key_hash():
 def test_layout_header_slots_and_entries_are_4_9_8s(tmp_path):
     f = IndexFile(tmp_path / "f", SLOTS, ENTRIES)
     assert (tmp_path / "f").stat().st_size == 40 + SLOTS * 4 + ENTRIES * 20
+    assert bytes(f.mapping[:40]) == bytes(40)  # indexCount 1 is in memory only until the first entry
+    follower = IndexFile(tmp_path / "g", SLOTS, ENTRIES, 777, T0)  # starts where a full file ended
+    assert struct.unpack_from(">qqqqii", follower.mapping, 0) == (T0, T0, 777, 777, 0, 0)
+    assert follower.index_count == 1
+    follower.close()
     assert f.put_key("T#a", 1000, T0)
     assert f.put_key("T#b", 2000, T0 + 2500)
     f.flush()
