@@ -14,7 +14,7 @@ import time
 from connector.client.producer import Producer
 from connector.protocol.commitlog import MessageRecord, decode_offset_msg_id, decode_record
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from tests.support.brokers import remoting_request
+from tests.support.brokers import remoting_request, wait_for
 
 TOPIC = "IndexedOrders"
 SMALL_INDEX = {"maxHashSlotNum": 64, "maxIndexNum": 256}  # a 5,720-byte index file
@@ -138,3 +138,21 @@ def test_search_offset_by_timestamp(broker_factory):
     assert found(times[-1] + 3_600_000) == 4  # later than all: the last entry (not the max offset 5)
     assert int(search_offset(addr, 3, times[0]).ext_fields["offset"]) == 0  # a queue without messages
     assert int(search_offset(addr, 0, times[0], topic="NoSuchTopic").ext_fields["offset"]) == 0
+
+
+def test_slave_builds_the_same_index_and_answers_lookups(broker_factory):
+    master = broker_factory("master", **SMALL_INDEX)
+    slave = broker_factory("slave", brokerRole="SLAVE", brokerId=1, haMasterAddress=master.ha_addr, **SMALL_INDEX)
+    sent = _send_all(master.remoting_addr)
+    resp = wait_for(lambda: (r := query(slave.remoting_addr, "shared")).code == ResponseCode.SUCCESS
+                    and len(records(r.body)) == 5 and r, "the slave's index holds the 5 messages")
+    assert [r.body for r in records(resp.body)] == [f"order {n}".encode() for n in range(5)]
+    assert [r.body for r in records(query(slave.remoting_addr, sent[2].msg_id, unique=True).body)] == [b"order 2"]
+    [master_file] = list((master.commitlog_dir.parent / "index").iterdir())
+    [slave_file] = list((slave.commitlog_dir.parent / "index").iterdir())
+    entries = 40 + 64 * 4  # header and slots of both; entries: the same keys at the same CommitLog offsets
+    master_raw, slave_raw = master_file.read_bytes(), slave_file.read_bytes()
+    assert master_raw[16:40] == slave_raw[16:40]  # begin/end offsets, slot and entry counts
+    assert master_raw[40:entries] == slave_raw[40:entries]
+    same = [(e[0], e[1], e[3]) for e in struct.iter_unpack(">iqii", master_raw[entries:entries + 16 * 20])]
+    assert same == [(e[0], e[1], e[3]) for e in struct.iter_unpack(">iqii", slave_raw[entries:entries + 16 * 20])]
