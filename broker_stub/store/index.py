@@ -71,7 +71,7 @@ def build_key(topic: str, key: str) -> str:
 
 def time_millis_to_human_string(ms: int) -> str:
     """``UtilAll.timeMillisToHumanString``: ``yyyyMMddHHmmssSSS`` in local time."""
-    return datetime.fromtimestamp(ms / 1000).strftime("%Y%m%d%H%M%S") + f"{ms % 1000:03d}"
+    return datetime.fromtimestamp(ms // 1000).strftime("%Y%m%d%H%M%S") + f"{ms % 1000:03d}"
 
 
 def _file_name_ms(name: str) -> int:
@@ -130,6 +130,7 @@ class IndexFile:
 
     @property
     def file_name(self) -> str:
+        """The file's name (its creation time, ``yyyyMMddHHmmssSSS``)."""
         return self.path.name
 
     def is_write_full(self) -> bool:
@@ -207,6 +208,7 @@ class IndexFile:
         self.mapping.flush()
 
     def close(self) -> None:
+        """Unmap the file (no flush: the pages stay in the OS page cache, as with 4.9.8)."""
         self.mapping.close()
 
     def destroy(self) -> None:
@@ -339,6 +341,7 @@ class IndexService:
             f.flush()
 
     def close(self) -> None:
+        """Unmap every file and forget them."""
         for f in self.files:
             f.close()
         self.files = []
