@@ -198,3 +198,12 @@ def test_checkpoint_recovery_time_honours_the_index_only_when_safe(tmp_path):
     assert cp.min_timestamp_for_recovery() == T0 - 3000
     cp.message_index_safe = True
     assert cp.min_timestamp_for_recovery() == T0 - 60_000
+
+
+def test_query_is_capped_by_max_msgs_num_batch(tmp_path):
+    svc = IndexService(tmp_path / "index", hash_slot_num=SLOTS, index_num=32, max_msgs_num_batch=2)
+    for n in range(5):
+        svc.build_index(_info(100 * (n + 1), T0 + n), _props(keys="k"))
+    assert svc.query_offset("T", "k", 32, 0, 2 ** 62).phy_offsets == [500, 400]
+    assert svc.query_offset("T", "k", 1, 0, 2 ** 62).phy_offsets == [500]
+    svc.close()
