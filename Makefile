@@ -9,10 +9,14 @@ STAMP  := $(VENV)/.installed
 
 # Real JVM peers for the interoperability tests and format("delta"): Maven stages the jars named in
 # jvm/*.pom.xml into the git-ignored .jvm/<name>/lib (once; again when a pom changes). docs/real_peers.md
-JVM_PEERS := .jvm/rocketmq-4.9/.staged .jvm/delta/.staged
+JVM_PEERS := .jvm/rocketmq-4.9/.staged .jvm/rocketmq-5/.staged .jvm/delta/.staged
 MVN_STAGE  = mvn -q -B -f $< dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(@D)/lib
 
 .jvm/rocketmq-4.9/.staged: jvm/rocketmq-4.9.pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "staging the real RocketMQ peers needs Maven (Debian/Ubuntu: apt-get install maven)" >&2; exit 1; }
+	rm -rf $(@D) && $(MVN_STAGE) && touch $@
+
+.jvm/rocketmq-5/.staged: jvm/rocketmq-5.pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "staging the real RocketMQ peers needs Maven (Debian/Ubuntu: apt-get install maven)" >&2; exit 1; }
 	rm -rf $(@D) && $(MVN_STAGE) && touch $@
 

@@ -63,3 +63,13 @@ def test_gradle_resolves_the_coordinates_offline(tmp_path):
     version = ext["deltaVersion"]
     spark_artifact = f"delta-spark_{ext['sparkBinaryVersion']}_{ext['scalaBinaryVersion']}"
     assert coords == [f"io.delta:{spark_artifact}:{version}", f"io.delta:delta-storage:{version}"]
+
+
+def test_rocketmq5_broker_coordinates_agree_with_the_staging_pom():
+    """build.gradle's rocketmq5Broker and jvm/rocketmq-5.pom.xml (staged by `make jvm-peers`) agree."""
+    ext = _gradle_ext()
+    pom = (ROOT / "jvm" / "rocketmq-5.pom.xml").read_text()
+    assert re.search(r"<rocketmq.version>([^<]+)</rocketmq.version>", pom).group(1) == ext["rocketmq5Version"]
+    assert re.findall(r"<dependency>.*?<artifactId>([^<]+)</artifactId>", pom) == ["rocketmq-broker"]
+    gradle = (ROOT / "build.gradle").read_text()
+    assert 'rocketmq5Broker "org.apache.rocketmq:rocketmq-broker:${rocketmq5Version}"' in gradle
