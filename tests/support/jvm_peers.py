@@ -46,6 +46,7 @@ from tests.support.brokers import runtime_info
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ROCKETMQ_LIB = REPO_ROOT / ".jvm" / "rocketmq-4.9" / "lib"
+ROCKETMQ5_LIB = REPO_ROOT / ".jvm" / "rocketmq-5" / "lib"  # jvm/rocketmq-5.pom.xml: a 5.x broker, no name server
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
 BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
 BOOT_MARKER = "boot success"
@@ -73,13 +74,18 @@ class JvmStartError(BrokerStartError):
 
 
 def rocketmq_classpath(lib: Path = ROCKETMQ_LIB) -> str:
-    """``lib/*`` for ``java -cp``. Raises JvmPeersMissing when the broker, name-server or store jar is absent."""
-    needed = ("rocketmq-broker-", "rocketmq-namesrv-", "rocketmq-store-", "rocketmq-client-")
+    """``lib/*`` for ``java -cp``. Raises JvmPeersMissing when the broker, name-server or store jar is absent.
+
+    The 5.x folder (:data:`ROCKETMQ5_LIB`) holds no name server: only the broker, store and client are needed.
+    """
+    needed = ("rocketmq-broker-", "rocketmq-store-", "rocketmq-client-")
+    if lib != ROCKETMQ5_LIB:
+        needed += ("rocketmq-namesrv-",)
     names = [p.name for p in lib.glob("*.jar")] if lib.is_dir() else []
     missing = [n.rstrip("-") for n in needed if not any(name.startswith(n) for name in names)]
     if missing:
         raise JvmPeersMissing(f"real RocketMQ jars missing in {lib} ({', '.join(missing)}): run `make jvm-peers` "
-                              "(stages jvm/rocketmq-4.9.pom.xml with Maven; docs/real_peers.md)")
+                              "(stages jvm/rocketmq-*.pom.xml with Maven; docs/real_peers.md)")
     return f"{lib}/*"
 
 
@@ -147,6 +153,7 @@ class _JavaProcess(_ChildProcess):
 
     main_class = ""
     role = ""
+    lib = ROCKETMQ_LIB  # the staged jars this process runs from
 
     def __init__(self, workdir: Path, heap: str) -> None:
         self.workdir = Path(workdir)
@@ -176,7 +183,7 @@ class _JavaProcess(_ChildProcess):
     def command(self) -> list[str]:
         """The java command line (without the environment: ``ROCKETMQ_HOME``)."""
         return [java_binary(), f"-Xmx{self.heap}", *JVM_OPTS, f"-Duser.home={self.workdir}",
-                "-cp", rocketmq_classpath(), self.main_class, "-c", str(self.conf_path)]
+                "-cp", rocketmq_classpath(self.lib), self.main_class, "-c", str(self.conf_path)]
 
     def _launch(self, timeout_s: float) -> None:
         cmd = self.command()
@@ -318,9 +325,19 @@ class RealBroker(_JavaProcess):
     main_class = BROKER_MAIN
     role = "broker"
 
-    def __init__(self, workdir: Path, props: dict[str, str], heap: str) -> None:
+    def __init__(self, workdir: Path, props: dict[str, str], heap: str, version: str = "4.9") -> None:
         super().__init__(workdir, heap)
         self.props = props
+        self.version = version
+        self.lib = ROCKETMQ5_LIB if version == "5" else ROCKETMQ_LIB
+
+    @property
+    def logback_log(self) -> Path:
+        """4.9: the generated logback file; 5.x logs with the broker jar's own rmq.broker.logback.xml into
+        ``${user.home}/logs/rocketmqlogs`` (``user.home`` is ``workdir``)."""
+        if self.version == "5":
+            return self.workdir / "logs" / "rocketmqlogs" / "broker.log"
+        return super().logback_log
 
     @property
     def host(self) -> str:
@@ -373,9 +390,14 @@ class RealBroker(_JavaProcess):
             return False
 
     @classmethod
-    def start(cls, workdir: Path, *, heap: str = HEAP, timeout_s: float = STARTUP_TIMEOUT_S,
+    def start(cls, workdir: Path, *, heap: str = HEAP, timeout_s: float = STARTUP_TIMEOUT_S, version: str = "4.9",
               **props: object) -> RealBroker:
         """Write ``workdir/broker.conf`` and launch; see the module doc.
+
+        ``version`` "4.9" (default) runs the jars of :data:`ROCKETMQ_LIB`, "5" those of :data:`ROCKETMQ5_LIB`
+        (jvm/rocketmq-5.pom.xml) in classic master/slave mode: ``enableControllerMode=false`` and
+        ``enableDLegerCommitLog=false`` unless given, so replication is DefaultHAService's (same property
+        names as 4.9; the HA port is ``listenPort + 1`` when ``haListenPort`` is unset).
 
         ``props`` are RocketMQ property names (``brokerRole="SLAVE", brokerId=1, namesrvAddr=...``); a SLAVE
         gets ``brokerId=1`` unless given. Raises JvmPeersMissing, JvmStartError (after retrying twice with
@@ -391,8 +413,13 @@ class RealBroker(_JavaProcess):
         text.setdefault("storePathRootDir", str(workdir / "store"))
         if text.get("brokerRole") == "SLAVE":
             text.setdefault("brokerId", "1")
+        if version == "5":
+            text.setdefault("enableControllerMode", "false")
+            text.setdefault("enableDLegerCommitLog", "false")
+        elif version != "4.9":
+            raise ValueError(f"RealBroker version must be '4.9' or '5', not {version!r}")
         auto_ports = "listenPort" not in text
-        broker = cls(workdir, text, heap)
+        broker = cls(workdir, text, heap, version)
         for attempt in range(3):
             if auto_ports:
                 text["listenPort"] = str(free_port_pair(text["brokerIP1"]))
@@ -412,6 +439,6 @@ class RealBroker(_JavaProcess):
         self.conf_path.write_text(text, encoding="latin-1")
 
 
-__all__ = ["LIVE_PEERS", "ROCKETMQ_LIB", "BrokerProcessError", "BrokerStopError", "JvmPeersMissing",
+__all__ = ["LIVE_PEERS", "ROCKETMQ5_LIB", "ROCKETMQ_LIB", "BrokerProcessError", "BrokerStopError", "JvmPeersMissing",
            "JvmStartError", "RealBroker", "RealNameServer", "java_binary", "rocketmq_classpath",
            "write_rocketmq_home"]
