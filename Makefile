@@ -49,6 +49,7 @@ bench: check-java $(STAMP)
 	$(BIN)/python -m bench.replication
 	$(BIN)/python -m bench.source
 	$(BIN)/python -m bench.delta
+	$(BIN)/python -m bench.catchup
 
 clean-venv:
 	rm -rf $(VENV)

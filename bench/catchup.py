@@ -1,0 +1,238 @@
+"""Catch-up benchmark (issue 12): bronze beside a real RocketMQ 4.9.8 slave, on the same bytes in the same run.
+
+Run ``python -m bench.catchup`` (a 512 MiB CommitLog of 1 KiB messages, 3 rounds, about 6-8 minutes on 2 CPUs)
+or ``python -m bench.catchup --quick`` (16 MiB, 1 round, about a minute). One real 4.9.8 ASYNC_MASTER (with a
+real name server, one 1 GiB mapped file) is filled once by the project's producer; then every reader takes the
+whole log from offset 0, interleaved round by round (real slave, stub slave, bronze, Java consumer, sendfile,
+then again), each on a fresh store/checkpoint. Medians over the rounds are reported, with the spread
+(max - min) beside them. Every reader is *cold* (a new process each time); the master's page cache is warm
+after the fill.
+
+- ``real_slave_mb_s``: a fresh real 4.9.8 SLAVE (``haMasterAddress`` = the master's HA port): CommitLog bytes
+  divided by the time from its boot (``boot success``) to its ``commitLogMaxOffset`` reaching the master's
+  (polled every 50 ms).
+- ``stub_slave_mb_s``: a fresh broker-stub SLAVE, timed by the slave itself from its HA connection to its
+  last append (as in :mod:`bench.replication`).
+- ``bronze_cold_mb_s``: ``hareplica run bronze --trigger available-now`` into a new workdir, timed as a
+  subprocess from launch to exit (Python, Spark and the query start included).
+- ``bronze_data_mb_s``: the same run's data phase from its progress file (``WORKDIR/status/bronze.jsonl``):
+  from the first micro-batch's trigger time to the end of the last one.
+- ``bronze_cpu_s_per_gb``: CPU seconds of the whole process tree during the bronze run (the CLI, its
+  Spark JVM and Python workers, and the master broker, a child of this process) per GB (10^9 B) of CommitLog.
+- ``first_byte_s``: of the first micro-batch, the time from its trigger to the start of its read
+  (``latestOffset`` + ``getBatch`` + ``queryPlanning`` in Spark's ``durationMs``) — when the executors
+  open their HA connections; Python/Spark start-up is not included.
+- ``java_consumer_mb_s``: ``tests/java/JavaConsumer.java`` in ``litepull`` mode (the RocketMQ 4.9.8
+  DefaultLitePullConsumer, new group, from the first offset) consuming every message; CommitLog bytes over
+  the program's wall time (JVM start included; it prints one JSON line with a body SHA-256 per message).
+- ``raw_sendfile_mb_s``: ``os.sendfile`` of the master's CommitLog file over loopback to a discarding reader.
+- ``bronze_cold_vs_real_slave`` / ``bronze_data_vs_real_slave``: the ratios. Goals (issue 12): >= 1.0 and
+  >= 2.0; ``bronze_cpu_s_per_gb`` <= 2.5; ``first_byte_s`` <= 0.5.
+- ``silver_rows_s`` / ``gold_rows_s``: not measured in this version (null, with a note).
+
+MB are 10^6 bytes. Results go to ``bench/results/catchup.json`` (``catchup_quick.json`` with --quick).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+from bench.common import report
+from bench.delta import process_tree_cpu_seconds, produce_backlog_bytes
+from bench.replication import _catchup_once, raw_sendfile_mb_s
+from connector.protocol.commitlog import file_name
+
+MIB = 1024 * 1024
+MAPPED_FILE_SIZE = 1024 * MIB  # one mapped file, as in the issue's measurement
+TOPIC = "BenchLoad"  # the topic bench.delta's producer fills
+POLL_S = 0.05
+ROUND_TIMEOUT_S = 300.0
+HAREPLICA = Path(sys.executable).with_name("hareplica")
+
+
+def _max_offset(addr: str) -> int:
+    from tests.support.brokers import runtime_info
+
+    return int(runtime_info(addr)["commitLogMaxOffset"])
+
+
+def real_slave_seconds(work: Path, master, end: int) -> float:
+    """Seconds a fresh real 4.9.8 SLAVE takes from its boot to holding ``end`` bytes of CommitLog."""
+    from tests.support.jvm_peers import RealBroker
+
+    slave = RealBroker.start(work, brokerRole="SLAVE", haMasterAddress=master.ha_addr,
+                             mappedFileSizeCommitLog=MAPPED_FILE_SIZE)
+    try:
+        started = time.perf_counter()
+        deadline = time.monotonic() + ROUND_TIMEOUT_S
+        while _max_offset(slave.remoting_addr) < end:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"real slave did not catch up within {ROUND_TIMEOUT_S} s")
+            time.sleep(POLL_S)
+        return time.perf_counter() - started
+    finally:
+        slave.stop()
+
+
+def _parse_time(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def bronze_run(work: Path, master) -> dict:
+    """One cold ``hareplica run bronze --trigger available-now``: wall, data-phase and first-byte seconds, CPU."""
+    cmd = [str(HAREPLICA), "--log-level", "WARNING", "run", "bronze", "--brokers", f"broker-a={master.ha_addr}",
+           "--workdir", str(work), "--trigger", "available-now"]
+    cpu0 = process_tree_cpu_seconds()
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=ROUND_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    wall = time.perf_counter() - started
+    cpu1 = process_tree_cpu_seconds()
+    if proc.returncode != 0:
+        raise RuntimeError(f"hareplica run bronze exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+    events = [json.loads(line) for line in (work / "status" / "bronze.jsonl").read_text().splitlines() if line]
+    batches = [e for e in events if e.get("event") == "progress" and (e.get("numInputRows") or 0) > 0]
+    if not batches:
+        raise RuntimeError("bronze recorded no micro-batch with rows")
+    first, last = batches[0], batches[-1]
+    data_s = _parse_time(last["time"]) + last["batchDurationMs"] / 1e3 - _parse_time(first["time"])
+    d = first.get("durationMs") or {}
+    first_byte = sum(float(d.get(k) or 0) for k in ("latestOffset", "getBatch", "queryPlanning")) / 1e3
+    rows = sum(int(e["numInputRows"]) for e in batches)
+    return {"wall_s": wall, "data_s": data_s, "first_byte_s": first_byte, "rows": rows,
+            "cpu_s": None if cpu0 is None or cpu1 is None else cpu1 - cpu0}
+
+
+def java_consumer_seconds(work: Path, namesrv, messages: int, group: str) -> float:
+    """Wall seconds of the real 4.9.8 lite-pull consumer (a new JVM) consuming ``messages`` of the topic."""
+    from tests.support.java_tools import run_java
+
+    started = time.perf_counter()
+    run = run_java("JavaConsumer", ["mode=litepull", f"namesrv={namesrv.addr}", f"topic={TOPIC}", f"group={group}",
+                                    f"count={messages}", f"timeoutMs={int(ROUND_TIMEOUT_S * 1000)}"],
+                   log_dir=work, timeout_s=ROUND_TIMEOUT_S + 30)
+    elapsed = time.perf_counter() - started
+    if len(run.lines) < messages:
+        raise RuntimeError(f"Java consumer printed {len(run.lines)} of {messages} messages")
+    return elapsed
+
+
+def one_round(work: Path, i: int, master, namesrv, end: int, messages: int) -> dict:
+    """Every reader once, in a fixed order, each on fresh state under ``work``; returns their figures."""
+    out = {"real_slave_s": real_slave_seconds(work / f"real-slave{i}", master, end)}
+    mb_s, _ = _catchup_once(work, f"stub-slave{i}", master, end)
+    out["stub_slave_mb_s"] = mb_s
+    out["bronze"] = bronze_run(work / f"bronze{i}", master)
+    out["java_s"] = java_consumer_seconds(work / f"java{i}", namesrv, messages, f"bench_catchup_{i}")
+    out["raw_sendfile_mb_s"] = raw_sendfile_mb_s(master.commitlog_dir / file_name(0), end)
+    return out
+
+
+def _median_spread(values: list[float]) -> tuple[float, float]:
+    return statistics.median(values), max(values) - min(values)
+
+
+def summarize(rounds: list[dict], end: int) -> dict:
+    """Medians (and max - min spreads, key ``*_spread``) of every figure over the rounds."""
+    series = {
+        "real_slave_mb_s": [end / r["real_slave_s"] / 1e6 for r in rounds],
+        "stub_slave_mb_s": [r["stub_slave_mb_s"] for r in rounds],
+        "bronze_cold_mb_s": [end / r["bronze"]["wall_s"] / 1e6 for r in rounds],
+        "bronze_data_mb_s": [end / r["bronze"]["data_s"] / 1e6 for r in rounds],
+        "java_consumer_mb_s": [end / r["java_s"] / 1e6 for r in rounds],
+        "raw_sendfile_mb_s": [r["raw_sendfile_mb_s"] for r in rounds],
+        "first_byte_s": [r["bronze"]["first_byte_s"] for r in rounds],
+    }
+    if all(r["bronze"]["cpu_s"] is not None for r in rounds):
+        series["bronze_cpu_s_per_gb"] = [r["bronze"]["cpu_s"] / (end / 1e9) for r in rounds]
+    results: dict = {}
+    for key, values in series.items():
+        results[key], results[f"{key}_spread"] = _median_spread(values)
+    results.setdefault("bronze_cpu_s_per_gb", None)
+    results["bronze_cold_vs_real_slave"] = results["bronze_cold_mb_s"] / results["real_slave_mb_s"]
+    results["bronze_data_vs_real_slave"] = results["bronze_data_mb_s"] / results["real_slave_mb_s"]
+    results["bronze_rows"] = [r["bronze"]["rows"] for r in rounds]
+    results["silver_rows_s"] = None
+    results["gold_rows_s"] = None
+    results["silver_gold_note"] = "not measured in this first version of bench/catchup.py"
+    return results
+
+
+def run(*, quick: bool, log_mib: int | None, rounds: int | None, work_dir: Path | None = None) -> dict:
+    """Fill one real master, run the interleaved rounds, report; returns the results dict."""
+    from tests.support.jvm_peers import RealBroker, RealNameServer
+
+    log_mib = log_mib or (16 if quick else 512)
+    rounds = rounds or (1 if quick else 3)
+    work = Path(tempfile.mkdtemp(prefix="bench-catchup-", dir=work_dir))
+    namesrv = master = None
+    try:
+        namesrv = RealNameServer.start(work / "namesrv")
+        master = RealBroker.start(work / "master", brokerRole="ASYNC_MASTER", namesrvAddr=namesrv.addr,
+                                  mappedFileSizeCommitLog=MAPPED_FILE_SIZE, autoCreateTopicEnable="true")
+        t0 = time.perf_counter()
+        messages = produce_backlog_bytes(master, log_mib * MIB)
+        end = _max_offset(master.remoting_addr)
+        print(f"master filled: {messages} messages, {end / MIB:.0f} MiB in {time.perf_counter() - t0:.1f} s")
+        os.sync()
+        measured = [one_round(work, i, master, namesrv, end, messages) for i in range(rounds)]
+    finally:
+        for peer in (master, namesrv):
+            if peer is not None:
+                peer.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    results = summarize(measured, end)
+    results.update(commitlog_bytes=end, messages=messages, body_bytes=1024, rounds=rounds, quick=quick,
+                   cold_or_warm="every reader cold (new process); master page cache warm after the fill",
+                   raw_rounds=measured)
+    _report(results, quick, log_mib, rounds)
+    return results
+
+
+def _report(results: dict, quick: bool, log_mib: int, rounds: int) -> None:
+    def row(key: str, note: str) -> tuple[str, object, str]:
+        value = results[key]
+        spread = results.get(f"{key}_spread")
+        return key, ("n/a" if value is None else value), note + (f" (spread {spread:.2f})" if spread else "")
+
+    rows = [
+        row("real_slave_mb_s", "real 4.9.8 SLAVE, boot success -> complete"),
+        row("stub_slave_mb_s", "broker-stub SLAVE, HA connect -> last append"),
+        row("bronze_cold_mb_s", "hareplica run bronze, launch -> exit"),
+        row("bronze_data_mb_s", "first micro-batch trigger -> end of last"),
+        row("java_consumer_mb_s", "4.9.8 DefaultLitePullConsumer, JVM start included"),
+        row("raw_sendfile_mb_s", "os.sendfile over loopback"),
+        row("bronze_cpu_s_per_gb", "process tree incl. master; goal <= 2.5"),
+        row("first_byte_s", "first trigger -> read starts; goal <= 0.5"),
+        row("bronze_cold_vs_real_slave", "goal >= 1.0"),
+        row("bronze_data_vs_real_slave", "goal >= 2.0"),
+        row("silver_rows_s", "not measured yet"),
+        row("gold_rows_s", "not measured yet"),
+    ]
+    report("catchup_quick" if quick else "catchup", results, rows,
+           notes=f"{log_mib} MiB CommitLog of 1 KiB messages, medians of {rounds} interleaved round(s)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.catchup", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="16 MiB, one round: a smoke run of about a minute")
+    parser.add_argument("--log-mib", type=int, default=None, help="CommitLog MiB on the master (default 512)")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 3; quick 1)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    run(quick=args.quick, log_mib=args.log_mib, rounds=args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
