@@ -24,6 +24,7 @@ from connector.decode.bodies import BAD_RECORD_MODES, MODE_FAILFAST, MODE_PERMIS
 from connector.decode.columns import iter_record_batches
 from connector.decode.errors import record_error
 from connector.decode.kernels import active
+from connector.options import DEFAULT_ARROW_MAX_BYTES_PER_BATCH, DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
 from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
     DEFAULT_MAX_INFLATED_BODY_BYTES,
@@ -35,8 +36,6 @@ from connector.topic_filter import TopicFilter
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_RECORDS_PER_BATCH = 10000
-DEFAULT_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
 WALK_MIN_BYTES = 1024 * 1024  # unwalked bytes gathered before a walk (fewer, larger numpy passes)
 
 _HEAD8 = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
@@ -75,8 +74,8 @@ class CommitLogArrowDecoder:
     """
 
     def __init__(self, start: int, end: int, mapped_file_size: int, *, broker: str, decompress_body: bool = True,
-                 max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH,
-                 max_bytes_per_batch: int = DEFAULT_MAX_BYTES_PER_BATCH, topic_filter: TopicFilter | None = None,
+                 max_records_per_batch: int = DEFAULT_ARROW_MAX_RECORDS_PER_BATCH,
+                 max_bytes_per_batch: int = DEFAULT_ARROW_MAX_BYTES_PER_BATCH, topic_filter: TopicFilter | None = None,
                  mode: str = MODE_PERMISSIVE, verify_body_crc: bool = True,
                  max_inflated_body_bytes: int = DEFAULT_MAX_INFLATED_BODY_BYTES):
         if mode.upper() not in BAD_RECORD_MODES:
