@@ -14,9 +14,13 @@ through :class:`connector.client.admin.BrokerAdminClient`; this module only form
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from typing import TextIO
+
+from rich.console import Console
+from rich.table import Table
 
 from connector.client.admin import BrokerAdminClient
 from connector.client.remoting import BrokerAdminError
@@ -32,6 +36,22 @@ def _fmt_int(text: str | None) -> str:
         return f"{int(text):,}"
     except ValueError:
         return text
+
+
+def _ha_connections_table(conns: list[dict]) -> str:
+    """The HA connections as a plain-text table (rich, no borders, no colour), indented under the report."""
+    table = Table(box=None, pad_edge=False, padding=(0, 1))
+    table.add_column("peer")
+    for name in ("slaveAckOffset", "lagBytes", "msSinceLastRead", "bytesSent"):
+        table.add_column(name, justify="right")
+    table.add_column("requestedOffsetMissing")
+    for c in conns:
+        table.add_row(str(c.get("peer", "?")), f"{c.get('slaveAckOffset', -1):,}", f"{c.get('lagBytes', 0):,}",
+                      f"{c.get('msSinceLastRead', 0):,}", f"{c.get('bytesSent', 0):,}",
+                      str(c.get("requestedOffsetMissing", False)).lower())
+    buf = io.StringIO()
+    Console(file=buf, width=160, color_system=None, highlight=False).print(table)
+    return "\n".join("    " + line.rstrip() for line in buf.getvalue().splitlines())
 
 
 def format_status(addr: str, info: dict[str, str]) -> str:
@@ -58,13 +78,7 @@ def format_status(addr: str, info: dict[str, str]) -> str:
         conns = []
     lines.append(f"  haConnections        {info.get('haConnectionCount', len(conns))}")
     if conns:
-        header = f"    {'peer':<22} {'slaveAckOffset':>16} {'lagBytes':>14} {'msSinceLastRead':>15} " \
-                 f"{'bytesSent':>14}  requestedOffsetMissing"
-        lines.append(header)
-        for c in conns:
-            lines.append(f"    {c.get('peer', '?'):<22} {c.get('slaveAckOffset', -1):>16,} {c.get('lagBytes', 0):>14,} "
-                         f"{c.get('msSinceLastRead', 0):>15,} {c.get('bytesSent', 0):>14,}  "
-                         f"{str(c.get('requestedOffsetMissing', False)).lower()}")
+        lines.append(_ha_connections_table(conns))
     return "\n".join(lines)
 
 
