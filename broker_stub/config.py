@@ -57,6 +57,7 @@ from connector.protocol.ha import (
     HA_SEND_HEARTBEAT_INTERVAL_MS,
     HA_TRANSFER_BATCH_SIZE_BYTES,
 )
+from connector.protocol.mapped_files import DEFAULT_MAPPED_FILE_SIZE_COMMITLOG
 from connector.protocol.topics import RMQ_SYS_TRACE_TOPIC
 
 __all__ = ["BrokerConfigError", "BrokerStubConfig", "config_from_properties", "load_config"]
@@ -227,7 +228,7 @@ class MessageStoreConfig:
     storePathCommitLog: str | None = None
     storePathDLedgerCommitLog: str | None = None
     readOnlyCommitLogStorePaths: str | None = None
-    mappedFileSizeCommitLog: int = 1024 * 1024 * 1024
+    mappedFileSizeCommitLog: int = DEFAULT_MAPPED_FILE_SIZE_COMMITLOG
     mappedFileSizeConsumeQueue: int = 300000 * 20
     enableConsumeQueueExt: bool = False
     mappedFileSizeConsumeQueueExt: int = 48 * 1024 * 1024

@@ -15,6 +15,7 @@ from connector.client.remoting import (
 )
 from connector.protocol.acl import AclCredentials
 from connector.protocol.errors import HAReplicaError, RemotingProtocolError
+from connector.protocol.mapped_files import DEFAULT_MAPPED_FILE_SIZE_COMMITLOG
 from connector.protocol.remoting import (
     RemotingCommand,
     RequestCode,
@@ -22,8 +23,6 @@ from connector.protocol.remoting import (
     decode_kv_table,
     decode_properties_body,
 )
-
-DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG_BYTES = 1024 * 1024 * 1024  # MessageStoreConfig.mappedFileSizeCommitLog
 
 
 class BrokerNotReadyError(BrokerUnreachableError):
@@ -174,7 +173,7 @@ class BrokerAdminClient:
         config = self.broker_config() if config is None else config
         raw = config.get("mappedFileSizeCommitLog")
         if raw is None:
-            return DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG_BYTES
+            return DEFAULT_MAPPED_FILE_SIZE_COMMITLOG
         try:
             size = int(raw)
         except ValueError:

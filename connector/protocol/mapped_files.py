@@ -13,6 +13,7 @@ offline tools. Offsets and sizes in bytes; ``size`` must be > 0.
 from __future__ import annotations
 
 FILE_NAME_DIGITS = 20
+DEFAULT_MAPPED_FILE_SIZE_COMMITLOG = 1024 * 1024 * 1024  # MessageStoreConfig.mappedFileSizeCommitLog (bytes)
 
 
 def file_name(offset: int) -> str:
