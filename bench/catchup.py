@@ -17,8 +17,9 @@ after the fill.
   subprocess from launch to exit (Python, Spark and the query start included).
 - ``bronze_data_mb_s``: the same run's data phase from its progress file (``WORKDIR/status/bronze.jsonl``):
   from the first micro-batch's trigger time to the end of the last one.
-- ``bronze_cpu_s_per_gb``: CPU seconds of the whole process tree during the bronze run (the CLI, its
-  Spark JVM and Python workers, and the master broker, a child of this process) per GB (10^9 B) of CommitLog.
+- ``bronze_cpu_s_per_gb``: CPU seconds of the bronze run's whole process tree (the CLI, its Spark JVM and
+  Python workers, sampled in ``/proc`` by :class:`TreeCpuMeter`) plus the master broker's during the run,
+  per GB (10^9 B) of CommitLog.
 - ``first_byte_s``: of the first micro-batch, the time from its trigger to the start of its read
   (``latestOffset`` + ``getBatch`` + ``queryPlanning`` in Spark's ``durationMs``) — when the executors
   open their HA connections; Python/Spark start-up is not included.
@@ -44,12 +45,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
 
 from bench.common import report
-from bench.delta import process_tree_cpu_seconds, produce_backlog_bytes
+from bench.delta import produce_backlog_bytes
 from bench.replication import _catchup_once, raw_sendfile_mb_s
 from connector.protocol.commitlog import file_name
 
@@ -89,17 +91,84 @@ def _parse_time(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def _proc_stats() -> dict[int, tuple[int, float]]:
+    """Every process's (parent pid, own user + system CPU seconds), from ``/proc/PID/stat``."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                text = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = text[text.rfind(")") + 2:].split()
+            stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks)
+    return stats
+
+
+class TreeCpuMeter:
+    """CPU seconds of a process tree that outlives its reaping: pyspark never waits for its Spark JVM, so the
+    JVM's CPU reaches no parent's ``cutime``. Samples ``/proc`` every ``interval_s``; every process ever seen
+    below ``root_pid`` counts with its last seen user + system time (the last ``interval_s`` of a process's life
+    is lost), plus what ``extra_pids`` (e.g. the broker serving the run) used since :meth:`start`."""
+
+    def __init__(self, extra_pids: list[int], interval_s: float = 0.1) -> None:
+        self.extra_pids = extra_pids
+        self.interval_s = interval_s
+        self.seen: dict[int, float] = {}
+        self.root_pid: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        stats = _proc_stats()
+        self._extra_before = sum(stats.get(p, (0, 0.0))[1] for p in extra_pids)
+
+    def start(self, root_pid: int) -> None:
+        """Watch the tree below ``root_pid`` (itself included) from now on."""
+        self.root_pid = root_pid
+        self._thread.start()
+
+    def _sample(self) -> dict[int, tuple[int, float]]:
+        stats = _proc_stats()
+        tree, todo = set(), [self.root_pid]
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _) in stats.items():
+            children.setdefault(ppid, []).append(pid)
+        while todo:
+            pid = todo.pop()
+            tree.add(pid)
+            todo.extend(children.get(pid, ()))
+        for pid in tree | (self.seen.keys() & stats.keys()):
+            if pid in stats:
+                self.seen[pid] = max(self.seen.get(pid, 0.0), stats[pid][1])
+        return stats
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def stop(self) -> float:
+        """Stop sampling; total CPU seconds of the tree and the extra processes."""
+        self._stop.set()
+        self._thread.join()
+        stats = self._sample()
+        extra = sum(stats.get(p, (0, 0.0))[1] for p in self.extra_pids) - self._extra_before
+        return sum(self.seen.values()) + extra
+
+
 def bronze_run(work: Path, master) -> dict:
     """One cold ``hareplica run bronze --trigger available-now``: wall, data-phase and first-byte seconds, CPU."""
     cmd = [str(HAREPLICA), "--log-level", "WARNING", "run", "bronze", "--brokers", f"broker-a={master.ha_addr}",
            "--workdir", str(work), "--trigger", "available-now"]
-    cpu0 = process_tree_cpu_seconds()
+    meter = TreeCpuMeter([master.pid])
     started = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=ROUND_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    meter.start(proc.pid)
+    _, stderr = proc.communicate(timeout=ROUND_TIMEOUT_S)
     wall = time.perf_counter() - started
-    cpu1 = process_tree_cpu_seconds()
+    time.sleep(1.0)  # the orphaned Spark JVM ends after the CLI: keep sampling until it is gone
+    cpu = meter.stop()
     if proc.returncode != 0:
-        raise RuntimeError(f"hareplica run bronze exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"hareplica run bronze exited {proc.returncode}:\n{stderr[-4000:]}")
     events = [json.loads(line) for line in (work / "status" / "bronze.jsonl").read_text().splitlines() if line]
     batches = [e for e in events if e.get("event") == "progress" and (e.get("numInputRows") or 0) > 0]
     if not batches:
@@ -110,7 +179,7 @@ def bronze_run(work: Path, master) -> dict:
     first_byte = sum(float(d.get(k) or 0) for k in ("latestOffset", "getBatch", "queryPlanning")) / 1e3
     rows = sum(int(e["numInputRows"]) for e in batches)
     return {"wall_s": wall, "data_s": data_s, "first_byte_s": first_byte, "rows": rows,
-            "cpu_s": None if cpu0 is None or cpu1 is None else cpu1 - cpu0}
+            "cpu_s": cpu}
 
 
 def java_consumer_seconds(work: Path, namesrv, messages: int, group: str) -> float:
