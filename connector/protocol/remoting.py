@@ -68,7 +68,7 @@ class RequestCode:
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
-    DELETE_EXPIRED_COMMITLOG = 329  # RocketMQ 5.x AdminBrokerProcessor.deleteExpiredCommitLog
+    DELETE_EXPIRED_COMMITLOG = 329  # AdminBrokerProcessor.deleteExpiredCommitLog (4.9.8 and 5.x)
     SEND_REPLY_MESSAGE = 324
     SEND_REPLY_MESSAGE_V2 = 325
 
