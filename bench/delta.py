@@ -479,7 +479,7 @@ def summarize_throughput(rounds: list[dict[str, RunStats]], commitlog_bytes: int
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.delta", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of about a minute")
     parser.add_argument("--backlog-mib", type=int, default=None, help="CommitLog backlog (default 1024; quick 16)")
@@ -492,7 +492,51 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default=None, help="scratch folder (default: a temporary one, removed)")
     parser.add_argument("--results-name", default=None,
                         help="bench/results/NAME.json to write (default delta, or delta_quick with --quick)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def _report_rows(results: dict, args: argparse.Namespace, repeats: int, commitlog_bytes: int,
+                 sim_batches: int) -> list[tuple[str, object, str]]:
+    """The table rows (metric, value, note) of one run's results."""
+    gb = "CPU s/GB"
+    rows = [
+        ("noop_rows_s", results["noop_rows_s"], f"hareplica → noop (baseline), median of {repeats}"),
+        ("bronze_rows_s", results["bronze_rows_s"], "bronze app (--landing direct), same backlog"),
+        ("bronze_vs_noop", results["bronze_vs_noop"], "goal >= 0.5"),
+        ("bronze_catchup_mb_s", results["bronze_catchup_mb_s"],
+         f"{commitlog_bytes / MIB:.0f} MiB CommitLog of 1 KiB messages (real-slave comparison: bench/catchup.py)"),
+        ("bronze_batches_mb_s", results["bronze_batches_mb_s"],
+         f"inside micro-batches (query start/stop {results['bronze_fixed_s']} s excluded)"),
+        ("bronze_spark_rows_s", results["bronze_spark_rows_s"], "bronze --landing spark (rows through Spark)"),
+        ("bronze_spark_vs_noop", results["bronze_spark_vs_noop"], "goal >= 0.5"),
+        ("bronze_spark_catchup_mb_s", results["bronze_spark_catchup_mb_s"], "same backlog"),
+        ("bronze_spark_batches_mb_s", results["bronze_spark_batches_mb_s"],
+         f"inside micro-batches (query start/stop {results['bronze_spark_fixed_s']} s excluded)"),
+        ("bronze_cpu_s_per_gb", results.get("bronze_cpu_s_per_gb"),
+         f"{gb}; all {os.cpu_count()} cores busy → at most {results.get('bronze_cpu_bound_mb_s')} MB/s end to end"),
+        ("noop_cpu_s_per_gb", results.get("noop_cpu_s_per_gb"),
+         f"{gb}; → at most {results.get('noop_cpu_bound_mb_s')} MB/s end to end"),
+        ("arrow_noop_rows_s", results["arrow_noop_rows_s"],
+         f"ceiling: same rows from Arrow files → noop ({results['arrow_noop_batches_mb_s']} MB/s in batches)"),
+        ("arrow_bronze_rows_s", results["arrow_bronze_rows_s"],
+         f"ceiling: Arrow files → deltalake sink ({results['arrow_bronze_batches_mb_s']} MB/s in batches, "
+         f"{results.get('arrow_bronze_cpu_s_per_gb')} {gb})"),
+        ("parquet_write_mb_s", results["parquet_write_mb_s"], "ceiling: pyarrow Parquet write of those rows, no Spark"),
+        ("sink_task_write_mb_s", results["sink_task_write_mb_s"],
+         "ceiling: the sink's task writer (split, Parquet, stats), no Spark"),
+        ("decode_only_mb_s", results["decode_only_mb_s"], "ceiling: CommitLog decode in memory, no Spark"),
+        ("latency_p50_s", results["latency_p50_s"], f"produce → visible in Delta, 1 s trigger, {args.latency_rate}/s"),
+        ("latency_p99_s", results["latency_p99_s"], "goal <= 3 s"),
+        ("files_after_1h", results["files_after_1h"],
+         f"{sim_batches} simulated 1 s batches, maintenance every {args.maintenance_every}"),
+        ("files_on_disk_after_1h", results["files_on_disk_after_1h"], "tombstones kept for the 7-day vacuum retention"),
+        ("files_without_maintenance_1h", results["files_without_maintenance_1h"], "2 tasks per batch"),
+    ]
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     backlog = (args.backlog_mib or (16 if args.quick else 1024)) * MIB
     repeats = max(1, args.repeats or (1 if args.quick else 3))
@@ -543,40 +587,7 @@ def main(argv: list[str] | None = None) -> int:
         "latency_rate_msgs_s": args.latency_rate, "trigger": "1s", "quick": args.quick,
         **sim,
     }
-    gb = "CPU s/GB"
-    rows = [
-        ("noop_rows_s", results["noop_rows_s"], f"hareplica → noop (baseline), median of {repeats}"),
-        ("bronze_rows_s", results["bronze_rows_s"], "bronze app (--landing direct), same backlog"),
-        ("bronze_vs_noop", results["bronze_vs_noop"], "goal >= 0.5"),
-        ("bronze_catchup_mb_s", results["bronze_catchup_mb_s"],
-         f"{commitlog_bytes / MIB:.0f} MiB CommitLog of 1 KiB messages; a 4.9.8 slave: ~190"),
-        ("bronze_batches_mb_s", results["bronze_batches_mb_s"],
-         f"inside micro-batches (query start/stop {results['bronze_fixed_s']} s excluded)"),
-        ("bronze_spark_rows_s", results["bronze_spark_rows_s"], "bronze --landing spark (rows through Spark)"),
-        ("bronze_spark_vs_noop", results["bronze_spark_vs_noop"], "goal >= 0.5"),
-        ("bronze_spark_catchup_mb_s", results["bronze_spark_catchup_mb_s"], "same backlog"),
-        ("bronze_spark_batches_mb_s", results["bronze_spark_batches_mb_s"],
-         f"inside micro-batches (query start/stop {results['bronze_spark_fixed_s']} s excluded)"),
-        ("bronze_cpu_s_per_gb", results.get("bronze_cpu_s_per_gb"),
-         f"{gb}; all {os.cpu_count()} cores busy → at most {results.get('bronze_cpu_bound_mb_s')} MB/s end to end"),
-        ("noop_cpu_s_per_gb", results.get("noop_cpu_s_per_gb"),
-         f"{gb}; → at most {results.get('noop_cpu_bound_mb_s')} MB/s end to end"),
-        ("arrow_noop_rows_s", results["arrow_noop_rows_s"],
-         f"ceiling: same rows from Arrow files → noop ({results['arrow_noop_batches_mb_s']} MB/s in batches)"),
-        ("arrow_bronze_rows_s", results["arrow_bronze_rows_s"],
-         f"ceiling: Arrow files → deltalake sink ({results['arrow_bronze_batches_mb_s']} MB/s in batches, "
-         f"{results.get('arrow_bronze_cpu_s_per_gb')} {gb})"),
-        ("parquet_write_mb_s", results["parquet_write_mb_s"], "ceiling: pyarrow Parquet write of those rows, no Spark"),
-        ("sink_task_write_mb_s", results["sink_task_write_mb_s"],
-         "ceiling: the sink's task writer (split, Parquet, stats), no Spark"),
-        ("decode_only_mb_s", results["decode_only_mb_s"], "ceiling: CommitLog decode in memory, no Spark"),
-        ("latency_p50_s", results["latency_p50_s"], f"produce → visible in Delta, 1 s trigger, {args.latency_rate}/s"),
-        ("latency_p99_s", results["latency_p99_s"], "goal <= 3 s"),
-        ("files_after_1h", results["files_after_1h"],
-         f"{sim_batches} simulated 1 s batches, maintenance every {args.maintenance_every}"),
-        ("files_on_disk_after_1h", results["files_on_disk_after_1h"], "tombstones kept for the 7-day vacuum retention"),
-        ("files_without_maintenance_1h", results["files_without_maintenance_1h"], "2 tasks per batch"),
-    ]
+    rows = _report_rows(results, args, repeats, commitlog_bytes, sim_batches)
     report(args.results_name or ("delta_quick" if args.quick else "delta"), results, rows,
            notes="quick mode: small sizes, not comparable" if args.quick else "")
     return 0
