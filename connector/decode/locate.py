@@ -17,6 +17,8 @@ from connector.protocol.commitlog import (
     BORNHOST_V6_FLAG,
     HOST_V4_BYTES,
     HOST_V6_BYTES,
+    MAGICCODE_POSITION,
+    MESSAGE_MAGIC_CODE_V2,
     RECORD_FIELDS,
     STOREHOSTADDRESS_V6_FLAG,
     V4_HEADER_BYTES,
@@ -136,17 +138,23 @@ def _read_any_hosts(u8: np.ndarray, loc: Located, mapped_file_size: int) -> tupl
 
 def _find_variable(u8: np.ndarray, loc: Located, body_len_pos: np.ndarray, mapped_file_size: int) -> None:
     """Body, topic and properties positions and lengths from their length prefixes; each must fit in
-    TOTALSIZE and PROPERTIES must end exactly at the record's end."""
+    TOTALSIZE and PROPERTIES must end exactly at the record's end. A V2 record (MESSAGE_MAGIC_CODE_V2,
+    docs/protocol.md §8) has a 2-byte TOPIC length prefix, a V1 record a 1-byte one."""
     offsets = loc.offsets
     rec_end = loc.s + loc.total
     body_len = gather_be(u8, body_len_pos, 4, ">i4").astype(np.int64)
     loc.body_pos = body_len_pos + 4
     loc.body_len = body_len
     topic_len_pos = loc.body_pos + body_len
-    _check((body_len < 0) | (topic_len_pos + 3 > rec_end), offsets, "BODY", "BODY length does not fit in TOTALSIZE",
-           mapped_file_size)
+    v2 = gather_be(u8, loc.s + MAGICCODE_POSITION, 4, ">i4") == MESSAGE_MAGIC_CODE_V2
+    prefix = np.where(v2, 2, 1) if v2.any() else 1
+    _check((body_len < 0) | (topic_len_pos + prefix + 2 > rec_end), offsets, "BODY",
+           "BODY length does not fit in TOTALSIZE", mapped_file_size)
     loc.topic_len = u8[topic_len_pos].view(np.int8).astype(np.int64)
-    loc.topic_pos = topic_len_pos + 1
+    if v2.any():
+        short = ((u8[topic_len_pos[v2]].astype(np.int64) << 8) | u8[topic_len_pos[v2] + 1]).astype(np.int16)
+        loc.topic_len[v2] = short.astype(np.int64)
+    loc.topic_pos = topic_len_pos + prefix
     props_len_pos = loc.topic_pos + loc.topic_len
     _check((loc.topic_len < 0) | (props_len_pos + 2 > rec_end), offsets, "TOPIC",
            "TOPIC length does not fit in TOTALSIZE", mapped_file_size)

@@ -29,7 +29,8 @@ from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
     DEFAULT_MAX_INFLATED_BODY_BYTES,
     MESSAGE_MAGIC_CODE,
-    MIN_RECORD_SIZE_BYTES,
+    MESSAGE_MAGIC_CODE_V2,
+    min_record_size,
 )
 from connector.protocol.mapped_files import next_file_start
 from connector.topic_filter import TopicFilter
@@ -219,9 +220,9 @@ class CommitLogArrowDecoder:
                 return
             total, magic = _HEAD8.unpack_from(buf, self._pos)
             file_end = next_file_start(at, fsize)
-            if magic == MESSAGE_MAGIC_CODE:
-                if total < MIN_RECORD_SIZE_BYTES:
-                    raise record_error(f"TOTALSIZE {total} is below the minimum {MIN_RECORD_SIZE_BYTES}", at,
+            if magic == MESSAGE_MAGIC_CODE or magic == MESSAGE_MAGIC_CODE_V2:
+                if total < min_record_size(magic):
+                    raise record_error(f"TOTALSIZE {total} is below the minimum {min_record_size(magic)}", at,
                                        "TOTALSIZE", fsize)
                 if at + total > file_end:
                     raise record_error(f"TOTALSIZE {total} reaches past the end of its mapped file at {file_end}", at,
@@ -232,7 +233,10 @@ class CommitLogArrowDecoder:
                 if avail < total:
                     self._wait_for = self._pos + total
                     return
-                yield from self._walk_run(min(file_end, self.end))
+                if magic == MESSAGE_MAGIC_CODE:
+                    yield from self._walk_run(min(file_end, self.end))
+                else:  # a V2 record (5.x, topic over 127 bytes): the kernels' walks stop at it, so one by one
+                    yield from self._take(np.array([at], dtype=np.int64), np.array([total], dtype=np.int64))
             elif magic == BLANK_MAGIC_CODE:
                 if total != file_end - at:
                     raise record_error(f"END_FILE blank TOTALSIZE {total} does not reach the end of its mapped file "
@@ -267,7 +271,11 @@ class CommitLogArrowDecoder:
         with memoryview(self._buf) as view:  # no copy; every array returned is fresh, so the view is released
             starts, totals, false_hits = active().chain_record_starts(view[self._pos:limit])
         self.false_magic_candidates += false_hits
-        starts += region_offset
+        yield from self._take(starts + region_offset, totals)
+
+    def _take(self, starts: np.ndarray, totals: np.ndarray) -> Iterator[pa.RecordBatch]:
+        """Add walked records (CommitLog offsets ``starts``, sizes ``totals``) to the pending runs, moving
+        ``_pos`` past them; emit batches as the record and byte limits are reached."""
         while len(starts):
             room = self.max_records - self._pending_records
             cum = np.cumsum(totals)

@@ -27,6 +27,9 @@ from typing import NamedTuple
 
 # --- magic codes (docs/protocol.md §1.3) -----------------------------------------------------------------------
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
+#: RocketMQ 5.x MessageVersion V2 (docs/protocol.md §8): the same record with a 2-byte TOPIC length prefix.
+#: A 5.x broker writes it for a topic of more than 127 characters (autoMessageVersionOnTopicLen).
+MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB
 BLANK_MAGIC_CODE = -875286124  # 0xCBD43194
 END_FILE_MIN_BLANK_LENGTH_BYTES = 8
 
@@ -147,12 +150,34 @@ PROPERTIES_MAX_LENGTH_BYTES = 32767  # signed short length field
 DEFAULT_MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
 
 
-def calc_msg_length(sys_flag: int, body_length: int, topic_length: int, properties_length: int) -> int:
-    """TOTALSIZE of a record in bytes: ``91 + body + topic + properties`` plus 12 per IPv6 host.
+#: TOTALSIZE of the smallest V2 record (92): its TOPIC length prefix is a short.
+MIN_RECORD_SIZE_V2_BYTES = MIN_RECORD_SIZE_BYTES + 1
 
-    Source: CommitLog.calMsgLength, RocketMQ 4.9.8 (docs/protocol.md §1.2).
+
+def topic_length_prefix_bytes(magic: int) -> int:
+    """Bytes of the TOPIC length prefix of a MESSAGE record with MAGICCODE ``magic``: 1 (a signed byte) for
+    MESSAGE_MAGIC_CODE, 2 (a signed short) for MESSAGE_MAGIC_CODE_V2 (MessageVersion, docs/protocol.md §8).
+    Raises ValueError for any other magic."""
+    if magic == MESSAGE_MAGIC_CODE:
+        return 1
+    if magic == MESSAGE_MAGIC_CODE_V2:
+        return 2
+    raise ValueError(f"not a MESSAGE magic code: 0x{magic & 0xFFFFFFFF:08X}")
+
+
+def min_record_size(magic: int) -> int:
+    """TOTALSIZE of the smallest record with MESSAGE magic ``magic`` (91 for V1, 92 for V2)."""
+    return MIN_RECORD_SIZE_BYTES - 1 + topic_length_prefix_bytes(magic)
+
+
+def calc_msg_length(sys_flag: int, body_length: int, topic_length: int, properties_length: int, *,
+                    magic: int = MESSAGE_MAGIC_CODE) -> int:
+    """TOTALSIZE of a record in bytes: ``91 + body + topic + properties`` plus 12 per IPv6 host, plus 1
+    for a V2 record (``magic`` MESSAGE_MAGIC_CODE_V2: 2-byte TOPIC length prefix).
+
+    Source: CommitLog.calMsgLength, RocketMQ 4.9.8 (docs/protocol.md §1.2); 5.x's MessageVersion (§8).
     """
-    size = MIN_RECORD_SIZE_BYTES + body_length + topic_length + properties_length
+    size = min_record_size(magic) + body_length + topic_length + properties_length
     if sys_flag & BORNHOST_V6_FLAG:
         size += HOST_V6_EXTRA_BYTES
     if sys_flag & STOREHOSTADDRESS_V6_FLAG:

@@ -20,7 +20,7 @@ from connector.protocol.commitlog.layout import (
     END_FILE_MIN_BLANK_LENGTH_BYTES,
     MAGICCODE_POSITION,
     MESSAGE_MAGIC_CODE,
-    MIN_RECORD_SIZE_BYTES,
+    MESSAGE_MAGIC_CODE_V2,
     PROPERTIES_MAX_LENGTH_BYTES,
     QUEUE_OFFSET_POSITION,
     QUEUEID_POSITION,
@@ -33,6 +33,7 @@ from connector.protocol.commitlog.layout import (
     calc_msg_length,
     field_positions,
     host_width,
+    min_record_size,
 )
 from connector.protocol.commitlog.properties import (
     PROPERTY_KEYS,
@@ -153,6 +154,7 @@ class _Layout:
     topic: str
     props_pos: int
     props_len: int
+    v2: bool = False  # MESSAGE_MAGIC_CODE_V2: 2-byte TOPIC length prefix
 
 
 def _check_head(buf: Buffer, pos: int, offset: int, file: str | None, file_end: int | None
@@ -168,13 +170,13 @@ def _check_head(buf: Buffer, pos: int, offset: int, file: str | None, file_end: 
                 f"END_FILE blank TOTALSIZE {total_size} does not reach the end of the file "
                 f"({end_limit - pos} bytes left)", offset=offset, field="TOTALSIZE", file=file)
         return BlankRecord(offset, total_size)
-    if magic != MESSAGE_MAGIC_CODE:
+    if magic != MESSAGE_MAGIC_CODE and magic != MESSAGE_MAGIC_CODE_V2:
         if total_size == 0 and magic == 0:
             return EndOfData(offset)
         raise CommitLogFormatError(f"bad MAGICCODE 0x{magic & 0xFFFFFFFF:08X}", offset=offset, field="MAGICCODE",
                                    file=file)
-    if total_size < MIN_RECORD_SIZE_BYTES:
-        raise CommitLogFormatError(f"TOTALSIZE {total_size} is below the minimum {MIN_RECORD_SIZE_BYTES}",
+    if total_size < min_record_size(magic):
+        raise CommitLogFormatError(f"TOTALSIZE {total_size} is below the minimum {min_record_size(magic)}",
                                    offset=offset, field="TOTALSIZE", file=file)
     if file_end is not None and pos + total_size > file_end:
         raise CommitLogFormatError(
@@ -188,24 +190,26 @@ _MIN_VARIABLE_BYTES = sum(f.width for f in RECORD_FIELDS if f.variable)  # the t
 
 
 def _layout(buf: Buffer, pos: int, total_size: int, offset: int, file: str | None) -> _Layout:
-    """Walk the length fields of a message whose TOTALSIZE is valid; each must fit in TOTALSIZE."""
+    """Walk the length fields of a message whose TOTALSIZE and MAGICCODE are valid; each must fit in
+    TOTALSIZE. A V2 record (MESSAGE_MAGIC_CODE_V2) has a 2-byte TOPIC length prefix (docs/protocol.md §8)."""
+    v2 = _I32.unpack_from(buf, pos + MAGICCODE_POSITION)[0] == MESSAGE_MAGIC_CODE_V2
     sys_flag = _I32.unpack_from(buf, pos + SYSFLAG_POSITION)[0]
     at = field_positions(sys_flag)
     p = pos + at["BODY"]
     end = pos + total_size
-    if p + _MIN_VARIABLE_BYTES > end:  # IPv6 hosts (sysFlag bits) need 12 more bytes each
+    if p + _MIN_VARIABLE_BYTES + v2 > end:  # IPv6 hosts (sysFlag bits) need 12 more bytes each
         raise CommitLogFormatError(
             f"TOTALSIZE {total_size} is too small for the fixed fields of sysFlag 0x{sys_flag & 0xFFFFFFFF:X} "
-            f"({p + _MIN_VARIABLE_BYTES - pos} bytes)", offset=offset, field="TOTALSIZE", file=file)
+            f"({p + _MIN_VARIABLE_BYTES + v2 - pos} bytes)", offset=offset, field="TOTALSIZE", file=file)
     body_len = _I32.unpack_from(buf, p)[0]
     p += 4
-    if body_len < 0 or p + body_len + 3 > end:
+    if body_len < 0 or p + body_len + 3 + v2 > end:
         raise CommitLogFormatError(f"BODY length {body_len} does not fit in TOTALSIZE {total_size}",
                                    offset=offset, field="BODY", file=file)
     body_pos = p
     p += body_len
-    topic_len = _I8.unpack_from(buf, p)[0]
-    p += 1
+    topic_len = (_I16 if v2 else _I8).unpack_from(buf, p)[0]
+    p += 2 if v2 else 1
     if topic_len < 0 or p + topic_len + 2 > end:
         raise CommitLogFormatError(f"TOPIC length {topic_len} does not fit in TOTALSIZE {total_size}",
                                    offset=offset, field="TOPIC", file=file)
@@ -220,7 +224,7 @@ def _layout(buf: Buffer, pos: int, total_size: int, offset: int, file: str | Non
         raise CommitLogFormatError(
             f"PROPERTIES length {props_len} disagrees with TOTALSIZE {total_size} "
             f"(expected {end - p})", offset=offset, field="PROPERTIES", file=file)
-    return _Layout(total_size, sys_flag, at, body_pos, body_len, topic, p, props_len)
+    return _Layout(total_size, sys_flag, at, body_pos, body_len, topic, p, props_len, v2)
 
 
 def _host(buf: Buffer, p: int, v6: bool) -> HostAddress:
@@ -265,7 +269,7 @@ def decode_record(buf: Buffer, pos: int = 0, *, base_offset: int = 0, check_crc:
         reconsume_times=_I32.unpack_from(buf, pos + at["RECONSUMETIMES"])[0],
         prepared_transaction_offset=_I64.unpack_from(buf, pos + at["PREPAREDTRANSACTIONOFFSET"])[0],
         body=body, topic=lay.topic, properties_raw=bytes(buf[lay.props_pos:lay.props_pos + lay.props_len]),
-        physical_offset=physical_offset)
+        physical_offset=physical_offset, magic=MESSAGE_MAGIC_CODE_V2 if lay.v2 else MESSAGE_MAGIC_CODE)
 
 
 @dataclass(frozen=True, slots=True)
