@@ -93,7 +93,7 @@ def record_pool(count: int = POOL_MESSAGES) -> list[bytes]:
 def write_commitlog(directory: Path, total_bytes: int, file_size: int, pool: list[bytes], mark: int = 0
                     ) -> tuple[int, int, int]:
     """Write mapped files of ``file_size`` bytes under ``directory`` until ``total_bytes`` of records are
-    stored (END_FILE blanks between files, spec §1.9). Returns (commitLogMaxOffset, records, the first
+    stored (END_FILE blanks between files, docs/protocol.md §1.9). Returns (commitLogMaxOffset, records, the first
     record boundary at or after ``mark``)."""
     directory.mkdir(parents=True, exist_ok=True)
     offset = 0

@@ -3,6 +3,6 @@ its recovery, the classic HA port and the remoting port. Producers are clients, 
 :mod:`connector.client.producer`.
 
 Run it with ``python -m broker_stub -c broker.conf``. The broker imports only :mod:`connector.protocol` from
-the connector package (DESIGN §2); its ``status`` / ``delete-expired`` commands query a broker with
+the connector package (docs/architecture.md "Layers"); its ``status`` / ``delete-expired`` commands query a broker with
 :mod:`connector.client.admin`.
 """

@@ -2,7 +2,8 @@
 remoting servers (main port and VIP port ``listenPort - 2``), name-server registration, slave metadata
 sync, consumer offsets, and the optional Prometheus endpoint.
 
-One asyncio event loop runs everything (DESIGN §5): appends happen on the loop (the loop is the put
+One asyncio event loop runs everything (docs/architecture.md "The broker stub's shape"): appends happen on the loop
+(the loop is the put
 lock), disk flushes run in worker threads, HA pushes and ConsumeQueue dispatch are woken by appends.
 :func:`run_broker` is the process body used by ``python -m broker_stub``: it starts the broker, waits for
 SIGTERM/SIGINT, and shuts down cleanly (stop accepting, close connections, flush, delete ``abort``).

@@ -30,7 +30,7 @@ Deliberate differences from upstream, all documented on the fields they touch:
 * ``brokerIP1`` defaults to ``127.0.0.1`` instead of an auto-detected interface, and the stub *binds* the
   remoting port there (upstream binds every interface). The HA port binds ``brokerIP2`` (default:
   ``brokerIP1``), the address a master advertises as ``haServerAddr``. The HA port has no authentication
-  (spec §7.2), so loopback is the safe default; set ``brokerIP1=0.0.0.0``-style addresses deliberately.
+  (docs/protocol.md §7.2), so loopback is the safe default; set ``brokerIP1=0.0.0.0``-style addresses deliberately.
 * Malformed numbers and booleans, numbers outside their Java type or range, bad addresses, paths and
   ``deleteWhen`` values are startup errors naming the key and value (upstream silently ignores or clamps
   them; rules in :mod:`broker_stub.config_rules`); a file that is not properties text is refused.
@@ -316,7 +316,7 @@ class MessageStoreConfig:
 
     @property
     def commit_log_dir(self) -> Path:
-        """The CommitLog folder: ``storePathCommitLog`` or ``{storePathRootDir}/commitlog`` (spec §1.1)."""
+        """The CommitLog folder: ``storePathCommitLog`` or ``{storePathRootDir}/commitlog`` (docs/protocol.md §1.1)."""
         return Path(self.storePathCommitLog) if self.storePathCommitLog else Path(self.storePathRootDir) / "commitlog"
 
     def delay_levels_ms(self) -> list[int]:
@@ -401,7 +401,8 @@ class BrokerStubConfig:
 
     @property
     def vip_listen_port(self) -> int:
-        """The VIP ("fast") remoting port, ``listenPort - 2`` as BrokerController sets it (spec §2.1, §3.2)."""
+        """The VIP ("fast") remoting port, ``listenPort - 2`` as BrokerController sets it (docs/protocol.md §2.1,
+        §3.2)."""
         return self.netty_server.listenPort - 2
 
     @property
@@ -412,7 +413,8 @@ class BrokerStubConfig:
     def fixed_ha_master_address(self) -> str | None:
         """``haMasterAddress`` when it pins the master (≥ 6 characters, as BrokerController checks), else None.
 
-        None means the slave learns the master's ``haServerAddr`` from name-server registrations (spec §3.1).
+        None means the slave learns the master's ``haServerAddr`` from name-server registrations (docs/protocol.md
+        §3.1).
         """
         addr = (self.store.haMasterAddress or "").strip()
         return addr if len(addr) >= 6 else None
@@ -432,14 +434,14 @@ class BrokerStubConfig:
 
     @property
     def store_host(self) -> str:
-        """``brokerIP1:listenPort``, the STOREHOSTADDRESS of every record this broker writes (spec §1.2)."""
+        """``brokerIP1:listenPort``, the STOREHOSTADDRESS of every record this broker writes (docs/protocol.md §1.2)."""
         host = self.broker.brokerIP1
         if ":" in host:
             return f"[{host}]:{self.listen_port}"
         return f"{host}:{self.listen_port}"
 
     def all_properties(self) -> dict[str, str]:
-        """Every config key with its effective value as text (GET_BROKER_CONFIG body, spec §4.6).
+        """Every config key with its effective value as text (GET_BROKER_CONFIG body, docs/protocol.md §4.6).
 
         Order: BrokerConfig, NettyServerConfig, NettyClientConfig, MessageStoreConfig fields, then unknown
         keys from the file. Unset optional values (None) are omitted, as Java's object2Properties does;

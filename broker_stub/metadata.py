@@ -5,7 +5,8 @@ the ``ScheduleMessageService`` delay offsets), persisted as JSON under ``{storeP
   ConsumeQueue entry counts).
 * ``subscriptionGroup.json``: ``{"dataVersion": {...}, "subscriptionGroupTable": {group: config}}``.
 * ``delayOffset.json``: ``{"offsetTable": {level: offset}}`` — written by a master's ScheduleMessageService
-  (:mod:`broker_stub.store.schedule`, fastjson layout); a slave stores the master's text verbatim (spec §3.2).
+  (:mod:`broker_stub.store.schedule`, fastjson layout); a slave stores the master's text verbatim (docs/protocol.md
+  §3.2).
 
 The stub writes standard JSON (string map keys), which fastjson reads; it reads fastjson's own output, whose
 integer map keys are bare (:func:`broker_stub.javautil.fastjson_loads`), so a real master's tables sync too.
@@ -84,7 +85,7 @@ class ConsumerOffsetManager:
         return self.offset_table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}).get(queue_id, -1)
 
     def put_all(self, table: dict[str, dict[int, int]]) -> None:
-        """Slave sync (spec §3.2): merge the master's table in; entries are never removed."""
+        """Slave sync (docs/protocol.md §3.2): merge the master's table in; entries are never removed."""
         for key, queues in table.items():
             self.offset_table[key] = dict(queues)
 

@@ -1,4 +1,5 @@
-"""Name-server registration (RocketMQ 4.9.8 ``BrokerOuterAPI.registerBrokerAll`` run by BrokerController, spec §3.1).
+"""Name-server registration (RocketMQ 4.9.8 ``BrokerOuterAPI.registerBrokerAll`` run by BrokerController,
+docs/protocol.md §3.1).
 
 Every broker with ``namesrvAddr`` (``;``-separated) sends REGISTER_BROKER (103) to each name server at start
 and then every ``registerNameServerPeriod`` ms (bounded to 10–60 s as upstream), with a

@@ -1,4 +1,4 @@
-"""Slave metadata sync (RocketMQ 4.9.8 ``SlaveSynchronize``, spec §3.2).
+"""Slave metadata sync (RocketMQ 4.9.8 ``SlaveSynchronize``, docs/protocol.md §3.2).
 
 On a SLAVE, 3 s after start and then every 10 s, four requests go to the master (3 s timeout each, no
 header, no body); a failed step is logged and the next one still runs:

@@ -218,7 +218,7 @@ class TopicConfigManager:
         return tc
 
     def replace_from_master(self, obj: dict) -> bool:
-        """Slave sync (SlaveSynchronize.syncTopicConfig, spec §3.2): when the master's ``dataVersion``
+        """Slave sync (SlaveSynchronize.syncTopicConfig, docs/protocol.md §3.2): when the master's ``dataVersion``
         differs, replace the whole table (topics the master dropped go away) and persist. True if replaced."""
         dv = obj.get("dataVersion")
         table = obj.get("topicConfigTable")

@@ -6,21 +6,21 @@
  *
  *   walk_records(region, starts, totals) -> (count, stop)
  *       Follows the TOTALSIZE chain of complete MESSAGE records from region[0] (RocketMQ 4.9.8
- *       CommitLog record layout, spec §1.2: TOTALSIZE int32 BE at +0, MAGICCODE int32 BE at +4).
+ *       CommitLog record layout, docs/protocol.md §1.2: TOTALSIZE int32 BE at +0, MAGICCODE int32 BE at +4).
  *
  *   Module constants: the layout values defined below (TOTALSIZE_POSITION, MESSAGE_MAGIC_CODE, ...), so
  *   that a test checks them against connector/protocol/commitlog/layout.py, the one layout table.
  *
  *   gather_bodies(data, pos, length, sys_flag, first, decompress, max_bytes, crc, verify_crc, max_inflated)
  *           -> (end, offsets, values, bad)
- *       Copies (or inflates, spec §1.4) the bodies of rows [first, end) into one contiguous buffer and
- *       the int32 Arrow offsets of a BinaryArray over it; checks BODYCRC (spec §1.6) and bounds every
+ *       Copies (or inflates, docs/protocol.md §1.4) the bodies of rows [first, end) into one contiguous buffer and
+ *       the int32 Arrow offsets of a BinaryArray over it; checks BODYCRC (docs/protocol.md §1.6) and bounds every
  *       inflated body (a zip bomb never allocates past the bound). A bad body is kept as stored and
  *       reported, never stops the gather (docs/source.md, "Bad records").
  *
  *   split_properties(data, pos, length, specials) -> (map_offsets, name_offsets, names, value_offsets,
  *                                                     values, hits)
- *       Splits every record's PROPERTIES (spec §1.5) into the buffers of an Arrow map<string, string>.
+ *       Splits every record's PROPERTIES (docs/protocol.md §1.5) into the buffers of an Arrow map<string, string>.
  *
  * BODYCRC is checked with libdeflate_crc32 when libdeflate is loaded, else with zlib's crc32.
  *
@@ -63,7 +63,7 @@ static ld_free_fn ld_free_decompressor = NULL;
 static ld_zlib_decompress_ex_fn ld_zlib_decompress_ex = NULL; /* NULL: inflate with zlib */
 static ld_crc32_fn ld_crc32 = NULL;                           /* NULL: zlib's crc32 */
 
-/* BODYCRC of a stored body: CRC-32 (IEEE, as java.util.zip.CRC32) masked to 31 bits (spec 1.6). */
+/* BODYCRC of a stored body: CRC-32 (IEEE, as java.util.zip.CRC32) masked to 31 bits (docs/protocol.md §1.6). */
 static uint32_t body_crc(const unsigned char *p, Py_ssize_t len)
 {
     uint32_t crc;
@@ -104,7 +104,7 @@ PyDoc_STRVAR(walk_records_doc,
 "in bytes). Stops before the first record that is not a MESSAGE (blank, bad MAGICCODE, zeros), whose\n"
 "TOTALSIZE is below 91 bytes or that is not complete in region, or when starts is full. Returns how\n"
 "many records were written and the position (bytes) where the walk stopped. Record layout: RocketMQ\n"
-"4.9.8 CommitLog, spec 1.2. Raises ValueError for buffers of the wrong item size.");
+"4.9.8 CommitLog, docs/protocol.md §1.2. Raises ValueError for buffers of the wrong item size.");
 
 static PyObject *walk_records(PyObject *self, PyObject *args)
 {
@@ -254,9 +254,9 @@ PyDoc_STRVAR(gather_bodies_doc,
 "Bodies of rows first, first+1, ... as one BinaryArray's buffers.\n\n"
 "data: bytes-like CommitLog bytes; pos, length: int64 buffers (body position in data and stored body\n"
 "length, bytes); sys_flag, crc: int32 buffers (the records' SYSFLAG and BODYCRC). With verify_crc true,\n"
-"a body whose CRC-32 masked to 31 bits differs from its BODYCRC is kept as stored (spec 1.6). With\n"
+"a body whose CRC-32 masked to 31 bits differs from its BODYCRC is kept as stored (docs/protocol.md §1.6). With\n"
 "decompress true, a body whose SYSFLAG has COMPRESSED_FLAG and the ZLIB type (0x300, or 0 from\n"
-"producers before 4.9.4; spec 1.4) is inflated, to at most max_inflated bytes (the inflater never\n"
+"producers before 4.9.4; docs/protocol.md §1.4) is inflated, to at most max_inflated bytes (the inflater never\n"
 "writes more than one byte past it); other bodies are copied as stored. A body that does not inflate,\n"
 "has another compression type or inflates past max_inflated is kept as stored too. Rows are taken until\n"
 "the end, or until the next row's body would take the values past max_bytes (bytes, at least one row,\n"
@@ -410,7 +410,7 @@ PyDoc_STRVAR(split_properties_doc,
 "The properties of every record as the buffers of an Arrow map<string, string>.\n\n"
 "data: bytes-like CommitLog bytes; pos, length: int64 buffers (PROPERTIES position and length of each\n"
 "record, bytes); specials: a tuple of property names (bytes) to find. RocketMQ 4.9.8\n"
-"string2messageProperties rules (spec 1.5): pairs are name 0x01 value joined by 0x02; a segment is cut\n"
+"string2messageProperties rules (docs/protocol.md §1.5): pairs are name 0x01 value joined by 0x02; a segment is cut\n"
 "at its first 0x01, which must be neither its first nor its last byte (else the segment is skipped);\n"
 "a later duplicate name in one record wins (the earlier entry is dropped). Returns map_offsets\n"
 "(int32, rows+1 entries), the int32 offsets and bytes of all names and of all values (entries in\n"

@@ -1,20 +1,21 @@
-"""Blocking HA client that fetches one CommitLog byte range ``[start, end)`` of one broker (spec §2).
+"""Blocking HA client that fetches one CommitLog byte range ``[start, end)`` of one broker (docs/protocol.md §2).
 
 It speaks the classic RocketMQ 4.9.8 master/slave protocol as a slave that never acknowledges:
 
 * **Reports.** The first 8-byte report is ``start`` and every keep-alive report repeats it (a thread
   sends one every ``haSendHeartbeatInterval`` ms, below the master's 20 s ``haHousekeepingInterval``).
-  The master treats each report as a replica ack (``push2SlaveMaxOffset``, spec §2.8), and a
+  The master treats each report as a replica ack (``push2SlaveMaxOffset``, docs/protocol.md §2.8), and a
   SYNC_MASTER would tell producers SEND_OK on the strength of it; ``start`` is already committed
-  downstream, so reporting it acknowledges nothing new (DESIGN §3).
-* **Offset 0.** A first report of 0 makes the master start at its current *last* file (spec §2.5), so
+  downstream, so reporting it acknowledges nothing new (docs/source.md "Acknowledgements (safe on a SYNC_MASTER)").
+* **Offset 0.** A first report of 0 makes the master start at its current *last* file (docs/protocol.md §2.5), so
   a range starting at 0 reports 1 and supplies byte 0 itself: TOTALSIZE is a big-endian int32 whose
-  high byte is 0 for every record under 16 MiB (checked against a real 4.9.8 master, DESIGN §3).
+  high byte is 0 for every record under 16 MiB (checked against a real 4.9.8 master, docs/source.md "Full history,
+  reading from slaves").
 * **Frames.** 12-byte headers plus raw bytes, parsed by
   :class:`connector.protocol.ha.TransferFrameReader`; each frame must start exactly where the previous
   one ended, else :class:`HAProtocolError` naming both offsets.
 * **Stalls and data loss.** The master answers an offset it no longer holds with heartbeats forever
-  (spec §2.5, §7.5). A heartbeat while bytes are still expected therefore triggers a probe of the
+  (docs/protocol.md §2.5, §7.5). A heartbeat while bytes are still expected therefore triggers a probe of the
   broker's commitLogMinOffset/commitLogMaxOffset (remoting): bytes below the min offset are lost
   (:class:`DataLossError` naming the range, or with ``fail_on_data_loss=False`` a logged skip to the
   min offset); a max offset below the range end means the broker lost its tail; otherwise the stall is
@@ -303,7 +304,7 @@ class HARangeFetcher:
             first = wire.offset
             wire.offset += len(body)
             if self.delivered == 0 and first == 1:
-                spans.append((0, _ZERO_BYTE))  # byte 0: TOTALSIZE's high byte (DESIGN §3)
+                spans.append((0, _ZERO_BYTE))  # byte 0: TOTALSIZE's high byte (docs/source.md "Full history...")
                 self.delivered = 1
             lo, hi = max(first, self.delivered), min(wire.offset, self.end)
             if hi > lo:

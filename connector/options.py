@@ -20,7 +20,7 @@ brokers                    (required)    broker sets to read, ``name=host:haPort
                                          The remoting address (GET_BROKER_RUNTIME_INFO /
                                          GET_BROKER_CONFIG) defaults to the HA host with port
                                          ``haPort - 1``, as RocketMQ derives ``haListenPort =
-                                         listenPort + 1`` (spec §2.1); give it after a ``/`` when
+                                         listenPort + 1`` (docs/protocol.md §2.1); give it after a ``/`` when
                                          it differs, e.g. ``broker-a=10.0.0.1:10912/10.0.0.9:10911``.
                                          IPv6 hosts go in brackets: ``broker-a=[::1]:10912``.
 slaves                     (none)        the slaves of the broker sets, same syntax, one entry per

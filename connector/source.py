@@ -1,4 +1,4 @@
-"""``spark.readStream.format("hareplica")``: a RocketMQ CommitLog as a Spark stream (DESIGN §3).
+"""``spark.readStream.format("hareplica")``: a RocketMQ CommitLog as a Spark stream (docs/source.md).
 
 Driver (HAReplicaStreamReader in Spark's Python planner process): asks each broker for its
 commitLogMinOffset/commitLogMaxOffset (GET_BROKER_RUNTIME_INFO) and mappedFileSizeCommitLog

@@ -1,6 +1,6 @@
 """`hareplica inspect-commitlog DIR`: print every record of a RocketMQ CommitLog folder, offline.
 
-Files are the 20-digit mapped files of one CommitLog (spec §1.1); each is walked record by record with
+Files are the 20-digit mapped files of one CommitLog (docs/protocol.md §1.1); each is walked record by record with
 connector.protocol.commitlog, END_FILE blanks skipped, stopping at the end of written data. A folder
 with a missing middle file (a gap between neighbouring files) is refused before anything is printed.
 """

@@ -1,4 +1,4 @@
-"""The slave's HA client (RocketMQ 4.9.8 ``HAService.HAClient``, spec §2.4, §2.6, §2.7).
+"""The slave's HA client (RocketMQ 4.9.8 ``HAService.HAClient``, docs/protocol.md §2.4, §2.6, §2.7).
 
 Wire as upstream: the slave sends 8-byte big-endian reports of its CommitLog max offset; the master sends
 12-byte headers ``[masterPhyOffset int64][bodySize int32]`` plus raw CommitLog bytes (``bodySize`` 0 is a
@@ -8,7 +8,7 @@ heartbeat). The received bytes are appended verbatim to the slave's own CommitLo
 Rules kept from 4.9.8:
 
 * The first report is the slave's max offset (0 when empty: the master then starts at its current last
-  file, spec §2.5); later reports are sent whenever the max offset grew, and a heartbeat report of the
+  file, docs/protocol.md §2.5); later reports are sent whenever the max offset grew, and a heartbeat report of the
   current value after ``haSendHeartbeatInterval`` ms without writing.
 * Continuity check on every header, heartbeats included: when the slave is not empty and its max offset
   differs from ``masterPhyOffset`` the connection is closed ("master pushed offset not equal the max phy
@@ -16,7 +16,8 @@ Rules kept from 4.9.8:
   is created there).
 * Frames larger than the 4 MiB read buffer (``HAClient.READ_MAX_BUFFER_SIZE``) are a protocol error.
 
-Improvements (DESIGN §5, spec §7.3, §7.7, §7.8), the wire format unchanged:
+Improvements (docs/broker_stub.md "Better than 4.9.8, same wire", docs/protocol.md §7.3, §7.7, §7.8), the wire format
+unchanged:
 
 * The first report goes out as soon as the connection is up (upstream waits ``haSendHeartbeatInterval``).
 * A silent master is detected from the time since the last *read* (``haHousekeepingInterval`` ms): the
@@ -27,7 +28,7 @@ Improvements (DESIGN §5, spec §7.3, §7.7, §7.8), the wire format unchanged:
   objects): the receive side is an ``asyncio.BufferedProtocol`` over a 4 MiB buffer, like upstream's.
 
 The master address is ``haMasterAddress`` (pinned) or the ``haServerAddr`` the name server returns to this
-slave's REGISTER_BROKER (:meth:`HAClient.update_master_address`), as BrokerController does (spec §3.1).
+slave's REGISTER_BROKER (:meth:`HAClient.update_master_address`), as BrokerController does (docs/protocol.md §3.1).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ GET_BUFFER_MIN_FREE_BYTES = 64 * 1024  # compact the receive buffer before offer
 
 
 class HAContinuityError(HAReplicaError):
-    """The master pushed an offset that does not continue the slave's CommitLog (spec §2.6 step 2)."""
+    """The master pushed an offset that does not continue the slave's CommitLog (docs/protocol.md §2.6 step 2)."""
 
 
 def _now_ms() -> float:
@@ -183,7 +184,7 @@ class HAClient:
 
     # --- address -------------------------------------------------------------------------------------
     def update_master_address(self, address: str | None) -> None:
-        """HAClient.updateMasterAddress: use ``address`` for the next connection (spec §3.1).
+        """HAClient.updateMasterAddress: use ``address`` for the next connection (docs/protocol.md §3.1).
 
         An open connection is kept (as upstream); a client waiting to reconnect tries the new one at once.
         """

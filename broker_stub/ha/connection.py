@@ -1,6 +1,6 @@
 """One master-side HA connection (RocketMQ 4.9.8 ``HAConnection``: ReadSocketService + WriteSocketService).
 
-Wire (spec §2.2, §2.3): the slave sends 8-byte big-endian offsets; the master sends frames of a 12-byte
+Wire (docs/protocol.md §2.2, §2.3): the slave sends 8-byte big-endian offsets; the master sends frames of a 12-byte
 header ``[masterPhyOffset int64][bodySize int32]`` plus ``bodySize`` raw CommitLog bytes.
 
 Behaviour, as 4.9.8 unless marked:
@@ -10,15 +10,15 @@ Behaviour, as 4.9.8 unless marked:
 * Every report is an ack (``slaveAckOffset``) and raises ``push2SlaveMaxOffset``. Only the last complete
   8-byte value of each read counts (ReadSocketService).
 * **Improvement**: a report above the master's max offset closes the connection — the first report too
-  (4.9.8 checks only later reports, spec §7.2). A negative report closes it as well.
+  (4.9.8 checks only later reports, docs/protocol.md §7.2). A negative report closes it as well.
 * Data frames carry at most ``haTransferBatchSize`` bytes and never cross a file boundary.
 * A heartbeat ``{nextTransferFromWhere, 0}`` goes out when the previous write is complete and more than
   ``haSendHeartbeatInterval`` ms have passed since the last write.
 * The connection is closed after ``haHousekeepingInterval`` ms without reading anything.
 * A start offset the master no longer holds (below commitLogMinOffset) is logged once and then only
-  heartbeats are sent — the wire stays as upstream (spec §2.5); :attr:`requested_offset_missing` shows it.
+  heartbeats are sent — the wire stays as upstream (docs/protocol.md §2.5); :attr:`requested_offset_missing` shows it.
 * **Improvement**: new data is pushed as soon as it is appended (event-driven wake-up) instead of the
-  100 ms polling of an idle ASYNC_MASTER (spec §7.7).
+  100 ms polling of an idle ASYNC_MASTER (docs/protocol.md §7.7).
 
 Transport: a non-blocking socket driven by the event loop. Pushes go out with ``sendmsg`` of many frames
 at once (up to ``PUSH_BATCH_BYTES``), the frame bodies as views of the mapped CommitLog file, so the

@@ -1,4 +1,4 @@
-"""Master HA service (RocketMQ 4.9.8 ``HAService`` + ``GroupTransferService``, spec §2.1, §2.8, §2.9).
+"""Master HA service (RocketMQ 4.9.8 ``HAService`` + ``GroupTransferService``, docs/protocol.md §2.1, §2.8, §2.9).
 
 * Accepts up to ``serverMaxConnections`` HA connections on ``haListenPort`` (bound to ``brokerIP2``, see
   :mod:`broker_stub.config`) and keeps the registry (``connectionCount`` counts accepted connections,
@@ -9,8 +9,9 @@
 * Every CommitLog append wakes every connection's writer (event-driven push).
 * SYNC_MASTER replica waits (:meth:`HAService.wait_for_replicas`) are futures resolved by acks, with the
   ``slaveTimeout`` deadline; **improvement**: when the last connection closes, pending waits answer
-  SLAVE_NOT_AVAILABLE at once instead of waiting for the timeout (DESIGN §5).
-* **Optional quorum** (``minInSyncSlaves`` = N > 1, alias key ``inSyncReplicas``; spec §7.1): a wait completes when
+  SLAVE_NOT_AVAILABLE at once instead of waiting for the timeout (docs/broker_stub.md "Better than 4.9.8, same wire").
+* **Optional quorum** (``minInSyncSlaves`` = N > 1, alias key ``inSyncReplicas``; docs/protocol.md §7.1): a wait
+  completes when
   N distinct live connections have acked the message's end offset; the entry check asks for N connections
   less than ``haSlaveFallbehindMax`` behind; when fewer than N connections remain, pending waits answer
   SLAVE_NOT_AVAILABLE at once. N = 1 is exactly the 4.9.8 rule above (the fastest slave decides).
@@ -171,7 +172,7 @@ class HAService:
     async def wait_for_replicas(self, next_offset: int) -> PutMessageStatus:
         """SYNC_MASTER: PUT_OK once a slave (``minInSyncSlaves`` slaves) acked ``next_offset``;
         SLAVE_NOT_AVAILABLE when that cannot happen (checked at once, or slaves left);
-        FLUSH_SLAVE_TIMEOUT after ``slaveTimeout`` ms (spec §2.8, §2.9)."""
+        FLUSH_SLAVE_TIMEOUT after ``slaveTimeout`` ms (docs/protocol.md §2.8, §2.9)."""
         if not self.is_slave_ok(next_offset):
             return PutMessageStatus.SLAVE_NOT_AVAILABLE
         if self._acked(next_offset):

@@ -1,5 +1,5 @@
 """The name server's route tables and request handlers (RocketMQ 4.9.8 ``RouteInfoManager`` +
-``DefaultRequestProcessor``, spec §3.1, §4.3) — enough for 4.9 clients to find brokers and for slaves to
+``DefaultRequestProcessor``, docs/protocol.md §3.1, §4.3) — enough for 4.9 clients to find brokers and for slaves to
 learn their master.
 
 Requests served (JSON bodies as fastjson writes them; map keys are strings, which fastjson also reads):

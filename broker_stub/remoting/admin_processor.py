@@ -4,7 +4,7 @@
 * SEARCH_OFFSET_BY_TIMESTAMP (29): header ``topic``, ``queueId``, ``timestamp`` (epoch ms) → header ``offset``,
   the queue offset stored nearest that time (``getOffsetInQueueByTime``; 0 for an unknown queue).
 * GET_ALL_TOPIC_CONFIG (21, also on the VIP port), GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45),
-  GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): the JSON tables a slave synchronises (spec §3.2).
+  GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): the JSON tables a slave synchronises (docs/protocol.md §3.2).
 * DELETE_EXPIRED_COMMITLOG (329): run retention now (:mod:`broker_stub.store.retention`).
 
 * GET_BROKER_CONFIG: body = every config key as ``key=value`` lines (``MixAll.properties2String``), UTF-8;

@@ -1,6 +1,7 @@
 """The broker's outgoing remoting client (RocketMQ 4.9.8 ``NettyRemotingClient`` as ``BrokerOuterAPI`` uses it).
 
-Used for name-server registration (REGISTER_BROKER) and the slave's metadata sync (spec §3); frames go through
+Used for name-server registration (REGISTER_BROKER) and the slave's metadata sync (docs/protocol.md §3); frames go
+through
 :mod:`connector.protocol.remoting`, addresses through :mod:`connector.protocol.address`. One
 connection per address, opened on first use and reused; requests are matched to responses by ``opaque``,
 so several may be in flight. Every call has a timeout (``invoke(..., timeout_ms)``); a timed-out or

@@ -1,4 +1,5 @@
-"""PULL_MESSAGE (11): RocketMQ 4.9.8 ``PullMessageProcessor`` + ``PullRequestHoldService`` (spec §4.6, §5.3).
+"""PULL_MESSAGE (11): RocketMQ 4.9.8 ``PullMessageProcessor`` + ``PullRequestHoldService`` (docs/protocol.md §4.6,
+§5.3).
 
 Request header ``consumerGroup, topic, queueId, queueOffset, maxMsgNums, sysFlag, commitOffset,
 suspendTimeoutMillis, subscription, subVersion, expressionType``; response header ``suggestWhichBrokerId,
@@ -22,7 +23,7 @@ the subscription comes from the group's HEART_BEAT.
 Long polling (sysFlag suspend bit, PULL_NOT_FOUND): the request is held until a message arrives in that
 queue or ``suspendTimeoutMillis`` (``shortPollingTimeMills`` when ``longPollingEnable=false``) passes,
 then answered with a fresh pull. Arrivals wake held pulls at once — on slaves too (4.9.8 re-checks slaves
-only every 1–5 s, spec §7.11). The commit offset is stored on masters only, as upstream.
+only every 1–5 s, docs/protocol.md §7.11). The commit offset is stored on masters only, as upstream.
 """
 
 from __future__ import annotations

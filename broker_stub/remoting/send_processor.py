@@ -1,6 +1,7 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320): RocketMQ 4.9.8 ``SendMessageProcessor``.
 
-The request path, as ``asyncSendMessage`` / ``asyncSendBatchMessage`` + ``msgCheck`` do it (spec §1.5, §4.5):
+The request path, as ``asyncSendMessage`` / ``asyncSendBatchMessage`` + ``msgCheck`` do it (docs/protocol.md §1.5,
+§4.5):
 
 1. Header: V2 short names ``a..n`` (310, 320) or full names (10). Missing required fields or bad numbers →
    SYSTEM_ERROR naming the field (RemotingCommandException upstream).
@@ -13,7 +14,7 @@ The request path, as ``asyncSendMessage`` / ``asyncSendBatchMessage`` + ``msgChe
    stored string but kept for the store's wait decision; ``TRAN_MSG=true`` turns the message into a
    RMQ_SYS_TRANS_HALF_TOPIC half message (``REAL_TOPIC``/``REAL_QID``, type bits cleared, queue 0).
 6. Batches (header ``m=true`` or code 320): batch properties + CLUSTER are appended to every inner message.
-7. Store status → response code and remark (spec §2.10); success carries ``msgId`` (offset msgId,
+7. Store status → response code and remark (docs/protocol.md §2.10); success carries ``msgId`` (offset msgId,
    comma-joined for batches), ``queueId`` (the requested/selected queue) and ``queueOffset``.
 
 A send to ``%RETRY%group`` whose reconsumeTimes reached the group's maximum is stored in ``%DLQ%group``
@@ -278,7 +279,7 @@ class SendMessageProcessor:
 
     async def _await_flush_and_replicas(self, request: RemotingCommand, put: PutMessageResult, queue_id: int,
                                         ext: dict, sync_flush: bool, sync_master: bool):
-        """CommitLog.asyncPutMessage's ``thenCombine`` (spec §2.9 step 5): flush and replica waits run
+        """CommitLog.asyncPutMessage's ``thenCombine`` (docs/protocol.md §2.9 step 5): flush and replica waits run
         concurrently; the replica status overrides the flush status when it is not PUT_OK."""
         assert put.result is not None
         next_offset = put.result.next_offset

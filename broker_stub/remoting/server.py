@@ -1,4 +1,5 @@
-"""The broker's remoting server (RocketMQ 4.9.8 ``NettyRemotingServer`` + ``NettyRemotingAbstract``, spec §4).
+"""The broker's remoting server (RocketMQ 4.9.8 ``NettyRemotingServer`` + ``NettyRemotingAbstract``, docs/protocol.md
+§4).
 
 Frames are decoded with :func:`connector.protocol.remoting.decode_frame` (16 MiB limit). Requests are
 dispatched by code to registered processors; each processor returns a response command, an awaitable

@@ -1,4 +1,4 @@
-"""The store ``checkpoint`` file (RocketMQ 4.9.8 ``StoreCheckpoint``, spec §1.1).
+"""The store ``checkpoint`` file (RocketMQ 4.9.8 ``StoreCheckpoint``, docs/protocol.md §1.1).
 
 One 4 KiB page holding three big-endian longs (epoch ms): offset 0 ``physicMsgTimestamp`` (store time of
 the last flushed CommitLog record), 8 ``logicsMsgTimestamp`` (ConsumeQueue), 16 ``indexMsgTimestamp``.

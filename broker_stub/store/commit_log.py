@@ -1,18 +1,19 @@
 """The CommitLog append path (RocketMQ 4.9.8 ``CommitLog.asyncPutMessage(s)``, ``DefaultAppendMessageCallback``).
 
 Records are built with :func:`connector.protocol.commitlog.encode_record`, byte for byte as 4.9.8 writes
-them (spec §1.2). The rules reproduced here:
+them (docs/protocol.md §1.2). The rules reproduced here:
 
-* the store timestamp is taken at append, BODYCRC is computed by the broker (spec §1.6);
+* the store timestamp is taken at append, BODYCRC is computed by the broker (docs/protocol.md §1.6);
 * delayed messages (``DELAY`` level > 0, transaction type NOT/COMMIT) move to ``SCHEDULE_TOPIC_XXXX`` with
-  queueId ``level - 1`` and gain ``REAL_TOPIC``/``REAL_QID``; a level above the table is clamped (spec §1.5);
+  queueId ``level - 1`` and gain ``REAL_TOPIC``/``REAL_QID``; a level above the table is clamped (docs/protocol.md
+  §1.5);
 * queue offsets come from ``topicQueueTable["topic-queueId"]``; PREPARED and ROLLBACK records get 0 and do
-  not advance it (spec §1.4);
-* V6 sysFlag bits follow the born/store host address families (spec §1.4);
+  not advance it (docs/protocol.md §1.4);
+* V6 sysFlag bits follow the born/store host address families (docs/protocol.md §1.4);
 * END_FILE: if ``msgLen + 8 > remaining`` an 8-byte blank header fills the file and the message (a batch:
-  the whole batch) goes to the next file (spec §1.9);
+  the whole batch) goes to the next file (docs/protocol.md §1.9);
 * limits: properties ≤ 32767 bytes, body ≤ ``maxMessageSize``, record ≤ ``maxMessageSize`` + 64 KiB
-  (4.9.5+ rule, spec §1.7).
+  (4.9.5+ rule, docs/protocol.md §1.7).
 
 Deliberate difference: a message (or batch) that cannot fit even an empty file is refused with
 MESSAGE_ILLEGAL before anything is written; 4.9.8 writes a whole-file blank and reports PUT_OK without
@@ -66,7 +67,7 @@ MAX_MESSAGE_SIZE_HEADROOM_BYTES = 64 * 1024  # MessageExtEncoder reserves 64 KiB
 
 
 class PutMessageStatus(enum.Enum):
-    """Store result of a put (PutMessageStatus, spec §2.10)."""
+    """Store result of a put (PutMessageStatus, docs/protocol.md §2.10)."""
 
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
@@ -163,7 +164,7 @@ class AppendMessageResult:
 
     @property
     def next_offset(self) -> int:
-        """``wroteOffset + wroteBytes``: what a replica must have acked for this put (spec §2.8)."""
+        """``wroteOffset + wroteBytes``: what a replica must have acked for this put (docs/protocol.md §2.8)."""
         return self.wrote_offset + self.wrote_bytes
 
 
@@ -189,7 +190,7 @@ class CommitLog:
 
     Args:
         mapped_file_queue: the (loaded, recovered) files.
-        max_message_size: ``maxMessageSize`` in bytes (body limit, spec §1.7).
+        max_message_size: ``maxMessageSize`` in bytes (body limit, docs/protocol.md §1.7).
         max_delay_level: number of ``messageDelayLevel`` entries (18 by default).
     """
 
@@ -209,7 +210,7 @@ class CommitLog:
 
     @property
     def min_offset(self) -> int:
-        """commitLogMinOffset: first file start, −1 with no file (spec §1.1)."""
+        """commitLogMinOffset: first file start, −1 with no file (docs/protocol.md §1.1)."""
         return self.mapped_file_queue.min_offset
 
     @property
@@ -221,7 +222,7 @@ class CommitLog:
         """``getCommitLogData``: bytes from ``offset`` to the read position of the file holding it, capped.
 
         Returns None when no file holds ``offset`` (below the min offset, or not written yet) or nothing
-        is readable there yet. The result never crosses a file boundary (spec §2.3).
+        is readable there yet. The result never crosses a file boundary (docs/protocol.md §2.3).
         """
         mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
         if mf is None:
@@ -322,7 +323,7 @@ class CommitLog:
 
     # --- batches -------------------------------------------------------------------------------------
     def put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
-        """Store a client batch: one record per inner message, consecutive queue offsets (spec §1.10).
+        """Store a client batch: one record per inner message, consecutive queue offsets (docs/protocol.md §1.10).
 
         Raises PutMessageException where 4.9.8's batch encoder throws (body over ``maxMessageSize``,
         batch properties over 32767 bytes, a malformed batch body).
@@ -402,7 +403,8 @@ class CommitLog:
 
     # --- slave: replicated bytes ----------------------------------------------------------------------
     def append_data(self, start_offset: int, data: bytes | bytearray | memoryview) -> None:
-        """Append raw replicated CommitLog bytes at ``start_offset`` (4.9.8 ``CommitLog.appendData``, spec §2.6).
+        """Append raw replicated CommitLog bytes at ``start_offset`` (4.9.8 ``CommitLog.appendData``, docs/protocol.md
+        §2.6).
 
         ``start_offset`` must equal :attr:`max_offset` (or, for an empty store, be a file boundary: the first
         file is created there, as ``getLastMappedFile(startOffset)`` does). A full last file makes the next

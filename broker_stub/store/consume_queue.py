@@ -1,4 +1,4 @@
-"""ConsumeQueues (RocketMQ 4.9.8 ``ConsumeQueue``, spec §5.1): one index per (topic, queueId).
+"""ConsumeQueues (RocketMQ 4.9.8 ``ConsumeQueue``, docs/protocol.md §5.1): one index per (topic, queueId).
 
 Files: ``{storePathRootDir}/consumequeue/{topic}/{queueId}/{20-digit logical byte offset}``, each
 ``mappedFileSizeConsumeQueue`` bytes (rounded up to a multiple of 20, as upstream; 6 000 000 by default).

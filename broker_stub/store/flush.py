@@ -1,4 +1,4 @@
-"""Flushing the CommitLog (RocketMQ 4.9.8 ``FlushRealTimeService`` and ``GroupCommitService``, spec §6).
+"""Flushing the CommitLog (RocketMQ 4.9.8 ``FlushRealTimeService`` and ``GroupCommitService``, docs/protocol.md §6).
 
 ASYNC_FLUSH (:class:`FlushRealTimeService`): every ``flushIntervalCommitLog`` ms
 (``flushCommitLogTimed=true``: a plain sleep, appends do not wake it) the service flushes files holding at

@@ -1,4 +1,4 @@
-"""CommitLog mapped files and their queue (RocketMQ 4.9.8 ``MappedFile`` / ``MappedFileQueue``, spec §1.1).
+"""CommitLog mapped files and their queue (RocketMQ 4.9.8 ``MappedFile`` / ``MappedFileQueue``, docs/protocol.md §1.1).
 
 A :class:`MappedFile` is one fixed-size file named by the 20-digit CommitLog offset of its first byte,
 memory-mapped for reading. New files are created sparse (``ftruncate``), so a 1 GiB file costs nothing
@@ -213,7 +213,7 @@ class MappedFile:
 
 
 class MappedFileQueue:
-    """The ordered CommitLog files of one folder (MappedFileQueue, spec §1.1).
+    """The ordered CommitLog files of one folder (MappedFileQueue, docs/protocol.md §1.1).
 
     ``min_offset`` is the first file's start (−1 with no file); ``max_offset`` the last file's start plus
     its write position (0 with no file).
@@ -276,7 +276,7 @@ class MappedFileQueue:
         """Create the file after the last one (or, in an empty folder, the file at ``first_file_offset``).
 
         ``first_file_offset`` must be a multiple of the file size (a slave's first file starts where the
-        master's replication started, spec §2.6). Raises OSError when the file cannot be created and
+        master's replication started, docs/protocol.md §2.6). Raises OSError when the file cannot be created and
         ValueError for a misaligned ``first_file_offset``.
         """
         if not self.files and not is_file_start(first_file_offset, self.mapped_file_size):

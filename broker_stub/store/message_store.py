@@ -274,7 +274,7 @@ class DefaultMessageStore:
             return asyncio.Lock()
         return self.flush_service._lock
 
-    # --- reads (DefaultMessageStore.getMessage, spec §5.3) ---------------------------------------------
+    # --- reads (DefaultMessageStore.getMessage, docs/protocol.md §5.3) ---------------------------------------------
     def get_message(self, topic: str, queue_id: int, offset: int, max_msg_nums: int,
                     tags_filter: Callable[[int], bool] | None = None) -> GetMessageResult:
         """Up to ``max_msg_nums`` raw records of a queue from queue offset ``offset``, as 4.9.8 selects them.

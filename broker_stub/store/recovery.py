@@ -1,4 +1,4 @@
-"""CommitLog recovery at start-up (RocketMQ 4.9.8 ``recoverNormally`` / ``recoverAbnormally``, spec §1.11).
+"""CommitLog recovery at start-up (RocketMQ 4.9.8 ``recoverNormally`` / ``recoverAbnormally``, docs/protocol.md §1.11).
 
 * **Normal** (no ``abort`` file: the last shutdown flushed everything): validate records from the
   third-last file on.

@@ -1,4 +1,4 @@
-"""ReputMessageService (RocketMQ 4.9.8 ``DefaultMessageStore.ReputMessageService``, spec §5.2).
+"""ReputMessageService (RocketMQ 4.9.8 ``DefaultMessageStore.ReputMessageService``, docs/protocol.md §5.2).
 
 Builds the ConsumeQueues from the CommitLog, on a master and on a slave alike: it walks records from
 ``reputFromOffset`` up to the CommitLog's max offset, reading headers only (no body copy, no CRC), and
@@ -18,7 +18,7 @@ the next file.
   on a slave in the middle of a replication burst it pauses between steps (replication first: upstream
   runs reput on its own thread, off the HA path).
 * After each step the (topic, queueId) pairs that got messages are handed to ``on_arrival`` (the pull
-  long-polling wake-up). 4.9.8 does this only on masters; the stub does it on slaves too (spec §7.11).
+  long-polling wake-up). 4.9.8 does this only on masters; the stub does it on slaves too (docs/protocol.md §7.11).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ _DISPATCHED_TYPES = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
 
 
 def tags_code(info: DispatchInfo, delay_levels_ms: list[int], props: dict[str, str] | None = None) -> int:
-    """The ConsumeQueue tagsCode of a record (``checkMessageAndReturnSize``, spec §5.1).
+    """The ConsumeQueue tagsCode of a record (``checkMessageAndReturnSize``, docs/protocol.md §5.1).
 
     ``TAGS.hashCode()`` (0 without tags); for SCHEDULE_TOPIC_XXXX the delivery time in ms (store time +
     the ``DELAY`` level's delay, level clamped to the table; store time + 1000 for an unknown level).

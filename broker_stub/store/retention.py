@@ -1,5 +1,5 @@
 """Retention of old CommitLog and ConsumeQueue files (RocketMQ 4.9.8 ``CleanCommitLogService`` and
-``CleanConsumeQueueService``, spec §6 "Other store defaults").
+``CleanConsumeQueueService``, docs/protocol.md §6 "Other store defaults").
 
 Every ``cleanResourceInterval`` ms (10 s) the service deletes CommitLog files when one of these holds:
 
@@ -15,7 +15,7 @@ every full file expired). Files go oldest first, at most 10 per round, never the
 and deletion stops at the first file that is kept ("avoid deleting files in the middle"). Then every
 ConsumeQueue drops whole files that only point below the new CommitLog min offset and moves its
 min offset (CleanConsumeQueueService). Like 4.9.8, retention does not consider slave or reader
-progress (spec §7.5): readers see the gap as commitLogMinOffset > their offset.
+progress (docs/protocol.md §7.5): readers see the gap as commitLogMinOffset > their offset.
 
 Differences: the stub runs a round at once when DELETE_EXPIRED_COMMITLOG arrives (upstream waits for
 the next 10 s tick), and does not sleep ``deleteCommitLogFilesInterval`` between deletions (an unlink

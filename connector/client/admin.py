@@ -1,8 +1,8 @@
-"""The broker admin requests the driver uses for offsets and broker config (spec §4).
+"""The broker admin requests the driver uses for offsets and broker config (docs/protocol.md §4).
 
 The driver never touches message bytes: it learns where the CommitLog starts and ends from
 GET_BROKER_RUNTIME_INFO (28) and how big a mapped file is from GET_BROKER_CONFIG (26), then plans byte
-ranges that executors fetch over the HA port (DESIGN §1, §3).
+ranges that executors fetch over the HA port (docs/architecture.md "The path of one offset").
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ class BrokerAdminClient:
         """(commitLogMinOffset, commitLogMaxOffset) in bytes from one GET_BROKER_RUNTIME_INFO.
 
         The min offset is the start of the first mapped file the broker still has; -1 (no file yet)
-        is returned as 0. The max offset is the next byte the broker will write (spec §1.1).
+        is returned as 0. The max offset is the next byte the broker will write (docs/protocol.md §1.1).
         """
         return self.store_offsets()[:2]
 
@@ -185,7 +185,7 @@ class BrokerAdminClient:
 
     def check_classic_ha(self, config: dict[str, str] | None = None) -> None:
         """Raise UnsupportedBrokerModeError when the broker runs DLedger (``enableDLegerCommitLog``) or
-        controller mode (``enableControllerMode``, 5.x): neither serves the classic HA port (spec §2.1).
+        controller mode (``enableControllerMode``, 5.x): neither serves the classic HA port (docs/protocol.md §2.1).
         """
         config = self.broker_config() if config is None else config
         if config.get("enableDLegerCommitLog", "false").strip().lower() == "true":

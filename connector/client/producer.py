@@ -4,11 +4,11 @@ What it reproduces (``DefaultMQProducerImpl.sendKernelImpl``, ``MQClientAPIImpl`
 
 * SEND_MESSAGE_V2 (310) with the JSON header of short names ``a..m`` (producerGroup, topic, ``TBW102``,
   defaultTopicQueueNums, queueId, sysFlag, bornTimestamp, flag, properties, reconsumeTimes 0, unitMode
-  false, batch); batches go as SEND_BATCH_MESSAGE (320) with the client batch body (spec §1.10, §4.5).
+  false, batch); batches go as SEND_BATCH_MESSAGE (320) with the client batch body (docs/protocol.md §1.10, §4.5).
 * Properties built in a Java HashMap in the order the Java client fills it (TAGS, KEYS, WAIT, user
   properties, DELAY, then UNIQ_KEY), so the stored properties string matches what a Java producer causes.
 * ``UNIQ_KEY`` laid out as ``MessageClientIDSetter`` does: client IP + pid (short) + a per-process int +
-  ms since the start of the current month (int) + counter (short), upper-case hex (spec §1.8).
+  ms since the start of the current month (int) + counter (short), upper-case hex (docs/protocol.md §1.8).
 * Bodies of ``compressMsgBodyOverHowmuch`` (4096) bytes or more are zlib-compressed (level 5) and flagged
   ``COMPRESSED | ZLIB`` (sysFlag 0x301); batches are never compressed.
 * Round-robin queue selection over ``defaultTopicQueueNums`` (4) queues per topic unless a queue is given.
@@ -124,7 +124,8 @@ class Message:
 
 
 class MessageClientIDSetter:
-    """UNIQ_KEY generator with the 4.9.8 layout (spec §1.8); one per producer, counter shared per process."""
+    """UNIQ_KEY generator with the 4.9.8 layout (docs/protocol.md §1.8); one per producer, counter shared per
+    process."""
 
     _counter = itertools.count(random.randrange(0x10000))
     _counter_lock = threading.Lock()

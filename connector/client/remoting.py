@@ -1,4 +1,4 @@
-"""The blocking RocketMQ remoting clients (spec §4): the only owners of a blocking remoting socket.
+"""The blocking RocketMQ remoting clients (docs/protocol.md §4): the only owners of a blocking remoting socket.
 
 * :class:`RemotingConnection` — one request at a time: the source's
   :class:`connector.client.admin.BrokerAdminClient`, the apps' preflight and status, the broker stub's

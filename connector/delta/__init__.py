@@ -1,6 +1,6 @@
 """Delta Lake writers without Spark's Delta jars: ``format("deltalake")``, ``write_batch``, the direct landing.
 
-DESIGN §4; docs/delta.md. One module per concern, imported by what uses it (this package exports nothing):
+docs/delta.md. One module per concern, imported by what uses it (this package exports nothing):
 
 - :mod:`~connector.delta.sink`: ``format("deltalake")``, the Spark data source and its stream writer;
 - :mod:`~connector.delta.foreach_batch`: ``write_batch``, the same write for a foreachBatch DataFrame;

@@ -1,6 +1,6 @@
 """The driver's side of a micro-batch: one Delta commit carrying ``txn(appId, batchId)``, or a skipped replay.
 
-DESIGN §4. One committer for every writer of this project: the streaming sink
+docs/delta.md "2. The sink". One committer for every writer of this project: the streaming sink
 (``format("deltalake")``), ``write_batch`` (foreachBatch) and the direct landing all hand the commit
 messages of a batch's tasks to :meth:`DeltaBatchCommitter.commit`, and a failed batch to
 :meth:`DeltaBatchCommitter.abort`.

@@ -1,6 +1,6 @@
 """Upkeep of the Delta tables the sink writes: compaction, checkpoints, vacuum and orphan-file removal.
 
-DESIGN §4 ("small files are handled by compaction"). Compaction, checkpoints and vacuum are delta-rs
+docs/delta.md "3. Maintenance" (small files are handled by compaction). Compaction, checkpoints and vacuum are delta-rs
 operations (``DeltaTable.optimize.compact``, ``create_checkpoint``, ``vacuum``); this module only puts
 them behind one call the apps and ``hareplica maintain`` can schedule.
 

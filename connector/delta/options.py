@@ -118,7 +118,7 @@ class DeltaSinkOptions:
 def app_id_from_checkpoint(checkpoint_location: str, name: str = "hareplica") -> str:
     """A stable appId for a query: ``<name>-<16 hex digits of SHA-256 of the absolute checkpoint path>``.
 
-    DESIGN §4: apps derive appId from the checkpoint location, so a restart from the same checkpoint
+    docs/delta.md "2. The sink": apps derive appId from the checkpoint location, so a restart from the same checkpoint
     keeps it and a query with a new checkpoint gets a new one.
     """
     return f"{name}-{hashlib.sha256(normalize_table_uri(checkpoint_location).encode('utf-8')).hexdigest()[:16]}"

@@ -1,6 +1,6 @@
 """The streaming sink ``writeStream.format("deltalake")``: Parquet on executors, one Delta commit per batch.
 
-DESIGN §4. Spark's own Delta sink needs the delta-spark jars; this sink needs none. It follows the
+docs/delta.md "2. The sink". Spark's own Delta sink needs the delta-spark jars; this sink needs none. It follows the
 Python data source API of pyspark 4.2 (``DataSourceStreamArrowWriter``):
 
 - ``write(iterator)`` runs on executors. It receives the micro-batch partition as pyarrow RecordBatches,
@@ -41,7 +41,8 @@ SPARK_BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
 
 class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
-    """Writes micro-batches to a Delta table with exactly-once semantics (DESIGN §4; module docstring).
+    """Writes micro-batches to a Delta table with exactly-once semantics (docs/delta.md "2. The sink"; module
+    docstring).
 
     Created by :meth:`DeltaLakeDataSource.streamWriter` on the driver, pickled to executors for
     :meth:`write`, and created again on the driver for every :meth:`commit` / :meth:`abort`; it holds
@@ -100,7 +101,8 @@ class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
 
 
 class DeltaLakeDataSource(DataSource):
-    """``format("deltalake")``: a streaming sink into a Delta table without Spark's Delta jars (DESIGN §4).
+    """``format("deltalake")``: a streaming sink into a Delta table without Spark's Delta jars (docs/delta.md "2. The
+    sink").
 
     Use: ``df.writeStream.format("deltalake").option("appId", "bronze").option("checkpointLocation", cp)
     .start("/path/to/table")``. Options are listed in connector.delta.options.

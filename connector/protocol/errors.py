@@ -1,7 +1,7 @@
 """The project's small exception hierarchy.
 
 Every error names *where* the problem is (CommitLog offset, file, field or frame) so that a user can
-find the bad bytes; see DESIGN.md §6.
+find the bad bytes; see docs/architecture.md "Conventions".
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ class HAReplicaError(Exception):
 
 
 class CommitLogFormatError(HAReplicaError):
-    """Bytes that are not a valid RocketMQ 4.9.8 CommitLog record (spec §1.2, §1.9).
+    """Bytes that are not a valid RocketMQ 4.9.8 CommitLog record (docs/protocol.md §1.2, §1.9).
 
     Attributes:
         offset: absolute CommitLog offset of the record's first byte (bytes).
@@ -31,8 +31,8 @@ class CommitLogFormatError(HAReplicaError):
 
 
 class HAProtocolError(HAReplicaError):
-    """A violation of the classic HA wire protocol (spec §2.2, §2.3)."""
+    """A violation of the classic HA wire protocol (docs/protocol.md §2.2, §2.3)."""
 
 
 class RemotingProtocolError(HAReplicaError):
-    """A malformed RocketMQ remoting frame or header (spec §4.1, §4.2)."""
+    """A malformed RocketMQ remoting frame or header (docs/protocol.md §4.1, §4.2)."""

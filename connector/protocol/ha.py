@@ -1,4 +1,4 @@
-"""Classic RocketMQ 4.9.8 master/slave HA wire protocol (spec §2.2, §2.3): pure framing, no sockets.
+"""Classic RocketMQ 4.9.8 master/slave HA wire protocol (docs/protocol.md §2.2, §2.3): pure framing, no sockets.
 
 Slave → master: a plain stream of 8-byte big-endian longs, each the slave's CommitLog max offset
 (the next byte it needs). Master → slave: frames of a 12-byte header ``[masterPhyOffset int64]
@@ -41,7 +41,7 @@ def encode_transfer_header(master_phy_offset: int, body_size: int) -> bytes:
 
 
 class ReportReader:
-    """Master side: turns the slave's byte stream into offset reports (spec §2.2).
+    """Master side: turns the slave's byte stream into offset reports (docs/protocol.md §2.2).
 
     Like ReadSocketService, only the last complete 8-byte value of each chunk is used; earlier ones in
     the same chunk are superseded. A partial value stays buffered until its remaining bytes arrive.
@@ -80,7 +80,8 @@ class TransferFrame:
 
 
 class TransferFrameReader:
-    """Slave side: the one parser of master→slave frames (spec §2.3, §2.6), sans-IO, over one rewindable buffer.
+    """Slave side: the one parser of master→slave frames (docs/protocol.md §2.3, §2.6), sans-IO, over one rewindable
+    buffer.
 
     Every HA client of the project reads frames with it: the source's :mod:`connector.ha_fetch`, the
     broker stub's ``HAClient`` and the test helpers. Bytes come in two ways:

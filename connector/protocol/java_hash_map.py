@@ -122,7 +122,7 @@ class JavaHashMap:
     def from_properties_string(cls, text: str | None) -> JavaHashMap:
         """``MessageDecoder.string2messageProperties`` into a fresh HashMap, keys put in string order.
 
-        Pairs as :func:`connector.protocol.commitlog.iter_properties` yields them (spec §1.5).
+        Pairs as :func:`connector.protocol.commitlog.iter_properties` yields them (docs/protocol.md §1.5).
         """
         out = cls()
         for name, value in iter_properties(text or ""):

@@ -1,4 +1,4 @@
-"""RocketMQ 4.9.8 remoting frames (RemotingCommand), JSON and ROCKETMQ headers (spec §4).
+"""RocketMQ 4.9.8 remoting frames (RemotingCommand), JSON and ROCKETMQ headers (docs/protocol.md §4).
 
 Frame: ``[length int32 = 4 + headerLength + bodyLength][serializeType<<24 | headerLength][header][body]``.
 Responses use the serialize type of their request. Pure codec: parse from a buffer, never a socket.
@@ -27,7 +27,7 @@ MQ_VERSION_V4_9_8 = 409  # MQVersion.Version.V4_9_8.ordinal()
 
 
 class RequestCode:
-    """Request codes (RequestCode.java, spec §4.3)."""
+    """Request codes (RequestCode.java, docs/protocol.md §4.3)."""
 
     SEND_MESSAGE = 10
     PULL_MESSAGE = 11
@@ -74,7 +74,7 @@ class RequestCode:
 
 
 class ResponseCode:
-    """Response codes (RemotingSysResponseCode + ResponseCode, spec §4.4)."""
+    """Response codes (RemotingSysResponseCode + ResponseCode, docs/protocol.md §4.4)."""
 
     SUCCESS = 0
     SYSTEM_ERROR = 1
@@ -103,7 +103,7 @@ class ResponseCode:
     CONSUMER_NOT_ONLINE = 206
 
 
-# SendMessageRequestHeaderV2 short field names → SendMessageRequestHeader names (spec §4.5).
+# SendMessageRequestHeaderV2 short field names → SendMessageRequestHeader names (docs/protocol.md §4.5).
 SEND_MESSAGE_V2_FIELD_NAMES = {
     "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
     "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
@@ -122,7 +122,7 @@ def next_opaque() -> int:
 
 @dataclass
 class RemotingCommand:
-    """One remoting request or response (RemotingCommand, spec §4.2).
+    """One remoting request or response (RemotingCommand, docs/protocol.md §4.2).
 
     ``ext_fields`` carries the custom header as strings; ``body`` is opaque bytes.
     """
@@ -272,7 +272,7 @@ def _header_ext_fields(obj: dict) -> dict[str, str]:
 
 
 def _decode_json_header(h: bytes) -> RemotingCommand:
-    """A JSON RemotingCommand header (spec §4.2) → command, or a RemotingProtocolError naming the field.
+    """A JSON RemotingCommand header (docs/protocol.md §4.2) → command, or a RemotingProtocolError naming the field.
 
     Hostile input stays a RemotingProtocolError: NaN/Infinity and numbers that overflow a double
     (``1e400``), integers outside int32 or longer than 40 digits, non-scalar ``extFields`` values, and

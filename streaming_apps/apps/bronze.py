@@ -2,7 +2,7 @@
 
 ``hareplica run bronze --brokers broker-a=HOST:10912 [--workdir DIR]`` streams ``format("hareplica")``
 into the Delta table ``TABLES_ROOT/bronze`` (append only, one row per message, exactly once). Columns:
-the source's (DESIGN §3: topic, queueId, queueOffset, commitLogOffset, storeSize, bodyCRC, flag, sysFlag,
+the source's (docs/source.md "Rows": topic, queueId, queueOffset, commitLogOffset, storeSize, bodyCRC, flag, sysFlag,
 bornTimestamp, bornHost, storeTimestamp, storeHost, reconsumeTimes, preparedTransactionOffset, msgId,
 uniqKey, tags, keys, properties, body, broker, decodeError) plus ``storeDate``, the UTC date of storeTimestamp,
 which is the partition column (``storeDate=YYYY-MM-DD/`` folders). Bad records (``decodeError`` not null:

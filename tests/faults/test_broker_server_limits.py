@@ -104,7 +104,8 @@ def test_connection_cap_refuses_only_the_extra_connections(broker_factory):
     req = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO).encode()
     # the launcher's readiness probes connected and closed; one answered request on a connection of our own
     # means the broker's loop has run past their accept and EOF, so they no longer hold a slot
-    assert remoting_request(broker.remoting_addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)).code == 0
+    probe = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+    assert remoting_request(broker.remoting_addr, probe).code == 0
     held = [socket.create_connection(addr, timeout=10) for _ in range(5)]
     for s in held:  # each one is served (so counted) before the extra one connects
         s.sendall(req)

@@ -1,4 +1,5 @@
-"""The master HA port (spec §2) against raw sockets: start rules, frame rules, heartbeats, acks, housekeeping."""
+"""The master HA port (docs/protocol.md §2) against raw sockets: start rules, frame rules, heartbeats, acks,
+housekeeping."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Restart recovery: clean SIGTERM restarts and kill -9 with torn tails (spec §1.11)."""
+"""Restart recovery: clean SIGTERM restarts and kill -9 with torn tails (docs/protocol.md §1.11)."""
 
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ def test_empty_slave_starts_at_the_masters_current_last_file(broker_factory):
                            mappedFileSizeCommitLog=FILE, haSendHeartbeatInterval=300)
     wait_for_offset(slave.remoting_addr, end)
     info = runtime_info(slave.remoting_addr)
-    assert int(info["commitLogMinOffset"]) == end - end % FILE  # upstream report-0 rule (spec §2.5)
+    assert int(info["commitLogMinOffset"]) == end - end % FILE  # upstream report-0 rule (docs/protocol.md §2.5)
     slave.stop()
     name = f"{end - end % FILE:020d}"
     assert (slave.commitlog_dir / name).read_bytes() == (master.commitlog_dir / name).read_bytes()

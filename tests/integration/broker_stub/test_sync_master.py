@@ -1,4 +1,4 @@
-"""SYNC_MASTER replica waits (spec §2.8–2.10), resolved by HA acks from a raw socket acting as the slave."""
+"""SYNC_MASTER replica waits (docs/protocol.md §2.8–2.10), resolved by HA acks from a raw socket acting as the slave."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Property-based round trips and error cases of the CommitLog codec (spec §1.2–§1.9)."""
+"""Property-based round trips and error cases of the CommitLog codec (docs/protocol.md §1.2–§1.9)."""
 
 from __future__ import annotations
 

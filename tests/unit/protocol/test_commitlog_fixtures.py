@@ -1,4 +1,4 @@
-"""The codec against the golden RocketMQ 4.9.8 CommitLog (spec §1; fixtures README)."""
+"""The codec against the golden RocketMQ 4.9.8 CommitLog (docs/protocol.md §1; fixtures README)."""
 
 from __future__ import annotations
 

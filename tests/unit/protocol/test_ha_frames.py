@@ -1,4 +1,4 @@
-"""HA framing against the streams recorded from a real 4.9.8 master (spec §2.3; fixtures ha_stream/)."""
+"""HA framing against the streams recorded from a real 4.9.8 master (docs/protocol.md §2.3; fixtures ha_stream/)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Remoting frames: JSON and ROCKETMQ headers, incremental decoding, malformed input (spec §4)."""
+"""Remoting frames: JSON and ROCKETMQ headers, incremental decoding, malformed input (docs/protocol.md §4)."""
 
 from __future__ import annotations
 
