@@ -289,10 +289,9 @@ class CommitLog:
             log.warning("put refused: message size exceeded topic=%s body=%d total=%d maxMessageSize=%d",
                         msg.topic, len(msg.body), msg_len, self.max_message_size)
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        if msg_len + END_FILE_MIN_BLANK_LENGTH_BYTES > self.file_size:
-            log.warning("put refused: record of %d bytes cannot fit a %d-byte CommitLog file topic=%s",
-                        msg_len, self.file_size, msg.topic)
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        refused = self._refuse_unfittable(msg_len, "record", msg.topic)
+        if refused is not None:
+            return refused
 
         # --- in the put lock -------------------------------------------------------------------------
         msg.store_timestamp = _now_ms()
@@ -365,10 +364,9 @@ class CommitLog:
                                           f"(limit {PROPERTIES_MAX_LENGTH_BYTES})")
             encoded.append((entry.body, entry.flag, props))
             total_len += calc_msg_length(batch.sys_flag, len(entry.body), len(topic_b), len(props))
-        if total_len + END_FILE_MIN_BLANK_LENGTH_BYTES > self.file_size:
-            log.warning("put refused: batch of %d bytes cannot fit a %d-byte CommitLog file topic=%s",
-                        total_len, self.file_size, batch.topic)
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        refused = self._refuse_unfittable(total_len, "batch", batch.topic)
+        if refused is not None:
+            return refused
 
         # --- in the put lock -------------------------------------------------------------------------
         batch.store_timestamp = _now_ms()
@@ -483,6 +481,14 @@ class CommitLog:
         return mf if size else None
 
     # --- internals -----------------------------------------------------------------------------------
+    def _refuse_unfittable(self, length: int, what: str, topic: str) -> PutMessageResult | None:
+        """MESSAGE_ILLEGAL (logged) when ``length`` bytes plus the minimum END_FILE blank exceed one file."""
+        if length + END_FILE_MIN_BLANK_LENGTH_BYTES <= self.file_size:
+            return None
+        log.warning("put refused: %s of %d bytes cannot fit a %d-byte CommitLog file topic=%s",
+                    what, length, self.file_size, topic)
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+
     def _writable_file(self, needed: int) -> MappedFile | None:
         """The file the next ``needed`` bytes go to, closing the current one with an END_FILE blank first."""
         queue = self.mapped_file_queue
