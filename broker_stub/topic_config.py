@@ -162,15 +162,23 @@ class TopicConfigManager:
         tc = TopicConfig(topic, queue_nums, queue_nums, default.perm & ~PERM_INHERIT, default.topicFilterType,
                          topic_sys_flag)
         self.table[topic] = tc
-        self.data_version = {"counter": self.data_version["counter"] + 1, "timestamp": time.time_ns() // 1_000_000}
+        self._next_data_version()
         log.info("topic created topic=%s queues=%d defaultTopic=%s producer=%s", topic, queue_nums, default_topic,
                  remote_address)
+        self._persist_logged()
+        self._changed()
+        return tc
+
+    def _next_data_version(self) -> None:
+        """DataVersion.nextVersion: counter + 1, timestamp now (ms); slaves copy the table when it differs."""
+        self.data_version = {"counter": self.data_version["counter"] + 1, "timestamp": time.time_ns() // 1_000_000}
+
+    def _persist_logged(self) -> None:
+        """Persist ``topics.json``; a failure is logged on one line, the table in memory stays changed."""
         try:
             self.persist()
         except OSError as exc:
             log.error("topic config persist failed path=%s error=%s", self.config_path, exc)
-        self._changed()
-        return tc
 
     def _changed(self) -> None:
         for listener in self.change_listeners:
@@ -187,11 +195,8 @@ class TopicConfigManager:
             log.info("update topic config, old=%s new=%s", old, tc)
         else:
             log.info("create new topic %s", tc)
-        self.data_version = {"counter": self.data_version["counter"] + 1, "timestamp": time.time_ns() // 1_000_000}
-        try:
-            self.persist()
-        except OSError as exc:
-            log.error("topic config persist failed path=%s error=%s", self.config_path, exc)
+        self._next_data_version()
+        self._persist_logged()
         return old
 
     def create_topic_in_send_message_back_method(self, topic: str, queue_nums: int, perm: int,
@@ -208,12 +213,9 @@ class TopicConfigManager:
             return None
         tc = TopicConfig(topic, queue_nums, queue_nums, perm, topicSysFlag=topic_sys_flag)
         self.table[topic] = tc
-        self.data_version = {"counter": self.data_version["counter"] + 1, "timestamp": time.time_ns() // 1_000_000}
+        self._next_data_version()
         log.info("topic created topic=%s queues=%d (retry topic)", topic, queue_nums)
-        try:
-            self.persist()
-        except OSError as exc:
-            log.error("topic config persist failed path=%s error=%s", self.config_path, exc)
+        self._persist_logged()
         self._changed()
         return tc
 
