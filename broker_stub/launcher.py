@@ -60,6 +60,9 @@ def _bindable(host: str, port: int) -> bool:
         return True
 
 
+_PORT_KEYS = ("haListenPort", "metricsPromExporterPort")  # ports a caller may set beside the automatic ones
+
+
 def free_port(host: str = "127.0.0.1", attempts: int = 200) -> int:
     """A TCP port in LISTEN_PORT_RANGE that was free on ``host`` a moment ago. Raises OSError if none is."""
     for _ in range(attempts):
@@ -219,14 +222,19 @@ class BrokerProcess(_ChildProcess):
         broker = cls(workdir, text_props, auto_ports=auto_ports)
         broker.log_level = log_level
         for attempt in range(_BIND_RETRIES):
-            if auto_ports:
-                text_props["listenPort"] = str(free_port_pair() if not explicit_ha else free_port())
+            if auto_ports:  # never one of the ports the caller set (e.g. metricsPromExporterPort)
+                taken = {text_props[k] for k in _PORT_KEYS if k in text_props}
+                while True:
+                    port = free_port_pair() if not explicit_ha else free_port()
+                    if not {str(port), str(port + 1), str(port - 2)} & taken:
+                        break
+                text_props["listenPort"] = str(port)
             broker._write_conf()
             try:
                 broker._launch(timeout_s)
                 return broker
             except BrokerStartError as exc:
-                if auto_ports and attempt + 1 < _BIND_RETRIES and "address already in use" in str(exc):
+                if auto_ports and attempt + 1 < _BIND_RETRIES and "address already in use" in str(exc).lower():
                     log.warning("broker port taken meanwhile, retrying with other ports workdir=%s", workdir)
                     continue
                 raise
