@@ -36,7 +36,6 @@ NUMPY = NumpyKernels()
 NATIVE = NativeKernels(_decode_kernel) if _decode_kernel is not None else None
 
 
-
 def _choose() -> NumpyKernels:
     """The kernels a process starts with: NumPy when the environment asks for it or the kernel is not built."""
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
