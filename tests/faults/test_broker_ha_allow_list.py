@@ -95,7 +95,9 @@ def test_acks_from_a_non_replica_do_not_release_a_sync_wait(broker_factory):
         wait_for(lambda: fake.acked > 0, "the fake reader to read and ack")
         statuses = _sync_send_statuses(broker, 5)
         assert "SEND_OK" not in statuses, statuses
-        assert fake.acked == int(runtime_info(broker.remoting_addr)["commitLogMaxOffset"])  # it did ack all
+        end = int(runtime_info(broker.remoting_addr)["commitLogMaxOffset"])
+        # it does ack all of it (on a loaded machine the last frame may arrive after the 1 s slaveTimeout)
+        wait_for(lambda: fake.acked == end, f"the fake reader to ack up to {end}")
     finally:
         fake.close()
     replica = AckingReader("127.0.0.2", broker.ha_addr)  # the listed replica releases the waits
