@@ -42,6 +42,12 @@ startingOffsets            earliest      ``earliest`` (the broker's commitLogMin
                                          boundary, or -2 (earliest) / -1 (latest) as in Kafka.
 maxBytesPerTrigger         none          soft cap in bytes of CommitLog per micro-batch, over all
                                          brokers (see ``connector.source`` for why it is soft).
+minPartitions              none          desired minimum number of InputPartitions per micro-batch
+                                         (Spark's Kafka option): large slices are split inside a
+                                         mapped file at record boundaries the broker's ConsumeQueues
+                                         give (``connector.splits``), in proportion to their size.
+maxBytesPerPartition       none          split slices of CommitLog larger than this many bytes the
+                                         same way. Pieces are never below 1 MiB.
 failOnDataLoss             true          fail when CommitLog bytes the query needs are gone from the
                                          broker; ``false`` logs the lost range and goes on.
 subscribe                  (all)         comma-separated topic names to keep (exact match); other
@@ -133,6 +139,7 @@ _BROKER_NAME = re.compile(r"^[A-Za-z0-9_.%-]+$")
 OPTION_ALIASES = {"topics": "subscribe", "topicPattern": "subscribePattern", "minReplicas": "minInSyncSlaves"}
 _KNOWN = {name.lower(): name for name in (
     "brokers", "slaves", "readFrom", "minInSyncSlaves", "startingOffsets", "maxBytesPerTrigger", "failOnDataLoss",
+    "minPartitions", "maxBytesPerPartition",
     "subscribe", "subscribePattern", "includeSystemTopics", "decompressBody", "mode", "verifyBodyCRC",
     "maxInflatedBodyBytes", "connectTimeoutMs", "readTimeoutMs",
     "fetchRetries", "haSendHeartbeatInterval", "arrowMaxRecordsPerBatch", "arrowMaxBytesPerBatch",
@@ -217,6 +224,8 @@ class SourceOptions:
     slaves: tuple[BrokerEndpoint, ...] = ()
     read_from: str = READ_FROM_MASTER
     min_in_sync_slaves: int = 0
+    min_partitions: int | None = None
+    max_bytes_per_partition: int | None = None
 
     def slaves_of(self, name: str) -> tuple[BrokerEndpoint, ...]:
         """The configured slaves of broker set ``name``, in option order."""
@@ -299,9 +308,14 @@ class SourceOptions:
         max_bytes = None
         if opts.get("maxbytespertrigger") is not None:
             max_bytes = _positive_int(opts, "maxBytesPerTrigger", 0)
+        min_partitions = _positive_int(opts, "minPartitions", 0) if opts.get("minpartitions") is not None else None
+        max_part = None
+        if opts.get("maxbytesperpartition") is not None:
+            max_part = _positive_int(opts, "maxBytesPerPartition", 0)
         return cls(brokers=brokers, starting_offsets=parse_starting_offsets(opts.get("startingoffsets"), names),
                    max_bytes_per_trigger=max_bytes, fetch=fetch, slaves=slaves, read_from=read_from,
-                   min_in_sync_slaves=min_in_sync_slaves)
+                   min_in_sync_slaves=min_in_sync_slaves, min_partitions=min_partitions,
+                   max_bytes_per_partition=max_part)
 
 
 def parse_topic_filter(opts: Mapping[str, str]) -> TopicFilter:

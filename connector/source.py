@@ -19,8 +19,9 @@ around batch ends, to fingerprint and check the record before each offset (:mod:
 * **Trigger.AvailableNow.** ``prepareForTriggerAvailableNow`` records each broker's max offset; no
   batch goes past it.
 * **Partitions.** One :class:`HAReplicaInputPartition` per (broker, mapped-file slice) of
-  ``[start, end)``; executors fetch their slice over the HA port (:mod:`connector.ha_fetch`) and
-  decode it into pyarrow RecordBatches (:mod:`connector.decode`).
+  ``[start, end)``, split further at ConsumeQueue record boundaries for ``minPartitions`` /
+  ``maxBytesPerPartition`` (:mod:`connector.splits`); executors fetch their slice over the HA port
+  (:mod:`connector.ha_fetch`) and decode it into pyarrow RecordBatches (:mod:`connector.decode`).
 * **Data loss** (``failOnDataLoss``, as in Spark's Kafka source): when the broker's min offset has
   passed the offset a batch must start at (retention deleted files), or its max offset fell below the
   checkpoint (it lost its tail), the query fails naming the lost range; with ``false`` it logs the
@@ -49,6 +50,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 
 from connector.client.admin import BrokerAdminClient
+from connector.client.consume_queue import ConsumeQueueReader
 from connector.client.remoting import BrokerAdminError, BrokerUnreachableError
 from connector.data_loss import on_data_loss
 from connector.decode.schema import spark_schema
@@ -70,6 +72,7 @@ from connector.planning import ACK_WINDOW_MARGIN_MS, BrokerSetView, ServerOffset
 from connector.protocol.errors import HAReplicaError
 from connector.protocol.mapped_files import next_file_start
 from connector.reconnect import OutageWait
+from connector.splits import find_boundaries, partition_counts, pick_splits
 
 log = logging.getLogger(__name__)
 
@@ -439,34 +442,66 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return out
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        """One HAReplicaInputPartition per (broker, mapped-file slice) of ``[start, end)``, each read from
-        the master, or with ``readFrom=slave`` from a slave that holds the slice."""
-        parts: list[InputPartition] = []
+        """One HAReplicaInputPartition per (broker, mapped-file slice) of ``[start, end)``, slices split further at
+        ConsumeQueue-given record boundaries when ``minPartitions`` / ``maxBytesPerPartition`` ask for it
+        (:mod:`connector.splits`); each is read from the master, or with ``readFrom=slave`` from a slave that
+        holds it."""
+        prefer_slave = self.options.read_from == READ_FROM_SLAVE
+        slices: list[tuple[BrokerSetView, int, int]] = []
         for broker in self.options.brokers:
             stop = end.get(broker.name)
             if stop is None:
                 continue
             stop = int(stop)
             view = self._views.get(broker.name)
-            if view is None or view.master is None or (self.options.read_from == READ_FROM_SLAVE and not view.slaves):
-                view = self._refresh(broker, slaves=self.options.read_from == READ_FROM_SLAVE)
+            if view is None or view.master is None or (prefer_slave and not view.slaves):
+                view = self._refresh(broker, slaves=prefer_slave)
             min_offset = self._bounds(view)[0]
             begin = self._start_of(broker, start, min_offset)
             if begin >= stop:
                 continue
             begin = min(self._check_min(broker, begin, min_offset), stop)
             begin = min(self._verified_begin(broker, view, start, begin, min_offset, self._bounds(view)[1]), stop)
-            size = view.mapped_file_size
             while begin < stop:
-                slice_end = min(stop, next_file_start(begin, size))
-                server = view.server_for(begin, slice_end, self.options.read_from == READ_FROM_SLAVE)
-                parts.append(HAReplicaInputPartition(
-                    broker=broker.name, ha_addr=server.endpoint.ha_addr, remoting_addr=server.endpoint.remoting_addr,
-                    start=begin, end=slice_end, mapped_file_size=size, fetch=self.options.fetch,
-                    server_role=server.role))
+                slice_end = min(stop, next_file_start(begin, view.mapped_file_size))
+                slices.append((view, begin, slice_end))
                 begin = slice_end
+        counts = partition_counts([hi - lo for _, lo, hi in slices], self.options.min_partitions,
+                                  self.options.max_bytes_per_partition)
+        parts: list[InputPartition] = []
+        for (view, lo, hi), pieces in zip(slices, counts, strict=True):
+            edges = [lo, *self._splits(view, lo, hi, pieces), hi]
+            for begin, slice_end in zip(edges, edges[1:], strict=False):
+                server = view.server_for(begin, slice_end, prefer_slave)
+                parts.append(HAReplicaInputPartition(
+                    broker=view.name, ha_addr=server.endpoint.ha_addr, remoting_addr=server.endpoint.remoting_addr,
+                    start=begin, end=slice_end, mapped_file_size=view.mapped_file_size, fetch=self.options.fetch,
+                    server_role=server.role))
         log.info("planned %d partition(s) for %s -> %s", len(parts), start, end)
         return parts
+
+    def _splits(self, view: BrokerSetView, lo: int, hi: int, pieces: int) -> list[int]:
+        """Record boundaries cutting ``[lo, hi)`` into about ``pieces`` InputPartitions (:mod:`connector.splits`);
+        on a SYNC_MASTER only boundaries whose bytes below can no longer have a producer waiting for an ack
+        (a partition's first HA report acknowledges them, :mod:`connector.planning`). Planning goes on without
+        splits when the broker cannot say."""
+        if pieces <= 1:
+            return []
+        server = view.server_for(lo, hi, self.options.read_from == READ_FROM_SLAVE)
+        fetch = self.options.fetch
+        targets = [lo + (hi - lo) * k // pieces for k in range(1, pieces)]
+        try:
+            with ConsumeQueueReader(server.endpoint.remoting_addr, fetch.read_timeout_ms, fetch.credentials,
+                                    connect_timeout_ms=fetch.connect_timeout_ms) as reader:
+                found = find_boundaries(reader, lo, hi, targets, max((hi - lo) // (8 * pieces), 64 * 1024))
+        except BrokerAdminError as exc:
+            log.warning("broker %s: no split of [%d, %d) into %d partitions: %s", view.name, lo, hi, pieces, exc)
+            return []
+        settled = view.settled_offset(time.monotonic())
+        cuts = [c for c in pick_splits(lo, hi, pieces, found) if c <= settled]
+        log.info("broker %s: [%d, %d) split at %s (%d wanted, %d ConsumeQueue boundaries seen)", view.name, lo, hi,
+                 cuts, pieces, len(found))
+        return cuts
 
     def read(self, partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
         """Executor: fetch the partition's bytes over HA and yield RecordBatches (see read_partition)."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import re
 import sys
 
 
@@ -119,6 +121,9 @@ def _add_run_parser(sub) -> None:
                         '{"broker-a": offset}')
     p.add_argument("--max-bytes-per-trigger", type=_positive, default=None,
                    help="soft cap of CommitLog bytes per micro-batch (default none)")
+    p.add_argument("--min-partitions", type=_positive, default=None,
+                   help="split large CommitLog slices into at least this many tasks per micro-batch at record "
+                        "boundaries (the source's minPartitions; default: the cores of a local[N] master, else none)")
     p.add_argument("--no-fail-on-data-loss", dest="fail_on_data_loss", action="store_false",
                    help="continue when CommitLog bytes the query needs are gone from the broker")
     p.add_argument("--option", dest="source_options", type=_key_value, action="append", default=[],
@@ -188,6 +193,17 @@ def _tables_root(args) -> str:
     return args.tables_root or os.path.join(args.workdir, "tables")
 
 
+def local_cores(master: str) -> int | None:
+    """The cores of a ``local`` / ``local[N]`` / ``local[*]`` Spark master (None for a cluster master): the
+    default ``--min-partitions``, so that one large mapped file keeps every local core busy."""
+    m = re.fullmatch(r"\s*local(?:\[(\d+|\*)(?:,\s*\d+)?\])?\s*", master)
+    if m is None:
+        return None
+    if m.group(1) is None:
+        return 1
+    return os.cpu_count() or 1 if m.group(1) == "*" else int(m.group(1))
+
+
 def _run(args) -> int:
     from rich.console import Console
 
@@ -204,6 +220,7 @@ def _run(args) -> int:
             landing=args.landing, trigger=args.trigger,
             starting_offsets=args.starting_offsets, max_bytes_per_trigger=args.max_bytes_per_trigger,
             fail_on_data_loss=args.fail_on_data_loss, source_options=dict(args.source_options),
+            min_partitions=args.min_partitions or local_cores(args.master),
             maintenance_every=args.maintenance_every, vacuum_retention_hours=args.vacuum_retention_hours,
             orphan_grace_period_ms=args.orphan_grace_ms, target_file_size=args.target_file_size,
             watermark=args.watermark, topics=tuple(t for t in args.topics.split(",") if t) if args.topics else None)

@@ -6,6 +6,9 @@
 * GET_ALL_TOPIC_CONFIG (21, also on the VIP port), GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45),
   GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): the JSON tables a slave synchronises (docs/protocol.md §3.2).
 * DELETE_EXPIRED_COMMITLOG (329): run retention now (:mod:`broker_stub.store.retention`).
+* QUERY_CONSUME_QUEUE (321): header ``topic``, ``queueId``, ``index``, ``count`` → the queue's min/max index and up
+  to ``count`` ConsumeQueue entries from ``index`` to the end of that entry's file (docs/protocol.md §5.5). The
+  ``consumerGroup`` header's filter evaluation is not served: entries come back without ``eval``/filter data.
 
 * GET_BROKER_CONFIG: body = every config key as ``key=value`` lines (``MixAll.properties2String``), UTF-8;
   extFields ``version`` = the configuration DataVersion JSON.
@@ -31,6 +34,7 @@ import json
 from typing import TYPE_CHECKING
 
 from broker_stub.remoting.server import RequestContext
+from broker_stub.store.consume_queue import iter_cq_entries
 from broker_stub.store.message_store import human_readable_byte_count
 from connector.protocol.remoting import (
     MQ_VERSION_V4_9_8,
@@ -53,7 +57,8 @@ class AdminBrokerProcessor:
     CODES = (RequestCode.GET_BROKER_CONFIG, RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.GET_MAX_OFFSET,
              RequestCode.GET_MIN_OFFSET, RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFFSET,
              RequestCode.GET_ALL_DELAY_OFFSET, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-             RequestCode.DELETE_EXPIRED_COMMITLOG, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP)
+             RequestCode.DELETE_EXPIRED_COMMITLOG, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+             RequestCode.QUERY_CONSUME_QUEUE)
 
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
@@ -68,6 +73,8 @@ class AdminBrokerProcessor:
             return self.get_queue_offset(request)
         if code == RequestCode.DELETE_EXPIRED_COMMITLOG:
             return self.delete_expired_commit_log(request)
+        if code == RequestCode.QUERY_CONSUME_QUEUE:
+            return self.query_consume_queue(request)
         c = self.controller
         content = {
             RequestCode.GET_ALL_TOPIC_CONFIG: c.topic_config_manager.encode,
@@ -96,6 +103,30 @@ class AdminBrokerProcessor:
         else:
             offset = store.get_min_offset_in_queue(topic, queue_id)
         return request.response(ResponseCode.SUCCESS, {"offset": offset})
+
+    def query_consume_queue(self, request: RemotingCommand) -> RemotingCommand:
+        """QUERY_CONSUME_QUEUE (321) as 4.9.8's ``AdminBrokerProcessor.queryConsumeQueue`` answers it: SYSTEM_ERROR
+        ``"<queueId>@<topic> is not exist!"`` for an unknown queue; SUCCESS without a body (remark ``"Index i of
+        q@t is not exist!"``) for an index outside the queue; else the JSON body ``{"maxQueueIndex", "minQueueIndex",
+        "queueData": [{"eval", "physicOffset", "physicSize", "tagsCode"}, ...]}`` (docs/protocol.md §5.5)."""
+        ext = request.ext_fields or {}
+        try:
+            topic, queue_id = ext["topic"], int(ext["queueId"])
+            index, count = int(ext["index"]), int(ext["count"])
+        except (KeyError, ValueError) as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR,
+                                    remark=f"bad header, topic, queueId, index and count needed: {exc}")
+        cq = self.controller.message_store.cq_store.find(topic, queue_id)
+        if cq is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=f"{queue_id}@{topic} is not exist!")
+        buf = cq.get_index_buffer(index)
+        if buf is None:
+            return request.response(ResponseCode.SUCCESS, remark=f"Index {index} of {queue_id}@{topic} is not exist!")
+        entries = [{"eval": False, "physicOffset": offset, "physicSize": size, "tagsCode": tags}
+                   for offset, size, tags in iter_cq_entries(buf, max(0, count))]
+        body = {"maxQueueIndex": cq.max_offset_in_queue, "minQueueIndex": cq.min_offset_in_queue,
+                "queueData": entries}
+        return request.response(ResponseCode.SUCCESS, body=json.dumps(body, separators=(",", ":")).encode())
 
     async def delete_expired_commit_log(self, request: RemotingCommand) -> RemotingCommand:
         """DELETE_EXPIRED_COMMITLOG (329): run a manual retention round now (module doc of retention).

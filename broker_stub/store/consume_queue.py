@@ -42,6 +42,13 @@ _PLACEHOLDER = _ENTRY.pack(0, PLACEHOLDER_SIZE, 0)
 _DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
 
 
+def iter_cq_entries(buf: bytes, count: int) -> Iterator[tuple[int, int, int]]:
+    """The first ``count`` whole 20-byte entries of ``buf`` as ``(CommitLog offset, size, tagsCode)``,
+    placeholders included (docs/protocol.md §5.1)."""
+    for pos in range(0, min(len(buf) // CQ_STORE_UNIT_SIZE, count) * CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE):
+        yield _ENTRY.unpack_from(buf, pos)
+
+
 def consume_queue_file_size(configured: int) -> int:
     """MessageStoreConfig.getMappedFileSizeConsumeQueue: ``mappedFileSizeConsumeQueue`` rounded up to 20 bytes."""
     return -(-configured // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE

@@ -67,6 +67,7 @@ class RequestCode:
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
+    QUERY_CONSUME_QUEUE = 321
     QUERY_DATA_VERSION = 322
     DELETE_EXPIRED_COMMITLOG = 329  # AdminBrokerProcessor.deleteExpiredCommitLog (4.9.8 and 5.x)
     SEND_REPLY_MESSAGE = 324

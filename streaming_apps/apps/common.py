@@ -99,7 +99,8 @@ class AppConfig:
             sink). None (default): ``direct`` for bronze with the deltalake sink, else ``spark``.
         trigger: ``available-now`` (catch up, then stop) or a processing-time interval (``1s``, ``500ms``,
             ``2 minutes``; default 1s).
-        starting_offsets, max_bytes_per_trigger, fail_on_data_loss: the source options of the same name.
+        starting_offsets, max_bytes_per_trigger, fail_on_data_loss, min_partitions: the source options of the
+            same name (``minPartitions`` splits a large mapped file into several tasks, :mod:`connector.splits`).
         source_options: further ``format("hareplica")`` options.
         maintenance_every: micro-batches between maintenance runs (0: never; default 100).
         vacuum_retention_hours: vacuum retention (None: the table's, 7 days).
@@ -121,6 +122,7 @@ class AppConfig:
     starting_offsets: str = "earliest"
     max_bytes_per_trigger: int | None = None
     fail_on_data_loss: bool = True
+    min_partitions: int | None = None
     source_options: dict[str, str] = field(default_factory=dict)
     maintenance_every: int = MaintenancePolicy.every_batches
     vacuum_retention_hours: int | None = None
@@ -176,6 +178,8 @@ class AppConfig:
                 "failOnDataLoss": "true" if self.fail_on_data_loss else "false"}
         if self.max_bytes_per_trigger:
             opts["maxBytesPerTrigger"] = str(self.max_bytes_per_trigger)
+        if self.min_partitions:
+            opts["minPartitions"] = str(self.min_partitions)
         opts.update(self.source_options)
         return opts
 

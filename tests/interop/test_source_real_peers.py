@@ -15,7 +15,11 @@ import json
 
 import pytest
 
+from connector import splits
+from connector.client.consume_queue import ConsumeQueueReader
+from connector.options import SourceOptions
 from connector.protocol.remoting import RemotingCommand, RequestCode
+from connector.source import HAReplicaStreamReader, read_partition
 from tests.integration.connector.conftest import run_stream
 from tests.interop.peers import FILE_SIZE, MiB, attach_slave, produce_bytes, wait_same_max_offset
 from tests.support.brokers import remoting_request, runtime_info, wait_for
@@ -83,6 +87,25 @@ def test_earliest_from_real_master_equals_message_decoder_from_file_0(hareplica_
     assert len({r["commitLogOffset"] // FILE_SIZE for r in run.rows}) >= 4
     assert_rows_equal_decoder(run.rows, decoded)
     assert_bodies_are_the_sent_ones(run.rows, sent)
+
+
+def test_splits_inside_mapped_files_from_real_consume_queues(real_pair, decoded, monkeypatch):
+    """minPartitions against a real master: QUERY_CONSUME_QUEUE answers parse, every split is a record start
+    MessageDecoder found, and the split partitions together read exactly the decoder's records (issue 12)."""
+    master, _, _, end = real_pair
+    monkeypatch.setattr(splits, "MIN_PARTITION_BYTES", 64 * 1024)  # the real files here are only 1 MiB
+    reader = HAReplicaStreamReader(SourceOptions.from_options({
+        "brokers": f"broker-a={master.ha_addr}", "includeSystemTopics": "true", "minPartitions": "16"}))
+    start = reader.initialOffset()
+    parts = reader.partitions(start, reader.latestOffset(start, reader.getDefaultReadLimit()))
+    record_starts = {e["commitLogOffset"] for e in decoded}
+    inner = [p.start for p in parts if p.start % FILE_SIZE]
+    assert len(inner) >= 8 and set(inner) <= record_starts  # split inside files, on records only
+    rows = [row for p in parts for batch in read_partition(p) for row in batch.to_pylist()]
+    assert [r["commitLogOffset"] for r in rows] == sorted(record_starts)
+    with ConsumeQueueReader(master.remoting_addr, 5000) as cq:
+        queue = max(cq.ranges(cq.queues()), key=lambda q: q.entries)
+        assert cq.entries([(queue, queue.max_index, 1)]) == [[]]  # past the end: SUCCESS without a body
 
 
 def test_earliest_after_real_retention_starts_at_the_oldest_file_left(hareplica_spark_session, real_pair,
