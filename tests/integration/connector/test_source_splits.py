@@ -6,6 +6,8 @@ Before: one mapped file was always one InputPartition (one task, one core), and 
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 import pytest
 
@@ -131,3 +133,18 @@ def test_apps_default_min_partitions_to_the_local_cores(tmp_path):
     assert AppConfig(app="bronze", brokers="b=h:1", workdir=tmp_path, min_partitions=2).source_option_map()[
         "minPartitions"] == "2"
     assert "minPartitions" not in AppConfig(app="bronze", brokers="b=h:1", workdir=tmp_path).source_option_map()
+
+
+def test_sync_master_splits_only_below_bytes_no_producer_still_waits_for(broker_factory):
+    """A split partition's first HA report acknowledges every byte below its start (docs/source.md
+    "Acknowledgements"), so on a SYNC_MASTER a split comes only once those bytes are older than the replica wait."""
+    broker = broker_factory(brokerRole="SYNC_MASTER", mappedFileSizeCommitLog=FILE, slaveTimeout=300,
+                            syncFlushTimeout=300)
+    produce(broker, 5000)
+    r = HAReplicaStreamReader(SourceOptions.from_options({"brokers": brokers_option(broker), "minPartitions": "4"}))
+    start = r.initialOffset()
+    end = r.latestOffset(start, r.getDefaultReadLimit())
+    assert len(r.partitions(start, end)) == 1  # just appended: a producer may still wait for these bytes
+    time.sleep(1.5)  # max(slaveTimeout, syncFlushTimeout) + the 1 s margin
+    end = r.latestOffset(start, r.getDefaultReadLimit())
+    assert len(r.partitions(start, end)) == 4
