@@ -19,8 +19,11 @@ def test_one_round_reads_the_whole_log_with_every_reader(real_namesrv, tmp_path)
 
     assert measured["bronze"]["rows"] == messages  # bronze landed every message (the Java consumer is checked inside)
     summary = bench.summarize([measured], end)
-    for key in ("real_slave_mb_s", "stub_slave_mb_s", "bronze_cold_mb_s", "bronze_data_mb_s", "java_consumer_mb_s",
+    for key in ("real_slave_mb_s", "real_slave_data_mb_s", "bronze_cold_cpu_s_per_gb", "stub_slave_mb_s",
+                "bronze_cold_mb_s", "bronze_data_mb_s", "java_consumer_mb_s",
                 "raw_sendfile_mb_s", "bronze_cpu_s_per_gb", "bronze_cold_vs_real_slave", "bronze_data_vs_real_slave"):
         assert summary[key] > 0, key
     assert 0 <= summary["first_byte_s"] < measured["bronze"]["wall_s"]
+    assert summary["real_slave_data_mb_s"] > summary["real_slave_mb_s"]  # the JVM start is outside the data phase
+    assert 0 < measured["bronze"]["data_cpu_s"] < measured["bronze"]["cpu_s"]
     assert summary["silver_rows_s"] is None and summary["gold_rows_s"] is None
