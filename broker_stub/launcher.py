@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import javaproperties
@@ -159,6 +160,7 @@ class BrokerProcess(_ChildProcess):
         self.log_path = self.workdir / "broker.log"
         self.process: subprocess.Popen | None = None
         self.log_level = "INFO"
+        self.command_prefix: tuple[str, ...] = ()
 
     # --- attributes ----------------------------------------------------------------------------------
     @property
@@ -208,8 +210,13 @@ class BrokerProcess(_ChildProcess):
     # --- lifecycle -----------------------------------------------------------------------------------
     @classmethod
     def start(cls, workdir: Path, *, timeout_s: float = STARTUP_TIMEOUT_S, log_level: str = "INFO",
-              **props: object) -> BrokerProcess:
-        """Write the config and launch the broker; see the module doc. Raises BrokerStartError."""
+              command_prefix: Sequence[str] = (), **props: object) -> BrokerProcess:
+        """Write the config and launch the broker; see the module doc. Raises BrokerStartError.
+
+        ``command_prefix`` runs the broker under a wrapper command, e.g. ``("ip", "netns", "exec", "host1")``
+        to start it on another (network namespace) host; give ``brokerIP1`` and ``listenPort`` then, since
+        free ports are only looked for on this host.
+        """
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         text_props = {k: (("true" if v else "false") if isinstance(v, bool) else str(v)) for k, v in props.items()}
@@ -221,6 +228,7 @@ class BrokerProcess(_ChildProcess):
         explicit_ha = "haListenPort" in text_props
         broker = cls(workdir, text_props, auto_ports=auto_ports)
         broker.log_level = log_level
+        broker.command_prefix = tuple(command_prefix)
         for attempt in range(_BIND_RETRIES):
             if auto_ports:  # never one of the ports the caller set (e.g. metricsPromExporterPort)
                 taken = {text_props[k] for k in _PORT_KEYS if k in text_props}
@@ -251,7 +259,7 @@ class BrokerProcess(_ChildProcess):
             log_file.write(f"--- launch {time.strftime('%H:%M:%S')} ---\n".encode())
             log_file.flush()
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "broker_stub", "-c", str(self.conf_path), "--log-level",
+                [*self.command_prefix, sys.executable, "-m", "broker_stub", "-c", str(self.conf_path), "--log-level",
                  self.log_level],
                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -298,13 +306,15 @@ class NameServerProcess(_ChildProcess):
 
     @classmethod
     def start(cls, workdir: Path, *, port: int | None = None, host: str = "127.0.0.1",
-              timeout_s: float = STARTUP_TIMEOUT_S) -> NameServerProcess:
+              timeout_s: float = STARTUP_TIMEOUT_S, command_prefix: Sequence[str] = ()) -> NameServerProcess:
+        """Launch a name server on ``host:port`` (a free port of this host when None), under ``command_prefix``
+        when given (see :meth:`BrokerProcess.start`). Raises BrokerStartError."""
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         ns = cls(workdir, host, port or free_port(host))
         with open(ns.log_path, "ab") as log_file:
             ns.process = subprocess.Popen(
-                [sys.executable, "-m", "broker_stub", "namesrv", "--host", host, "-p", str(ns.port)],
+                [*command_prefix, sys.executable, "-m", "broker_stub", "namesrv", "--host", host, "-p", str(ns.port)],
                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
         deadline = time.monotonic() + timeout_s
