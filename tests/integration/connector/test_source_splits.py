@@ -10,6 +10,7 @@ import time
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 from broker_stub.launcher import BrokerProcess
 from connector.client.consume_queue import ConsumeQueueReader
@@ -148,3 +149,19 @@ def test_sync_master_splits_only_below_bytes_no_producer_still_waits_for(broker_
     time.sleep(1.5)  # max(slaveTimeout, syncFlushTimeout) + the 1 s margin
     end = r.latestOffset(start, r.getDefaultReadLimit())
     assert len(r.partitions(start, end)) == 4
+
+
+def test_bronze_direct_landing_of_split_partitions_lands_every_message_once(hareplica_spark, big_master, tmp_path):
+    """The bronze app's direct landing (each task writes its own Parquet files) with four tasks in one mapped file."""
+    from streaming_apps.apps import AppConfig, run_app
+    from streaming_apps.query import query_tables
+
+    broker, sent = big_master
+    cfg = AppConfig(app="bronze", brokers=brokers_option(broker), workdir=tmp_path, trigger="available-now",
+                    min_partitions=4)
+    result = run_app(hareplica_spark, cfg, timeout_s=300)
+    rows = query_tables("SELECT topic, body, commitLogOffset FROM bronze ORDER BY commitLogOffset",
+                        {"bronze": str(cfg.table_path("bronze"))}).to_pylist()
+    assert result.rows == len(sent) and [(r["topic"], r["body"]) for r in rows] == sent
+    assert len({r["commitLogOffset"] for r in rows}) == len(sent)
+    assert len(DeltaTable(str(cfg.table_path("bronze"))).file_uris()) >= 4  # one task per piece wrote its files
