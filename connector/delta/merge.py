@@ -1,0 +1,220 @@
+"""Upsert a micro-batch into a Delta table with one MERGE carrying ``txn(appId, batchId)``, exactly once.
+
+docs/delta.md "4. The apps" (gold). For ``foreachBatch`` queries in output mode ``update`` whose batches
+hold the full current value of each changed key (Spark's streaming aggregation): a row of the batch
+replaces the table's row with the same key, or is inserted. One Delta commit per batch does it, and
+the same commit can also set a flag column on table rows the batch does not hold (:class:`FinalizeRows`,
+e.g. gold marking the windows the watermark has passed). The commit records ``txn(appId, batchId)``
+like every writer of this project (connector.delta.commit), and a batch whose txn the table already
+holds (a replay after a crash between the Delta commit and Spark's commit log) is skipped, so a batch
+lands once. Replaying a batch that did not commit is harmless anyway: its rows are the full values of
+its keys, and upserting them again gives the same table.
+
+Two writers, one rule:
+
+- :func:`merge_batch`: delta-rs (``DeltaTable.merge``, ``CommitProperties(app_transactions=...)``) on
+  the driver, for the ``deltalake`` sink; the batch is collected as Arrow, so it must be small (an
+  aggregate's changed keys, not raw events);
+- :func:`spark_merge_batch`: Spark's ``MERGE INTO`` on ``format("delta")`` with Delta's idempotent
+  DML settings ``spark.databricks.delta.write.txnAppId`` / ``txnVersion``, for the ``delta`` sink.
+
+The first batch creates the table (every row an insert) with the same txn. Keys are compared with
+``IS NOT DISTINCT FROM``, so a null group value is a key like any other.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from connector.delta.faults import fault_point
+from connector.delta.features import check_writable
+from connector.delta.location import check_new_table_location, normalize_table_uri, open_delta_table
+from connector.delta.schema import check_schema_matches, delta_schema_of
+
+log = logging.getLogger(__name__)
+
+#: Merge attempts when another commit (e.g. maintenance compacting the table) wins the race.
+MAX_MERGE_ATTEMPTS = 10
+SOURCE_ALIAS = "s"
+TARGET_ALIAS = "t"
+#: Spark's Delta settings that make a DML command idempotent per (appId, version).
+SPARK_TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
+SPARK_TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+#: Spark's Delta reports a lost optimistic-concurrency race (e.g. with OPTIMIZE) with these exception classes.
+SPARK_CONFLICT_MARK = "io.delta.exceptions.Concurrent"
+
+
+@dataclass(frozen=True)
+class FinalizeRows:
+    """Table rows the batch does not hold whose ``time_column`` is at or before ``up_to_us`` get ``flag`` = true.
+
+    Attributes:
+        flag: a boolean column; only rows where it is false are rewritten.
+        time_column: a timestamp column (e.g. gold's windowEnd).
+        up_to_us: the cut-off, microseconds since the epoch (UTC).
+    """
+
+    flag: str
+    time_column: str
+    up_to_us: int
+
+    def delta_rs_predicate(self) -> str:
+        """The condition in delta-rs's (DataFusion's) SQL, on the target alias."""
+        up_to = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC) + _dt.timedelta(microseconds=self.up_to_us)
+        return (f"(NOT {TARGET_ALIAS}.{self.flag}) AND ({TARGET_ALIAS}.{self.time_column} <= "
+                f"arrow_cast('{up_to.isoformat()}', 'Timestamp(Microsecond, Some(\"UTC\"))'))")
+
+    def spark_predicate(self) -> str:
+        """The condition in Spark SQL, on the target alias."""
+        return (f"(NOT {TARGET_ALIAS}.`{self.flag}`) AND ({TARGET_ALIAS}.`{self.time_column}` <= "
+                f"timestamp_micros({int(self.up_to_us)}))")
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What a merge did: ``skipped`` (a replay: the table holds the batch), ``created`` (the first batch made
+    the table), and delta-rs's merge metrics (empty for Spark and for a created table)."""
+
+    table_uri: str
+    batch_id: int
+    skipped: bool = False
+    created: bool = False
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def key_condition(keys: Sequence[str], *, partition_by: Sequence[str] = (), quote: str = "") -> str:
+    """``t.k = s.k AND ...`` for the merge's ON clause.
+
+    Partition columns among ``keys`` are compared with ``=`` (delta-rs then reads only the partitions
+    the batch touches; a partition value is never null here); the others null-safely (``IS NOT
+    DISTINCT FROM``), each term in parentheses (DataFusion would otherwise bind ``IS NOT DISTINCT FROM``
+    looser than ``AND``). ``quote`` wraps column names (a backtick for Spark SQL; none for delta-rs, which
+    keeps their case).
+    """
+    if not keys:
+        raise ValueError("a merge needs at least one key column")
+    terms = []
+    for k in keys:
+        op = "=" if k in partition_by else "IS NOT DISTINCT FROM"
+        terms.append(f"({TARGET_ALIAS}.{quote}{k}{quote} {op} {SOURCE_ALIAS}.{quote}{k}{quote})")
+    return " AND ".join(terms)
+
+
+def merge_batch(rows, schema, path: str, app_id: str, batch_id: int, *, keys: Sequence[str],
+                partition_by: Sequence[str] = (), finalize: FinalizeRows | None = None) -> MergeResult:
+    """Upsert ``rows`` into the Delta table at ``path`` with delta-rs, exactly once per ``(app_id, batch_id)``.
+
+    Args:
+        rows: a pyarrow Table of the batch (columns of ``schema``; cast to the table's Delta types).
+        schema: the rows' Spark StructType (checked against an existing table; creates a new one).
+        keys: the columns identifying a row (include the partition columns: delta-rs then prunes files).
+        partition_by: partition columns of a new table (must equal an existing table's).
+        finalize: also set a flag on rows the batch does not hold (:class:`FinalizeRows`).
+    Raises:
+        DeltaSchemaMismatchError: the table's columns or partitioning differ from ``schema``.
+        UnsupportedTableFeatureError, DeltaTablePathError: as the other writers (connector.delta.commit).
+        deltalake.exceptions.CommitFailedError: still conflicting after MAX_MERGE_ATTEMPTS attempts.
+    """
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from deltalake.exceptions import CommitFailedError
+    from deltalake.transaction import CommitProperties, Transaction
+
+    uri = normalize_table_uri(path)
+    delta_schema = delta_schema_of(schema)
+    rows = rows.select(list(schema.fieldNames())).cast(pa.schema(delta_schema.to_arrow()))
+    props = CommitProperties(app_transactions=[Transaction(app_id, batch_id)],
+                             custom_metadata={"hareplica.appId": app_id, "hareplica.batchId": batch_id})
+    for attempt in range(1, MAX_MERGE_ATTEMPTS + 1):
+        table = open_delta_table(uri)
+        if table is not None:
+            check_writable(table, uri, "merge")
+            check_schema_matches(uri, table.schema().to_json(), table.metadata().partition_columns, schema,
+                                 partition_by or None)
+            committed = table.transaction_version(app_id)
+            if committed is not None and committed >= batch_id:
+                log.warning("batch %d of appId %s is already in Delta table %s (txn version %d): replay skipped",
+                            batch_id, app_id, uri, committed)
+                return MergeResult(uri, batch_id, skipped=True)
+        else:
+            check_new_table_location(uri)
+        fault_point("before-delta-commit", batch_id, uri)
+        try:
+            if table is None:
+                write_deltalake(uri, rows, mode="error", partition_by=list(partition_by) or None,
+                                commit_properties=props)
+                metrics: dict[str, Any] = {}
+            else:
+                merger = (table.merge(rows, key_condition(keys, partition_by=partition_by), source_alias=SOURCE_ALIAS,
+                                      target_alias=TARGET_ALIAS, commit_properties=props)
+                          .when_matched_update_all().when_not_matched_insert_all())
+                if finalize is not None:
+                    merger = merger.when_not_matched_by_source_update({finalize.flag: "true"},
+                                                                      finalize.delta_rs_predicate())
+                metrics = merger.execute()
+        except CommitFailedError as e:  # another commit won; read the table again and retry
+            if attempt == MAX_MERGE_ATTEMPTS:
+                raise
+            log.info("merge of batch %d of appId %s into %s conflicted (attempt %d): %s", batch_id, app_id, uri,
+                     attempt, e)
+            continue
+        except Exception:
+            if table is None and open_delta_table(uri) is not None:
+                continue  # created concurrently: merge into it
+            raise
+        log.info("merged batch %d of appId %s into %s: %s", batch_id, app_id, uri, metrics or f"{rows.num_rows} rows")
+        fault_point("after-delta-commit", batch_id, uri)
+        return MergeResult(uri, batch_id, created=table is None, metrics=metrics)
+    raise AssertionError("unreachable")
+
+
+def spark_merge_batch(df, path: str, app_id: str, batch_id: int, *, keys: Sequence[str],
+                      partition_by: Sequence[str] = (), finalize: FinalizeRows | None = None) -> MergeResult:
+    """Upsert ``df`` into the table at ``path`` with Spark's Delta Lake, exactly once per ``(app_id, batch_id)``.
+
+    The first batch is an append with the ``txnAppId``/``txnVersion`` writer options; later ones run
+    ``MERGE INTO`` in ``df``'s session with ``spark.databricks.delta.write.txnAppId``/``txnVersion`` set
+    (Delta skips a command whose txn the table already holds), unset again afterwards. A MERGE that loses
+    an optimistic-concurrency race (``io.delta.exceptions.Concurrent...``, e.g. against maintenance's
+    OPTIMIZE) is run again, at most MAX_MERGE_ATTEMPTS times.
+
+    Raises:
+        pyspark.errors.PySparkException: whatever Spark's Delta raises (schema mismatch, conflicts).
+    """
+    uri = normalize_table_uri(path)
+    if open_delta_table(uri) is None:
+        writer = df.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch_id)
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        writer.save(uri)
+        return MergeResult(uri, batch_id, created=True)
+    spark = df.sparkSession
+    view = f"hareplica_merge_{uuid.uuid4().hex}"
+    sql = (f"MERGE INTO delta.`{uri}` AS {TARGET_ALIAS} USING {view} AS {SOURCE_ALIAS} "
+           f"ON {key_condition(keys, partition_by=partition_by, quote='`')} "
+           "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    if finalize is not None:
+        sql += f" WHEN NOT MATCHED BY SOURCE AND {finalize.spark_predicate()} THEN UPDATE SET `{finalize.flag}` = true"
+    df.createOrReplaceTempView(view)
+    spark.conf.set(SPARK_TXN_APP_ID_CONF, app_id)
+    spark.conf.set(SPARK_TXN_VERSION_CONF, str(batch_id))
+    try:
+        for attempt in range(1, MAX_MERGE_ATTEMPTS + 1):
+            try:
+                spark.sql(sql)
+                break
+            except Exception as e:  # noqa: BLE001 - py4j/PySpark wrap Delta's exceptions
+                if attempt == MAX_MERGE_ATTEMPTS or SPARK_CONFLICT_MARK not in str(e):
+                    raise
+                log.info("MERGE of batch %d of appId %s into %s conflicted (attempt %d): %s", batch_id, app_id,
+                         uri, attempt, str(e).splitlines()[0])
+    finally:
+        spark.conf.unset(SPARK_TXN_APP_ID_CONF)
+        spark.conf.unset(SPARK_TXN_VERSION_CONF)
+        spark.catalog.dropTempView(view)
+    return MergeResult(uri, batch_id)
