@@ -30,6 +30,7 @@ from typing import Any
 
 from connector.delta.foreach_batch import write_batch
 from connector.delta.maintenance import DEFAULT_ORPHAN_GRACE_PERIOD_MS, MaintenancePolicy, TableMaintainer
+from connector.delta.merge import FinalizeRows, MergeResult, merge_batch, spark_merge_batch
 from connector.delta.options import app_id_from_checkpoint
 from connector.progress_listener import ProgressFileListener
 from connector.protocol.errors import HAReplicaError
@@ -60,8 +61,18 @@ class DeltaJarsMissingError(AppError):
     """``--sink delta`` was asked for but Spark's Delta Lake classes are not on the classpath."""
 
 
-def delta_jars_hint() -> str:
-    """How to provide Spark's Delta jars (make jvm-peers or build.gradle stage them; --jars/spark.jars pass them)."""
+def delta_jars_hint(spark=None) -> str:
+    """How to provide Spark's Delta jars (make jvm-peers or build.gradle stage them; --jars/spark.jars pass them).
+
+    For a Spark Connect session ``spark``: the jars and the Delta conf belong to the Connect server's start.
+    """
+    from streaming_apps.spark_session import is_connect_session
+
+    if spark is not None and is_connect_session(spark):
+        return ("Over Spark Connect the server's Spark runs the query: start the Connect server with the Delta jars "
+                "(--jars .jvm/delta/lib/*.jar, staged by `make jvm-peers`) and --conf spark.sql.extensions="
+                f"{DELTA_SPARK_CLASS} --conf spark.sql.catalog.spark_catalog="
+                "org.apache.spark.sql.delta.catalog.DeltaCatalog; or use --sink deltalake, which needs no jars.")
     return ("Spark's format(\"delta\") needs the delta-spark and delta-storage jars on the classpath: run `make "
             "jvm-peers` in the project checkout (stages them in .jvm/delta/lib, used when --jars is not given), or "
             "`gradle stageDeltaJars` (build.gradle copies them into build/jars) and pass `--jars build/jars/*.jar` "
@@ -214,7 +225,15 @@ def hareplica_stream(spark, config: AppConfig):
 
 
 def delta_jars_available(spark) -> bool:
-    """True when Spark's Delta Lake classes (:data:`DELTA_SPARK_CLASS`) load in the driver JVM."""
+    """True when Spark's Delta Lake classes (:data:`DELTA_SPARK_CLASS`) load in the driver JVM.
+
+    Over Spark Connect the client cannot reach the server's JVM: there it is True when the server's
+    ``spark.sql.extensions`` names the Delta extension (a server started with the Delta jars and conf).
+    """
+    from streaming_apps.spark_session import is_connect_session
+
+    if is_connect_session(spark):
+        return DELTA_SPARK_CLASS in (spark.conf.get("spark.sql.extensions", "") or "")
     jvm = spark.sparkContext._jvm
     try:
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
@@ -246,7 +265,8 @@ class DeltaSink:
     """Where the apps write: this project's ``format("deltalake")`` or Spark's ``format("delta")``.
 
     Streaming queries go through :meth:`start_stream`; foreachBatch functions that write several tables
-    use :meth:`write_batch` (idempotent per (appId, batchId) with either sink).
+    use :meth:`write_batch`, those that upsert (output mode update) :meth:`merge_batch` (both idempotent
+    per (appId, batchId) with either sink).
 
     Raises (constructor):
         DeltaJarsMissingError: ``delta`` asked for and the classes are missing (message: how to add them).
@@ -258,7 +278,7 @@ class DeltaSink:
         self.kind = config.sink
         if self.kind == SINK_DELTA and not delta_jars_available(spark):
             raise DeltaJarsMissingError(f"--sink delta: Delta Lake classes ({DELTA_SPARK_CLASS}) are not on "
-                                        f"Spark's classpath. {delta_jars_hint()}")
+                                        f"Spark's classpath. {delta_jars_hint(spark)}")
 
     def start_stream(self, df, *, table: str, query_name: str, partition_by: Sequence[str] = (),
                      output_mode: str = "append", checkpoint_query: str | None = None):
@@ -295,6 +315,21 @@ class DeltaSink:
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         writer.save(path)
+
+    def merge_batch(self, df, *, table: str, batch_id: int, keys: Sequence[str], partition_by: Sequence[str] = (),
+                    finalize: FinalizeRows | None = None, checkpoint_query: str | None = None) -> MergeResult:
+        """Upsert a small foreachBatch DataFrame into ``table`` by ``keys``, exactly once per (appId, ``batch_id``).
+
+        One Delta MERGE per batch (:mod:`connector.delta.merge`): delta-rs on the driver (the rows are
+        collected as Arrow) for ``deltalake``, Spark's ``MERGE INTO`` for ``delta``.
+        """
+        cfg = self.config
+        path = str(cfg.table_path(table))
+        app_id = cfg.app_id(checkpoint_query)
+        if self.kind == SINK_DELTALAKE:
+            return merge_batch(df.toArrow(), df.schema, path, app_id, batch_id, keys=keys, partition_by=partition_by,
+                               finalize=finalize)
+        return spark_merge_batch(df, path, app_id, batch_id, keys=keys, partition_by=partition_by, finalize=finalize)
 
     def maintenance_runner(self, policy: MaintenancePolicy) -> Callable[[str], dict[str, Any]]:
         """``runner(table_uri) -> result`` for the TableMaintainer: delta-rs, or Spark SQL for format("delta")."""

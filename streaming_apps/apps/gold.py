@@ -1,24 +1,40 @@
-"""The gold app: per-minute order aggregates with an event-time watermark.
+"""The gold app: per-minute order aggregates with an event-time watermark, every window with data shown.
 
 ``hareplica run gold --brokers ... [--watermark "1 minute"]`` decodes the order events as silver does
 (invalid bodies are dropped here; silver quarantines them), then counts per one-minute window of the
-event's own time (``eventTimeMs``) and status, region and currency:
+event's own time (``eventTimeMs``) and status, region and currency into ``gold_orders_per_minute``:
 
     windowStart, windowEnd (timestamps), windowDate (UTC date of windowStart, the partition column),
-    status, region, currency, orders (count), amountCents (sum), itemQuantity (sum of item quantities)
+    status, region, currency, orders (count), amountCents (sum), itemQuantity (sum of item quantities),
+    final (boolean)
 
-into ``gold_orders_per_minute`` with output mode append: Spark emits a window once the watermark (the
-latest event time seen minus ``--watermark``) has passed its end, so every row is final and written
-exactly once; events later than the watermark are dropped by Spark. The query runs micro-batches
-without new data when the watermark moves (``spark.sql.streaming.noDataMicroBatches.enabled`` is set
-for this query), so the last windows land without waiting for more data.
+The query runs in output mode ``update``: each micro-batch holds the full current aggregate of every
+(window, status, region, currency) that changed, and foreachBatch upserts them with one Delta MERGE
+keyed by (windowDate, windowStart, status, region, currency) (``DeltaSink.merge_batch``, with
+``txn(appId, batchId)``: a replayed batch is skipped, and re-upserting the same full values would
+give the same table anyway). So after any run, AvailableNow included, every window with data is in
+the table with its counts so far.
+
+``final`` comes from the batch's own event-time watermark W (the latest event time of the earlier
+batches minus ``--watermark``; Spark writes it to the offset log, ``checkpoint/offsets/<batchId>``,
+before it runs the batch, so a replay reads the same W). In that batch Spark evicts the state of every
+window whose end is at or before W, and from the next batch on drops every event for such a window as
+late; so a row with windowEnd <= W never changes again. The MERGE sets ``final`` on the batch's rows
+with windowEnd <= W and on the table's other rows W has now passed. Rows with ``final = false`` are
+the open windows and may still grow; ``WHERE final`` selects the rows that never change. Micro-batches
+without new data also run when the watermark moves (``spark.sql.streaming.noDataMicroBatches.enabled``
+is set for this query): such a batch upserts nothing and only marks the windows it closed, so after
+an AvailableNow run every window the final watermark has passed is final.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 
-from streaming_apps.apps.common import AppConfig, DeltaSink
+from connector.delta.merge import FinalizeRows
+from streaming_apps.apps.common import AppConfig, AppError, DeltaSink, trigger_kwargs
 from streaming_apps.apps.silver import MS_PER_DAY, decoded_orders
 
 log = logging.getLogger(__name__)
@@ -29,11 +45,14 @@ TABLES = (TABLE,)
 QUERY_NAMES = ("hareplica-gold",)
 WINDOW = "1 minute"
 GROUP_COLUMNS = ("status", "region", "currency")
+#: The MERGE key of a row (the partition column first, so only the touched dates are read).
+KEY_COLUMNS = ("windowDate", "windowStart", *GROUP_COLUMNS)
+FINAL_COLUMN = "final"
 NO_DATA_BATCHES_CONF = "spark.sql.streaming.noDataMicroBatches.enabled"
 
 
 def aggregates(spark, config: AppConfig):
-    """The streaming DataFrame of per-minute aggregates (columns in the module docstring)."""
+    """The streaming DataFrame of per-minute aggregates (module docstring columns, ``final`` not yet)."""
     from pyspark.sql import functions as F
 
     orders = decoded_orders(spark, config).where(F.col("reason").isNull())
@@ -47,13 +66,52 @@ def aggregates(spark, config: AppConfig):
         *GROUP_COLUMNS, "orders", "amountCents", "itemQuantity")
 
 
+def batch_watermark_ms(checkpoint: Path, batch_id: int) -> int:
+    """The event-time watermark micro-batch ``batch_id`` runs with: ms since the epoch (0 before any event).
+
+    Read from the query's offset log, ``checkpoint/offsets/<batchId>``, which Spark writes before it runs
+    the batch: a version line (``v1``), then the batch metadata as JSON with ``batchWatermarkMs``, then
+    one line per source.
+
+    Raises:
+        AppError: the file is missing or holds no ``batchWatermarkMs``.
+    """
+    path = checkpoint / "offsets" / str(batch_id)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise AppError(f"gold: cannot read the watermark of batch {batch_id} from {path}: {e}") from e
+    for line in lines[1:]:
+        try:
+            meta = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(meta, dict) and "batchWatermarkMs" in meta:
+            return int(meta["batchWatermarkMs"])
+    raise AppError(f"gold: {path} holds no batchWatermarkMs (not a Spark offset log entry)")
+
+
+def write_gold_batch(sink: DeltaSink, checkpoint: Path, batch_df, batch_id: int) -> None:
+    """foreachBatch: upsert the changed windows, marking final those the batch's watermark has passed."""
+    from pyspark.sql import functions as F
+
+    watermark_us = batch_watermark_ms(checkpoint, batch_id) * 1000
+    rows = batch_df.withColumn(FINAL_COLUMN, F.col("windowEnd") <= F.timestamp_micros(F.lit(watermark_us)))
+    sink.merge_batch(rows, table=TABLE, batch_id=batch_id, keys=KEY_COLUMNS, partition_by=("windowDate",),
+                     finalize=FinalizeRows(FINAL_COLUMN, "windowEnd", watermark_us))
+
+
 def start(spark, config: AppConfig, sink: DeltaSink) -> list:
-    """Start the gold query (append mode, micro-batches also when only the watermark moves)."""
+    """Start the gold query: output mode update, a foreachBatch MERGE, also batches when only the watermark moves."""
+    checkpoint = config.checkpoint()
     previous = spark.conf.get(NO_DATA_BATCHES_CONF, None)
     spark.conf.set(NO_DATA_BATCHES_CONF, "true")  # read when the query starts (the query keeps a copy)
     try:
-        query = sink.start_stream(aggregates(spark, config), table=TABLE, query_name=QUERY_NAMES[0],
-                                  partition_by=("windowDate",), output_mode="append")
+        query = (aggregates(spark, config).writeStream.queryName(QUERY_NAMES[0]).outputMode("update")
+                 .option("checkpointLocation", str(checkpoint))
+                 .trigger(**trigger_kwargs(config.trigger))
+                 .foreachBatch(lambda df, batch_id: write_gold_batch(sink, checkpoint, df, batch_id))
+                 .start())
     finally:
         if previous is None:
             spark.conf.unset(NO_DATA_BATCHES_CONF)

@@ -2,15 +2,15 @@
 
 One broker per module holds a known workload: order events whose event times rise over five minutes, plus
 one "tick" ten minutes later (it moves gold's watermark past the five), bodies that are not valid order
-events on the order topics (silver's quarantine), and messages on another topic (bronze only). Every
-app runs with Trigger.AvailableNow and its checks compare the tables with what the broker's CommitLog
-files hold.
+events on the order topics (silver's quarantine), and messages on another topic (bronze only). The gold
+test sends the same workload to a broker of its own in two parts, running gold after each. Every app runs
+with Trigger.AvailableNow and its checks compare the tables with what the broker's CommitLog files hold.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 import msgpack
@@ -188,19 +188,33 @@ def test_silver_decodes_orders_and_quarantines_bad_bodies(app_spark, broker, com
     assert {n: DeltaTable(p).version() for n, p in tables.items()} == versions
 
 
-def test_gold_emits_final_per_minute_aggregates_behind_the_watermark(app_spark, broker, commitlog, tmp_path):
-    cfg = _config(broker, tmp_path, "gold", watermark="1 minute")
-    run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+def _send(broker, messages: list[tuple[str, bytes, str | None]]) -> None:
+    from connector.client.producer import Producer
+
+    with Producer(broker.remoting_addr, "gold-test") as producer:
+        futures = [producer.send_async(topic, body, tags=tags) for topic, body, tags in messages]
+        assert {f.result(timeout=60).send_status for f in futures} == {"SEND_OK"}
+
+
+def _expected_gold(broker, watermark_ms: int) -> dict[tuple, dict]:
+    """Gold's rows computed from the broker's CommitLog: every window with data, final once the watermark passed it."""
+    commitlog = {rec.commit_log_offset: rec for _, rec in iter_commitlog_dir(broker.commitlog_dir)}
     good, _ = _expected_orders(commitlog)
-    expected: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0])
+    latest_ms = max(int(o["eventTime"].timestamp() * 1000) for o in good.values())
+    expected: dict[tuple, dict] = {}
     for order in good.values():
         ms = int(order["eventTime"].timestamp() * 1000)
-        if ms >= TICK_MS:  # the tick's window is still open: its end is past the watermark
-            continue
         key = (ms - ms % MINUTE_MS, order["status"], order["region"], order["currency"])
-        expected[key][0] += 1
-        expected[key][1] += order["amountCents"]
-        expected[key][2] += order["itemQuantity"]
+        row = expected.setdefault(key, {"orders": 0, "amountCents": 0, "itemQuantity": 0})
+        row["orders"] += 1
+        row["amountCents"] += order["amountCents"]
+        row["itemQuantity"] += order["itemQuantity"]
+    for (start_ms, *_), row in expected.items():
+        row["final"] = start_ms + MINUTE_MS <= latest_ms - watermark_ms
+    return expected
+
+
+def _gold_rows(cfg: AppConfig) -> dict[tuple, dict]:
     got = query_tables("SELECT * FROM gold_orders_per_minute", discover_tables(cfg.tables_root)).to_pylist()
     actual = {}
     for r in got:
@@ -208,10 +222,39 @@ def test_gold_emits_final_per_minute_aggregates_behind_the_watermark(app_spark, 
         assert int(r["windowEnd"].timestamp() * 1000) == start_ms + MINUTE_MS
         assert r["windowDate"] == r["windowStart"].date()
         key = (start_ms, r["status"], r["region"], r["currency"])
-        assert key not in actual, "a window is emitted once"
-        actual[key] = [r["orders"], r["amountCents"], r["itemQuantity"]]
-    assert actual == dict(expected)
-    assert {k[0] for k in actual} == {BASE_MS + m * MINUTE_MS for m in range(5)}
+        assert key not in actual, "one row per window and group"
+        actual[key] = {"orders": r["orders"], "amountCents": r["amountCents"], "itemQuantity": r["itemQuantity"],
+                       "final": r.get("final")}
+    return actual
+
+
+def test_gold_shows_every_window_with_data_and_marks_those_behind_the_watermark_final(app_spark, tmp_path):
+    workload = _workload()
+    split = 250  # the first 250 orders: event times up to 14:17:06.75, so windows 14:16 and 14:17 stay open
+    with BrokerProcess.start(tmp_path / "gold-broker", mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:
+        _send(b, workload[:split])
+        cfg = _config(b, tmp_path / "work", "gold", watermark="1 minute")
+        run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+        first = _expected_gold(b, MINUTE_MS)
+        got = _gold_rows(cfg)
+        assert sorted(got) == sorted(first), "after one AvailableNow run every window with data is in the table"
+        assert got == first
+        finals = {k[0]: row["final"] for k, row in first.items()}
+        assert finals == {BASE_MS + m * MINUTE_MS: m < 2 for m in range(4)}
+        table = DeltaTable(str(cfg.table_path("gold_orders_per_minute")))
+        assert table.transaction_version(cfg.app_id()) is not None
+
+        # more data: the open windows are updated, and final once the watermark (the tick - 1 minute) passed them
+        _send(b, workload[split:])
+        run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+        second = _expected_gold(b, MINUTE_MS)
+        got = _gold_rows(cfg)
+        assert sorted(got) == sorted(second) and got == second
+        assert {k[0] for k in second} == {BASE_MS + m * MINUTE_MS for m in range(5)} | {TICK_MS}
+        assert [k for k, row in second.items() if not row["final"]] == [k for k in second if k[0] == TICK_MS]
+        updated = [k for k in first if first[k]["orders"] != second[k]["orders"]]
+        assert updated and all(not first[k]["final"] for k in updated), "only open windows changed"
+        assert any(not first[k]["final"] and k not in updated for k in first), "an open window closed unchanged"
     watermark = [e["watermark"] for e in read_events(cfg.status_file) if e["event"] == "progress"][-1]
     assert watermark == "2026-09-21T14:23:00.000Z"  # the tick's event time minus one minute
 

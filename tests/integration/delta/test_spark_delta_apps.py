@@ -121,14 +121,32 @@ def test_silver_and_gold_with_spark_delta(spark, broker, commitlog, tmp_path):
 
     gold = _config(broker, tmp_path, "gold")
     run_app(spark, gold, timeout_s=APP_TIMEOUT_S)
-    got = spark.read.format("delta").load(str(gold.table_path("gold_orders_per_minute")))
-    totals = got.selectExpr("sum(orders) AS n", "sum(amountCents) AS cents").collect()[0]
-    # windows behind the watermark (1 minute behind the latest event) are final and written once
+    table = gold.table_path("gold_orders_per_minute")
+    # every window with data, exact; final where the last watermark (latest event - 1 minute) passed its end
     latest_ms = max(int(o["eventTime"].timestamp() * 1000) for o in good.values())
-    closed = [o for o in good.values() if int(o["eventTime"].timestamp() * 1000) // 60_000 * 60_000 + 60_000
-              <= latest_ms - 60_000]
-    assert 0 < len(closed) < len(good)
-    assert totals["n"] == len(closed) and (totals["cents"] or 0) == sum(o["amountCents"] for o in closed)
+    expected: dict[tuple, list] = {}
+    for o in good.values():
+        ms = int(o["eventTime"].timestamp() * 1000)
+        start_ms = ms - ms % 60_000
+        row = expected.setdefault((start_ms, o["status"], o["region"], o["currency"]),
+                                  [0, 0, 0, start_ms + 60_000 <= latest_ms - 60_000])
+        row[0] += 1
+        row[1] += o["amountCents"]
+        row[2] += o["itemQuantity"]
+    assert {row[3] for row in expected.values()} == {True, False}, "closed windows and the tick's open one"
+    rows = _spark_rows(spark, table, "unix_millis(windowStart) AS startMs,status,region,currency,orders,amountCents,"
+                                     "itemQuantity,final")
+    got = {(r["startMs"], r["status"], r["region"], r["currency"]): [r["orders"], r["amountCents"], r["itemQuantity"],
+                                                                     r["final"]] for r in rows}
+    assert len(got) == len(rows) and got == expected
+    history = DeltaTable(str(table)).history()
+    assert any(h.get("operation") == "MERGE" for h in history), "upserted by Spark's MERGE INTO"
+    committed = DeltaTable(str(table)).transaction_version(gold.app_id())
+    assert committed is not None and committed >= 1
+    # a rerun from the same checkpoint changes nothing
+    version = DeltaTable(str(table)).version()
+    run_app(spark, gold, timeout_s=APP_TIMEOUT_S)
+    assert DeltaTable(str(table)).version() == version
 
 
 def _cli(args: list[str], cwd, env=None) -> subprocess.CompletedProcess:
