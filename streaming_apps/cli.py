@@ -141,8 +141,17 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--watermark", default=DEFAULT_WATERMARK,
                    help=f"gold: event-time watermark delay (default '{DEFAULT_WATERMARK}')")
     p.add_argument("--topics", default=None, help="silver/gold: comma-separated order topics (default the workload's)")
-    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    p.add_argument("--master", default="local[2]",
+                   help="Spark master, e.g. spark://HOST:7077 (default local[2]; under spark-submit, its --master)")
+    p.add_argument("--archives", action="append", default=[], metavar="ARCHIVE#ALIAS",
+                   help="spark.archives: e.g. the packed environment hareplica-env.tar.gz#environment that "
+                        "python -m streaming_apps.package builds (repeatable; docs/deployment.md)")
+    p.add_argument("--conf", dest="spark_conf", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+                   help="any Spark conf, e.g. spark.pyspark.python=./environment/bin/python (repeatable)")
     p.add_argument("--timeout-s", type=float, default=None, help="stop the app after this many seconds")
+    p.add_argument("--remote", default=None, metavar="sc://HOST:PORT",
+                   help="run the app's queries on this Spark Connect server instead of a Spark started here "
+                        "(the server's Python imports this project; docs/delta.md, 'Spark Connect')")
 
 
 def _add_query_parser(sub) -> None:
@@ -204,13 +213,49 @@ def local_cores(master: str) -> int | None:
     return os.cpu_count() or 1 if m.group(1) == "*" else int(m.group(1))
 
 
+def spark_conf_of(args) -> dict[str, str]:
+    """The Spark conf of ``run``'s ``--conf`` and ``--archives``: local archive paths made absolute (the
+    ``#alias`` kept), since the driver's JVM may start in another folder (spark_session.driver_launch_dir)."""
+    conf = dict(args.spark_conf)
+    archives = [a.strip() for value in args.archives for a in value.split(",") if a.strip()]
+    if archives:
+        local = [a if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", a) else os.path.abspath(a) for a in archives]
+        conf["spark.archives"] = ",".join(filter(None, [conf.get("spark.archives"), *local]))
+    return conf
+
+
+def check_remote_run(args) -> None:
+    """``run --remote``: refuse the flags that set up a Spark this process would start, then reach the server.
+
+    Over Spark Connect the server's Spark runs the queries, so its master, jars and archives are given where
+    the server starts (docs/delta.md, "Spark Connect"), not to the client. Silver and gold with ``--sink
+    delta`` are refused: their tables would get a string type delta-rs cannot read (same section).
+
+    Raises:
+        ConnectSessionError: such a flag was given, the URL is bad, or no server answers there.
+    """
+    from streaming_apps.spark_session import ConnectSessionError, check_connect_server
+
+    server_side = [flag for flag, given in (("--master", args.master != "local[2]"), ("--jars", bool(args.jars)),
+                                            ("--archives", bool(args.archives)))
+                   if given]
+    if server_side:
+        raise ConnectSessionError(f"--remote {args.remote}: {', '.join(server_side)} set up a Spark that `hareplica "
+                                  "run` starts; over Spark Connect give them to the Connect server's start")
+    if args.sink == "delta" and args.app != "bronze":
+        raise ConnectSessionError(f"--remote with --sink delta: {args.app}'s tables would get string columns typed "
+                                  "'string collate UTF8_BINARY' (the Connect client names the collation), which "
+                                  "delta-rs cannot read (maintenance, checks, hareplica query); use --sink deltalake")
+    check_connect_server(args.remote)
+
+
 def _run(args) -> int:
     from rich.console import Console
 
     from streaming_apps.apps import AppConfig, AppError, DeltaJarsMissingError, run_app
     from streaming_apps.apps.common import delta_jars_for, expand_jars
     from streaming_apps.preflight import PreflightError, check_brokers, check_run_config, error_line
-    from streaming_apps.spark_session import build_spark_session
+    from streaming_apps.spark_session import ConnectSessionError, build_connect_session, build_spark_session
 
     console = Console(stderr=True, soft_wrap=True)  # an error is one line, whatever the terminal width
     try:
@@ -220,17 +265,19 @@ def _run(args) -> int:
             landing=args.landing, trigger=args.trigger,
             starting_offsets=args.starting_offsets, max_bytes_per_trigger=args.max_bytes_per_trigger,
             fail_on_data_loss=args.fail_on_data_loss, source_options=dict(args.source_options),
-            min_partitions=args.min_partitions or local_cores(args.master),
+            min_partitions=args.min_partitions or (None if args.remote else local_cores(args.master)),
             maintenance_every=args.maintenance_every, vacuum_retention_hours=args.vacuum_retention_hours,
             orphan_grace_period_ms=args.orphan_grace_ms, target_file_size=args.target_file_size,
             watermark=args.watermark, topics=tuple(t for t in args.topics.split(",") if t) if args.topics else None)
+        if args.remote:
+            check_remote_run(args)
         jars = delta_jars_for(config.sink, expand_jars(args.jars))  # --sink delta: the staged jars by default
         # before Spark starts: options (the source's own validation), folders, and the brokers themselves
         source_options = check_run_config(config.source_option_map(), {
             "--workdir": config.workdir, "--tables-root": config.tables_root,
             "--checkpoint-root": config.checkpoint_root, "--status-dir": config.status_dir})
         check_brokers(source_options)
-    except (AppError, PreflightError) as e:
+    except (AppError, PreflightError, ConnectSessionError) as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 2
     import signal
@@ -239,10 +286,20 @@ def _run(args) -> int:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, stop_on_sigterm)
-    spark = build_spark_session(f"hareplica-{args.app}", master=args.master, jars=jars,
-                                delta=args.sink == "delta" and bool(jars))
+    if args.remote:  # the Connect server's Spark runs the queries; --conf becomes session conf
+        try:
+            spark = build_connect_session(args.remote, extra_conf=dict(args.spark_conf))
+        except ConnectSessionError as e:
+            signal.signal(signal.SIGTERM, previous)
+            console.print(f"[red]error:[/red] {e}", highlight=False)
+            return 2
+    else:
+        spark = build_spark_session(f"hareplica-{args.app}", master=args.master, jars=jars,
+                                    delta=args.sink == "delta" and bool(jars), extra_conf=spark_conf_of(args))
     debug = logging.getLogger().isEnabledFor(logging.DEBUG)
-    if not debug:  # Spark (log4j) and py4j log task and query failures with Java and Python stacks; we print one line
+    # Spark (log4j) and py4j log task and query failures with Java and Python stacks; we print one line.
+    # Over Connect there is no SparkContext here (sparkContext.setLogLevel is a classic-only call): the server logs.
+    if not debug and not args.remote:
         spark.sparkContext.setLogLevel("FATAL")
         logging.getLogger("py4j").setLevel(logging.CRITICAL)
     try:

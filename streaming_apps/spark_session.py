@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -14,6 +16,9 @@ STAGED_DELTA_JARS_DIR = Path(".jvm") / "delta" / "lib"
 #: The source checkout this module was imported from (``streaming_apps/..``).
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
+
+#: Spark conf naming the Python interpreter of the executors' workers (PySpark's "Python Package Management").
+EXECUTOR_PYTHON_CONF = "spark.pyspark.python"
 
 #: Spark conf that switches on Spark's own Delta Lake (needs the delta-spark jars on the classpath).
 DELTA_SPARK_CONF = {
@@ -43,19 +48,28 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
                         jars: list[str] | None = None, delta: bool = False):
     """Create (or get) a SparkSession with the hareplica data sources registered.
 
-    Python workers use this interpreter (``PYSPARK_PYTHON``), so they import the installed project.
+    Python workers use this interpreter (``PYSPARK_PYTHON``), so they import the installed project, unless
+    ``extra_conf`` names ``spark.pyspark.python`` (e.g. ``./environment/bin/python`` of an archive shipped
+    with ``spark.archives``): then that path, and the Spark JVM starts in :func:`driver_launch_dir`.
+    Under ``spark-submit`` its ``--master`` rules and ``master`` is not applied.
     ``extra_conf`` entries are passed through as Spark conf (e.g. ``spark.jars`` for Delta jars).
     ``jars`` (absolute paths) become ``spark.jars``; ``delta`` adds :data:`DELTA_SPARK_CONF` (give it
     only with the Delta jars: without their classes Spark logs that the extension cannot be loaded and
     ``format("delta")`` fails at first use). :func:`staged_delta_jars` finds the staged ones.
     Registers ``format("hareplica")`` and ``format("deltalake")``.
     """
+    executor_python = (extra_conf or {}).get(EXECUTOR_PYTHON_CONF)
+    if executor_python:  # PySpark takes the workers' interpreter from the environment, not from the conf
+        os.environ["PYSPARK_PYTHON"] = executor_python
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder.appName(app_name)
+    if not submitted_by_spark_submit():
+        builder = builder.master(master)
     builder = (
-        SparkSession.builder.appName(app_name).master(master)
+        builder
         .config("spark.ui.enabled", "true" if ui else "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
@@ -74,10 +88,49 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
             builder = builder.config(k, v)
     for k, v in (extra_conf or {}).items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+    with driver_launch_dir(executor_python):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     register_data_sources(spark)
     return spark
+
+
+def submitted_by_spark_submit() -> bool:
+    """True in a Python driver that ``spark-submit`` started (its JVM is already up and hands over its gateway)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+@contextlib.contextmanager
+def driver_launch_dir(executor_python: str | None):
+    """Launch the driver's Spark JVM from a folder where a relative ``spark.pyspark.python`` resolves.
+
+    Spark starts every Python worker with one interpreter path, the executors' ones and also those the
+    driver's JVM starts for the Python data sources (planning, the streaming source's offsets), from its
+    working directory. With ``./environment/bin/python`` (an archive's alias, docs/deployment.md), this
+    makes a temporary folder holding ``environment`` → this process's ``sys.prefix``, makes it the working
+    directory while the JVM starts, then returns to the previous one. Nothing is done for an absolute or
+    no path, or under ``spark-submit`` (its JVM runs already: start it from such a folder yourself).
+
+    Raises:
+        ValueError: this environment has no file at the path below the alias (e.g. no ``bin/python``).
+    """
+    relative = Path(executor_python) if executor_python else None
+    if relative is None or relative.is_absolute() or submitted_by_spark_submit():
+        yield None
+        return
+    alias, *rest = [part for part in relative.parts if part != "."]
+    if not rest or not (Path(sys.prefix) / Path(*rest)).exists():
+        raise ValueError(f"{EXECUTOR_PYTHON_CONF}={executor_python}: the driver's environment {sys.prefix} has no "
+                         f"{Path(*rest) if rest else alias}; run the driver from a virtual environment laid out as "
+                         "the shipped one")
+    folder = Path(tempfile.mkdtemp(prefix="hareplica-driver-"))
+    (folder / alias).symlink_to(sys.prefix, target_is_directory=True)
+    previous = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield folder
+    finally:
+        os.chdir(previous)
 
 
 def register_data_sources(spark) -> None:
@@ -89,3 +142,90 @@ def register_data_sources(spark) -> None:
     spark.dataSource.register(HAReplicaDataSource)
     spark.dataSource.register(HAReplicaLandingDataSource)
     spark.dataSource.register(DeltaLakeDataSource)
+
+
+#: Session-level Spark SQL conf a Spark Connect session gets (runtime conf, settable per session over Connect;
+#: the same values :func:`build_spark_session` gives a classic session).
+CONNECT_SESSION_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+}
+
+
+#: Spark Connect's default gRPC port (``spark.connect.grpc.binding.port``), used when a URL names none.
+DEFAULT_CONNECT_PORT = 15002
+
+
+class ConnectSessionError(RuntimeError):
+    """A Spark Connect session cannot be made here (bad ``sc://`` URL, a classic session in this process)."""
+
+
+def is_connect_session(spark) -> bool:
+    """True when ``spark`` is a Spark Connect client session (it has no ``sparkContext`` nor py4j gateway)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def connect_address(remote: str) -> tuple[str, int]:
+    """``(host, port)`` of a Spark Connect URL ``sc://HOST[:PORT][/;param=value...]`` (port 15002 when absent,
+    Spark Connect's default ``spark.connect.grpc.binding.port``).
+
+    Raises:
+        ConnectSessionError: not an ``sc://`` URL, or a port that is not a number.
+    """
+    if not remote.startswith("sc://"):
+        raise ConnectSessionError(f"--remote {remote!r}: a Spark Connect URL is sc://HOST:PORT")
+    authority = remote[len("sc://"):].split("/", 1)[0]
+    host, sep, port = authority.rpartition(":") if authority.count(":") == 1 else (authority, "", "")
+    if not host or (sep and not port.isdigit()):
+        raise ConnectSessionError(f"--remote {remote!r}: a Spark Connect URL is sc://HOST:PORT")
+    return host, int(port) if sep else DEFAULT_CONNECT_PORT
+
+
+def check_connect_server(remote: str, timeout_s: float = 5.0) -> None:
+    """Fail fast when nothing listens at the Connect URL ``remote`` (the client would retry for minutes).
+
+    Raises:
+        ConnectSessionError: a bad URL, or no TCP connection to its host and port within ``timeout_s``.
+    """
+    import socket
+
+    host, port = connect_address(remote)
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as e:
+        raise ConnectSessionError(f"--remote {remote}: no Spark Connect server answers at {host}:{port} ({e}); "
+                                  "start one (docs/delta.md, \"Spark Connect\")") from e
+
+
+def build_connect_session(remote: str, *, extra_conf: dict[str, str] | None = None):
+    """A Spark Connect client session on the server at ``remote`` (``sc://HOST:PORT``), data sources registered.
+
+    The server runs the queries: its Spark (master, jars, ``spark.pyspark.python``) is set where it starts,
+    not here; ``extra_conf`` and :data:`CONNECT_SESSION_CONF` are set as session conf (runtime SQL conf only:
+    Spark refuses a static one such as ``spark.jars`` over Connect). The data sources are registered on the
+    session by class: the server's Python workers must import this project (docs/delta.md, "Spark Connect").
+    PySpark switches this process to Connect mode (``SPARK_CONNECT_MODE_ENABLED``), so a process holds either
+    a classic session or Connect ones, never both.
+
+    Raises:
+        ConnectSessionError: ``remote`` is not an ``sc://`` URL, this process already has a classic session, or
+            the server refuses the session conf or the registration.
+    """
+    connect_address(remote)
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql import SparkSession
+
+    try:
+        spark = SparkSession.builder.remote(remote).getOrCreate()
+    except PySparkRuntimeError as e:
+        raise ConnectSessionError(f"--remote {remote}: {e}") from e
+    try:  # the first calls that reach the server
+        for key, value in {**CONNECT_SESSION_CONF, **(extra_conf or {})}.items():
+            spark.conf.set(key, value)
+        register_data_sources(spark)
+    except Exception as e:  # noqa: BLE001 - gRPC and Spark errors of the server, e.g. a static conf
+        spark.stop()
+        raise ConnectSessionError(f"--remote {remote}: the server refused the session: "
+                                  f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
+    return spark
