@@ -1,4 +1,4 @@
-"""Helpers shared by the interop tests against real RocketMQ 4.9 brokers: load, metadata tables, waits.
+"""Helpers shared by the interop tests against real RocketMQ 4.9 and 5.x brokers: load, metadata tables, waits.
 
 Everything here talks to brokers over the wire (remoting) or reads their store folders; the metadata
 requests and file names are RocketMQ's (docs/real_peers.md, "Real RocketMQ brokers").
@@ -6,13 +6,17 @@ requests and file names are RocketMQ's (docs/real_peers.md, "Real RocketMQ broke
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
 from pathlib import Path
 
 from broker_stub.javautil import fastjson_loads
 from connector.client.producer import Producer, SendResult
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from tests.support.brokers import commitlog_files, max_offset, remoting_request, wait_for
+from tests.support.java_tools import JVM_FLAGS, JavaToolError, compiled_classes
+from tests.support.jvm_peers import rocketmq_classpath
 
 MiB = 1 << 20
 # The CommitLog file size both sides of every interop test use: small, so a few MiB roll over several files.
@@ -128,3 +132,24 @@ def assert_same_commitlog_span(master_dir: Path, slave_dir: Path, *, end: int) -
             raise AssertionError(f"{name}: first differing byte at file position {first} "
                                  f"(CommitLog offset {int(name) + first})")
         assert not any(b[upto:]) and not any(a[upto:]), f"{name}: bytes past the end offset {end}"
+
+
+def message_decoder_rows(commitlog_dir: Path, lib: Path, *, timeout_s: float = 120.0) -> list[dict]:
+    """Every record of a CommitLog folder as the ``MessageDecoder`` of the RocketMQ jars in ``lib`` reads it.
+
+    Runs tests/java/CommitLogDecoder.java (compiled against the 4.9 jars; the few ``MessageDecoder`` and
+    ``MessageExt`` methods it calls have the same signatures in 5.x) with ``lib`` on the class path instead, so
+    a 5.x CommitLog is checked by 5.x's own decoder. Returns its JSON lines; raises JavaToolError on a non-zero
+    exit (e.g. a record it cannot decode) or a timeout.
+    """
+    cmd = ["java", *JVM_FLAGS, "-cp", f"{compiled_classes()}:{rocketmq_classpath(lib)}", "CommitLogDecoder",
+           str(commitlog_dir)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise JavaToolError(f"CommitLogDecoder on {commitlog_dir} did not finish within {timeout_s} s") from None
+    if proc.returncode != 0:
+        raise JavaToolError(f"CommitLogDecoder on {commitlog_dir} with {lib} exited {proc.returncode}:\n"
+                            f"{proc.stderr.decode('utf-8', 'replace')[-4000:]}")
+    # 5.x's shaded logback prints its status lines to stdout too; the decoder's rows are the JSON objects
+    return [json.loads(line) for line in proc.stdout.decode("utf-8").splitlines() if line.startswith("{")]
