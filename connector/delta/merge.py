@@ -19,7 +19,11 @@ Two writers, one rule:
   DML settings ``spark.databricks.delta.write.txnAppId`` / ``txnVersion``, for the ``delta`` sink.
 
 The first batch creates the table (every row an insert) with the same txn. Keys are compared with
-``IS NOT DISTINCT FROM``, so a null group value is a key like any other.
+``IS NOT DISTINCT FROM``, so a null group value is a key like any other. A delta-rs MERGE that changes
+nothing makes no commit; the txn is then committed alone (as connector.delta.commit does for empty
+batches), so the table's txn version is the last batch merged. Spark's side materialises the batch
+before its MERGE: Spark requires a foreachBatch of a stateful query to read every partition of the
+batch, also when Delta skips a replayed MERGE without reading its source.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from connector.delta.commit import DeltaCommitError
 from connector.delta.faults import fault_point
 from connector.delta.features import check_writable
 from connector.delta.location import check_new_table_location, normalize_table_uri, open_delta_table
@@ -119,6 +124,7 @@ def merge_batch(rows, schema, path: str, app_id: str, batch_id: int, *, keys: Se
         DeltaSchemaMismatchError: the table's columns or partitioning differ from ``schema``.
         UnsupportedTableFeatureError, DeltaTablePathError: as the other writers (connector.delta.commit).
         deltalake.exceptions.CommitFailedError: still conflicting after MAX_MERGE_ATTEMPTS attempts.
+        DeltaCommitError: the table kept appearing between the check and its creation.
     """
     import pyarrow as pa
     from deltalake import write_deltalake
@@ -156,7 +162,11 @@ def merge_batch(rows, schema, path: str, app_id: str, batch_id: int, *, keys: Se
                 if finalize is not None:
                     merger = merger.when_not_matched_by_source_update({finalize.flag: "true"},
                                                                       finalize.delta_rs_predicate())
+                before = table.version()  # execute() moves ``table`` to the version it commits
                 metrics = merger.execute()
+                if open_delta_table(uri).version() == before:  # nothing changed: delta-rs made no commit
+                    table.create_write_transaction([], mode="append", schema=delta_schema,
+                                                   partition_by=list(partition_by) or None, commit_properties=props)
         except CommitFailedError as e:  # another commit won; read the table again and retry
             if attempt == MAX_MERGE_ATTEMPTS:
                 raise
@@ -170,7 +180,8 @@ def merge_batch(rows, schema, path: str, app_id: str, batch_id: int, *, keys: Se
         log.info("merged batch %d of appId %s into %s: %s", batch_id, app_id, uri, metrics or f"{rows.num_rows} rows")
         fault_point("after-delta-commit", batch_id, uri)
         return MergeResult(uri, batch_id, created=table is None, metrics=metrics)
-    raise AssertionError("unreachable")
+    raise DeltaCommitError(f"could not merge batch {batch_id} of appId {app_id} into Delta table {uri}: it was "
+                           f"created concurrently {MAX_MERGE_ATTEMPTS} times")
 
 
 def spark_merge_batch(df, path: str, app_id: str, batch_id: int, *, keys: Sequence[str],
@@ -187,6 +198,17 @@ def spark_merge_batch(df, path: str, app_id: str, batch_id: int, *, keys: Sequen
         pyspark.errors.PySparkException: whatever Spark's Delta raises (schema mismatch, conflicts).
     """
     uri = normalize_table_uri(path)
+    df = df.persist()
+    try:
+        df.count()  # every partition read (and Spark's state committed), also when Delta skips the write below
+        return _spark_merge(df, uri, app_id, batch_id, keys=keys, partition_by=partition_by, finalize=finalize)
+    finally:
+        df.unpersist()
+
+
+def _spark_merge(df, uri: str, app_id: str, batch_id: int, *, keys: Sequence[str], partition_by: Sequence[str],
+                 finalize: FinalizeRows | None) -> MergeResult:
+    """The append (new table) or MERGE INTO of :func:`spark_merge_batch`, with the txn settings."""
     if open_delta_table(uri) is None:
         writer = df.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch_id)
         if partition_by:

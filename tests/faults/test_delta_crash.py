@@ -233,6 +233,52 @@ def test_silver_killed_between_its_two_table_commits(broker, commitlog, tmp_path
         assert parquet_on_disk(t) == table_files(t)
 
 
+def _expected_gold_counts(commitlog) -> dict[tuple, list[int]]:
+    """(windowStart ms, status, region, currency) → [orders, amountCents] over the CommitLog's valid orders."""
+    from streaming_apps.apps.orders import OrderDecodeError, decode_order_body
+
+    expected: dict[tuple, list[int]] = {}
+    for rec in commitlog.values():
+        try:
+            order = decode_order_body(rec.decompressed_body())
+        except OrderDecodeError:
+            continue
+        ms = int(order["eventTime"].timestamp() * 1000)
+        row = expected.setdefault((ms - ms % 60_000, order["status"], order["region"], order["currency"]), [0, 0])
+        row[0] += 1
+        row[1] += order["amountCents"]
+    return expected
+
+
+def _gold_counts(table: Path) -> dict[tuple, list[int]]:
+    rows = query_tables("SELECT windowStart, status, region, currency, orders, amountCents FROM gold",
+                        {"gold": str(table)}).to_pylist()
+    got = {(int(r["windowStart"].timestamp() * 1000), r["status"], r["region"], r["currency"]):
+           [r["orders"], r["amountCents"]] for r in rows}
+    assert len(got) == len(rows), "one row per window and group"
+    return got
+
+
+def test_gold_killed_at_each_commit_point_and_restarted_counts_every_order_once(broker, commitlog, tmp_path):
+    cfg = AppConfig(app="gold", brokers="unused", workdir=tmp_path)
+    table = cfg.table_path("gold_orders_per_minute")
+    # run 1: killed before batch 1's MERGE; run 2: killed after it, before Spark's commit log
+    run_until_fault("gold", broker, tmp_path, "before-delta-commit:1")
+    assert DeltaTable(str(table)).transaction_version(cfg.app_id()) == 0
+    (tmp_path / "fault-marker.json").unlink()
+    run_until_fault("gold", broker, tmp_path, "after-delta-commit:1")
+    assert DeltaTable(str(table)).transaction_version(cfg.app_id()) == 1
+    assert spark_committed(cfg.checkpoint()) == {0}, "Spark does not know batch 1 is done"
+
+    # run 3: replays batch 1 (skipped: the table holds it), then the rest
+    run_to_completion("gold", broker, tmp_path)
+    committed = spark_committed(cfg.checkpoint())
+    merges = Counter(h.get("hareplica.batchId") for h in DeltaTable(str(table)).history() if "hareplica.batchId" in h)
+    assert merges[1] == 1 and set(merges.values()) == {1}, "every batch committed once, the replayed one too"
+    assert DeltaTable(str(table)).transaction_version(cfg.app_id()) == max(committed)
+    assert _gold_counts(table) == _expected_gold_counts(commitlog)
+
+
 # --- Spark's own format("delta") (--sink delta): the same crash points, stopped inside Delta's LogStore ----
 #: tests/faults/java/FaultInjectingLogStore.java reads these (POINT:VERSION[:TABLE], the marker file).
 SPARK_FAULT_ENV = "HAREPLICA_SPARK_DELTA_FAULT"
@@ -303,3 +349,41 @@ def test_spark_delta_sink_killed_at_each_commit_point_and_restarted_lands_every_
     assert all(commitlog[r["commitLogOffset"]].msg_id == r["msgId"] for r in rows)
     # Spark's Delta leaves the dead attempts' files for VACUUM (they are older than no retention yet)
     assert not dead_attempt & table_files(table)
+
+
+def _txn_versions(table: Path, app_id: str) -> Counter:
+    """How many commits of the table's log carry ``txn(app_id, version)``, per version."""
+    counts: Counter = Counter()
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            txn = json.loads(line).get("txn") if line.strip() else None
+            if txn and txn.get("appId") == app_id:
+                counts[int(txn["version"])] += 1
+    return counts
+
+
+def test_gold_with_spark_delta_killed_at_each_commit_point_and_restarted_counts_every_order_once(
+        broker, commitlog, tmp_path, fault_logstore_jar):
+    from streaming_apps.spark_session import PROJECT_ROOT, staged_delta_jars
+
+    cfg = AppConfig(app="gold", brokers="unused", workdir=tmp_path, sink="delta")
+    table = cfg.table_path("gold_orders_per_minute")
+    mode = ("--sink", "delta", "--jars", *staged_delta_jars([PROJECT_ROOT]), str(fault_logstore_jar))
+    armed = {"PYSPARK_SUBMIT_ARGS": "--conf spark.delta.logStore.file.impl=FaultInjectingLogStore pyspark-shell"}
+    spark_fault = {"fault_env": SPARK_FAULT_ENV, "marker_env": SPARK_FAULT_MARKER_ENV, "env": armed}
+
+    # version 0 is batch 0 (the table's creation), version 1 the MERGE of batch 1: killed before, then after it
+    run_until_fault("gold", broker, tmp_path, "before-delta-commit:1:gold_orders_per_minute", *mode, **spark_fault)
+    assert DeltaTable(str(table)).version() == 0
+    (tmp_path / "fault-marker.json").unlink()
+    run_until_fault("gold", broker, tmp_path, "after-delta-commit:1:gold_orders_per_minute", *mode, **spark_fault)
+    assert DeltaTable(str(table)).transaction_version(cfg.app_id()) == 1, "the MERGE records txn(appId, batchId)"
+    assert spark_committed(cfg.checkpoint()) == {0}
+
+    # restarted without the fault: Delta skips the replayed MERGE of batch 1 (idempotent DML), then the rest
+    run_to_completion("gold", broker, tmp_path, "--sink", "delta")
+    committed = spark_committed(cfg.checkpoint())
+    txns = _txn_versions(table, cfg.app_id())
+    assert txns[1] == 1 and set(txns.values()) == {1}, "no batch committed twice"
+    assert DeltaTable(str(table)).transaction_version(cfg.app_id()) == max(committed)
+    assert _gold_counts(table) == _expected_gold_counts(commitlog)

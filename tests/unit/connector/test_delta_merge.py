@@ -76,9 +76,13 @@ def test_upserts_by_key_marks_passed_rows_final_and_skips_a_replayed_batch(tmp_p
     up_to = BASE + dt.timedelta(minutes=2)
     _merge(path, 2, _rows(), up_to)
     assert _table(path) == {**want, (1, "PAID"): (3, True), (1, None): (5, True)}
+    # batch 3 changes nothing: delta-rs's MERGE makes no commit, the txn is committed alone
+    rows_before = _table(path)
+    _merge(path, 3, _rows(), up_to)
+    assert _table(path) == rows_before
     commits = [h for h in DeltaTable(str(path)).history() if "hareplica.batchId" in h]
-    assert sorted(h["hareplica.batchId"] for h in commits) == [0, 1, 2]
-    assert DeltaTable(str(path)).transaction_version(APP) == 2
+    assert sorted(h["hareplica.batchId"] for h in commits) == [0, 1, 2, 3]
+    assert DeltaTable(str(path)).transaction_version(APP) == 3
 
 
 @pytest.mark.parametrize("point", ["before-delta-commit", "after-delta-commit"])
