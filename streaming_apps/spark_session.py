@@ -9,6 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from streaming_apps.spark_home import leave_spark_home_view, use_spark_home_view
+
 log = logging.getLogger(__name__)
 
 #: Where ``make jvm-peers`` stages Spark's Delta jars (delta-spark, delta-storage), relative to a checkout.
@@ -48,7 +50,8 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
                         jars: list[str] | None = None, delta: bool = False):
     """Create (or get) a SparkSession with the hareplica data sources registered.
 
-    Python workers use this interpreter (``PYSPARK_PYTHON``), so they import the installed project, unless
+    Python workers use this interpreter (``PYSPARK_PYTHON``), so they import the installed project (and, through
+    :func:`streaming_apps.spark_home.use_spark_home_view`, its byte-compiled pyspark), unless
     ``extra_conf`` names ``spark.pyspark.python`` (e.g. ``./environment/bin/python`` of an archive shipped
     with ``spark.archives``): then that path, and the Spark JVM starts in :func:`driver_launch_dir`.
     Under ``spark-submit`` its ``--master`` rules and ``master`` is not applied.
@@ -61,7 +64,9 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
     executor_python = (extra_conf or {}).get(EXECUTOR_PYTHON_CONF)
     if executor_python:  # PySpark takes the workers' interpreter from the environment, not from the conf
         os.environ["PYSPARK_PYTHON"] = executor_python
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        leave_spark_home_view()  # that interpreter has no pyspark of its own: it needs pyspark.zip
+    elif os.environ.setdefault("PYSPARK_PYTHON", sys.executable) == sys.executable:
+        use_spark_home_view()  # workers import this interpreter's compiled pyspark, not pyspark.zip's sources
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
