@@ -228,3 +228,12 @@ def test_remote_refuses_what_a_connect_client_cannot_do_and_an_unreachable_serve
     silver = ["run", "silver", *base[2:], "--remote", "sc://127.0.0.1:15002", "--sink", "delta"]
     assert hareplica(silver) == 2
     assert "'string collate UTF8_BINARY'" in capsys.readouterr().err
+
+
+def test_a_connect_session_is_refused_in_a_process_with_the_classic_one(spark):
+    from streaming_apps.spark_session import ConnectSessionError, build_connect_session
+
+    with pytest.raises(ConnectSessionError, match="SESSION_ALREADY_EXIST"):
+        build_connect_session("sc://127.0.0.1:15002")
+    assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ, "the classic session's process stays in classic mode"
+    assert spark.range(3).count() == 3
