@@ -1,4 +1,4 @@
-"""Real Apache RocketMQ 4.9 processes for tests: a name server and brokers (master or slave).
+"""Real Apache RocketMQ processes for tests: 4.9 name server and brokers, 5.x brokers and controller.
 
 The jars come from ``make jvm-peers`` (``.jvm/rocketmq-4.9/lib``, see docs/real_peers.md "Real RocketMQ
 brokers"); when they are missing every start raises :class:`JvmPeersMissing` ("run make jvm-peers"), so a
@@ -49,6 +49,7 @@ ROCKETMQ_LIB = REPO_ROOT / ".jvm" / "rocketmq-4.9" / "lib"
 ROCKETMQ5_LIB = REPO_ROOT / ".jvm" / "rocketmq-5" / "lib"  # jvm/rocketmq-5.pom.xml: a 5.x broker, no name server
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
 BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
+CONTROLLER_MAIN = "org.apache.rocketmq.controller.ControllerStartup"  # 5.x only (rocketmq-controller)
 BOOT_MARKER = "boot success"
 
 STARTUP_TIMEOUT_S = 90.0  # a JVM start on a busy 2-core machine; typical: 3-6 s
@@ -313,6 +314,56 @@ class RealNameServer(_JavaProcess):
         return ns
 
 
+class RealController(_JavaProcess):
+    """A real 5.x controller (``ControllerStartup``, jvm/rocketmq-5.pom.xml): a one-node DLedger controller
+    group that brokers in controller mode (``enableControllerMode=true``, ``controllerAddr``) register with.
+
+    ``addr`` is its ``host:port``: a DLedger controller serves the brokers' requests on its DLedger peer port
+    (``controllerDLegerPeers``, peer ``n0``) — the ``listenPort`` of its config opens nothing. Its own logs go to
+    ``workdir/logs/rocketmqlogs/`` (the controller jar's logback file; ``user.home`` is ``workdir``).
+    """
+
+    what = "real controller"
+    main_class = CONTROLLER_MAIN
+    role = "controller"
+    lib = ROCKETMQ5_LIB
+
+    def __init__(self, workdir: Path, host: str, port: int, heap: str) -> None:
+        super().__init__(workdir, heap)
+        self.host = host
+        self.port = port
+
+    @property
+    def addr(self) -> str:
+        return _addr(self.host, self.port)
+
+    @property
+    def logback_log(self) -> Path:
+        return self.workdir / "logs" / "rocketmqlogs" / "broker_default.log"
+
+    def _ports(self) -> list[tuple[str, int]]:
+        return [(self.host, self.port)]
+
+    @classmethod
+    def start(cls, workdir: Path, *, host: str = "127.0.0.1", heap: str = "128m",
+              timeout_s: float = STARTUP_TIMEOUT_S) -> RealController:
+        """Launch on a free port (store and config inside ``workdir``). Raises JvmPeersMissing (no
+        rocketmq-controller jar: run make jvm-peers), JvmStartError."""
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        lib = ROCKETMQ5_LIB
+        if not any(lib.glob("rocketmq-controller-*.jar")):
+            raise JvmPeersMissing(f"rocketmq-controller jar missing in {lib}: run `make jvm-peers`")
+        ctl = cls(workdir, host, free_port(host), heap)
+        props = {"controllerDLegerGroup": "hareplica-ctl", "controllerDLegerPeers": f"n0-{host}:{ctl.port}",
+                 "controllerDLegerSelfId": "n0", "controllerStorePath": workdir / "store",
+                 "configStorePath": workdir / "controller.properties", "mappedFileSize": 4 << 20}
+        ctl.conf_path.write_text(javaproperties.dumps({k: str(v) for k, v in props.items()}, timestamp=None),
+                                 encoding="latin-1")
+        ctl._launch(timeout_s)
+        return ctl
+
+
 class RealBroker(_JavaProcess):
     """A real 4.9 broker (``BrokerStartup``): master or slave, any ``broker.conf`` properties.
 
@@ -377,6 +428,8 @@ class RealBroker(_JavaProcess):
         return self.store_dir / "config"
 
     def _ports(self) -> list[tuple[str, int]]:
+        if self.props.get("enableDLegerCommitLog") == "true":  # a DLedger store runs no HA service
+            return [(self.host, self.listen_port)]
         return [(self.host, self.listen_port), (self.props["brokerIP2"], self.ha_port)]
 
     def _ready(self) -> bool:
@@ -440,5 +493,5 @@ class RealBroker(_JavaProcess):
 
 
 __all__ = ["LIVE_PEERS", "ROCKETMQ5_LIB", "ROCKETMQ_LIB", "BrokerProcessError", "BrokerStopError", "JvmPeersMissing",
-           "JvmStartError", "RealBroker", "RealNameServer", "java_binary", "rocketmq_classpath",
+           "JvmStartError", "RealBroker", "RealController", "RealNameServer", "java_binary", "rocketmq_classpath",
            "write_rocketmq_home"]
