@@ -215,6 +215,14 @@ def test_sink_delta_over_connect_without_the_servers_delta_jars_fails_with_what_
     assert not (tmp_path / "work" / "checkpoints" / "bronze").exists(), "no query started"
 
 
+def test_a_static_conf_over_connect_is_refused_in_one_line(connect_server, broker_factory, tmp_path):
+    broker = broker_factory("broker")
+    done = _run_app(connect_server, broker, tmp_path / "work", "--conf", "spark.sql.warehouse.dir=/elsewhere")
+    assert done.returncode == 2, done.stderr
+    assert "the server refused the session" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "work" / "checkpoints" / "bronze").exists(), "no query started"
+
+
 def test_remote_refuses_what_a_connect_client_cannot_do_and_an_unreachable_server(tmp_path, capsys):
     # checked before the brokers and before any session: nothing listens at broker-a's address either
     base = ["run", "bronze", "--brokers", f"broker-a=127.0.0.1:{free_port()}", "--workdir", str(tmp_path / "w")]
