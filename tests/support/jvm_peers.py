@@ -17,6 +17,10 @@ so nothing is written outside it. Use them as context managers; ``stop()`` (SIGT
 A 4.9 broker always listens on ``listenPort`` (remoting), ``listenPort + 1`` (HA; a configured
 ``haListenPort`` is overwritten at start) and ``listenPort - 2`` (the VIP remoting port).
 
+``RealBroker.start(workdir, version="5", ...)`` runs the 5.x jars (``.jvm/rocketmq-5/lib``) the same way
+(a DLedger broker opens no HA port); ``RealController.start(workdir)`` runs a 5.x controller for brokers in
+controller mode.
+
 Every process started and not yet stopped is in :data:`LIVE_PEERS`, so a test report can show their logs.
 """
 
