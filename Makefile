@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean-venv check-java jvm-peers
+.PHONY: demo test lint bench clean-venv check-java jvm-peers env-archive
 
 # Real JVM peers for the interoperability tests and format("delta"): Maven stages the jars named in
 # jvm/*.pom.xml into the git-ignored .jvm/<name>/lib (once; again when a pom changes). docs/real_peers.md
@@ -41,6 +41,11 @@ demo: check-java $(STAMP)
 
 test: check-java $(STAMP) $(JVM_PEERS)
 	$(BIN)/python -m pytest -q
+
+# The packed environment Spark executors run hareplica from (--archives build/hareplica-env.tar.gz#environment).
+# docs/deployment.md
+env-archive: $(STAMP)
+	$(BIN)/python -m streaming_apps.package --output build/hareplica-env.tar.gz
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
