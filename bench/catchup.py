@@ -32,7 +32,10 @@ after the fill.
 - ``bronze_cold_vs_real_slave`` / ``bronze_data_vs_real_slave``: bronze cold over real slave cold, bronze data
   phase over real slave data phase. Goals (issue 12): >= 1.0 and
   >= 2.0; ``bronze_cpu_s_per_gb`` <= 2.5; ``first_byte_s`` <= 0.5.
-- ``silver_rows_s`` / ``gold_rows_s``: not measured in this version (null, with a note).
+- ``silver_rows_s`` / ``gold_rows_s``: after the bronze rounds, 100,000 demo order events (``--quick``: 5,000;
+  :func:`streaming_apps.workload.order_events`, about 3 KiB each) are appended, then ``hareplica run silver`` and
+  ``hareplica run gold`` (cold, AvailableNow, starting at the first order event) alternate round by round;
+  source rows per second of their data phase. Goals (issue 12): >= 50,000 and >= 30,000.
 
 MB are 10^6 bytes. Results go to ``bench/results/catchup.json`` (``catchup_quick.json`` with --quick).
 """
@@ -64,6 +67,7 @@ MAPPED_FILE_SIZE = 1024 * MIB  # one mapped file, as in the issue's measurement
 TOPIC = "BenchLoad"  # the topic bench.delta's producer fills
 POLL_S = 0.05
 ROUND_TIMEOUT_S = 300.0
+ORDER_EVENTS = 100_000  # demo order events (about 3 KiB each) for silver and gold
 HAREPLICA = Path(sys.executable).with_name("hareplica")
 
 
@@ -181,6 +185,41 @@ class TreeCpuMeter:
         return sum(self.seen.values()) + extra
 
 
+def produce_orders(master, count: int) -> None:
+    """Send ``count`` demo order events (:func:`streaming_apps.workload.order_events`) to the master, pipelined."""
+    from connector.client.producer import Producer
+    from streaming_apps.workload import order_events
+
+    with Producer(master.remoting_addr, "bench-orders", max_in_flight=512, timeout_ms=30_000) as producer:
+        futures = [producer.send_async(m.topic, m.body, tags=m.tags, keys=m.keys, properties=m.properties)
+                   for m in order_events(count)]
+        for f in futures:
+            f.result(timeout=120)
+
+
+def app_rows_s(work: Path, master, app: str, start: int) -> float:
+    """One cold ``hareplica run silver|gold --trigger available-now`` from CommitLog offset ``start`` (the order
+    events only): source rows per second of its data phase (progress file, as ``bronze_data_mb_s``)."""
+    cmd = [str(HAREPLICA), "--log-level", "WARNING", "run", app, "--brokers", f"broker-a={master.ha_addr}",
+           "--workdir", str(work), "--trigger", "available-now", "--starting-offsets", json.dumps({"broker-a": start})]
+    done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=ROUND_TIMEOUT_S)
+    if done.returncode != 0:
+        raise RuntimeError(f"hareplica run {app} exited {done.returncode}:\n{done.stderr[-4000:]}")
+    rows, data_start, data_end = _data_phase(work / "status" / f"{app}.jsonl")
+    return rows / (data_end - data_start)
+
+
+def _data_phase(status_file: Path) -> tuple[int, float, float]:
+    """(source rows, first micro-batch with rows' trigger time, end of the last one) from an app's progress file."""
+    events = [json.loads(line) for line in status_file.read_text().splitlines() if line]
+    batches = [e for e in events if e.get("event") == "progress" and (e.get("numInputRows") or 0) > 0]
+    if not batches:
+        raise RuntimeError(f"{status_file}: no micro-batch with rows")
+    first, last = batches[0], batches[-1]
+    end = _parse_time(last["time"]) + last["batchDurationMs"] / 1e3
+    return sum(int(e["numInputRows"]) for e in batches), _parse_time(first["time"]), end
+
+
 def bronze_run(work: Path, master) -> dict:
     """One cold ``hareplica run bronze --trigger available-now``: wall, data-phase and first-byte seconds, CPU."""
     cmd = [str(HAREPLICA), "--log-level", "WARNING", "run", "bronze", "--brokers", f"broker-a={master.ha_addr}",
@@ -195,16 +234,12 @@ def bronze_run(work: Path, master) -> dict:
     cpu = meter.stop()
     if proc.returncode != 0:
         raise RuntimeError(f"hareplica run bronze exited {proc.returncode}:\n{stderr[-4000:]}")
-    events = [json.loads(line) for line in (work / "status" / "bronze.jsonl").read_text().splitlines() if line]
-    batches = [e for e in events if e.get("event") == "progress" and (e.get("numInputRows") or 0) > 0]
-    if not batches:
-        raise RuntimeError("bronze recorded no micro-batch with rows")
-    first, last = batches[0], batches[-1]
-    data_start, data_end = _parse_time(first["time"]), _parse_time(last["time"]) + last["batchDurationMs"] / 1e3
+    rows, data_start, data_end = _data_phase(work / "status" / "bronze.jsonl")
     data_s = data_end - data_start
+    events = [json.loads(line) for line in (work / "status" / "bronze.jsonl").read_text().splitlines() if line]
+    first = next(e for e in events if e.get("event") == "progress" and (e.get("numInputRows") or 0) > 0)
     d = first.get("durationMs") or {}
     first_byte = sum(float(d.get(k) or 0) for k in ("latestOffset", "getBatch", "queryPlanning")) / 1e3
-    rows = sum(int(e["numInputRows"]) for e in batches)
     return {"wall_s": wall, "data_s": data_s, "first_byte_s": first_byte, "rows": rows,
             "cpu_s": cpu, "data_cpu_s": meter.between(data_start, data_end)}
 
@@ -259,10 +294,20 @@ def summarize(rounds: list[dict], end: int) -> dict:
     results["bronze_cold_vs_real_slave"] = results["bronze_cold_mb_s"] / results["real_slave_mb_s"]
     results["bronze_data_vs_real_slave"] = results["bronze_data_mb_s"] / results["real_slave_data_mb_s"]
     results["bronze_rows"] = [r["bronze"]["rows"] for r in rounds]
-    results["silver_rows_s"] = None
-    results["gold_rows_s"] = None
-    results["silver_gold_note"] = "not measured in this first version of bench/catchup.py"
     return results
+
+
+def apps_round(work: Path, i: int, master, start: int) -> dict:
+    """Silver then gold once each, cold, on the order events after ``start``."""
+    return {app: app_rows_s(work / f"{app}{i}", master, app, start) for app in ("silver", "gold")}
+
+
+def summarize_apps(rounds: list[dict]) -> dict:
+    """Medians and spreads of ``silver_rows_s`` / ``gold_rows_s``."""
+    out: dict = {}
+    for app in ("silver", "gold"):
+        out[f"{app}_rows_s"], out[f"{app}_rows_s_spread"] = _median_spread([r[app] for r in rounds])
+    return out
 
 
 def run(*, quick: bool, log_mib: int | None, rounds: int | None, work_dir: Path | None = None) -> dict:
@@ -271,6 +316,7 @@ def run(*, quick: bool, log_mib: int | None, rounds: int | None, work_dir: Path 
 
     log_mib = log_mib or (16 if quick else 512)
     rounds = rounds or (1 if quick else 3)
+    orders = 5_000 if quick else ORDER_EVENTS
     work = Path(tempfile.mkdtemp(prefix="bench-catchup-", dir=work_dir))
     namesrv = master = None
     try:
@@ -283,12 +329,15 @@ def run(*, quick: bool, log_mib: int | None, rounds: int | None, work_dir: Path 
         print(f"master filled: {messages} messages, {end / MIB:.0f} MiB in {time.perf_counter() - t0:.1f} s")
         os.sync()
         measured = [one_round(work, i, master, namesrv, end, messages) for i in range(rounds)]
+        produce_orders(master, orders)
+        apps = [apps_round(work, i, master, end) for i in range(rounds)]
     finally:
         for peer in (master, namesrv):
             if peer is not None:
                 peer.stop()
         shutil.rmtree(work, ignore_errors=True)
     results = summarize(measured, end)
+    results.update(summarize_apps(apps), order_events=orders, raw_app_rounds=apps)
     results.update(commitlog_bytes=end, messages=messages, body_bytes=1024, rounds=rounds, quick=quick,
                    cold_or_warm="every reader cold (new process); master page cache warm after the fill",
                    raw_rounds=measured)
@@ -316,8 +365,8 @@ def _report(results: dict, quick: bool, log_mib: int, rounds: int) -> None:
         row("bronze_fixed_s", "bronze wall time outside its micro-batches"),
         row("bronze_cold_vs_real_slave", "goal >= 1.0"),
         row("bronze_data_vs_real_slave", "goal >= 2.0"),
-        row("silver_rows_s", "not measured yet"),
-        row("gold_rows_s", "not measured yet"),
+        row("silver_rows_s", "hareplica run silver, data phase; goal >= 50,000"),
+        row("gold_rows_s", "hareplica run gold, data phase; goal >= 30,000"),
     ]
     report("catchup_quick" if quick else "catchup", results, rows,
            notes=f"{log_mib} MiB CommitLog of 1 KiB messages, medians of {rounds} interleaved round(s)")
