@@ -25,29 +25,40 @@ CONTROLLER_MESSAGE = "runs in controller (AutoSwitch) mode (enableControllerMode
 DLEDGER_MESSAGE = "runs a DLedger CommitLog (enableDLegerCommitLog=true)"
 
 
+# These processes keep nothing worth a clean stop (10-20 s each for the shutdown hooks): killed at the end.
+
 @pytest.fixture(scope="module")
 def controller(tmp_path_factory):
-    with RealController.start(tmp_path_factory.mktemp("real-5-controller")) as ctl:
+    ctl = RealController.start(tmp_path_factory.mktemp("real-5-controller"))
+    try:
         yield ctl
+    finally:
+        ctl.kill9()
 
 
 @pytest.fixture(scope="module")
 def controller_mode_broker(tmp_path_factory, controller):
-    with RealBroker.start(tmp_path_factory.mktemp("real-5-controller-mode"), version="5", namesrvAddr="",
-                          enableControllerMode=True, controllerAddr=controller.addr,
-                          mappedFileSizeCommitLog=FILE_SIZE) as broker:
+    broker = RealBroker.start(tmp_path_factory.mktemp("real-5-controller-mode"), version="5", namesrvAddr="",
+                              enableControllerMode=True, controllerAddr=controller.addr,
+                              mappedFileSizeCommitLog=FILE_SIZE)
+    try:
         # the controller elects it master of its broker set (a set of one); until then sends are refused
         wait_for(lambda: broker_config(broker.remoting_addr).get("brokerRole") == "SYNC_MASTER" or None,
                  "the controller to elect the 5.x broker master", timeout_s=60, interval_s=0.5)
         yield broker
+    finally:
+        broker.kill9()
 
 
 @pytest.fixture(scope="module")
 def dledger_broker(tmp_path_factory):
-    with RealBroker.start(tmp_path_factory.mktemp("real-5-dledger"), version="5", namesrvAddr="",
-                          enableDLegerCommitLog=True, dLegerGroup="broker-a", dLegerSelfId="n0",
-                          dLegerPeers=f"n0-127.0.0.1:{free_port()}", mappedFileSizeCommitLog=FILE_SIZE) as broker:
+    broker = RealBroker.start(tmp_path_factory.mktemp("real-5-dledger"), version="5", namesrvAddr="",
+                              enableDLegerCommitLog=True, dLegerGroup="broker-a", dLegerSelfId="n0",
+                              dLegerPeers=f"n0-127.0.0.1:{free_port()}", mappedFileSizeCommitLog=FILE_SIZE)
+    try:
         yield broker
+    finally:
+        broker.kill9()
 
 
 @pytest.fixture(scope="module", params=["controller", "dledger"])
