@@ -19,7 +19,7 @@ import os
 import re
 from pathlib import Path
 
-from connector.client.admin import BrokerAdminClient
+from connector.client.admin import BrokerAdminClient, UnsupportedBrokerModeError
 from connector.client.remoting import BrokerUnreachableError, NotARocketMQBrokerError
 from connector.data_loss import DataLossError
 from connector.options import HAReplicaOptionError, SourceOptions
@@ -70,7 +70,8 @@ def check_writable_dir(flag: str, path: Path) -> None:
 
 def check_brokers(options: SourceOptions, timeout_ms: int = PREFLIGHT_TIMEOUT_MS) -> None:
     """Ask each configured master (GET_BROKER_CONFIG) once; raises PreflightError naming the broker when it
-    cannot be reached or is not a RocketMQ broker. With ``readFrom=slave`` a master that is down is
+    cannot be reached, is not a RocketMQ broker, or runs DLedger or controller mode (no classic HA port,
+    :meth:`connector.client.admin.BrokerAdminClient.check_classic_ha`). With ``readFrom=slave`` a master that is down is
     accepted (the source reads around it) when one of its slaves answers."""
     for broker in options.brokers:
         endpoints = [broker, *options.slaves_of(broker.name)] if options.read_from == "slave" else [broker]
@@ -79,9 +80,11 @@ def check_brokers(options: SourceOptions, timeout_ms: int = PREFLIGHT_TIMEOUT_MS
             role = "master" if endpoint is broker else "slave"
             with BrokerAdminClient(endpoint.remoting_addr, min(timeout_ms, options.fetch.connect_timeout_ms)) as admin:
                 try:
-                    admin.broker_config()
+                    admin.check_classic_ha(admin.broker_config())
                 except NotARocketMQBrokerError as exc:
                     raise PreflightError(f"broker {broker.name} ({role}): {exc}") from None
+                except UnsupportedBrokerModeError as exc:
+                    raise PreflightError(f"broker {broker.name} ({role}): {type(exc).__name__}: {exc}") from None
                 except BrokerUnreachableError as exc:
                     problems.append(f"{role} {endpoint.remoting_addr} is unreachable ({_cause(exc)})")
                     continue

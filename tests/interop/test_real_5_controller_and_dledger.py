@@ -94,6 +94,6 @@ def test_hareplica_run_bronze_fails_at_start_with_one_line(controller_mode_broke
     broker = controller_mode_broker
     result = hareplica("run", "bronze", "--workdir", str(tmp_path / "w"), "--trigger", "available-now",
                        "--brokers", f"broker-a={broker.ha_addr}/{broker.remoting_addr}", cwd=tmp_path)
-    assert result.returncode == 1, result.stderr[-3000:]
-    line = one_line(result, only=False)
+    assert result.returncode == 2, result.stderr[-3000:]  # refused by the preflight, before Spark starts
+    line = one_line(result)
     assert f"UnsupportedBrokerModeError: broker {broker.remoting_addr} {CONTROLLER_MESSAGE}" in line, line
