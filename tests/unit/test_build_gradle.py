@@ -17,7 +17,7 @@ def _pins() -> dict[str, str]:
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     pins = {}
     for dep in deps:
-        m = re.match(r"^([A-Za-z0-9_.-]+)==([0-9.]+)", dep)
+        m = re.match(r"^([A-Za-z0-9_.-]+)(?:\[[A-Za-z0-9_,.-]+\])?==([0-9.]+)", dep)  # extras: pyspark[connect]
         if m:
             pins[m.group(1).lower()] = m.group(2)
     return pins
@@ -66,10 +66,13 @@ def test_gradle_resolves_the_coordinates_offline(tmp_path):
 
 
 def test_rocketmq5_broker_coordinates_agree_with_the_staging_pom():
-    """build.gradle's rocketmq5Broker and jvm/rocketmq-5.pom.xml (staged by `make jvm-peers`) agree."""
+    """build.gradle's rocketmq5Broker (broker and controller) and jvm/rocketmq-5.pom.xml (staged by
+    `make jvm-peers`) agree."""
     ext = _gradle_ext()
     pom = (ROOT / "jvm" / "rocketmq-5.pom.xml").read_text()
     assert re.search(r"<rocketmq.version>([^<]+)</rocketmq.version>", pom).group(1) == ext["rocketmq5Version"]
-    assert re.findall(r"<dependency>.*?<artifactId>([^<]+)</artifactId>", pom) == ["rocketmq-broker"]
+    artifacts = re.findall(r"<dependency>.*?<artifactId>([^<]+)</artifactId>", pom)
+    assert artifacts == ["rocketmq-broker", "rocketmq-controller"]
     gradle = (ROOT / "build.gradle").read_text()
-    assert 'rocketmq5Broker "org.apache.rocketmq:rocketmq-broker:${rocketmq5Version}"' in gradle
+    for artifact in artifacts:
+        assert f'rocketmq5Broker "org.apache.rocketmq:{artifact}:${{rocketmq5Version}}"' in gradle
