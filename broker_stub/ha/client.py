@@ -253,7 +253,9 @@ class HAClient:
         self.max_offset_at_connect = self.commit_log.max_offset
         self.last_read_timestamp_ms = _now_ms()
         self.current_reported_offset = -1
-        log.info("ha client connected master=%s slaveMaxOffset=%d", address, self.commit_log.max_offset)
+        local = transport.get_extra_info("sockname")
+        log.info("ha client connected master=%s local=%s slaveMaxOffset=%d", address,
+                 f"{local[0]}:{local[1]}" if local else "?", self.commit_log.max_offset)
         reason = "master closed the connection"
         try:
             self._report(self.commit_log.max_offset)  # at once (upstream: after haSendHeartbeatInterval)
