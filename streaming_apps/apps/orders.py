@@ -23,6 +23,7 @@ from typing import Any
 
 import msgpack
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute in _order_arrays
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +133,41 @@ def decode_order_body(body: bytes) -> dict[str, Any]:
     }
 
 
+def _fast_order(event: Any) -> tuple | None:
+    """The order fields of an unpacked event as ``(orderId, customerId, status, amountCents, currency, region,
+    [(sku, qty, priceCents), ...], eventTimeMs)`` when every check of :func:`decode_order_body` passes, else
+    None (the caller then asks decode_order_body for the reason). Exact types only: msgpack yields plain
+    str/int/dict/list, and bool is not int here."""
+    if type(event) is not dict:
+        return None
+    get = event.get
+    order_id, customer, status, currency, region = (get("orderId"), get("customerId"), get("status"),
+                                                   get("currency"), get("region"))
+    amount, event_ms, raw_items = get("amountCents"), get("eventTimeMs"), get("items")
+    if not (type(order_id) is str and type(customer) is str and type(status) is str and type(currency) is str
+            and type(region) is str and type(amount) is int and _INT64[0] <= amount <= _INT64[1]
+            and type(event_ms) is int and _MIN_EVENT_MS <= event_ms <= _MAX_EVENT_MS and type(raw_items) is list):
+        return None
+    items = []
+    for item in raw_items:
+        if type(item) is not dict:
+            return None
+        sku, qty, price = item.get("sku"), item.get("qty"), item.get("priceCents")
+        if not (type(sku) is str and type(qty) is int and _INT32[0] <= qty <= _INT32[1] and type(price) is int
+                and _INT64[0] <= price <= _INT64[1]):
+            return None
+        items.append((sku, qty, price))
+    return order_id, customer, status, amount, currency, region, items, event_ms
+
+
+def _as_tuple(order: dict[str, Any]) -> tuple:
+    """decode_order_body's dict in _fast_order's tuple shape."""
+    items = [(i["sku"], i["qty"], i["priceCents"]) for i in order["items"]]
+    ms = (order["eventTime"] - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)) // _dt.timedelta(milliseconds=1)
+    return (order["orderId"], order["customerId"], order["status"], order["amountCents"], order["currency"],
+            order["region"], items, ms)
+
+
 def decode_order_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     """Decode the ``body`` column of a batch of messages into :data:`DECODED_SCHEMA`.
 
@@ -140,38 +176,73 @@ def decode_order_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     decode (its ``decodeError`` column, when the input has it, is set: BODYCRC mismatch, a body that does
     not decompress) is invalid with reason ``bad record: <decodeError>`` and its stored body. The
     pass-through columns (:data:`PASS_THROUGH`) are copied; the input must have them and ``body``.
+
+    The rows are the ones :func:`decode_order_body` gives, built column-wise: the items as flat sku/qty/price
+    arrays with list offsets, eventTime as int64 milliseconds cast to a timestamp.
     """
     bodies = batch.column(batch.schema.get_field_index("body")).to_pylist()
     error_index = batch.schema.get_field_index(DECODE_ERROR)
-    decode_errors = batch.column(error_index).to_pylist() if error_index >= 0 else [None] * len(bodies)
-    columns: dict[str, list] = {f.name: [] for f in ORDER_FIELDS}
-    reasons: list[str | None] = []
-    bad_bodies: list[bytes | None] = []
-    for body, decode_error in zip(bodies, decode_errors, strict=True):
-        try:
-            if decode_error is not None:
-                raise OrderDecodeError(f"bad record: {decode_error}")
-            order = decode_order_body(body if body is not None else b"")
-        except OrderDecodeError as e:
-            for name in columns:
-                columns[name].append(None)
-            reasons.append(str(e)[:MAX_REASON_CHARS])
-            bad_bodies.append(body)
-            continue
-        for name in columns:
-            columns[name].append(order[name])
-        reasons.append(None)
-        bad_bodies.append(None)
-    arrays = []
-    for f in DECODED_SCHEMA:
-        if f.name in _PASS_TYPES:
-            arrays.append(batch.column(batch.schema.get_field_index(f.name)).cast(f.type))
-        elif f.name == "reason":
-            arrays.append(pa.array(reasons, pa.string()))
-        elif f.name == "body":
-            arrays.append(pa.array(bad_bodies, pa.binary()))
-        else:
-            arrays.append(pa.array(columns[f.name], f.type))
+    decode_errors = batch.column(error_index).to_pylist() if error_index >= 0 else None
+    n = len(bodies)
+    scalars: list[list] = [[None] * n for _ in range(6)]  # orderId .. region, in ORDER_FIELDS order
+    quantity: list[int | None] = [None] * n
+    event_ms: list[int | None] = [None] * n
+    offsets = [0] * (n + 1)
+    skus: list[str] = []
+    qtys: list[int] = []
+    prices: list[int] = []
+    reasons: list[str | None] = [None] * n
+    bad_bodies: list[bytes | None] = [None] * n
+    unpackb = msgpack.unpackb
+    for row, body in enumerate(bodies):
+        order = None
+        if decode_errors is None or decode_errors[row] is None:
+            try:
+                order = _fast_order(unpackb(body, raw=False, strict_map_key=False))
+            except Exception:  # noqa: BLE001 - decode_order_body names what msgpack rejected
+                order = None
+        if order is None:
+            try:
+                if decode_errors is not None and decode_errors[row] is not None:
+                    raise OrderDecodeError(f"bad record: {decode_errors[row]}")
+                order = _as_tuple(decode_order_body(body if body is not None else b""))
+            except OrderDecodeError as e:
+                reasons[row] = str(e)[:MAX_REASON_CHARS]
+                bad_bodies[row] = body
+                offsets[row + 1] = len(skus)
+                continue
+        for column, value in zip(scalars, order, strict=False):
+            column[row] = value
+        total = 0
+        for sku, qty, price in order[6]:
+            skus.append(sku)
+            qtys.append(qty)
+            prices.append(price)
+            total += qty
+        quantity[row] = total
+        event_ms[row] = order[7]
+        offsets[row + 1] = len(skus)
+    return _order_arrays(batch, scalars, quantity, event_ms, (offsets, skus, qtys, prices), reasons, bad_bodies)
+
+
+def _order_arrays(batch: pa.RecordBatch, scalars: list[list], quantity: list, event_ms: list,
+                  items: tuple[list, list, list, list], reasons: list, bad_bodies: list) -> pa.RecordBatch:
+    """The output RecordBatch of decode_order_batch from its column lists."""
+    offsets, skus, qtys, prices = items
+    valid = pa.array([r is None for r in reasons], pa.bool_())
+    values = pa.StructArray.from_arrays([pa.array(skus, pa.string()), pa.array(qtys, pa.int32()),
+                                         pa.array(prices, pa.int64())], fields=list(ITEM_TYPE))
+    item_lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, type=pa.list_(ITEM_TYPE),
+                                          mask=pa.compute.invert(valid))
+    millis = pa.array(event_ms, pa.int64())
+    built = {f.name: pa.array(col, f.type) for f, col in zip(ORDER_FIELDS[:6], scalars, strict=True)}
+    built["items"] = item_lists
+    built["itemQuantity"] = pa.array(quantity, pa.int64())
+    built["eventTime"] = pa.compute.multiply(millis, 1000).cast(_TS)
+    built["reason"] = pa.array(reasons, pa.string())
+    built["body"] = pa.array(bad_bodies, pa.binary())
+    arrays = [batch.column(batch.schema.get_field_index(f.name)).cast(f.type) if f.name in _PASS_TYPES
+              else built[f.name] for f in DECODED_SCHEMA]
     return pa.RecordBatch.from_arrays(arrays, schema=DECODED_SCHEMA)
 
 

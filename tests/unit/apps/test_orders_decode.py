@@ -105,3 +105,43 @@ def test_records_the_source_could_not_decode_are_quarantined_with_the_decode_err
     # a body that happens to be a valid order is still quarantined when its BODYCRC does not match
     assert (out[2]["orderId"], out[2]["reason"]) == (None, "bad record: BODYCRC: mismatch: stored 0x1")
     assert out[2]["body"] == msgpack.packb(GOOD)
+
+
+def _mutated(bodies: list[bytes], rng) -> list[bytes | None]:
+    """Workload bodies cut short, with flipped bytes, or with one field of another type or out of range."""
+    out: list[bytes | None] = [None]
+    odd_values = [None, True, -1, 2**64 - 1, "s", [], {}, 1.5, b"x", 10**17, [7], [{"sku": 1}],
+                  [{"sku": "a", "qty": 2**31, "priceCents": 1}], [{"sku": "a", "qty": 1, "priceCents": 2**63}]]
+    for body in bodies:
+        kind = rng.randrange(3)
+        if kind == 0:
+            out.append(body[:rng.randrange(len(body))])
+        elif kind == 1:
+            flipped = bytearray(body)
+            for _ in range(3):
+                flipped[rng.randrange(len(flipped))] = rng.randrange(256)
+            out.append(bytes(flipped))
+        else:
+            event = msgpack.unpackb(body)
+            event[rng.choice(sorted(event))] = rng.choice(odd_values)
+            out.append(msgpack.packb(event))
+    return out
+
+
+def test_the_batch_decoder_gives_row_by_row_what_decode_order_body_says():
+    import random
+
+    rng = random.Random(7)
+    good = [m.body for m in order_events(300, seed=11)]
+    bodies = good + _mutated(good, rng)
+    out = decode_order_batch(_messages(bodies)).to_pylist()
+    for body, row in zip(bodies, out, strict=True):
+        try:
+            order = decode_order_body(body if body is not None else b"")
+        except OrderDecodeError as e:
+            assert (row["reason"], row["body"], row["orderId"], row["items"]) == (str(e)[:MAX_REASON_CHARS], body,
+                                                                                  None, None)
+            continue
+        assert row["reason"] is None and row["body"] is None
+        assert {k: row[k] for k in order} == order
+    assert sum(r["reason"] is None for r in out) > 300  # the good ones, and some mutations that stay valid
