@@ -43,7 +43,7 @@ from broker_stub.store.schedule import ScheduleMessageService
 from broker_stub.store.stats import BrokerStats
 from broker_stub.store.transaction_check import TransactionalMessageCheckService
 from broker_stub.topic_config import TopicConfigManager
-from connector.protocol.commitlog import BORNHOST_V6_FLAG, MESSAGE_MAGIC_CODE
+from connector.protocol.commitlog import BORNHOST_V6_FLAG, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +250,7 @@ class BrokerController:
         if not data or len(data) < 76:
             return -1
         size, magic, sys_flag = struct.unpack_from(">ii", data, 0) + struct.unpack_from(">i", data, 36)
-        if magic != MESSAGE_MAGIC_CODE or size <= 0:
+        if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or size <= 0:
             return -1
         pos = 56 + (12 if sys_flag & BORNHOST_V6_FLAG else 0)
         return struct.unpack_from(">q", data, pos)[0]

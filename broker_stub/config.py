@@ -21,6 +21,9 @@ Stub-only keys (no 4.9.8 equivalent; names borrowed from RocketMQ 5.x where one 
 * ``cutCorruptCommitLogOnRecover`` (default false): recovery may end the CommitLog at an invalid record
   followed by data, moving that data to ``quarantine/`` (:mod:`broker_stub.store.quarantine`); false
   refuses to start instead.
+* ``autoMessageVersionOnTopicLen`` (default false; 5.x's key, whose default is true): true stores a
+  ``%RETRY%`` topic longer than 127 characters as 5.x's MessageVersion V2 record
+  (:mod:`broker_stub.store.commit_log`); false refuses it with MESSAGE_ILLEGAL, as 4.9.8.
 
 Deliberate differences from upstream, all documented on the fields they touch:
 
@@ -313,6 +316,9 @@ class MessageStoreConfig:
     # (broker_stub.ha.allow_list, docs/security.md "HA port")
     haAllowedAddresses: str = ""
     haReplicaAddresses: str = ""
+    # RocketMQ 5.x key, stub default false (5.x: true): a %RETRY% topic over 127 characters is stored as a
+    # MessageVersion V2 record as 5.x does; false = refused with MESSAGE_ILLEGAL as 4.9.8 (docs/protocol.md §8)
+    autoMessageVersionOnTopicLen: bool = False
 
     @property
     def commit_log_dir(self) -> Path:

@@ -13,7 +13,13 @@ them (docs/protocol.md §1.2). The rules reproduced here:
 * END_FILE: if ``msgLen + 8 > remaining`` an 8-byte blank header fills the file and the message (a batch:
   the whole batch) goes to the next file (docs/protocol.md §1.9);
 * limits: properties ≤ 32767 bytes, body ≤ ``maxMessageSize``, record ≤ ``maxMessageSize`` + 64 KiB
-  (4.9.5+ rule, docs/protocol.md §1.7).
+  (4.9.5+ rule, docs/protocol.md §1.7);
+* topics over 127 characters (docs/protocol.md §8): 4.9.8 refuses them with MESSAGE_ILLEGAL before the
+  delay move (``DefaultMessageStore.checkMessage``). With ``autoMessageVersionOnTopicLen`` (stub default
+  false) the stub stores them as RocketMQ 5.x does: a ``%RETRY%`` topic of at most 255 bytes becomes a
+  MessageVersion V2 record (2-byte TOPIC length), every other long topic stays MESSAGE_ILLEGAL (5.x
+  ``HookUtils.checkBeforePutMessage``). A refused long topic is logged on one WARNING line naming the
+  option; no byte is written.
 
 Deliberate difference: a message (or batch) that cannot fit even an empty file is refused with
 MESSAGE_ILLEGAL before anything is written; 4.9.8 writes a whole-file blank and reports PUT_OK without
@@ -35,6 +41,8 @@ from broker_stub.javautil import JavaHashMap
 from broker_stub.store.mapped_file import MappedFile, MappedFileQueue
 from connector.protocol.commitlog import (
     BORNHOST_V6_FLAG,
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
     END_FILE_MIN_BLANK_LENGTH_BYTES,
     PROPERTIES_MAX_LENGTH_BYTES,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -59,11 +67,12 @@ from connector.protocol.commitlog import (
 )
 from connector.protocol.errors import CommitLogFormatError, HAReplicaError
 from connector.protocol.mapped_files import is_file_start
-from connector.protocol.topics import RMQ_SYS_SCHEDULE_TOPIC
+from connector.protocol.topics import RETRY_GROUP_TOPIC_PREFIX, RMQ_SYS_SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_SIZE_HEADROOM_BYTES = 64 * 1024  # MessageExtEncoder reserves 64 KiB beyond the body limit
+RETRY_TOPIC_MAX_LENGTH_BYTES = 255  # 5.x HookUtils.MAX_TOPIC_LENGTH: the longest %RETRY% topic it stores
 
 
 class PutMessageStatus(enum.Enum):
@@ -192,12 +201,16 @@ class CommitLog:
         mapped_file_queue: the (loaded, recovered) files.
         max_message_size: ``maxMessageSize`` in bytes (body limit, docs/protocol.md §1.7).
         max_delay_level: number of ``messageDelayLevel`` entries (18 by default).
+        auto_message_version_on_topic_len: ``autoMessageVersionOnTopicLen`` — store a long ``%RETRY%``
+            topic as a 5.x MessageVersion V2 record instead of refusing it (module doc).
     """
 
-    def __init__(self, mapped_file_queue: MappedFileQueue, *, max_message_size: int, max_delay_level: int) -> None:
+    def __init__(self, mapped_file_queue: MappedFileQueue, *, max_message_size: int, max_delay_level: int,
+                 auto_message_version_on_topic_len: bool = False) -> None:
         self.mapped_file_queue = mapped_file_queue
         self.max_message_size = max_message_size
         self.max_delay_level = max_delay_level
+        self.auto_message_version_on_topic_len = auto_message_version_on_topic_len
         self.topic_queue_table: dict[str, int] = {}
         self.append_listeners: list[Callable[[int], None]] = []
         self.put_listeners: list[Callable[[str, int, int, int], None]] = []  # topic, msgs, bytes, elapsed ms
@@ -263,6 +276,8 @@ class CommitLog:
         """Store one message (CommitLog.asyncPutMessage up to the flush/replica waits)."""
         begin = time.monotonic()
         msg.store_timestamp = _now_ms()
+        if self.message_version(msg.topic) is None:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         tran_type = msg.transaction_type
         if tran_type in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
             level = msg.delay_time_level
@@ -282,9 +297,10 @@ class CommitLog:
             log.warning("put refused: properties too long topic=%s length=%d", msg.topic, len(props_b))
             return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
         topic_b = msg.topic.encode("utf-8")
-        if len(topic_b) > TOPIC_MAX_LENGTH_BYTES:
+        magic = self.message_version(msg.topic)  # the delay move may have changed the topic
+        if magic is None:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        msg_len = calc_msg_length(msg.sys_flag, len(msg.body), len(topic_b), len(props_b))
+        msg_len = calc_msg_length(msg.sys_flag, len(msg.body), len(topic_b), len(props_b), magic=magic)
         if len(msg.body) > self.max_message_size or msg_len > self.max_message_size + MAX_MESSAGE_SIZE_HEADROOM_BYTES:
             log.warning("put refused: message size exceeded topic=%s body=%d total=%d maxMessageSize=%d",
                         msg.topic, len(msg.body), msg_len, self.max_message_size)
@@ -308,7 +324,7 @@ class CommitLog:
             queue_offset=queue_offset, sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
             born_host=msg.born_host, store_timestamp=msg.store_timestamp, store_host=msg.store_host,
             reconsume_times=msg.reconsume_times, prepared_transaction_offset=msg.prepared_transaction_offset,
-            properties=props_b)
+            properties=props_b, magic=magic)
         mf.append(record)
         mf.store_timestamp = msg.store_timestamp
         self.last_store_timestamp = msg.store_timestamp
@@ -481,6 +497,29 @@ class CommitLog:
         return mf if size else None
 
     # --- internals -----------------------------------------------------------------------------------
+    def message_version(self, topic: str) -> int | None:
+        """The MAGICCODE a single message to ``topic`` is stored with, None when it is refused (docs/protocol.md §8).
+
+        MESSAGE_MAGIC_CODE up to 127 characters (Java ``String.length``, as both 4.9.8 and 5.x count) and
+        127 UTF-8 bytes. Longer: MESSAGE_MAGIC_CODE_V2 with ``autoMessageVersionOnTopicLen`` for a ``%RETRY%``
+        topic of at most 255 UTF-8 bytes (5.x ``CommitLog.asyncPutMessage`` + ``HookUtils``), else None
+        (logged on one WARNING line).
+        """
+        topic_b = topic.encode("utf-8")
+        if _java_length(topic) <= TOPIC_MAX_LENGTH_BYTES and len(topic_b) <= TOPIC_MAX_LENGTH_BYTES:
+            return MESSAGE_MAGIC_CODE
+        if (self.auto_message_version_on_topic_len and topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+                and len(topic_b) <= RETRY_TOPIC_MAX_LENGTH_BYTES):
+            return MESSAGE_MAGIC_CODE_V2
+        if self.auto_message_version_on_topic_len:
+            why = (f"only a {RETRY_GROUP_TOPIC_PREFIX} topic of at most {RETRY_TOPIC_MAX_LENGTH_BYTES} bytes "
+                   f"is stored as a V2 record (as RocketMQ 5.x)")
+        else:
+            why = ("RocketMQ 4.9.8 stores at most 127; autoMessageVersionOnTopicLen=true stores a long "
+                   f"{RETRY_GROUP_TOPIC_PREFIX} topic as a 5.x V2 record")
+        log.warning("put refused (MESSAGE_ILLEGAL): topic of %d bytes %.64r...: %s", len(topic_b), topic, why)
+        return None
+
     def _refuse_unfittable(self, length: int, what: str, topic: str) -> PutMessageResult | None:
         """MESSAGE_ILLEGAL (logged) when ``length`` bytes plus the minimum END_FILE blank exceed one file."""
         if length + END_FILE_MIN_BLANK_LENGTH_BYTES <= self.file_size:
@@ -515,6 +554,11 @@ class CommitLog:
         new_max = self.max_offset
         for listener in self.append_listeners:
             listener(new_max)
+
+
+def _java_length(text: str) -> int:
+    """Java ``String.length()``: UTF-16 code units (a character outside the BMP counts 2)."""
+    return len(text.encode("utf-16-be")) // 2
 
 
 def _with_v6_flags(sys_flag: int, born_host: HostAddress, store_host: HostAddress) -> int:

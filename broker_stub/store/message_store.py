@@ -103,7 +103,8 @@ class DefaultMessageStore:
         self.config_dir = self.root / "config"
         self.mapped_file_queue = MappedFileQueue(self.commit_log_dir, store_cfg.mappedFileSizeCommitLog)
         self.commit_log = CommitLog(self.mapped_file_queue, max_message_size=store_cfg.maxMessageSize,
-                                    max_delay_level=len(store_cfg.delay_levels_ms()))
+                                    max_delay_level=len(store_cfg.delay_levels_ms()),
+                                    auto_message_version_on_topic_len=store_cfg.autoMessageVersionOnTopicLen)
         self.stats = StoreStatsService()
         self.commit_log.put_listeners.append(self.stats.on_put)
         self.cq_store = ConsumeQueueStore(self.root / "consumequeue", store_cfg.mappedFileSizeConsumeQueue)

@@ -37,6 +37,7 @@ from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
     BORNHOST_V6_FLAG,
     MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
     STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -53,6 +54,7 @@ _HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE..BORNTIMESTAMP
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _SKIP_TYPES = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+_MESSAGE_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)  # V2: 5.x's 2-byte TOPIC length (docs/protocol.md §8)
 
 
 @dataclass
@@ -166,7 +168,7 @@ def _abnormal_start_index(files: list[MappedFile], checkpoint: StoreCheckpoint |
     min_ts = checkpoint.min_timestamp_for_recovery() if checkpoint else 0
     for index in range(len(files) - 1, -1, -1):
         buf = files[index].mapping
-        if _I32.unpack_from(buf, 4)[0] != MESSAGE_MAGIC_CODE:
+        if _I32.unpack_from(buf, 4)[0] not in _MESSAGE_MAGICS:
             continue
         sys_flag = _I32.unpack_from(buf, 36)[0]
         store_ts_pos = 56 + (12 if sys_flag & BORNHOST_V6_FLAG else 0)
@@ -191,7 +193,7 @@ def rebuild_topic_queue_table(queue: MappedFileQueue) -> dict[str, int]:
             total, magic = struct.unpack_from(">ii", buf, pos)
             if magic == BLANK_MAGIC_CODE:
                 break
-            if magic != MESSAGE_MAGIC_CODE or total <= 0 or pos + total > end:
+            if magic not in _MESSAGE_MAGICS or total <= 0 or pos + total > end:
                 log.warning("topicQueueTable rebuild: unreadable header file=%s position=%d", mf.file_name, pos)
                 break
             (_, _, _, queue_id, _, queue_offset, _, sys_flag, _) = _HEAD.unpack_from(buf, pos)
@@ -199,8 +201,9 @@ def rebuild_topic_queue_table(queue: MappedFileQueue) -> dict[str, int]:
             p += (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8) + 12
             body_len = _I32.unpack_from(buf, p)[0]
             p += 4 + body_len
-            topic_len = buf[p]
-            topic = bytes(buf[p + 1:p + 1 + topic_len]).decode("utf-8", "replace")
+            prefix = 2 if magic == MESSAGE_MAGIC_CODE_V2 else 1
+            topic_len = int.from_bytes(buf[p:p + prefix], "big")
+            topic = bytes(buf[p + prefix:p + prefix + topic_len]).decode("utf-8", "replace")
             if sys_flag & TRANSACTION_TYPE_MASK not in _SKIP_TYPES:
                 key = f"{topic}-{queue_id}"
                 if queue_offset + 1 > table.get(key, 0):

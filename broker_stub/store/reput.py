@@ -34,6 +34,7 @@ from broker_stub.store.consume_queue import ConsumeQueueStore
 from broker_stub.store.index import IndexService
 from connector.protocol.commitlog import (
     MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
     MIN_RECORD_SIZE_BYTES,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_TAGS,
@@ -193,7 +194,8 @@ class ReputMessageService:
                 break  # a slave's partial header
             total = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
             magic = int.from_bytes(buf[pos + 4:pos + 8], "big", signed=True)
-            if magic == MESSAGE_MAGIC_CODE and MIN_RECORD_SIZE_BYTES <= total <= file_size - pos and pos + total > end:
+            if ((magic == MESSAGE_MAGIC_CODE or magic == MESSAGE_MAGIC_CODE_V2)  # V2: docs/protocol.md §8
+                    and MIN_RECORD_SIZE_BYTES <= total <= file_size - pos and pos + total > end):
                 break  # a record cut short at a slave's tail: wait for the rest
             try:
                 info = decode_dispatch_info(buf, pos, base_offset=base, file=mf.file_name, file_end=file_size)

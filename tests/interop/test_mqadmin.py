@@ -53,7 +53,7 @@ STUB_RUNTIME_KEYS = {"brokerRole", "brokerId", "push2SlaveMaxOffset", "haConnect
 STUB_CONFIG_KEYS = {"minInSyncSlaves", "inSyncReplicas", "maxTopicConfigNums", "maxSubscriptionGroupNums",
                     "haAllowedAddresses", "haReplicaAddresses", "metricsPromExporterPort", "metricsPromExporterHost",
                     "serverMaxConnections", "serverMaxPendingFrameBytes", "cutCorruptCommitLogOnRecover",
-                    "storePathCommitLog"}
+                    "autoMessageVersionOnTopicLen", "storePathCommitLog"}
 # GET_BROKER_CONFIG values that name the side's own ports, folders and name server
 SIDE_CONFIG_KEYS = {"listenPort", "haListenPort", "namesrvAddr", "storePathRootDir", "storePathCommitLog",
                     "rocketmqHome", "brokerIP1", "brokerIP2"}

@@ -345,13 +345,15 @@ def encode_record(*, commit_log_offset: int, topic: str, body: bytes, queue_id: 
                   store_timestamp: int = 0, store_host: HostAddress = HostAddress(b"\x7f\x00\x00\x01", 10911),
                   reconsume_times: int = 0, prepared_transaction_offset: int = 0,
                   properties: Mapping[str, str | None] | str | bytes = b"",
-                  body_crc_value: int | None = None) -> bytes:
+                  body_crc_value: int | None = None, magic: int = MESSAGE_MAGIC_CODE) -> bytes:
     """Encode one record byte for byte as CommitLog.DefaultAppendMessageCallback writes it (docs/protocol.md §1.2).
 
     The V6 bits of ``sys_flag`` are set from the host address lengths, as the broker does.
     ``properties`` may be a mapping (encoded without trailing separator), a str, or raw bytes.
+    ``magic`` MESSAGE_MAGIC_CODE_V2 writes 5.x's MessageVersion V2 record: a 2-byte TOPIC length prefix
+    (docs/protocol.md §8).
 
-    Raises ValueError when the topic exceeds 127 bytes or the properties 32767 bytes.
+    Raises ValueError when the topic exceeds 127 bytes (V1) or 32767 bytes (V2), or the properties 32767 bytes.
     """
     if born_host.is_v6:
         sys_flag |= BORNHOST_V6_FLAG
@@ -362,8 +364,10 @@ def encode_record(*, commit_log_offset: int, topic: str, body: bytes, queue_id: 
     else:
         sys_flag &= ~STOREHOSTADDRESS_V6_FLAG
     topic_b = topic.encode("utf-8")
-    if len(topic_b) > TOPIC_MAX_LENGTH_BYTES:
-        raise ValueError(f"topic is {len(topic_b)} bytes, RocketMQ 4.9 allows {TOPIC_MAX_LENGTH_BYTES}")
+    v2 = magic == MESSAGE_MAGIC_CODE_V2
+    if len(topic_b) > (PROPERTIES_MAX_LENGTH_BYTES if v2 else TOPIC_MAX_LENGTH_BYTES):
+        raise ValueError(f"topic is {len(topic_b)} bytes, too long for a "
+                         f"{'V2' if v2 else f'V1 record (RocketMQ 4.9 allows {TOPIC_MAX_LENGTH_BYTES})'}")
     if isinstance(properties, bytes):
         props_b = properties
     elif isinstance(properties, str):
@@ -372,17 +376,17 @@ def encode_record(*, commit_log_offset: int, topic: str, body: bytes, queue_id: 
         props_b = encode_properties(properties).encode("utf-8")
     if len(props_b) > PROPERTIES_MAX_LENGTH_BYTES:
         raise ValueError(f"properties are {len(props_b)} bytes, RocketMQ allows {PROPERTIES_MAX_LENGTH_BYTES}")
-    total = calc_msg_length(sys_flag, len(body), len(topic_b), len(props_b))
+    total = calc_msg_length(sys_flag, len(body), len(topic_b), len(props_b), magic=magic)
     crc = body_crc(body) if body_crc_value is None else body_crc_value
     parts = [
-        _HEAD.pack(total, MESSAGE_MAGIC_CODE, crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
+        _HEAD.pack(total, magic, crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
                    born_timestamp),
         born_host.ip, _PORT.pack(born_host.port),
         _I64.pack(store_timestamp),
         store_host.ip, _PORT.pack(store_host.port),
         _I32.pack(reconsume_times), _I64.pack(prepared_transaction_offset),
         _I32.pack(len(body)), body,
-        _I8.pack(len(topic_b)), topic_b,
+        (_I16 if v2 else _I8).pack(len(topic_b)), topic_b,
         _I16.pack(len(props_b)), props_b,
     ]
     out = b"".join(parts)
