@@ -41,9 +41,9 @@ from broker_stub.javautil import JavaHashMap
 from broker_stub.store.mapped_file import MappedFile, MappedFileQueue
 from connector.protocol.commitlog import (
     BORNHOST_V6_FLAG,
+    END_FILE_MIN_BLANK_LENGTH_BYTES,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
-    END_FILE_MIN_BLANK_LENGTH_BYTES,
     PROPERTIES_MAX_LENGTH_BYTES,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
