@@ -30,6 +30,8 @@ import org.apache.rocketmq.common.message.MessageExt;
  */
 public final class CommitLogDecoder {
     static final int MESSAGE_MAGIC_CODE = -626843481;
+    /** RocketMQ 5.x MessageVersion V2: a 2-byte TOPIC length (only 5.x's MessageDecoder decodes it). */
+    static final int MESSAGE_MAGIC_CODE_V2 = -626843477;
     static final int BLANK_MAGIC_CODE = -875286124;
     static final int BORNHOST_V6_FLAG = 0x1 << 4;
     static final int STOREHOST_V6_FLAG = 0x1 << 5;
@@ -66,7 +68,7 @@ public final class CommitLogDecoder {
                     if (magic == BLANK_MAGIC_CODE) {
                         continue files;
                     }
-                    if (magic != MESSAGE_MAGIC_CODE || totalSize <= 0 || pos + totalSize > buf.limit()) {
+                    if ((magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2) || totalSize <= 0 || pos + totalSize > buf.limit()) {
                         out.flush();
                         System.err.println("error: no message record at CommitLog offset " + (fileStart + pos)
                             + " (file " + file.getName() + ", TOTALSIZE " + totalSize + ", MAGICCODE " + magic + ")");
@@ -143,11 +145,12 @@ public final class CommitLogDecoder {
      * what it decoded: the fixed fields, the host lengths (sysFlag V6 bits), the stored body and the topic.
      */
     static byte[] rawProperties(ByteBuffer file, int pos, MessageExt stored, byte[] body) {
+        int topicLengthBytes = file.getInt(pos + 4) == MESSAGE_MAGIC_CODE_V2 ? 2 : 1;
         int sysFlag = stored.getSysFlag();
         int bornHost = ((sysFlag & BORNHOST_V6_FLAG) == 0 ? 4 : 16) + 4;
         int storeHost = ((sysFlag & STOREHOST_V6_FLAG) == 0 ? 4 : 16) + 4;
         int fixed = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + bornHost + 8 + storeHost + 4 + 8;
-        int at = pos + fixed + 4 + body.length + 1 + stored.getTopic().getBytes(StandardCharsets.UTF_8).length;
+        int at = pos + fixed + 4 + body.length + topicLengthBytes + stored.getTopic().getBytes(StandardCharsets.UTF_8).length;
         int length = file.getShort(at);
         byte[] raw = new byte[Math.max(length, 0)];
         ByteBuffer view = file.duplicate();

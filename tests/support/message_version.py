@@ -10,7 +10,9 @@ real broker's field by field.
 
 from __future__ import annotations
 
+import json
 import struct
+import time
 from pathlib import Path
 
 from connector.client.producer import Producer
@@ -23,6 +25,22 @@ LONG_GROUP = "cg_v2_" + "g" * 130
 LONG_RETRY_TOPIC = "%RETRY%" + LONG_GROUP
 ORIGIN_TOPIC = "V2Origin"
 _HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP
+
+
+def seed_long_group(store_root: Path) -> Path:
+    """Write ``config/subscriptionGroup.json`` holding :data:`LONG_GROUP` into the store of a broker not started
+    yet, as a broker upgraded from 5.3 or older keeps it (those created groups of up to 255 characters on the
+    fly). RocketMQ 5.5.0 creates no group over 120 characters (``TopicValidator.GROUP_MAX_LENGTH``), neither on
+    the fly nor through the admin request, but serves one it loads. Returns the file written."""
+    path = Path(store_root) / "config" / "subscriptionGroup.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    group = {"groupName": LONG_GROUP, "consumeEnable": True, "consumeFromMinEnable": True,
+             "consumeBroadcastEnable": True, "retryQueueNums": 1, "retryMaxTimes": 16, "brokerId": 0,
+             "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": True}
+    table = {"dataVersion": {"counter": 1, "stateVersion": 0, "timestamp": int(time.time() * 1000)},
+             "subscriptionGroupTable": {LONG_GROUP: group}}
+    path.write_text(json.dumps(table), encoding="utf-8")
+    return path
 
 
 def send_origin(addr: str, body: bytes = b"hand me back") -> tuple[int, str]:
