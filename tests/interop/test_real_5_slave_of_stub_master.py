@@ -7,6 +7,10 @@ HA and remoting addresses from the stub name server's registration answer — a 
 CommitLog byte for byte across file roll-overs, also after a SIGKILL in the middle of a load. Its metadata sync
 (topics into ``config/topics.json``) was seen by hand but is not waited for here: a 5.x slave first syncs a
 minute after its start, a minute the suite cannot spare (docs/real_peers.md).
+
+The stub master runs with ``autoMessageVersionOnTopicLen=true``: a consumer group of 136 characters hands a
+message back, and the stub stores its ``%RETRY%`` copy as a MessageVersion V2 record (docs/protocol.md §8),
+which the 5.x slave copies byte for byte with the rest.
 """
 
 from __future__ import annotations
@@ -25,6 +29,13 @@ from tests.interop.peers import (
 )
 from tests.support.brokers import BrokerProcess, NameServerProcess, commitlog_files, max_offset, wait_for
 from tests.support.jvm_peers import RealBroker
+from tests.support.message_version import (
+    LONG_RETRY_TOPIC,
+    hand_back_long_group,
+    raw_layout,
+    record_bytes,
+    wait_long_retry_record,
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +47,8 @@ def stub_namesrv(tmp_path_factory):
 @pytest.fixture(scope="module")
 def stub_master(tmp_path_factory, stub_namesrv):
     with BrokerProcess.start(tmp_path_factory.mktemp("stub-master"), brokerRole="ASYNC_MASTER",
-                             namesrvAddr=stub_namesrv.addr, mappedFileSizeCommitLog=FILE_SIZE) as master:
+                             namesrvAddr=stub_namesrv.addr, mappedFileSizeCommitLog=FILE_SIZE,
+                             autoMessageVersionOnTopicLen=True) as master:
         yield master
 
 
@@ -51,7 +63,9 @@ def real_5_slave(tmp_path_factory, stub_namesrv, stub_master):
 
 
 def test_real_5_slave_copies_stub_commitlog_across_rollovers_and_sigkill(stub_master, real_5_slave):
+    hand_back_long_group(stub_master.remoting_addr)  # delivered as a V2 record after level 1's second
     produce_bytes(stub_master.remoting_addr, int(1.2 * MiB), seed=61)
+    v2 = wait_long_retry_record(stub_master.commitlog_dir)
     wait_same_max_offset(stub_master.remoting_addr, real_5_slave.remoting_addr)
 
     # SIGKILL while a load is being replicated, restart on the same store
@@ -72,3 +86,5 @@ def test_real_5_slave_copies_stub_commitlog_across_rollovers_and_sigkill(stub_ma
     assert end > 2 * FILE_SIZE, f"only {end} bytes: fewer than 2 roll-overs"
     assert len([n for n in commitlog_files(real_5_slave.commitlog_dir) if int(n) < end]) >= 3
     assert_same_commitlog_span(stub_master.commitlog_dir, real_5_slave.commitlog_dir, end=end)
+    copied = raw_layout(record_bytes(real_5_slave.commitlog_dir, v2, FILE_SIZE))
+    assert (copied["magic"], copied["topicLengthPrefix"], copied["topic"]) == (-626843477, 2, LONG_RETRY_TOPIC)

@@ -6,6 +6,10 @@ timer messages (``TIMER_DELAY_SEC``) that 5.x's timer wheel stores twice: parked
 with its ``TIMER_*`` properties, then delivered to the real topic. The rows a stream reads from offset 0 equal
 what 5.5.0's own ``MessageDecoder`` decodes from the broker's files and what was sent; ``minPartitions``
 splits the mapped files at the record starts the 5.x broker's ConsumeQueues give (QUERY_CONSUME_QUEUE).
+
+A consumer group of 136 characters hands a message back: the 5.x master stores the ``%RETRY%`` copy as a
+MessageVersion V2 record (docs/protocol.md §8), which the stream reads, and a stub master with
+``autoMessageVersionOnTopicLen=true`` given the same hand-back stores the same record layout.
 """
 
 from __future__ import annotations
@@ -20,8 +24,17 @@ from connector.source import HAReplicaStreamReader, read_partition
 from tests.integration.connector.conftest import run_stream
 from tests.interop.peers import FILE_SIZE, MiB, message_decoder_rows, produce_bytes
 from tests.interop.test_source_real_peers import assert_bodies_are_the_sent_ones, assert_rows_equal_decoder
-from tests.support.brokers import max_offset, read_commitlog, wait_for
+from tests.support.brokers import BrokerProcess, max_offset, read_commitlog, wait_for
 from tests.support.jvm_peers import ROCKETMQ5_LIB, RealBroker
+from tests.support.message_version import (
+    LONG_RETRY_TOPIC,
+    ORIGIN_TOPIC,
+    hand_back_long_group,
+    raw_layout,
+    record_bytes,
+    seed_long_group,
+    wait_long_retry_record,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -45,13 +58,18 @@ def send_timer_messages(addr: str) -> list[tuple[str, bytes]]:
 @pytest.fixture(scope="module")
 def real_5(tmp_path_factory):
     """(real 5.x master, [(topic, body)] sent, commitLogMaxOffset) once the timer messages were delivered."""
-    with RealBroker.start(tmp_path_factory.mktemp("real-5-master"), version="5", brokerRole="ASYNC_MASTER",
-                          namesrvAddr="", mappedFileSizeCommitLog=FILE_SIZE, enabledAppendPropCRC=True) as master:
+    workdir = tmp_path_factory.mktemp("real-5-master")
+    seed_long_group(workdir / "store")  # 5.5.0 creates no group over 120 characters, an upgraded one has it
+    with RealBroker.start(workdir, version="5", brokerRole="ASYNC_MASTER", namesrvAddr="",
+                          mappedFileSizeCommitLog=FILE_SIZE, enabledAppendPropCRC=True) as master:
         sent = send_timer_messages(master.remoting_addr)
         sent += produce_bytes(master.remoting_addr, int(2.4 * MiB), seed=51)
+        hand_back_long_group(master.remoting_addr)
+        sent.append((ORIGIN_TOPIC, b"hand me back"))
         wait_for(lambda: sum(getattr(r, "topic", None) == TIMER_TOPIC
                              for r in read_commitlog(master.commitlog_dir, check_crc=False)) == TIMER_MESSAGES,
                  "the real 5.x master's timer wheel to deliver the timer messages", timeout_s=60, interval_s=0.5)
+        wait_long_retry_record(master.commitlog_dir)
         yield master, sent, max_offset(master.remoting_addr)
 
 
@@ -84,6 +102,7 @@ def test_earliest_from_real_5_master_equals_its_message_decoder(hareplica_spark_
     delivered = [dict(r["properties"]) for r in run.rows if r["topic"] == TIMER_TOPIC]
     assert len(delivered) == TIMER_MESSAGES
     assert all("TIMER_ENQUEUE_MS" in p and "TIMER_DEQUEUE_MS" in p for p in delivered), delivered
+    assert [r["reconsumeTimes"] for r in run.rows if r["topic"] == LONG_RETRY_TOPIC] == [1]  # the V2 record
 
 
 def test_min_partitions_split_real_5_mapped_files_at_its_consume_queue_entries(real_5, decoded, monkeypatch):
@@ -105,3 +124,33 @@ def test_min_partitions_split_real_5_mapped_files_at_its_consume_queue_entries(r
     with ConsumeQueueReader(master.remoting_addr, 5000) as cq:
         queue = max(cq.ranges(cq.queues()), key=lambda q: q.entries)
         assert cq.entries([(queue, queue.max_index, 1)]) == [[]]  # past the end: SUCCESS without a body
+
+
+# fields a stub record and a real 5.x one may differ in: when and where each was stored and sent
+PER_BROKER_FIELDS = {"bornTimestamp", "storeTimestamp", "bornHost", "storeHost", "physicalOffset", "queueOffset",
+                     "totalSize", "properties"}
+# per send: UNIQ_KEY (the producer's id), ORIGIN_MESSAGE_ID (the original's offset msgId); 5.x-only: __CRC32#
+# (enabledAppendPropCRC), and MSG_REGION / TRACE_ON, which 5.5.0 stores with every send while 4.9.8 (and the
+# stub) store them only when a send hook is registered (AbstractSendMessageProcessor.buildMsgContext)
+PER_BROKER_PROPERTIES = {"UNIQ_KEY", "ORIGIN_MESSAGE_ID", "__CRC32#", "MSG_REGION", "TRACE_ON"}
+
+
+def test_real_5_master_and_stub_store_a_long_retry_topic_as_the_same_v2_record(real_5, decoded, tmp_path):
+    master = real_5[0]
+    real_rec = wait_long_retry_record(master.commitlog_dir)
+    real = raw_layout(record_bytes(master.commitlog_dir, real_rec, FILE_SIZE))
+    assert (real["magic"], real["topicLengthPrefix"], real["topicLength"]) == (-626843477, 2, len(LONG_RETRY_TOPIC))
+    java = next(d for d in decoded if d["commitLogOffset"] == real_rec.commit_log_offset)
+    assert (java["magic"], java["topic"], java["reconsumeTimes"]) == (-626843477, LONG_RETRY_TOPIC, 1)
+
+    with BrokerProcess.start(tmp_path / "stub", autoMessageVersionOnTopicLen=True,
+                             mappedFileSizeCommitLog=FILE_SIZE) as stub:
+        hand_back_long_group(stub.remoting_addr)
+        stub_rec = wait_long_retry_record(stub.commitlog_dir)
+        ours = raw_layout(record_bytes(stub.commitlog_dir, stub_rec, FILE_SIZE))
+    same = {k: v for k, v in ours.items() if k not in PER_BROKER_FIELDS}
+    assert same == {k: v for k, v in real.items() if k not in PER_BROKER_FIELDS}
+    props = [dict(p.split("\x01", 1) for p in side["properties"].split("\x02") if p) for side in (ours, real)]
+    assert {k: v for k, v in props[0].items() if k not in PER_BROKER_PROPERTIES} == \
+        {k: v for k, v in props[1].items() if k not in PER_BROKER_PROPERTIES}
+    assert props[0]["DELAY"] == props[1]["DELAY"] == "1" and props[1]["REAL_TOPIC"] == LONG_RETRY_TOPIC
