@@ -2,9 +2,9 @@
 2-byte TOPIC length prefix, which a 5.x broker writes for topics over 127 bytes. The scalar codec and the
 Arrow decoder (both kernels) read them, alone and mixed with V1 records.
 
-No 5.x golden file holds a V2 record yet (a 5.5.0 broker refuses topics and groups long enough through its
-request API), so the V2 records here are V1 records re-laid as 5.x's MessageExtEncoder writes V2: magic
-swapped, TOPIC length as a short, TOTALSIZE one byte larger.
+The V2 records here are V1 records re-laid as 5.x's MessageExtEncoder writes V2: magic swapped, TOPIC length
+as a short, TOTALSIZE one byte larger. A V2 record written by a real 5.5.0 broker is in the golden 5.5.0
+CommitLog (tests/unit/connector/test_golden_rocketmq5.py).
 """
 
 from __future__ import annotations
