@@ -12,11 +12,8 @@ that the executors' Python workers were ``./environment/bin/python`` in their ex
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -27,7 +24,19 @@ from deltalake import DeltaTable
 from broker_stub.launcher import BrokerProcess
 from streaming_apps.inspect_commitlog import iter_commitlog_dir
 from streaming_apps.package import EXECUTOR_PYTHON
-from tests.cluster.standalone import DRIVER_ONLY_ENV, executor_tasks, spark_home
+from tests.cluster.app_runs import (
+    PythonWatcher,
+    app_args,
+    app_names,
+    batches,
+    executor_workers,
+    finish,
+    kill_session,
+    packed_run,
+    start,
+    tail,
+)
+from tests.cluster.standalone import executor_tasks, spark_home
 
 pytestmark = pytest.mark.cluster
 
@@ -35,7 +44,6 @@ MAPPED_FILE_SIZE = 512 * 1024  # a micro-batch ends at a mapped-file start (docs
 MESSAGES = 12_000
 BODY_BYTES = 384
 MAX_BYTES_PER_TRIGGER = 512 * 1024
-RUN_TIMEOUT_S = 240
 WAIT_TIMEOUT_S = 180
 
 
@@ -59,86 +67,12 @@ def commitlog(broker) -> dict[int, bytes]:
     return out
 
 
-def clean_env() -> dict[str, str]:
-    """This environment without the driver-only Python variables; Spark binds to 127.0.0.1."""
-    env = {k: v for k, v in os.environ.items() if k not in DRIVER_ONLY_ENV}
-    env["SPARK_LOCAL_IP"] = "127.0.0.1"
-    return env
-
-
 def bronze_args(broker, cluster, workdir: Path, *extra: str) -> list[str]:
-    return ["run", "bronze", "--brokers", f"broker-a={broker.ha_addr}", "--workdir", str(workdir),
-            "--trigger", "available-now", "--master", cluster.url, "--maintenance-every", "0",
-            "--max-bytes-per-trigger", str(MAX_BYTES_PER_TRIGGER), "--min-partitions", "2", *extra]
+    return app_args("bronze", broker, cluster, workdir, MAX_BYTES_PER_TRIGGER, *extra)
 
 
 def hareplica_run(broker, cluster, env_archive, workdir: Path) -> list[str]:
-    return [sys.executable, "-m", "streaming_apps.cli", "--log-level", "WARNING",
-            *bronze_args(broker, cluster, workdir, "--archives", f"{env_archive.path}#environment",
-                         "--conf", f"spark.pyspark.python={EXECUTOR_PYTHON}")]
-
-
-def start(cmd: list[str], log: Path, cwd: Path) -> subprocess.Popen:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        return subprocess.Popen(cmd, cwd=cwd, env=clean_env(), stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-
-
-def kill_session(proc: subprocess.Popen) -> None:
-    """SIGKILL the process's whole session (driver, its JVM, its Python workers) and reap it."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait(timeout=30)
-
-
-def finish(proc: subprocess.Popen, log: Path) -> None:
-    try:
-        code = proc.wait(timeout=RUN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        code = None
-    finally:
-        kill_session(proc)
-    assert code == 0, f"the app exited {code}:\n{tail(log)}"
-
-
-def tail(path: Path, n: int = 60) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else "(no log)"
-
-
-class PythonWatcher:
-    """Records ``(argv[0], cwd)`` of every Python worker process (pyspark.daemon / pyspark.worker) and of every
-    ``python .../submit.py`` driver whose working directory is under ``root``, every 0.1 s, inside ``with``."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = str(root)
-        self.seen: set[tuple[str, str, str]] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.1):
-            for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-                try:
-                    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-                    cwd = os.readlink(f"/proc/{pid}/cwd")
-                except OSError:
-                    continue
-                role = next((a.decode() for a in argv if a in (b"pyspark.daemon", b"pyspark.worker")), None)
-                if len(argv) > 1 and argv[1].endswith(b"submit.py"):  # python .../submit.py ARGS
-                    role = argv[1].decode()
-                if role and cwd.startswith(self.root):
-                    self.seen.add((argv[0].decode(), cwd, role))
-
-    def __enter__(self) -> PythonWatcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+    return packed_run(bronze_args(broker, cluster, workdir), env_archive)
 
 
 def assert_bronze_exactly_once(table: Path, commitlog: dict[int, bytes]) -> None:
@@ -148,18 +82,6 @@ def assert_bronze_exactly_once(table: Path, commitlog: dict[int, bytes]) -> None
     assert not set(counts) - set(commitlog), "rows that are no message of the CommitLog"
     assert max(counts.values()) == 1, f"{sum(1 for c in counts.values() if c > 1)} messages twice"
     assert all(commitlog[r["commitLogOffset"]] == r["body"] for r in rows), "bodies as stored"
-
-
-def executor_workers(watcher: PythonWatcher, cluster) -> set[int]:
-    """The Workers whose executor folders ran Python workers from ``./environment/bin/python``."""
-    found = set()
-    for argv0, cwd, role in watcher.seen:
-        for index in cluster.workers:
-            if role.startswith("pyspark.") and cwd.startswith(str(cluster.work_dir(index)) + os.sep):
-                assert argv0 == EXECUTOR_PYTHON, f"an executor's Python worker ran {argv0}, not the shipped one"
-                assert (Path(cwd) / "environment" / "bin" / "python").exists()
-                found.add(index)
-    return found
 
 
 def test_hareplica_run_on_the_cluster_lands_every_message_once_from_the_packed_environment(
@@ -172,12 +94,6 @@ def test_hareplica_run_on_the_cluster_lands_every_message_once_from_the_packed_e
     finished = set().union(*(executor_tasks(d)[1] for i in spark_cluster.workers
                              for d in spark_cluster.executor_dirs(i)[-1:]))
     assert len(finished) >= 4, "the micro-batches' tasks ran on the Workers' executors"
-
-
-def batches(checkpoint: Path, kind: str) -> set[int]:
-    """Batch ids in the checkpoint's ``offsets`` (planned) or ``commits`` (done) log."""
-    folder = checkpoint / kind
-    return {int(p.name) for p in folder.iterdir() if p.name.isdigit()} if folder.is_dir() else set()
 
 
 def wait_until(predicate, what: str, proc: subprocess.Popen, log: Path):
@@ -196,7 +112,7 @@ def test_a_worker_then_the_driver_killed_mid_batch_lose_and_duplicate_nothing(
     victim, survivor = 1, 2
     proc = start(hareplica_run(broker, spark_cluster, env_archive, workdir), log, tmp_path)
     try:
-        first_app = {d.parent.name for i in spark_cluster.workers for d in spark_cluster.executor_dirs(i)}
+        first_app = app_names(spark_cluster)
 
         def victim_mid_task():  # a batch committed, and the victim's executor of this app runs a task
             dirs = [d for d in spark_cluster.executor_dirs(victim) if d.parent.name not in first_app]
