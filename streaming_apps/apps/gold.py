@@ -49,13 +49,15 @@ GROUP_COLUMNS = ("status", "region", "currency")
 KEY_COLUMNS = ("windowDate", "windowStart", *GROUP_COLUMNS)
 FINAL_COLUMN = "final"
 NO_DATA_BATCHES_CONF = "spark.sql.streaming.noDataMicroBatches.enabled"
+#: The decoded columns the aggregation reads (orders.DECODED_SCHEMA names).
+DECODED_COLUMNS = ("eventTime", *GROUP_COLUMNS, "amountCents", "itemQuantity", "reason")
 
 
 def aggregates(spark, config: AppConfig):
     """The streaming DataFrame of per-minute aggregates (module docstring columns, ``final`` not yet)."""
     from pyspark.sql import functions as F
 
-    orders = decoded_orders(spark, config).where(F.col("reason").isNull())
+    orders = decoded_orders(spark, config, columns=DECODED_COLUMNS).where(F.col("reason").isNull())
     windowed = (orders.withWatermark("eventTime", config.watermark)
                 .groupBy(F.window("eventTime", WINDOW).alias("w"), *GROUP_COLUMNS)
                 .agg(F.count(F.lit(1)).alias("orders"), F.sum("amountCents").alias("amountCents"),

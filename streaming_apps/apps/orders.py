@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgpack
@@ -50,13 +50,19 @@ _PASS_TYPES = {"broker": pa.string(), "topic": pa.string(), "queueId": pa.int32(
 #: Schema of every batch :func:`decode_order_batch` yields: pass-through, order fields, reason, body.
 DECODED_SCHEMA = pa.schema([pa.field(n, _PASS_TYPES[n]) for n in PASS_THROUGH] + list(ORDER_FIELDS)
                            + [pa.field("reason", pa.string()), pa.field("body", pa.binary())])
-#: The same schema as a Spark DDL string (``mapInArrow``'s return type).
-DECODED_DDL = (
-    "broker string, topic string, queueId int, queueOffset bigint, commitLogOffset bigint, msgId string, "
-    "tags string, keys string, storeTimestamp timestamp, orderId string, customerId string, status string, "
-    "amountCents bigint, currency string, region string, "
-    "items array<struct<sku:string,qty:int,priceCents:bigint>>, itemQuantity bigint, eventTime timestamp, "
-    "reason string, body binary")
+_SPARK_TYPES = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint", _TS: "timestamp",
+                pa.binary(): "binary", pa.list_(ITEM_TYPE): "array<struct<sku:string,qty:int,priceCents:bigint>>"}
+
+
+def decoded_ddl(columns: Sequence[str] | None = None) -> str:
+    """``columns`` of :data:`DECODED_SCHEMA` (all when None, in its order) as a Spark DDL string, the
+    return type ``mapInArrow`` needs. Raises KeyError for a name not in the schema."""
+    fields = DECODED_SCHEMA if columns is None else [DECODED_SCHEMA.field(name) for name in columns]
+    return ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in fields)
+
+
+#: :data:`DECODED_SCHEMA` as a Spark DDL string (``mapInArrow``'s return type).
+DECODED_DDL = decoded_ddl()
 
 _INT64 = (-(2**63), 2**63 - 1)
 _INT32 = (-(2**31), 2**31 - 1)
@@ -168,14 +174,16 @@ def _as_tuple(order: dict[str, Any]) -> tuple:
             order["region"], items, ms)
 
 
-def decode_order_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """Decode the ``body`` column of a batch of messages into :data:`DECODED_SCHEMA`.
+def decode_order_batch(batch: pa.RecordBatch, columns: Sequence[str] | None = None) -> pa.RecordBatch:
+    """Decode the ``body`` column of a batch of messages into :data:`DECODED_SCHEMA`, or into only its
+    ``columns`` in that order (gold needs neither the pass-through columns nor the items).
 
     Valid orders: order columns set, ``reason`` and ``body`` null. Invalid: order columns null, the
     reason (at most MAX_REASON_CHARS characters) and the raw body kept. A record the source could not
     decode (its ``decodeError`` column, when the input has it, is set: BODYCRC mismatch, a body that does
     not decompress) is invalid with reason ``bad record: <decodeError>`` and its stored body. The
-    pass-through columns (:data:`PASS_THROUGH`) are copied; the input must have them and ``body``.
+    pass-through columns (:data:`PASS_THROUGH`) are copied; the input must have ``body`` and the
+    pass-through columns asked for.
 
     The rows are the ones :func:`decode_order_body` gives, built column-wise: the items as flat sku/qty/price
     arrays with list offsets, eventTime as int64 milliseconds cast to a timestamp.
@@ -222,32 +230,36 @@ def decode_order_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
         quantity[row] = total
         event_ms[row] = order[7]
         offsets[row + 1] = len(skus)
-    return _order_arrays(batch, scalars, quantity, event_ms, (offsets, skus, qtys, prices), reasons, bad_bodies)
+    return _order_arrays(batch, scalars, quantity, event_ms, (offsets, skus, qtys, prices), reasons, bad_bodies,
+                         columns)
 
 
 def _order_arrays(batch: pa.RecordBatch, scalars: list[list], quantity: list, event_ms: list,
-                  items: tuple[list, list, list, list], reasons: list, bad_bodies: list) -> pa.RecordBatch:
-    """The output RecordBatch of decode_order_batch from its column lists."""
-    offsets, skus, qtys, prices = items
-    valid = pa.array([r is None for r in reasons], pa.bool_())
-    values = pa.StructArray.from_arrays([pa.array(skus, pa.string()), pa.array(qtys, pa.int32()),
-                                         pa.array(prices, pa.int64())], fields=list(ITEM_TYPE))
-    item_lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, type=pa.list_(ITEM_TYPE),
-                                          mask=pa.compute.invert(valid))
-    millis = pa.array(event_ms, pa.int64())
+                  items: tuple[list, list, list, list], reasons: list, bad_bodies: list,
+                  columns: Sequence[str] | None) -> pa.RecordBatch:
+    """The output RecordBatch of decode_order_batch from its column lists (only ``columns`` when given)."""
+    schema = DECODED_SCHEMA if columns is None else pa.schema([DECODED_SCHEMA.field(name) for name in columns])
     built = {f.name: pa.array(col, f.type) for f, col in zip(ORDER_FIELDS[:6], scalars, strict=True)}
-    built["items"] = item_lists
+    if "items" in schema.names:
+        offsets, skus, qtys, prices = items
+        valid = pa.array([r is None for r in reasons], pa.bool_())
+        values = pa.StructArray.from_arrays([pa.array(skus, pa.string()), pa.array(qtys, pa.int32()),
+                                             pa.array(prices, pa.int64())], fields=list(ITEM_TYPE))
+        built["items"] = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, type=pa.list_(ITEM_TYPE),
+                                                  mask=pa.compute.invert(valid))
     built["itemQuantity"] = pa.array(quantity, pa.int64())
-    built["eventTime"] = pa.compute.multiply(millis, 1000).cast(_TS)
+    built["eventTime"] = pa.compute.multiply(pa.array(event_ms, pa.int64()), 1000).cast(_TS)
     built["reason"] = pa.array(reasons, pa.string())
     built["body"] = pa.array(bad_bodies, pa.binary())
     arrays = [batch.column(batch.schema.get_field_index(f.name)).cast(f.type) if f.name in _PASS_TYPES
-              else built[f.name] for f in DECODED_SCHEMA]
-    return pa.RecordBatch.from_arrays(arrays, schema=DECODED_SCHEMA)
+              else built[f.name] for f in schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def decode_order_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` function: :func:`decode_order_batch` over every batch of a partition."""
+def decode_order_batches(batches: Iterator[pa.RecordBatch], columns: Sequence[str] | None = None
+                         ) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: :func:`decode_order_batch` over every batch of a partition (for a subset of
+    the columns, pass ``functools.partial(decode_order_batches, columns=...)`` with :func:`decoded_ddl`)."""
     for batch in batches:
         if batch.num_rows:
-            yield decode_order_batch(batch)
+            yield decode_order_batch(batch, columns)

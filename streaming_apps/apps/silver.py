@@ -19,10 +19,12 @@ replayed after a crash lands in neither table twice, also when the crash fell be
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Sequence
 
 from streaming_apps.apps.common import AppConfig, DeltaSink, hareplica_stream
-from streaming_apps.apps.orders import DECODE_ERROR, DECODED_DDL, PASS_THROUGH, decode_order_batches
+from streaming_apps.apps.orders import DECODE_ERROR, PASS_THROUGH, decode_order_batches, decoded_ddl
 from streaming_apps.workload import ORDER_TOPICS
 
 log = logging.getLogger(__name__)
@@ -40,13 +42,18 @@ QUARANTINE_COLUMNS = ("broker", "topic", "queueId", "queueOffset", "commitLogOff
 MS_PER_DAY = 86_400_000
 
 
-def decoded_orders(spark, config: AppConfig):
-    """The order topics of the hareplica stream, decoded: ``orders.DECODED_DDL`` columns plus eventDate."""
+def decoded_orders(spark, config: AppConfig, columns: Sequence[str] | None = None):
+    """The order topics of the hareplica stream, decoded: ``orders.DECODED_SCHEMA``'s columns (or only
+    ``columns`` of it, which must include eventTime) plus eventDate. Only the source columns the decoder
+    needs go into it, and only the asked ones come out (Spark cannot prune a ``mapInArrow`` result)."""
     from pyspark.sql import functions as F
 
     topics = list(config.topics or ORDER_TOPICS)
     source = hareplica_stream(spark, config).where(F.col("topic").isin(topics))
-    decoded = source.select(*PASS_THROUGH, DECODE_ERROR, "body").mapInArrow(decode_order_batches, DECODED_DDL)
+    passed = [c for c in PASS_THROUGH if columns is None or c in columns]
+    decoder = decode_order_batches if columns is None else functools.partial(decode_order_batches,
+                                                                            columns=tuple(columns))
+    decoded = source.select(*passed, DECODE_ERROR, "body").mapInArrow(decoder, decoded_ddl(columns))
     return decoded.withColumn(
         "eventDate", F.date_from_unix_date(F.floor(F.unix_millis("eventTime") / MS_PER_DAY).cast("int")))
 

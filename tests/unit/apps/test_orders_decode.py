@@ -145,3 +145,17 @@ def test_the_batch_decoder_gives_row_by_row_what_decode_order_body_says():
         assert row["reason"] is None and row["body"] is None
         assert {k: row[k] for k in order} == order
     assert sum(r["reason"] is None for r in out) > 300  # the good ones, and some mutations that stay valid
+
+
+def test_a_column_subset_is_the_same_columns_of_the_whole_decode():
+    from streaming_apps.apps.gold import DECODED_COLUMNS
+    from streaming_apps.apps.orders import decoded_ddl
+
+    bodies = [m.body for m in order_events(50, seed=5)] + [b"\xc1", msgpack.packb({**GOOD, "items": 3})]
+    whole = decode_order_batch(_messages(bodies))
+    body_only = pa.record_batch({"body": pa.array(bodies, pa.binary())})  # no pass-through columns needed
+    part = decode_order_batch(body_only, DECODED_COLUMNS)
+    assert part.schema.names == list(DECODED_COLUMNS)
+    assert part.to_pylist() == whole.select(list(DECODED_COLUMNS)).to_pylist()
+    assert decoded_ddl(DECODED_COLUMNS) == ("eventTime timestamp, status string, region string, currency string, "
+                                            "amountCents bigint, itemQuantity bigint, reason string")
