@@ -29,7 +29,7 @@ from connector.protocol.remoting import FrameDecoder, RemotingCommand, RequestCo
 from tests.interop.java_fixtures import wait_for_route
 from tests.interop.peers import commit_consumer_offset
 from tests.support.brokers import BrokerProcess, NameServerProcess, remoting_request
-from tests.support.jvm_peers import RealBroker
+from tests.support.jvm_peers import RealBroker, killed_at_exit
 from tests.support.mqadmin import (
     MqadminRun,
     parse_colon_pairs,
@@ -129,7 +129,7 @@ def sides(tmp_path_factory, real_namesrv) -> Iterator[tuple[Side, Side]]:
     root = tmp_path_factory.mktemp("mqadmin")
     with NameServerProcess.start(root / "stub-namesrv") as ns, \
             BrokerProcess.start(root / "stub-broker", namesrvAddr=ns.addr) as stub, \
-            RealBroker.start(root / "real-broker", namesrvAddr=real_namesrv.addr) as real:
+            killed_at_exit(RealBroker.start(root / "real-broker", namesrvAddr=real_namesrv.addr)) as real:
         pair = (Side("stub", ns.addr, stub.remoting_addr, stub.store_dir, root / "stub-mqadmin"),
                 Side("real", real_namesrv.addr, real.remoting_addr, real.store_dir, root / "real-mqadmin"))
         for side in pair:
@@ -317,7 +317,7 @@ def test_update_topic_is_admin_only_under_acl(tmp_path, sides):
         conf.mkdir(parents=True)
         (conf / "plain_acl.yml").write_text(PLAIN_ACL)
     with BrokerProcess.start(tmp_path / "stub-acl-broker", aclEnable="true", rocketmqHome=str(stub_home)) as stub, \
-            RealBroker.start(real_dir, aclEnable="true") as real:
+            killed_at_exit(RealBroker.start(real_dir, aclEnable="true")) as real:
         acl_sides = (Side("stub", sides[0].namesrv, stub.remoting_addr, stub.store_dir, tmp_path / "stub-mqadmin"),
                      Side("real", sides[1].namesrv, real.remoting_addr, real.store_dir, tmp_path / "real-mqadmin"))
         create = ("updateTopic", "-b", "{broker}", "-t", "MqAclTopic")

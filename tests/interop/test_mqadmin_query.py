@@ -27,7 +27,7 @@ from connector.protocol.commitlog import decode_offset_msg_id
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from tests.interop.java_fixtures import wait_for_route
 from tests.support.brokers import BrokerProcess, NameServerProcess, remoting_request
-from tests.support.jvm_peers import RealBroker
+from tests.support.jvm_peers import RealBroker, killed_at_exit
 from tests.support.mqadmin import MqadminRun, parse_colon_pairs, parse_table, run_mqadmin
 
 TOPIC = "IndexedQuery"
@@ -67,7 +67,7 @@ def sides(tmp_path_factory, real_namesrv) -> Iterator[tuple[Side, Side]]:
     root = tmp_path_factory.mktemp("mqadmin-query")
     with NameServerProcess.start(root / "stub-namesrv") as ns, \
             BrokerProcess.start(root / "stub-broker", namesrvAddr=ns.addr) as stub, \
-            RealBroker.start(root / "real-broker", namesrvAddr=real_namesrv.addr) as real:
+            killed_at_exit(RealBroker.start(root / "real-broker", namesrvAddr=real_namesrv.addr)) as real:
         pair = []
         for name, namesrv, broker, store in (("stub", ns.addr, stub.remoting_addr, stub.store_dir),
                                              ("real", real_namesrv.addr, real.remoting_addr, real.store_dir)):

@@ -27,7 +27,7 @@ from tests.interop.peers import (
     wait_same_max_offset,
 )
 from tests.support.brokers import BrokerProcess, commitlog_files, max_offset, wait_for
-from tests.support.jvm_peers import RealBroker
+from tests.support.jvm_peers import RealBroker, killed_at_exit
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +40,9 @@ def stub_master(tmp_path_factory, real_namesrv):
 @pytest.fixture(scope="module")
 def real_slave(tmp_path_factory, real_namesrv, stub_master):
     # haSendHeartbeatInterval 1000: the real slave's first report comes 1 s after connecting, not 5 s
-    with RealBroker.start(tmp_path_factory.mktemp("real-slave"), brokerRole="SLAVE", brokerId=1,
-                          namesrvAddr=real_namesrv.addr, mappedFileSizeCommitLog=FILE_SIZE,
-                          haSendHeartbeatInterval=1000) as slave:
+    with killed_at_exit(RealBroker.start(tmp_path_factory.mktemp("real-slave"), brokerRole="SLAVE", brokerId=1,
+                                         namesrvAddr=real_namesrv.addr, mappedFileSizeCommitLog=FILE_SIZE,
+                                         haSendHeartbeatInterval=1000)) as slave:
         attach_slave(stub_master.remoting_addr, slave.remoting_addr)
         yield slave
 

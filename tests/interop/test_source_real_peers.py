@@ -24,7 +24,7 @@ from tests.integration.connector.conftest import run_stream
 from tests.interop.peers import FILE_SIZE, MiB, attach_slave, produce_bytes, wait_same_max_offset
 from tests.support.brokers import remoting_request, runtime_info, wait_for
 from tests.support.java_tools import run_java
-from tests.support.jvm_peers import RealBroker
+from tests.support.jvm_peers import RealBroker, killed_at_exit
 
 pytestmark = pytest.mark.spark
 
@@ -37,12 +37,12 @@ SCALAR_FIELDS = ("topic", "queueId", "queueOffset", "commitLogOffset", "storeSiz
 def real_pair(tmp_path_factory, real_namesrv):
     """(real master, real slave, [(topic, body)] sent, commitLogMaxOffset) once the slave holds everything."""
     # retention only on request (DELETE_EXPIRED_COMMITLOG): deleteWhen never matches, every full file expired
-    with RealBroker.start(tmp_path_factory.mktemp("real-master"), brokerRole="ASYNC_MASTER",
-                          namesrvAddr=real_namesrv.addr, mappedFileSizeCommitLog=FILE_SIZE,
-                          fileReservedTime=0, deleteWhen="99", cleanResourceInterval=1000) as master, \
-            RealBroker.start(tmp_path_factory.mktemp("real-slave"), brokerRole="SLAVE", brokerId=1,
-                             namesrvAddr=real_namesrv.addr, mappedFileSizeCommitLog=FILE_SIZE,
-                             haSendHeartbeatInterval=1000) as slave:
+    with killed_at_exit(RealBroker.start(tmp_path_factory.mktemp("real-master"), brokerRole="ASYNC_MASTER",
+                                         namesrvAddr=real_namesrv.addr, mappedFileSizeCommitLog=FILE_SIZE,
+                                         fileReservedTime=0, deleteWhen="99", cleanResourceInterval=1000)) as master, \
+            killed_at_exit(RealBroker.start(tmp_path_factory.mktemp("real-slave"), brokerRole="SLAVE", brokerId=1,
+                                            namesrvAddr=real_namesrv.addr, mappedFileSizeCommitLog=FILE_SIZE,
+                                            haSendHeartbeatInterval=1000)) as slave:
         attach_slave(master.remoting_addr, slave.remoting_addr)
         sent = produce_bytes(master.remoting_addr, int(3.3 * MiB), seed=21)
         end = wait_same_max_offset(master.remoting_addr, slave.remoting_addr)

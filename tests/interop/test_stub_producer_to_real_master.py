@@ -26,7 +26,7 @@ from tests.interop.java_fixtures import (
     wait_for_route,
 )
 from tests.support.java_tools import run_java
-from tests.support.jvm_peers import RealBroker
+from tests.support.jvm_peers import RealBroker, killed_at_exit
 
 TOPIC = "FromStubProducer"
 SINGLES = 24
@@ -35,8 +35,8 @@ BATCH = 6
 
 @pytest.fixture(scope="module")
 def real_master(real_namesrv, tmp_path_factory):
-    with RealBroker.start(tmp_path_factory.mktemp("real-master"), brokerRole="ASYNC_MASTER",
-                          namesrvAddr=real_namesrv.addr, mappedFileSizeCommitLog=1 << 20) as master:
+    with killed_at_exit(RealBroker.start(tmp_path_factory.mktemp("real-master"), brokerRole="ASYNC_MASTER",
+                                         namesrvAddr=real_namesrv.addr, mappedFileSizeCommitLog=1 << 20)) as master:
         yield master
 
 

@@ -24,13 +24,13 @@ from tests.interop.peers import (
     wait_same_max_offset,
 )
 from tests.support.brokers import BrokerProcess, commitlog_files, pull, wait_for
-from tests.support.jvm_peers import RealBroker
+from tests.support.jvm_peers import RealBroker, killed_at_exit
 
 
 @pytest.fixture(scope="module")
 def real_master(tmp_path_factory, real_namesrv):
-    with RealBroker.start(tmp_path_factory.mktemp("real-master"), brokerRole="ASYNC_MASTER",
-                          namesrvAddr=real_namesrv.addr, mappedFileSizeCommitLog=FILE_SIZE) as master:
+    with killed_at_exit(RealBroker.start(tmp_path_factory.mktemp("real-master"), brokerRole="ASYNC_MASTER",
+                                         namesrvAddr=real_namesrv.addr, mappedFileSizeCommitLog=FILE_SIZE)) as master:
         yield master
 
 
