@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+CDS_STAMP := $(VENV)/.spark-cds
 
 .PHONY: demo test lint bench clean-venv check-java jvm-peers env-archive
 
@@ -33,13 +34,19 @@ $(STAMP): pyproject.toml setup.py connector/_decode_kernel.c
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
+# The Spark driver JVM's class-data-sharing archive (streaming_apps/jvm_cds.py; docs/deployment.md "Start-up").
+# Built once per environment; a failure only costs start-up time and is reported in one line.
+$(CDS_STAMP): $(STAMP)
+	$(BIN)/python -m streaming_apps.jvm_cds
+	@touch $@
+
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "hareplica needs Java 17 on PATH to run Spark: install it (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) and retry." >&2; exit 1; }
 
-demo: check-java $(STAMP)
+demo: check-java $(STAMP) $(CDS_STAMP)
 	$(BIN)/hareplica demo
 
-test: check-java $(STAMP) $(JVM_PEERS)
+test: check-java $(STAMP) $(CDS_STAMP) $(JVM_PEERS)
 	$(BIN)/python -m pytest -q
 
 # The packed environment Spark executors run hareplica from (--archives build/hareplica-env.tar.gz#environment).

@@ -9,7 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from streaming_apps.spark_home import leave_spark_home_view, use_spark_home_view
+from streaming_apps.jvm_cds import driver_java_options
+from streaming_apps.spark_home import leave_spark_home_view, pip_pyspark_dir, use_spark_home_view
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +22,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 #: Spark conf naming the Python interpreter of the executors' workers (PySpark's "Python Package Management").
 EXECUTOR_PYTHON_CONF = "spark.pyspark.python"
+DRIVER_JAVA_OPTIONS_CONF = "spark.driver.extraJavaOptions"
 
 #: Spark conf that switches on Spark's own Delta Lake (needs the delta-spark jars on the classpath).
 DELTA_SPARK_CONF = {
@@ -59,6 +61,8 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
     ``jars`` (absolute paths) become ``spark.jars``; ``delta`` adds :data:`DELTA_SPARK_CONF` (give it
     only with the Delta jars: without their classes Spark logs that the extension cannot be loaded and
     ``format("delta")`` fails at first use). :func:`staged_delta_jars` finds the staged ones.
+    The driver JVM maps the class-data-sharing archive of :mod:`streaming_apps.jvm_cds` when one was built
+    for this java and SPARK_HOME (its options go first in ``spark.driver.extraJavaOptions``).
     Registers ``format("hareplica")`` and ``format("deltalake")``.
     """
     executor_python = (extra_conf or {}).get(EXECUTOR_PYTHON_CONF)
@@ -91,7 +95,12 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
     if delta:
         for k, v in DELTA_SPARK_CONF.items():
             builder = builder.config(k, v)
-    for k, v in (extra_conf or {}).items():
+    conf = dict(extra_conf or {})
+    cds = None if submitted_by_spark_submit() else driver_java_options(os.environ.get("SPARK_HOME")
+                                                                         or pip_pyspark_dir())
+    if cds:  # the class-data-sharing archive of streaming_apps.jvm_cds, before the user's own options
+        conf[DRIVER_JAVA_OPTIONS_CONF] = f"{cds} {conf.get(DRIVER_JAVA_OPTIONS_CONF, '')}".strip()
+    for k, v in conf.items():
         builder = builder.config(k, v)
     with driver_launch_dir(executor_python):
         spark = builder.getOrCreate()
