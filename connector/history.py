@@ -27,6 +27,7 @@ from connector.ha_fetch import HARangeFetcher
 from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
     MIN_RECORD_SIZE_BYTES,
     BlankRecord,
     MessageRecord,
@@ -141,12 +142,13 @@ def last_record_before(buf: bytes, base: int, mapped_file_size: int) -> MessageR
 
 
 def first_boundary_at_or_after(buf: bytes, base: int, start: int, mapped_file_size: int) -> int | None:
-    """The first record boundary at or after ``start`` in ``buf`` (bytes from ``base``): a message whose
-    PHYSICALOFFSET is its offset and whose successor (when inside ``buf``) is a valid record too, or an
+    """The first record boundary at or after ``start`` in ``buf`` (bytes from ``base``): a message (V1 or V2)
+    whose PHYSICALOFFSET is its offset and whose successor (when inside ``buf``) is a valid record too, or an
     END_FILE blank (then the next mapped file's start). None when there is none in ``buf``."""
     magics = _int32_at_every_position(buf[4:]) if len(buf) > 8 else np.zeros(0, dtype=np.int64)
     lo = start - base
-    for pos in np.nonzero((magics == MESSAGE_MAGIC_CODE) | (magics == BLANK_MAGIC_CODE))[0]:
+    found = (magics == MESSAGE_MAGIC_CODE) | (magics == MESSAGE_MAGIC_CODE_V2) | (magics == BLANK_MAGIC_CODE)
+    for pos in np.nonzero(found)[0]:
         pos = int(pos)
         if pos < lo:
             continue
@@ -185,8 +187,8 @@ def fetch_range(ha_addr: str, start: int, end: int, *, broker: str, fetch, serve
 
 def starts_record(head: bytes, offset: int, mapped_file_size: int) -> bool:
     """True when ``head`` (the first bytes at CommitLog ``offset``, at least 36 unless a blank) is the start of
-    a record: a message whose PHYSICALOFFSET is ``offset`` and that fits in its mapped file, or an END_FILE
-    blank reaching exactly to the file's end."""
+    a record: a message (MessageVersion V1 or V2, docs/protocol.md §8) whose PHYSICALOFFSET is ``offset`` and
+    that fits in its mapped file, or an END_FILE blank reaching exactly to the file's end."""
     if len(head) < 8:
         return False
     total = int.from_bytes(head[0:4], "big", signed=True)
@@ -194,7 +196,8 @@ def starts_record(head: bytes, offset: int, mapped_file_size: int) -> bool:
     file_end = next_file_start(offset, mapped_file_size)
     if magic == BLANK_MAGIC_CODE:
         return offset + total == file_end
-    if magic != MESSAGE_MAGIC_CODE or len(head) < 36 or total < MIN_RECORD_SIZE_BYTES or offset + total > file_end:
+    if (magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or len(head) < 36 or total < MIN_RECORD_SIZE_BYTES
+            or offset + total > file_end):
         return False
     return int.from_bytes(head[28:36], "big", signed=True) == offset
 

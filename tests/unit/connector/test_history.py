@@ -176,3 +176,23 @@ def test_a_broker_that_lost_the_tail_is_checked_once_it_passes_the_checkpoint_ag
     caplog.set_level("WARNING", logger="connector.source")
     assert reader.latestOffset(checkpoint, ReadAllAvailable())["broker-a"] == len(commitlog)
     assert any("the CommitLog was rewritten below the query's offset" in r.getMessage() for r in caplog.records)
+
+
+def test_boundaries_and_checks_know_the_5x_v2_record(fixture_dir: Path):
+    """The golden 5.5.0 CommitLog holds a MessageVersion V2 record (docs/protocol.md §8): it starts a record,
+    it is the next boundary found from inside the record before it, and a checkpoint right after it checks."""
+    from connector.protocol.commitlog import MESSAGE_MAGIC_CODE_V2
+
+    folder = fixture_dir.parent / "rocketmq-5.5.0"
+    data = (folder / "commitlog" / "00000000000000000000").read_bytes()
+    size = json.loads((folder / "broker.json").read_text())["mappedFileSizeCommitLog"]
+    with open(folder / "messages.jsonl", encoding="utf-8") as fh:
+        records = [json.loads(line) for line in fh]
+    at = next(i for i, m in enumerate(records) if m["magic"] == MESSAGE_MAGIC_CODE_V2)
+    v2, before = records[at], records[at - 1]
+    assert starts_record(data[v2["commitLogOffset"]:v2["commitLogOffset"] + 64], v2["commitLogOffset"], size)
+    inside = before["commitLogOffset"] + 5
+    assert first_boundary_at_or_after(data[inside:], inside, inside, size) == v2["commitLogOffset"]
+    after = v2["commitLogOffset"] + v2["storeSize"]
+    assert check_start(reader(data), after, fp(v2), 0, len(data), size) is None
+    assert check_start(reader(data), v2["commitLogOffset"], fp(before), 0, len(data), size) is None
