@@ -28,7 +28,7 @@ from tests.interop.peers import (
     wait_same_max_offset,
 )
 from tests.support.brokers import BrokerProcess, NameServerProcess, commitlog_files, max_offset, wait_for
-from tests.support.jvm_peers import RealBroker
+from tests.support.jvm_peers import RealBroker, killed_at_exit
 from tests.support.message_version import (
     LONG_RETRY_TOPIC,
     hand_back_long_group,
@@ -55,9 +55,9 @@ def stub_master(tmp_path_factory, stub_namesrv):
 @pytest.fixture(scope="module")
 def real_5_slave(tmp_path_factory, stub_namesrv, stub_master):
     # haSendHeartbeatInterval 1000: the real slave's first report comes 1 s after connecting, not 5 s
-    with RealBroker.start(tmp_path_factory.mktemp("real-5-slave"), version="5", brokerRole="SLAVE", brokerId=1,
-                          namesrvAddr=stub_namesrv.addr, mappedFileSizeCommitLog=FILE_SIZE,
-                          haSendHeartbeatInterval=1000) as slave:
+    with killed_at_exit(RealBroker.start(tmp_path_factory.mktemp("real-5-slave"), version="5", brokerRole="SLAVE",
+                                         brokerId=1, namesrvAddr=stub_namesrv.addr, mappedFileSizeCommitLog=FILE_SIZE,
+                                         haSendHeartbeatInterval=1000)) as slave:
         attach_slave(stub_master.remoting_addr, slave.remoting_addr)
         yield slave
 

@@ -25,7 +25,7 @@ from tests.integration.connector.conftest import run_stream
 from tests.interop.peers import FILE_SIZE, MiB, message_decoder_rows, produce_bytes
 from tests.interop.test_source_real_peers import assert_bodies_are_the_sent_ones, assert_rows_equal_decoder
 from tests.support.brokers import BrokerProcess, max_offset, read_commitlog, wait_for
-from tests.support.jvm_peers import ROCKETMQ5_LIB, RealBroker
+from tests.support.jvm_peers import ROCKETMQ5_LIB, RealBroker, killed_at_exit
 from tests.support.message_version import (
     LONG_RETRY_TOPIC,
     ORIGIN_TOPIC,
@@ -60,8 +60,8 @@ def real_5(tmp_path_factory):
     """(real 5.x master, [(topic, body)] sent, commitLogMaxOffset) once the timer messages were delivered."""
     workdir = tmp_path_factory.mktemp("real-5-master")
     seed_long_group(workdir / "store")  # 5.5.0 creates no group over 120 characters, an upgraded one has it
-    with RealBroker.start(workdir, version="5", brokerRole="ASYNC_MASTER", namesrvAddr="",
-                          mappedFileSizeCommitLog=FILE_SIZE, enabledAppendPropCRC=True) as master:
+    with killed_at_exit(RealBroker.start(workdir, version="5", brokerRole="ASYNC_MASTER", namesrvAddr="",
+                                         mappedFileSizeCommitLog=FILE_SIZE, enabledAppendPropCRC=True)) as master:
         sent = send_timer_messages(master.remoting_addr)
         sent += produce_bytes(master.remoting_addr, int(2.4 * MiB), seed=51)
         hand_back_long_group(master.remoting_addr)

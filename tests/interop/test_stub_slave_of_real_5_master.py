@@ -18,13 +18,14 @@ from tests.interop.peers import (
     wait_same_max_offset,
 )
 from tests.support.brokers import BrokerProcess, commitlog_files
-from tests.support.jvm_peers import RealBroker
+from tests.support.jvm_peers import RealBroker, killed_at_exit
 
 
 @pytest.fixture(scope="module")
 def real_5_master(tmp_path_factory):
-    with RealBroker.start(tmp_path_factory.mktemp("real-5-master"), version="5", brokerRole="ASYNC_MASTER",
-                          namesrvAddr="", mappedFileSizeCommitLog=FILE_SIZE) as master:
+    with killed_at_exit(RealBroker.start(tmp_path_factory.mktemp("real-5-master"), version="5",
+                                         brokerRole="ASYNC_MASTER", namesrvAddr="",
+                                         mappedFileSizeCommitLog=FILE_SIZE)) as master:
         yield master
 
 
