@@ -53,7 +53,7 @@ from connector.client.admin import BrokerAdminClient
 from connector.client.consume_queue import ConsumeQueueReader
 from connector.client.remoting import BrokerAdminError, BrokerUnreachableError
 from connector.data_loss import on_data_loss
-from connector.decode.schema import spark_schema
+from connector.decode.schema import column_subset, spark_schema
 from connector.decode.stream import CommitLogArrowDecoder
 from connector.ha_fetch import HARangeFetcher, prefetch_chunks
 from connector.history import FINGERPRINT_KEY, check_start, end_fingerprint, fetch_range, fingerprints_of
@@ -94,6 +94,8 @@ class HAReplicaInputPartition(InputPartition):
     mapped_file_size: int
     fetch: FetchSettings
     server_role: str = "master"
+    #: the columns of a user-specified schema (names of spark_schema, in that schema's order); None: all
+    columns: tuple[str, ...] | None = None
 
 
 class HAReplicaDataSource(DataSource):
@@ -101,7 +103,9 @@ class HAReplicaDataSource(DataSource):
 
     Options: see :mod:`connector.options` (``brokers`` is required). They are validated when the
     source is created, so a bad option fails ``load()`` with an HAReplicaOptionError naming it.
-    Schema: :func:`connector.decode.schema.spark_schema` (fixed).
+    Schema: :func:`connector.decode.schema.spark_schema`; a schema given with ``.schema(...)`` may name a
+    subset of its columns (same names and types, any order): only those are sent to Spark, which then
+    converts no column the query does not read (docs/source.md "Rows").
     """
 
     def __init__(self, options):
@@ -116,10 +120,11 @@ class HAReplicaDataSource(DataSource):
         return spark_schema()
 
     def streamReader(self, schema) -> HAReplicaStreamReader:
-        if schema is not None and schema != spark_schema():
-            raise HAReplicaOptionError("schema", schema.simpleString(),
-                                       "format(\"hareplica\") has a fixed schema; do not call .schema() on the reader")
-        return HAReplicaStreamReader(self.source_options)
+        try:
+            columns = column_subset(schema)
+        except ValueError as exc:
+            raise HAReplicaOptionError("schema", schema.simpleString(), str(exc)) from None
+        return HAReplicaStreamReader(self.source_options, columns=columns)
 
 
 class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -130,8 +135,9 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     mode); lost data raises :class:`connector.data_loss.DataLossError` when ``failOnDataLoss`` is true.
     """
 
-    def __init__(self, options: SourceOptions):
+    def __init__(self, options: SourceOptions, columns: tuple[str, ...] | None = None):
         self.options = options
+        self.columns = columns
         self._admins: dict[str, BrokerAdminClient] = {}  # by remoting address
         self._views: dict[str, BrokerSetView] = {}
         self._trigger_target: dict[str, int] | None = None
@@ -476,7 +482,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 parts.append(HAReplicaInputPartition(
                     broker=view.name, ha_addr=server.endpoint.ha_addr, remoting_addr=server.endpoint.remoting_addr,
                     start=begin, end=slice_end, mapped_file_size=view.mapped_file_size, fetch=self.options.fetch,
-                    server_role=server.role))
+                    server_role=server.role, columns=self.columns))
         log.info("planned %d partition(s) for %s -> %s", len(parts), start, end)
         return parts
 
@@ -504,8 +510,11 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return cuts
 
     def read(self, partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
-        """Executor: fetch the partition's bytes over HA and yield RecordBatches (see read_partition)."""
-        return read_partition(partition)
+        """Executor: fetch the partition's bytes over HA and yield RecordBatches (see read_partition), only
+        the partition's ``columns`` when the query gave a schema."""
+        if partition.columns is None:
+            return read_partition(partition)
+        return (batch.select(list(partition.columns)) for batch in read_partition(partition))
 
     def commit(self, end: dict) -> None:
         """Forget boundaries below the committed offsets."""

@@ -61,3 +61,23 @@ def spark_schema():
         pa.binary(): BinaryType(), pa.map_(pa.string(), pa.string()): MapType(StringType(), StringType(), True),
     }
     return StructType([StructField(name, spark_types[typ], nullable) for name, typ, nullable in COLUMNS])
+
+
+def column_subset(schema) -> tuple[str, ...] | None:
+    """The column names of a user-specified schema (``.schema(...)`` on the reader): None for no schema or the
+    whole :func:`spark_schema`, else its names, each a column of spark_schema with the same type.
+
+    Raises:
+        ValueError: a name that is no column of the source, or a column given another type (the message
+            names it).
+    """
+    full = spark_schema()
+    if schema is None or schema == full:
+        return None
+    types = {f.name: f.dataType for f in full.fields}
+    for f in schema.fields:
+        if f.name not in types:
+            raise ValueError(f"{f.name} is not a column of format(\"hareplica\") (its columns: {', '.join(types)})")
+        if f.dataType != types[f.name]:
+            raise ValueError(f"column {f.name} is {types[f.name].simpleString()}, not {f.dataType.simpleString()}")
+    return tuple(f.name for f in schema.fields)

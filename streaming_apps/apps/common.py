@@ -216,9 +216,17 @@ def trigger_kwargs(trigger: str) -> dict[str, Any]:
     raise AppError(f"--trigger {trigger!r} must be available-now or an interval like 500ms, 1s, 2m, '10 seconds'")
 
 
-def hareplica_stream(spark, config: AppConfig):
-    """``spark.readStream.format("hareplica")`` with the run's source options."""
+def hareplica_stream(spark, config: AppConfig, columns: Sequence[str] | None = None):
+    """``spark.readStream.format("hareplica")`` with the run's source options; with ``columns``, a schema of only
+    those source columns, so Spark converts no other column of the stream (docs/source.md "Rows")."""
     reader = spark.readStream.format("hareplica")
+    if columns is not None:
+        from pyspark.sql.types import StructType
+
+        from connector.decode.schema import spark_schema
+
+        fields = {f.name: f for f in spark_schema().fields}
+        reader = reader.schema(StructType([fields[name] for name in columns]))
     for k, v in config.source_option_map().items():
         reader = reader.option(k, v)
     return reader.load()

@@ -49,8 +49,9 @@ def decoded_orders(spark, config: AppConfig, columns: Sequence[str] | None = Non
     from pyspark.sql import functions as F
 
     topics = list(config.topics or ORDER_TOPICS)
-    source = hareplica_stream(spark, config).where(F.col("topic").isin(topics))
     passed = [c for c in PASS_THROUGH if columns is None or c in columns]
+    read = list(dict.fromkeys(["topic", *passed, DECODE_ERROR, "body"]))  # the source columns used
+    source = hareplica_stream(spark, config, columns=read).where(F.col("topic").isin(topics))
     decoder = decode_order_batches if columns is None else functools.partial(decode_order_batches,
                                                                             columns=tuple(columns))
     decoded = source.select(*passed, DECODE_ERROR, "body").mapInArrow(decoder, decoded_ddl(columns))

@@ -191,3 +191,29 @@ def test_two_broker_sets_in_one_query(hareplica_spark, fixture_master, broker_fa
     latest = json.loads(first["latestOffset"])
     assert latest == {"broker-a": FIXTURE_MAX_OFFSET, "broker-b": max_offset(broker_b.remoting_addr)}
     assert any(json.loads(first["endOffset"])[b] < latest[b] for b in latest)  # the first batch was behind
+
+
+def test_a_schema_naming_some_columns_gets_exactly_those(hareplica_spark, fixture_master, messages, tmp_path):
+    from pyspark.sql.types import StructType
+
+    from connector.decode.schema import spark_schema
+
+    fields = {f.name: f for f in spark_schema().fields}
+    wanted = ["commitLogOffset", "body", "topic", "decodeError"]
+    query = (hareplica_spark.readStream.format("hareplica").schema(StructType([fields[n] for n in wanted]))
+             .option("brokers", brokers_option(fixture_master)).option("includeSystemTopics", "true").load()
+             .writeStream.format("memory").queryName("hareplica_subset")
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(120)
+        rows = hareplica_spark.sql("SELECT * FROM hareplica_subset").collect()
+    finally:
+        if query.isActive:
+            query.stop()
+    assert rows and list(rows[0].asDict()) == wanted
+    got = {r["commitLogOffset"]: r for r in rows}
+    assert sorted(got) == [m["commitLogOffset"] for m in messages]
+    for m in messages:
+        row = got[m["commitLogOffset"]]
+        body = base64.b64decode(m.get("bodyDecompressedBase64") or m["bodyBase64"])
+        assert (row["topic"], bytes(row["body"]), row["decodeError"]) == (m["topic"], body, None)

@@ -103,10 +103,15 @@ def test_data_source_validates_options_when_created():
     assert isinstance(src.streamReader(src.schema()), HAReplicaStreamReader)
     with pytest.raises(HAReplicaOptionError, match="option brokers"):
         HAReplicaDataSource({})
-    from pyspark.sql.types import StringType, StructField, StructType
+    from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-    with pytest.raises(HAReplicaOptionError, match="fixed schema"):
-        src.streamReader(StructType([StructField("topic", StringType())]))
+    assert src.streamReader(src.schema()).columns is None and src.streamReader(None).columns is None
+    subset = StructType([StructField("body", BinaryType()), StructField("topic", StringType())])
+    assert src.streamReader(subset).columns == ("body", "topic")  # a subset, in the schema's order
+    with pytest.raises(HAReplicaOptionError, match=r"option schema=.*nosuch is not a column of format"):
+        src.streamReader(StructType([StructField("nosuch", StringType())]))
+    with pytest.raises(HAReplicaOptionError, match="column topic is string, not bigint"):
+        src.streamReader(StructType([StructField("topic", LongType())]))
 
 
 def test_unreachable_broker_fails_planning_naming_address_and_request():
