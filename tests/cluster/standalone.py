@@ -1,4 +1,6 @@
-"""A Spark standalone cluster on 127.0.0.1 made of pyspark's own jars: one Master, N Workers (tests only).
+"""A Spark standalone cluster made of pyspark's own jars: one Master, N Workers (tests only), on 127.0.0.1 unless
+given other addresses (a Worker may also run under a command prefix, e.g. on a network-namespace host of
+tests/support/netns.py).
 
 Each daemon is ``SPARK_HOME/bin/spark-class org.apache.spark.deploy.{master.Master,worker.Worker}`` in its
 own session (so a SIGKILL of the session takes a Worker's executors and their Python workers with it),
@@ -15,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,12 +41,13 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def daemon_env(root: Path) -> dict[str, str]:
-    """The daemons' environment: this one without :data:`DRIVER_ONLY_ENV` and without this venv on PATH."""
+def daemon_env(root: Path, local_ip: str = "127.0.0.1") -> dict[str, str]:
+    """The daemons' environment: this one without :data:`DRIVER_ONLY_ENV` and without this venv on PATH; Spark
+    binds to ``local_ip`` (SPARK_LOCAL_IP, which a Worker's executors inherit)."""
     env = {k: v for k, v in os.environ.items() if k not in DRIVER_ONLY_ENV}
     venv_bin = str(Path(sys.prefix) / "bin")
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p and p != venv_bin)
-    env.update(SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_MEMORY="384m",
+    env.update(SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP=local_ip, SPARK_DAEMON_MEMORY="384m",
                SPARK_LOCAL_DIRS=str(root / "local"), SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
     return env
 
@@ -91,39 +95,42 @@ class Daemon:
 
 @dataclass
 class StandaloneCluster:
-    """A Master and its Workers under ``root``; ``url`` is ``spark://127.0.0.1:PORT``."""
+    """A Master and its Workers under ``root``; ``url`` is ``spark://HOST:PORT``, ``host`` the Master's address."""
 
     root: Path
     master: Daemon | None = None
     url: str = ""
     workers: dict[int, Daemon] = field(default_factory=dict)
+    host: str = "127.0.0.1"
 
-    def _spawn(self, name: str, args: list[str]) -> Daemon:
+    def _spawn(self, name: str, args: list[str], host: str, prefix: Sequence[str] = ()) -> Daemon:
         log = self.root / f"{name}.log"
         with open(log, "ab") as out:
-            proc = subprocess.Popen([str(spark_home() / "bin" / "spark-class"), *args], env=daemon_env(self.root),
+            proc = subprocess.Popen([*prefix, str(spark_home() / "bin" / "spark-class"), *args],
+                                    env=daemon_env(self.root, host),
                                     cwd=self.root, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         return Daemon(name, proc, log)
 
     def start_master(self) -> None:
-        port = free_port()
-        self.master = self._spawn("master", [MASTER_CLASS, "--host", "127.0.0.1", "--port", str(port),
-                                             "--webui-port", str(free_port())])
-        self.url = f"spark://127.0.0.1:{port}"
+        port = free_port(self.host)
+        self.master = self._spawn("master", [MASTER_CLASS, "--host", self.host, "--port", str(port),
+                                             "--webui-port", str(free_port(self.host))], self.host)
+        self.url = f"spark://{self.host}:{port}"
         self.master.wait_for_log(MASTER_READY)
 
     def work_dir(self, index: int) -> Path:
         """Worker ``index``'s ``--work-dir``: one ``app-*/EXECUTOR_ID/`` folder per executor it ran."""
         return self.root / f"worker-{index}"
 
-    def start_worker(self, index: int) -> Daemon:
-        """Start (or restart) Worker ``index`` with 1 core and 1 GiB; returns once the Master registered it."""
+    def start_worker(self, index: int, host: str = "127.0.0.1", command_prefix: Sequence[str] = ()) -> Daemon:
+        """Start (or restart) Worker ``index`` with 1 core and 1 GiB on ``host`` (its address, under
+        ``command_prefix``: e.g. ``ip netns exec NAME``); returns once the Master registered it."""
         work = self.work_dir(index)
         work.mkdir(parents=True, exist_ok=True)
-        worker = self._spawn(f"worker-{index}", [WORKER_CLASS, self.url, "--host", "127.0.0.1", "--cores", "1",
+        worker = self._spawn(f"worker-{index}", [WORKER_CLASS, self.url, "--host", host, "--cores", "1",
                                                  "--memory", "1g", "--work-dir", str(work),
-                                                 "--webui-port", str(free_port())])
+                                                 "--webui-port", str(free_port())], host, command_prefix)
         self.workers[index] = worker
         log_start = len(worker.log_text())
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -1,15 +1,17 @@
 """Hosts for tests: Linux network namespaces joined by one bridge, each with its own IPv4 address, none on loopback.
 
 :class:`NetworkLab` makes a bridge in the root namespace (address ``10.213.N.1/24``: the "driver host" where the
-tests, Spark's driver and its local executors run) and one namespace per :meth:`NetworkLab.host`, linked to the
-bridge by a veth pair (``10.213.N.<k>/24``). A process runs on a host under :attr:`NetHost.prefix`
-(``ip netns exec NAME``); :meth:`NetHost.link_down` cuts the host's cable (its veth end in the root namespace),
-so peers see a silent network partition, not a reset. No route leaves the lab: traffic stays between its
-namespaces. Needs root and ``ip`` (iproute2); :meth:`NetworkLab.close` removes everything it made.
+tests and Spark's driver run) and one namespace per :meth:`NetworkLab.host` (a broker, a name server or a Spark
+Worker with its executors), linked to the bridge by a veth pair (``10.213.N.<k>/24``). A process runs on a host
+under :attr:`NetHost.prefix` (``ip netns exec NAME``); :meth:`NetHost.link_down` cuts the host's cable (its veth
+end in the root namespace), so peers see a silent network partition, not a reset. No route leaves the lab:
+traffic stays between its namespaces. Needs root and ``ip`` (iproute2); :meth:`NetworkLab.close` removes
+everything it made.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import subprocess
 from dataclasses import dataclass, field
@@ -38,6 +40,12 @@ class NetHost:
     def prefix(self) -> tuple[str, ...]:
         """Command prefix that runs a program on this host."""
         return ("ip", "netns", "exec", self.name)
+
+    @property
+    def netns_inode(self) -> int:
+        """The host's network namespace as an inode number: ``os.stat("/proc/PID/ns/net").st_ino`` of every
+        process running on this host equals it."""
+        return os.stat(f"/run/netns/{self.name}").st_ino
 
     def add_address(self, ip: str) -> None:
         """Give the host a second address on the bridge (e.g. a separate ``brokerIP2``)."""
