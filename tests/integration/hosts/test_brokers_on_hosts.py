@@ -1,25 +1,38 @@
 """Brokers on other hosts (issue 13 §2): a name server, two broker sets of a master and a slave, each on its own
-network-namespace host with its own address (tests/support/netns.py), Spark's driver and local executors on the
-lab's bridge address. Nothing listens or connects on loopback.
+network-namespace host with its own address (tests/support/netns.py), Spark's driver on the lab's bridge address.
+Nothing listens or connects on loopback.
 
 Checks: the addresses the brokers advertise (brokerIP1 for remoting, brokerIP2 for HA) reach the name server and
 the slaves, which find their masters through it; ``format("hareplica")`` reads both sets from the slaves with
 ``readFrom=slave`` and ``minInSyncSlaves=1``; a master's host unplugged mid-query (a silent partition, no reset)
 is waited out; a slave's host unplugged holds its set's batches at what the slave holds, and the lag shows.
+Those run on the tests' shared local session; the last test submits the bronze app to a Spark standalone cluster
+whose Master is on the bridge address and whose two Workers, with their executors, each run on a host of their
+own (tests/cluster/standalone.py), and finds every message of both sets once in the table.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 import threading
 import time
+from collections import Counter
+from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 from broker_stub.javautil import fastjson_loads
 from broker_stub.launcher import BrokerProcess, NameServerProcess
 from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode
+from streaming_apps.inspect_commitlog import iter_commitlog_dir
+from tests.cluster.app_runs import PythonWatcher, clean_env, finish
+from tests.cluster.standalone import StandaloneCluster, executor_tasks
 from tests.integration.connector.conftest import run_stream
 from tests.support.brokers import max_offset, remoting_request, runtime_info, wait_for, wait_for_offset
 from tests.support.netns import NetworkLab
@@ -173,3 +186,93 @@ def test_slave_host_unplugged_holds_its_set_at_what_the_slave_holds(hareplica_sp
     wait_for_offset(a_slave.remoting_addr, max_offset(a_master.remoting_addr))
     caught_up = run_stream(hareplica_spark, tmp_path / "cp", opts)
     assert len([r for r in caught_up.rows if r["broker"] == "broker-a"]) == 50
+
+
+EXECUTOR_CLASS = b"org.apache.spark.executor.CoarseGrainedExecutorBackend"
+HA_ACCEPTED = re.compile(r"ha connection accepted peer=([0-9.]+):\d+")
+
+
+@pytest.fixture(scope="module")
+def spark_on_hosts(lab, tmp_path_factory):
+    """``(cluster, {worker index: NetHost})``: a standalone Master on the bridge address, Workers 1 and 2 (with
+    their executors) each on its own namespace host, bound to that host's address."""
+    spark = StandaloneCluster(tmp_path_factory.mktemp("spark-on-hosts"), host=lab.driver_ip)
+    hosts = {index: lab.host(f"w{index}") for index in (1, 2)}
+    try:
+        spark.start_master()
+        for index, host in hosts.items():
+            spark.start_worker(index, host=host.ip, command_prefix=host.prefix)
+        yield spark, hosts
+    finally:
+        spark.stop()
+
+
+class ExecutorWatcher(PythonWatcher):
+    """Records every Spark executor JVM running on this machine, every 0.1 s inside ``with``, as ``(network
+    namespace inode, --hostname, --driver-url)`` from ``/proc/PID/ns/net`` and its command line."""
+
+    def __init__(self) -> None:
+        super().__init__(Path("/"))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.1):
+            for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+                try:
+                    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                    netns = os.stat(f"/proc/{pid}/ns/net").st_ino
+                except OSError:
+                    continue
+                if EXECUTOR_CLASS in argv:
+                    args = [a.decode() for a in argv]
+                    self.seen.add((netns, args[args.index("--hostname") + 1], args[args.index("--driver-url") + 1]))
+
+
+def ha_peers(master: BrokerProcess, from_byte: int) -> set[str]:
+    """Addresses of the HA connections ``master`` accepted after byte ``from_byte`` of its log."""
+    return set(HA_ACCEPTED.findall(master.log_path.read_bytes()[from_byte:].decode(errors="replace")))
+
+
+def test_bronze_on_a_cluster_whose_executors_run_on_their_own_hosts(lab, cluster, spark_on_hosts, tmp_path):
+    spark, hosts = spark_on_hosts
+    masters = {"broker-a": cluster["a-master"], "broker-b": cluster["b-master"]}
+    for master in masters.values():
+        produce(master, 600)
+    log_from = {name: m.log_path.stat().st_size for name, m in masters.items()}
+    workdir, log = tmp_path / "wd", tmp_path / "bronze.log"
+    cmd = [sys.executable, "-m", "streaming_apps.cli", "--log-level", "WARNING", "run", "bronze",
+           "--brokers", options(cluster)["brokers"], "--workdir", str(workdir), "--trigger", "available-now",
+           "--master", spark.url, "--maintenance-every", "0", "--max-bytes-per-trigger", str(2 * FILE),
+           "--min-partitions", "2", "--conf", f"spark.driver.host={lab.driver_ip}",
+           "--conf", f"spark.pyspark.python={sys.executable}"]  # the executors' Python: this venv (same disk)
+    with ExecutorWatcher() as executors, open(log, "ab") as out:
+        app = subprocess.Popen(cmd, cwd=tmp_path, env={**clean_env(), "SPARK_LOCAL_IP": lab.driver_ip}, stdout=out,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            finish(app, log)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{spark.logs()}") from None
+
+    rows = DeltaTable(str(workdir / "tables" / "bronze")).to_pyarrow_table(
+        columns=["broker", "commitLogOffset", "body"]).to_pylist()
+    counts = Counter((r["broker"], r["commitLogOffset"]) for r in rows)
+    assert max(counts.values()) == 1, "a message landed twice"
+    stored = {(name, rec.commit_log_offset): rec.body for name, m in masters.items()
+              for _, rec in iter_commitlog_dir(m.commitlog_dir)}
+    assert set(counts) == set(stored), f"{len(set(stored) - set(counts))} lost, {len(set(counts) - set(stored))} extra"
+    assert all(stored[(r["broker"], r["commitLogOffset"])] == r["body"] for r in rows), "bodies as stored"
+
+    # the executors ran in the Workers' namespaces (not the driver's), bound to their hosts' addresses, and
+    # reached the driver at the bridge address and the masters' HA ports from there
+    driver_url = f"spark://CoarseGrainedScheduler@{lab.driver_ip}:"
+    assert {(ns, ip) for ns, ip, _ in executors.seen} == {(h.netns_inode, h.ip) for h in hosts.values()}
+    assert os.stat("/proc/self/ns/net").st_ino not in {h.netns_inode for h in hosts.values()}
+    assert all(url.startswith(driver_url) for _, _, url in executors.seen), executors.seen
+    worker_ips = {h.ip for h in hosts.values()}
+    for name, master in masters.items():
+        peers = ha_peers(master, log_from[name])
+        assert peers & worker_ips, f"no executor read {name}'s HA port: {peers}"
+        # besides: the set's slave, and the driver reading each batch end's last record (docs/source.md
+        # "Rewritten history")
+        assert peers <= worker_ips | {cluster[f"{name[-1]}-slave"].host, lab.driver_ip}, peers
+    finished = set().union(*(executor_tasks(d)[1] for i in hosts for d in spark.executor_dirs(i)))
+    assert len(finished) >= 2, "the micro-batches' tasks ran on the executors"
