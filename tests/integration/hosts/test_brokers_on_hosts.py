@@ -208,11 +208,9 @@ def spark_on_hosts(lab, tmp_path_factory):
 
 
 class ExecutorWatcher(PythonWatcher):
-    """Records every Spark executor JVM running on this machine, every 0.1 s inside ``with``, as ``(network
-    namespace inode, --hostname, --driver-url)`` from ``/proc/PID/ns/net`` and its command line."""
-
-    def __init__(self) -> None:
-        super().__init__(Path("/"))
+    """Records every Spark executor JVM working under ``root`` (a Worker's executor folder), every 0.1 s inside
+    ``with``, as ``(network namespace inode, --hostname, --driver-url)`` from ``/proc/PID/ns/net`` and its
+    command line."""
 
     def _loop(self) -> None:
         while not self._stop.wait(0.1):
@@ -220,9 +218,10 @@ class ExecutorWatcher(PythonWatcher):
                 try:
                     argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
                     netns = os.stat(f"/proc/{pid}/ns/net").st_ino
+                    cwd = os.readlink(f"/proc/{pid}/cwd")
                 except OSError:
                     continue
-                if EXECUTOR_CLASS in argv:
+                if EXECUTOR_CLASS in argv and cwd.startswith(self.root):
                     args = [a.decode() for a in argv]
                     self.seen.add((netns, args[args.index("--hostname") + 1], args[args.index("--driver-url") + 1]))
 
@@ -244,7 +243,7 @@ def test_bronze_on_a_cluster_whose_executors_run_on_their_own_hosts(lab, cluster
            "--master", spark.url, "--maintenance-every", "0", "--max-bytes-per-trigger", str(2 * FILE),
            "--min-partitions", "2", "--conf", f"spark.driver.host={lab.driver_ip}",
            "--conf", f"spark.pyspark.python={sys.executable}"]  # the executors' Python: this venv (same disk)
-    with ExecutorWatcher() as executors, open(log, "ab") as out:
+    with ExecutorWatcher(spark.root) as executors, open(log, "ab") as out:
         app = subprocess.Popen(cmd, cwd=tmp_path, env={**clean_env(), "SPARK_LOCAL_IP": lab.driver_ip}, stdout=out,
                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         try:
