@@ -55,7 +55,7 @@ def test_installed_pyspark_is_the_pinned_one():
                     reason="Debian's gradle is not installed on this machine (.ci/run installs it)")
 def test_gradle_resolves_the_coordinates_offline(tmp_path):
     shutil.copy(ROOT / "build.gradle", tmp_path / "build.gradle")
-    out = subprocess.run(["gradle", "--offline", "-q", "--project-cache-dir", str(tmp_path / ".gradle"),
+    out = subprocess.run(["gradle", "--no-daemon", "--offline", "-q", "--project-cache-dir", str(tmp_path / ".gradle"),
                           "printDeltaCoordinates"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     ext = _gradle_ext()
