@@ -165,23 +165,43 @@ def test_master_host_unplugged_mid_query_is_waited_out(hareplica_spark, lab, clu
     assert bodies_by_broker(run.rows)["broker-a"] == sent  # nothing lost, nothing twice
 
 
-def test_slave_host_unplugged_holds_its_set_at_what_the_slave_holds(hareplica_spark, lab, cluster, tmp_path):
+def hareplica_status(capsys, status_dir, brokers: str) -> dict:
+    """``hareplica status STATUS_DIR --brokers ... --json``, run in-process, as a dict."""
+    from streaming_apps.cli import main
+
+    capsys.readouterr()
+    main(["status", str(status_dir), "--brokers", brokers, "--json"])
+    return json.loads(capsys.readouterr().out)
+
+
+def test_slave_host_unplugged_holds_its_set_at_what_the_slave_holds(hareplica_spark, lab, cluster, tmp_path, capsys):
+    from connector.progress_listener import ProgressFileListener
+
     a_master, a_slave, b_master = cluster["a-master"], cluster["a-slave"], cluster["b-master"]
     opts = options(cluster, minInSyncSlaves="1", readTimeoutMs="1500", connectTimeoutMs="500")
     first = run_stream(hareplica_spark, tmp_path / "cp", opts)
     held = first.end_offsets[-1]["broker-a"]
     host = next(h for h in lab.hosts if h.ip == a_slave.host)
     host.link_down()
+    listener = ProgressFileListener(tmp_path / "status" / "hosts.jsonl")  # what the apps write for `status`
     try:
         produce(a_master, 50)
         produce(b_master, 5)
         wait_for_offset(cluster["b-slave"].remoting_addr, max_offset(b_master.remoting_addr))
+        hareplica_spark.streams.addListener(listener)
         behind = run_stream(hareplica_spark, tmp_path / "cp", opts)
         assert [r["broker"] for r in behind.rows] == ["broker-b"] * 5  # nothing the unplugged slave does not hold
         assert behind.end_offsets[-1]["broker-a"] == held
         latest = json.loads(behind.progress[-1]["sources"][0]["latestOffset"])
-        assert latest["broker-a"] == max_offset(a_master.remoting_addr) > held  # the lag shows in the progress
+        lag = max_offset(a_master.remoting_addr) - held
+        assert latest["broker-a"] - held == lag > 0  # the lag shows in the progress...
+        wait_for(lambda: sum(r.get("event") == "progress" for r in listener.records) >= len(behind.progress),
+                 "the progress listener's lines of every batch")
+        status = next(iter(hareplica_status(capsys, tmp_path / "status", opts["brokers"])["queries"].values()))
+        assert status["last"]["sources"][0]["lagBytes"]["broker-a"] == lag  # ... and in `hareplica status`
+        assert status["liveLagBytes"]["broker-a"] == lag
     finally:
+        hareplica_spark.streams.removeListener(listener)
         host.link_up()
     wait_for_offset(a_slave.remoting_addr, max_offset(a_master.remoting_addr))
     caught_up = run_stream(hareplica_spark, tmp_path / "cp", opts)
