@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ def build_archive(timeout_s: float = BUILD_TIMEOUT_S) -> Path:
                  "--messages", str(TRAINING_MESSAGES)]  # the demo's bronze job: broker stub, source, Delta sink
         done = subprocess.run(train, env=env, capture_output=True, text=True, timeout=timeout_s,
                               stdin=subprocess.DEVNULL)
+        _wait_for_writers(dump, timeout_s)
         if done.returncode != 0 or not dump.is_file():
             tail = (done.stdout + done.stderr)[-2000:]
             wrote = "an" if dump.is_file() else "no"
@@ -114,6 +116,24 @@ def build_archive(timeout_s: float = BUILD_TIMEOUT_S) -> Path:
         shutil.move(str(dump), staged)
         os.replace(staged, target)  # atomic: a concurrent start sees the old file or the new one
     return target
+
+
+def _wait_for_writers(dump: Path, timeout_s: float) -> None:
+    """Wait until no process started with ``-XX:ArchiveClassesAtExit=<dump>`` runs: the JVM writes the archive
+    as it exits, which may be after the Python process that started it has ended."""
+    needle = f"-XX:ArchiveClassesAtExit={dump}".encode()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        writers = []
+        for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                if needle in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    writers.append(pid)
+            except OSError:
+                continue
+        if not writers:
+            return
+        time.sleep(0.2)
 
 
 def _pyspark_dir() -> Path:
