@@ -84,7 +84,8 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.dir = Path(root) / topic / str(queue_id)
         self.mapped_file_size = mapped_file_size
-        self.files = MappedFileQueue(self.dir, mapped_file_size, preallocate=False)  # sparse, as upstream
+        self.files = MappedFileQueue(self.dir, mapped_file_size, preallocate=False,
+                                     kind="ConsumeQueue")  # sparse, as upstream
         self.min_logic_offset = 0  # bytes
         self.max_physic_offset = -1  # end (offset + size) of the last dispatched record
         self.first_created_in_queue = False

@@ -2,7 +2,10 @@
 
 A :class:`MappedFile` is one fixed-size file named by the 20-digit CommitLog offset of its first byte,
 memory-mapped for reading. New files are created sparse (``ftruncate``), so a 1 GiB file costs nothing
-until written. Appends are ``pwrite`` calls on the file descriptor — the same page cache the mapping
+until written. A new file is sized under a temporary name (``<name>.creating``) and renamed into place,
+so a crash while creating it never leaves a short file under a store name (a 0-byte ConsumeQueue file
+would stop the next start, as a wrong-sized file stops 4.9.8's ``MappedFileQueue.load``); leftovers of
+such a crash are removed by :meth:`MappedFileQueue.load`. Appends are ``pwrite`` calls on the file descriptor — the same page cache the mapping
 shows, so readers see them at once, without the page-fault per 4 KiB that writing a fresh mapping costs
 (upstream pre-touches its mappings instead, ``warmMapedFileEnable``); disk blocks are reserved ahead of
 the write position with ``posix_fallocate`` in chunks that grow with the data (1 MiB to 64 MiB), so
@@ -30,6 +33,7 @@ OS_PAGE_SIZE_BYTES = 4096  # MappedFile.OS_PAGE_SIZE
 PREALLOCATE_CHUNK_BYTES = 64 * 1024 * 1024
 PREALLOCATE_MIN_CHUNK_BYTES = 1024 * 1024
 _ZERO_CHUNK_BYTES = 1 << 20
+CREATING_SUFFIX = ".creating"  # a file being sized before it is renamed to its store name
 
 
 class MappedFile:
@@ -48,15 +52,20 @@ class MappedFile:
         self.store_timestamp = 0  # store timestamp of the last record appended (checkpoint input)
         # disk blocks reserved (posix_fallocate) up to this position; -1: off or unsupported
         self._allocated_to = 0 if preallocate else -1
-        flags = os.O_RDWR | (os.O_CREAT if create else 0)
-        self._fd = os.open(self.path, flags, 0o644)
+        creating = self.path.with_name(self.path.name + CREATING_SUFFIX)
+        self._fd = os.open(creating if create else self.path,
+                           os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0), 0o644)
         try:
             if create or os.fstat(self._fd).st_size < file_size:
                 os.ftruncate(self._fd, file_size)
+            if create:
+                os.rename(creating, self.path)  # the store name appears only with the full size
             self._mm: mmap.mmap | None = mmap.mmap(self._fd, file_size, mmap.MAP_SHARED,
                                                    mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(self._fd)
+            if create:
+                creating.unlink(missing_ok=True)
             raise
 
     @property
@@ -213,38 +222,47 @@ class MappedFile:
 
 
 class MappedFileQueue:
-    """The ordered CommitLog files of one folder (MappedFileQueue, docs/protocol.md §1.1).
+    """The ordered files of one folder (MappedFileQueue, docs/protocol.md §1.1): the CommitLog, or one
+    ConsumeQueue (``kind="ConsumeQueue"``, sized by ``mappedFileSizeConsumeQueue``).
 
     ``min_offset`` is the first file's start (−1 with no file); ``max_offset`` the last file's start plus
     its write position (0 with no file).
     """
 
-    def __init__(self, store_path: Path, mapped_file_size: int, *, preallocate: bool = True) -> None:
+    def __init__(self, store_path: Path, mapped_file_size: int, *, preallocate: bool = True,
+                 kind: str = "CommitLog") -> None:
         self.store_path = Path(store_path)
         self.mapped_file_size = mapped_file_size
         self.preallocate = preallocate
+        self.kind = kind
+        self.size_property = f"mappedFileSize{kind}"
         self.files: list[MappedFile] = []
 
     def load(self) -> None:
         """Map every 20-digit file of the folder, in name order, all positions set to the file size.
 
-        Raises BrokerStoreError (via ValueError text) when a file's length differs from
-        ``mappedFileSizeCommitLog`` or a name is not its offset — upstream refuses to start then too.
+        A ``<name>.creating`` file left by a crash during :meth:`create_next_file` holds no data and is removed.
+        Raises ValueError (the store turns it into BrokerStoreError) when a file's length differs from
+        ``mappedFileSizeCommitLog`` (``mappedFileSizeConsumeQueue``) or a name is not its offset — upstream
+        refuses to start then too.
         """
         self.store_path.mkdir(parents=True, exist_ok=True)
+        for p in self.store_path.glob("*" + CREATING_SUFFIX):
+            log.warning("%s file left half-created by a crash removed file=%s", self.kind, p)
+            p.unlink(missing_ok=True)
         names = sorted(p for p in self.store_path.iterdir() if p.is_file() and is_file_name(p.name))
+        kind, prop = self.kind, self.size_property
         for p in names:
             size = p.stat().st_size
             if size != self.mapped_file_size:
                 raise ValueError(
-                    f"CommitLog file {p} is {size} bytes but mappedFileSizeCommitLog is {self.mapped_file_size}; "
-                    "set mappedFileSizeCommitLog to the size the store was written with")
+                    f"{kind} file {p} is {size} bytes but {prop} is {self.mapped_file_size}; "
+                    f"set {prop} to the size the store was written with")
             start = int(p.name)
             if not is_file_start(start, self.mapped_file_size):
-                raise ValueError(f"CommitLog file {p}: name is not a multiple of mappedFileSizeCommitLog "
-                                 f"{self.mapped_file_size}")
+                raise ValueError(f"{kind} file {p}: name is not a multiple of {prop} {self.mapped_file_size}")
             if self.files and start != self.files[-1].file_tail_offset:
-                raise ValueError(f"CommitLog file {p} does not follow {self.files[-1].file_name} (gap in the folder)")
+                raise ValueError(f"{kind} file {p} does not follow {self.files[-1].file_name} (gap in the folder)")
             mf = MappedFile(p, start, self.mapped_file_size, preallocate=self.preallocate)
             mf.wrote_position = mf.flushed_position = self.mapped_file_size
             self.files.append(mf)
