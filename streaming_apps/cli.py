@@ -108,9 +108,9 @@ def _add_run_parser(sub) -> None:
                    help="deltalake: this project's sink, no jars (default); delta: Spark's format('delta'), "
                         "needs the Delta jars: --jars, else those `make jvm-peers` staged in .jvm/delta/lib")
     p.add_argument("--landing", choices=LANDINGS, default=None,
-                   help="bronze: direct = the executors write the Delta files as they decode "
+                   help="bronze, silver: direct = the executors write the Delta files as they decode "
                         "(format('hareplica-landing'); the default with --sink deltalake); spark = hareplica -> "
-                        "Spark -> the sink (the default with --sink delta)")
+                        "Spark -> the sink (the default with --sink delta, and gold's only way)")
     p.add_argument("--jars", nargs="+", default=[], metavar="JAR",
                    help="jars for spark.jars (comma lists and globs allowed), e.g. build/jars/*.jar")
     p.add_argument("--trigger", default=DEFAULT_TRIGGER,

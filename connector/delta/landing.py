@@ -10,13 +10,21 @@ of the cost (bench/delta.py measures ~10 CPU-s per GB of CommitLog for Spark's p
   does (:func:`connector.source.read_partition`); ``storeDate`` (the UTC date of storeTimestamp) is
   added, and the batches go straight into the Delta sink's task writer
   (:class:`connector.delta.sink.DeltaLakeStreamWriter`): same Parquet files, names, statistics and
-  fault points. The task yields one row per landed record, all null but the last, which holds the
-  task's pickled commit message (``message binary``): Spark's ``numInputRows`` then counts records,
-  and null rows cost Spark next to nothing.
+  fault points. The task yields one row per record read, all null but the last, which holds the
+  task's pickled commit messages (``message binary``; a tuple, one
+  :class:`connector.delta.messages.DeltaLakeCommitMessage` per table): Spark's ``numInputRows`` then
+  counts records, and null rows cost Spark next to nothing.
 - **Driver** (:func:`start_direct_landing`, a ``foreachBatch``): collects the messages and commits
   them with the sink's own committer (connector.delta.commit): one Delta transaction carrying
   ``txn(appId, batchId)``; a replayed batch is skipped and its fresh files removed; a failed batch is
   aborted (files of the batch removed unless committed).
+
+**Several tables** (the silver app): ``landingTargets`` names the tables and ``landingSplit`` a function
+``split(batch) -> (batch for target 0, batch for target 1, ...)`` that the tasks apply to every decoded
+batch (e.g. decode the bodies and route valid and invalid ones). Each task then writes every table and
+its message row holds one commit message per table; the driver commits the tables one after the other,
+each with ``txn(appId, batchId)`` of its own appId, so a replay after a crash between two commits writes
+only the tables that do not hold the batch yet.
 
 Offsets, read limits, Trigger.AvailableNow, data loss, slaves and acks are the ``hareplica`` source's
 (the reader subclasses it), and Spark's checkpoint plus the txn give the same exactly-once as the sink.
@@ -29,22 +37,33 @@ Options: every ``format("hareplica")`` option, plus
 ``landingPartitionBy``     partition columns (default ``storeDate``; empty string: none).
 ``landingTargetFileSize``  bytes per Parquet file (default 100 MiB).
 ``landingCompression``     Parquet codec (default snappy).
+``landingTargets``         instead of the five above, several tables: a JSON list of objects with
+                           ``path``, ``appId``, ``schema`` (the table's Spark schema as JSON) and
+                           optionally ``partitionBy`` (list), ``targetFileSize``, ``compression``.
+``landingSplit``           with ``landingTargets`` (required there): ``package.module:function``
+                           importable on the executors; ``function(pyarrow.RecordBatch)`` of the
+                           ``hareplica`` columns returns one RecordBatch per target, in order, holding
+                           exactly that table's columns.
 =========================  ==================================================================
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+import pickle
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource
 
 from connector.decode.schema import spark_schema
-from connector.delta.commit import commit_task_messages
 from connector.delta.location import open_delta_table
-from connector.delta.messages import MESSAGE_COLUMN, message_bytes
+from connector.delta.messages import MESSAGE_COLUMN, messages_of_rows
 from connector.delta.options import DeltaSinkOptions
 from connector.delta.sink import DeltaLakeStreamWriter, checked_stream_writer
 from connector.options import HAReplicaOptionError, SourceOptions
@@ -57,7 +76,12 @@ DEFAULT_PARTITION_BY = (STORE_DATE,)
 US_PER_DAY = 86_400_000_000
 #: landing option → the Delta sink option it becomes
 LANDING_OPTIONS = {"landingpath": "path", "landingappid": "appId", "landingpartitionby": "partitionBy",
-                   "landingtargetfilesize": "targetFileSize", "landingcompression": "compression"}
+                   "landingtargetfilesize": "targetFileSize", "landingcompression": "compression",
+                   "landingtargets": "targets", "landingsplit": "split"}
+TARGETS_KEY, SPLIT_KEY = "targets", "split"
+#: a landingTargets entry's keys → the Delta sink option they become (schema is the entry's own)
+_TARGET_KEYS = {"path": "path", "appId": "appId", "partitionBy": "partitionBy", "targetFileSize": "targetFileSize",
+                "compression": "compression"}
 MESSAGE_SCHEMA = pa.schema([pa.field(MESSAGE_COLUMN, pa.binary())])
 
 
@@ -129,36 +153,98 @@ def landing_writer(sink_options: Mapping[str, str]) -> DeltaLakeStreamWriter:
     return checked_stream_writer(DeltaSinkOptions.from_options(options), landed_schema())
 
 
-class HAReplicaLandingStreamReader(HAReplicaStreamReader):
-    """The ``hareplica`` reader whose tasks write their rows into the Delta table and yield one message row."""
+def target_writers(targets_json: str) -> list[DeltaLakeStreamWriter]:
+    """The writers of a ``landingTargets`` value (module docstring), each checked as :func:`landing_writer`.
 
-    def __init__(self, options: SourceOptions, writer: DeltaLakeStreamWriter):
+    Raises:
+        HAReplicaOptionError: not a JSON list of objects with ``path``, ``appId`` and ``schema``.
+        DeltaSinkConfigError, DeltaSchemaMismatchError: as :func:`landing_writer`, per table.
+    """
+    from pyspark.sql.types import StructType
+
+    try:
+        targets = json.loads(targets_json)
+        if not isinstance(targets, list) or not targets:
+            raise ValueError("expected a non-empty JSON list")
+        writers = []
+        for i, target in enumerate(targets):
+            missing = [k for k in ("path", "appId", "schema") if k not in target]
+            if missing:
+                raise ValueError(f"entry {i} has no {', '.join(missing)}")
+            options = {_TARGET_KEYS[k]: ",".join(v) if k == "partitionBy" else str(v)
+                       for k, v in target.items() if k in _TARGET_KEYS}
+            schema = StructType.fromJson(target["schema"])
+            writers.append((options, schema))
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise HAReplicaOptionError("landingTargets", targets_json[:200], str(e)) from None
+    return [checked_stream_writer(DeltaSinkOptions.from_options(o), schema) for o, schema in writers]
+
+
+def resolve_split(spec: str) -> Callable[[pa.RecordBatch], Sequence[pa.RecordBatch]]:
+    """The function a ``landingSplit`` value (``package.module:function``) names.
+
+    Raises HAReplicaOptionError when it is malformed, cannot be imported or is not callable.
+    """
+    module_name, _, attr = spec.partition(":")
+    try:
+        if not module_name or not attr:
+            raise ValueError("expected package.module:function")
+        split = getattr(importlib.import_module(module_name), attr)
+        if not callable(split):
+            raise ValueError(f"{attr} is not a function")
+    except (ImportError, AttributeError, ValueError) as e:
+        raise HAReplicaOptionError("landingSplit", spec, str(e)) from None
+    return split
+
+
+class HAReplicaLandingStreamReader(HAReplicaStreamReader):
+    """The ``hareplica`` reader whose tasks write their rows into the Delta table(s) and yield one message row.
+
+    ``writers``: one per table; ``split``: a ``landingSplit`` spec (None: one table, rows plus storeDate).
+    """
+
+    def __init__(self, options: SourceOptions, writers: Sequence[DeltaLakeStreamWriter], split: str | None = None):
         super().__init__(options)
-        self.writer = writer
+        self.writers = list(writers)
+        self.split = split
 
     def __getstate__(self) -> dict:
-        return {**super().__getstate__(), "writer": self.writer}
+        return {**super().__getstate__(), "writers": self.writers, "split": self.split}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["options"], state["writer"])
+        self.__init__(state["options"], state["writers"], state["split"])
 
     def read(self, partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
-        """Decode the partition and write it as Parquet files of the table; yield one row per landed record,
-        null but the last, which holds the task's pickled commit message (nothing when no record was kept)."""
-        message = self.writer.write(with_store_date(b) for b in read_partition(partition))
-        landed = sum(f.num_records for f in message.files)
-        if landed == 0:
+        """Decode the partition and write it as Parquet files of the table(s); yield one row per record read,
+        null but the last, which holds the task's pickled commit messages, one per table (nothing when the
+        partition kept no record)."""
+        split = resolve_split(self.split) if self.split else (lambda b: (with_store_date(b),))
+        tasks = [w.open_task() for w in self.writers]
+        records = 0
+        try:
+            for batch in read_partition(partition):
+                records += batch.num_rows
+                for task, part in zip(tasks, split(batch), strict=True):
+                    if part.num_rows:
+                        task.write(part)
+            messages = tuple(task.close() for task in tasks)
+        except BaseException:
+            for task in tasks:
+                task.discard()
+            raise
+        if records == 0:
             return
-        column = pa.concat_arrays([pa.nulls(landed - 1, pa.binary()), pa.array([message_bytes(message)], pa.binary())])
+        column = pa.concat_arrays([pa.nulls(records - 1, pa.binary()), pa.array([pickle.dumps(messages)], pa.binary())])
         yield pa.record_batch([column], schema=MESSAGE_SCHEMA)
 
 
 class HAReplicaLandingDataSource(DataSource):
-    """``format("hareplica-landing")``: the ``hareplica`` stream landed into a Delta table by the executors.
+    """``format("hareplica-landing")``: the ``hareplica`` stream landed into Delta tables by the executors.
 
-    Use :func:`start_direct_landing` (it adds the driver's commit). Schema: ``message binary``: one row per
-    landed record, null except one pickled :class:`connector.delta.messages.DeltaLakeCommitMessage` per task
-    that landed rows. Options: see the module docstring.
+    Use :func:`start_direct_landing` or :func:`start_direct_landing_tables` (they add the driver's commit).
+    Schema: ``message binary``: one row per record read, null except, per task that read records, one
+    pickled tuple of :class:`connector.delta.messages.DeltaLakeCommitMessage` (one per table). Options:
+    see the module docstring.
     """
 
     def __init__(self, options):
@@ -180,19 +266,48 @@ class HAReplicaLandingDataSource(DataSource):
         if schema is not None and schema != self.schema():
             raise HAReplicaOptionError("schema", schema.simpleString(), "format(\"hareplica-landing\") has a fixed "
                                        "schema; do not call .schema() on the reader")
-        return HAReplicaLandingStreamReader(self.source_options, landing_writer(self.sink_options))
+        return HAReplicaLandingStreamReader(self.source_options, *landing_writers(self.sink_options))
 
 
-def commit_landed_batch(writer: DeltaLakeStreamWriter, batch_df, batch_id: int) -> int:
-    """The ``foreachBatch`` body: run the batch's tasks (they write the files), commit their messages.
+def landing_writers(sink_options: Mapping[str, str]) -> tuple[list[DeltaLakeStreamWriter], str | None]:
+    """``(writers, split spec)`` of a landing's sink options: several tables (``landingTargets`` with
+    ``landingSplit``) or one (``landingPath``...). Raises as :func:`target_writers` / :func:`landing_writer`,
+    and HAReplicaOptionError for ``landingTargets`` without ``landingSplit`` or mixed with ``landingPath``."""
+    if TARGETS_KEY not in sink_options:
+        if SPLIT_KEY in sink_options:
+            raise HAReplicaOptionError("landingSplit", sink_options[SPLIT_KEY], "needs landingTargets")
+        return [landing_writer(sink_options)], None
+    others = sorted(k for k in sink_options if k not in (TARGETS_KEY, SPLIT_KEY))
+    if others:
+        raise HAReplicaOptionError("landingTargets", sink_options[TARGETS_KEY][:200],
+                                   f"give the tables' options inside it, not as {', '.join(others)}")
+    if SPLIT_KEY not in sink_options:
+        raise HAReplicaOptionError("landingTargets", sink_options[TARGETS_KEY][:200], "needs landingSplit")
+    resolve_split(sink_options[SPLIT_KEY])  # fail at start, on the driver
+    return target_writers(sink_options[TARGETS_KEY]), sink_options[SPLIT_KEY]
 
-    Returns the rows the batch's tasks wrote (on a replay of a committed batch they are removed, not
-    committed). A failed job aborts the batch (its files are removed unless the table already holds it).
-    Raises what the tasks or the commit raise.
+
+def commit_landed_batch(writers: Sequence[DeltaLakeStreamWriter], batch_df, batch_id: int) -> list[int]:
+    """The ``foreachBatch`` body: run the batch's tasks (they write the files), commit each table's messages,
+    in ``writers`` order (:meth:`connector.delta.commit.DeltaBatchCommitter.commit`).
+
+    Returns the rows the batch's tasks wrote per table (on a replay of a committed batch they are removed,
+    not committed). A failed job aborts the batch in every table (its files are removed unless the table
+    already holds it). Raises what the tasks or the commits raise.
     """
-    messages = commit_task_messages(
-        writer.committer, lambda: batch_df.where(batch_df[MESSAGE_COLUMN].isNotNull()).collect(), batch_id)
-    return sum(f.num_records for m in messages for f in m.files)
+    try:
+        rows = batch_df.where(batch_df[MESSAGE_COLUMN].isNotNull()).collect()
+    except BaseException:
+        for writer in writers:
+            writer.committer.abort([], batch_id)
+        raise
+    per_task = messages_of_rows(rows)
+    landed = []
+    for index, writer in enumerate(writers):
+        messages = [task_messages[index] for task_messages in per_task]
+        writer.committer.commit(messages, batch_id)
+        landed.append(sum(f.num_records for m in messages for f in m.files))
+    return landed
 
 
 def start_direct_landing(spark, source_options: Mapping[str, str], *, path: str, app_id: str, checkpoint: str,
@@ -217,16 +332,55 @@ def start_direct_landing(spark, source_options: Mapping[str, str], *, path: str,
         sink["landingTargetFileSize"] = str(target_file_size)
     if compression:
         sink["landingCompression"] = compression
-    options = {**source_options, **sink}
-    writer = landing_writer(split_landing_options(options)[1])  # fail at start, on the driver
+    return _start(spark, {**source_options, **sink}, checkpoint=checkpoint, query_name=query_name, trigger=trigger)
+
+
+@dataclass(frozen=True)
+class LandingTarget:
+    """One table of :func:`start_direct_landing_tables`: location, Delta txn appId, Spark schema (a pyspark
+    StructType, the columns the split gives it), partition columns, bytes per Parquet file, codec."""
+
+    path: str
+    app_id: str
+    schema: Any
+    partition_by: Sequence[str] = ()
+    target_file_size: int | None = None
+    compression: str | None = None
+
+    def to_json(self) -> dict:
+        """This target as a ``landingTargets`` entry."""
+        out = {"path": self.path, "appId": self.app_id, "schema": self.schema.jsonValue(),
+               "partitionBy": list(self.partition_by)}
+        if self.target_file_size:
+            out["targetFileSize"] = self.target_file_size
+        if self.compression:
+            out["compression"] = self.compression
+        return out
+
+
+def start_direct_landing_tables(spark, source_options: Mapping[str, str], *, targets: Sequence[LandingTarget],
+                                split: str, checkpoint: str, query_name: str, trigger: Mapping[str, object]):
+    """Start a query whose tasks apply ``split`` (a ``landingSplit`` spec) to the decoded ``hareplica`` stream
+    and write every part into its table of ``targets`` (module docstring, "Several tables").
+
+    Returns the StreamingQuery. Raises HAReplicaOptionError (a bad ``split``), DeltaSinkConfigError and
+    DeltaSchemaMismatchError at start, on the driver.
+    """
+    sink = {"landingTargets": json.dumps([t.to_json() for t in targets]), "landingSplit": split}
+    return _start(spark, {**source_options, **sink}, checkpoint=checkpoint, query_name=query_name, trigger=trigger)
+
+
+def _start(spark, options: Mapping[str, str], *, checkpoint: str, query_name: str, trigger: Mapping[str, object]):
+    writers, _ = landing_writers(split_landing_options(options)[1])  # fail at start, on the driver
+    tables = ", ".join(w.options.table_uri for w in writers)
     reader = spark.readStream.format("hareplica-landing")
     for key, value in options.items():
         reader = reader.option(key, value)
 
     def on_batch(batch_df, batch_id: int) -> None:
-        rows = commit_landed_batch(writer, batch_df, batch_id)
-        log.debug("%s: batch %d landed %d rows in %s", query_name, batch_id, rows, path)
+        rows = commit_landed_batch(writers, batch_df, batch_id)
+        log.debug("%s: batch %d landed %s rows in %s", query_name, batch_id, rows, tables)
 
-    log.info("starting %s: direct landing into %s (checkpoint %s)", query_name, path, checkpoint)
+    log.info("starting %s: direct landing into %s (checkpoint %s)", query_name, tables, checkpoint)
     return (reader.load().writeStream.queryName(query_name).option("checkpointLocation", checkpoint)
             .trigger(**trigger).foreachBatch(on_batch).start())

@@ -66,6 +66,19 @@ class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
         (connector.delta.file_names; ``b<batchId>-`` is left out when Spark gives no batch id).
         On any error the files written so far are deleted before the error propagates.
         """
+        task = self.open_task()
+        try:
+            for batch in iterator:
+                task.write(batch)
+            return task.close()
+        except BaseException:
+            task.discard()
+            raise
+
+    def open_task(self) -> "DeltaLakeTaskWrite":
+        """This task's file writer (on an executor, inside a Spark task; partition and attempt from its
+        TaskContext, 0 outside one). Use it as :meth:`write` does: ``write`` batches, then ``close`` for the
+        commit message, or ``discard`` on failure."""
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
@@ -75,21 +88,10 @@ class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
         if batch_id is None:
             raw_batch = ctx.getLocalProperty(SPARK_BATCH_ID_PROPERTY) if ctx else None
             batch_id = int(raw_batch) if raw_batch not in (None, "") else None
-        writer = TaskFileWriter(self.options.table_uri, self.partition_by, self.options.compression,
-                                self.options.codec_infix, self.options.target_file_size,
-                                task_file_prefix(self.options.app_id, batch_id, partition_id, attempt))
-        try:
-            for batch in iterator:
-                writer.write(batch)
-            files = writer.close()
-            fault_point("after-task-write", batch_id, self.options.table_uri)
-        except BaseException:
-            writer.discard()
-            raise
-        log.debug("task partition %d attempt %d of batch %s wrote %d files to %s", partition_id, attempt,
-                  batch_id, len(files), self.options.table_uri)
-        return DeltaLakeCommitMessage(files=list(files), partition_id=partition_id, attempt=attempt,
-                                      batch_id=batch_id)
+        files = TaskFileWriter(self.options.table_uri, self.partition_by, self.options.compression,
+                               self.options.codec_infix, self.options.target_file_size,
+                               task_file_prefix(self.options.app_id, batch_id, partition_id, attempt))
+        return DeltaLakeTaskWrite(self.options.table_uri, files, partition_id, attempt, batch_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Commit the batch's files, or skip a replay (:meth:`DeltaBatchCommitter.commit`, which lists the errors)."""
@@ -98,6 +100,34 @@ class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Remove the files of a failed batch, never a file the table references (:meth:`DeltaBatchCommitter.abort`)."""
         self.committer.abort(messages, batchId)
+
+
+class DeltaLakeTaskWrite:
+    """One task's write to one table (:meth:`DeltaLakeStreamWriter.open_task`): ``write(batch)`` any number of
+    Arrow batches of the table's columns, then ``close()`` → the task's commit message, or ``discard()``
+    (deletes every file written)."""
+
+    def __init__(self, table_uri: str, files: TaskFileWriter, partition_id: int, attempt: int,
+                 batch_id: int | None) -> None:
+        self.table_uri = table_uri
+        self.files = files
+        self.partition_id = partition_id
+        self.attempt = attempt
+        self.batch_id = batch_id
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self.files.write(batch)
+
+    def close(self) -> DeltaLakeCommitMessage:
+        files = self.files.close()
+        fault_point("after-task-write", self.batch_id, self.table_uri)
+        log.debug("task partition %d attempt %d of batch %s wrote %d files to %s", self.partition_id, self.attempt,
+                  self.batch_id, len(files), self.table_uri)
+        return DeltaLakeCommitMessage(files=list(files), partition_id=self.partition_id, attempt=self.attempt,
+                                      batch_id=self.batch_id)
+
+    def discard(self) -> None:
+        self.files.discard()
 
 
 class DeltaLakeDataSource(DataSource):

@@ -43,6 +43,7 @@ SINKS = (SINK_DELTALAKE, SINK_DELTA)
 LANDING_SPARK = "spark"
 LANDING_DIRECT = "direct"
 LANDINGS = (LANDING_SPARK, LANDING_DIRECT)
+DIRECT_LANDING_APPS = ("bronze", "silver")  # the apps whose tables the source's tasks can write (--landing direct)
 TRIGGER_AVAILABLE_NOW = "available-now"
 DEFAULT_TRIGGER = "1s"
 DEFAULT_WORKDIR = "hareplica-data"
@@ -149,13 +150,14 @@ class AppConfig:
         self.status_dir = Path(self.status_dir or self.workdir / "status").resolve()
         if self.sink not in SINKS:
             raise AppError(f"--sink {self.sink!r} must be one of {', '.join(SINKS)}")
+        direct_ok = self.app in DIRECT_LANDING_APPS and self.sink == SINK_DELTALAKE
         if self.landing is None:
-            self.landing = LANDING_DIRECT if self.app == "bronze" and self.sink == SINK_DELTALAKE else LANDING_SPARK
+            self.landing = LANDING_DIRECT if direct_ok else LANDING_SPARK
         if self.landing not in LANDINGS:
             raise AppError(f"--landing {self.landing!r} must be one of {', '.join(LANDINGS)}")
-        if self.landing == LANDING_DIRECT and (self.app != "bronze" or self.sink != SINK_DELTALAKE):
-            raise AppError("--landing direct lands the raw replica with this project's Delta writer: it is for the "
-                           "bronze app with --sink deltalake")
+        if self.landing == LANDING_DIRECT and not direct_ok:
+            raise AppError("--landing direct writes the tables with this project's Delta writer inside the source's "
+                           "tasks: it is for the bronze and silver apps with --sink deltalake")
         if self.maintenance_every < 0:
             raise AppError(f"--maintenance-every {self.maintenance_every} must be >= 0")
         trigger_kwargs(self.trigger)
@@ -216,9 +218,10 @@ def trigger_kwargs(trigger: str) -> dict[str, Any]:
     raise AppError(f"--trigger {trigger!r} must be available-now or an interval like 500ms, 1s, 2m, '10 seconds'")
 
 
-def hareplica_stream(spark, config: AppConfig, columns: Sequence[str] | None = None):
-    """``spark.readStream.format("hareplica")`` with the run's source options; with ``columns``, a schema of only
-    those source columns, so Spark converts no other column of the stream (docs/source.md "Rows")."""
+def hareplica_stream(spark, config: AppConfig, columns: Sequence[str] | None = None,
+                     options: dict[str, str] | None = None):
+    """``spark.readStream.format("hareplica")`` with the run's source options (or ``options``); with ``columns``, a
+    schema of only those source columns, so Spark converts no other column of the stream (docs/source.md "Rows")."""
     reader = spark.readStream.format("hareplica")
     if columns is not None:
         from pyspark.sql.types import StructType
@@ -227,7 +230,7 @@ def hareplica_stream(spark, config: AppConfig, columns: Sequence[str] | None = N
 
         fields = {f.name: f for f in spark_schema().fields}
         reader = reader.schema(StructType([fields[name] for name in columns]))
-    for k, v in config.source_option_map().items():
+    for k, v in (config.source_option_map() if options is None else options).items():
         reader = reader.option(k, v)
     return reader.load()
 

@@ -13,8 +13,13 @@ with :mod:`streaming_apps.apps.orders` on the executors and, per micro-batch (fo
   also every bad record the source kept (``decodeError`` set: BODYCRC mismatch, a body that does not
   decompress), with reason ``bad record: <decodeError>`` and the stored body.
 
-Both tables are written with ``txn(appId, batchId)`` (``DeltaSink.write_batch``), so a micro-batch
-replayed after a crash lands in neither table twice, also when the crash fell between the two commits.
+Both tables are written with ``txn(appId, batchId)``, so a micro-batch replayed after a crash lands in
+neither table twice, also when the crash fell between the two commits. With ``--landing direct`` (the
+default with the deltalake sink) the source's own tasks decode the bodies and write both tables' files
+(:func:`split_silver` through the direct landing, connector.delta.landing "Several tables"): the rows
+never enter the JVM. With ``--landing spark``
+(the only way with ``--sink delta``) the decode is a ``mapInArrow`` of the stream and each table a write
+of the foreachBatch DataFrame (``DeltaSink.write_batch``).
 """
 
 from __future__ import annotations
@@ -23,8 +28,12 @@ import functools
 import logging
 from collections.abc import Sequence
 
-from streaming_apps.apps.common import AppConfig, DeltaSink, hareplica_stream
-from streaming_apps.apps.orders import DECODE_ERROR, PASS_THROUGH, decode_order_batches, decoded_ddl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streaming_apps.apps.common import (LANDING_DIRECT, AppConfig, AppError, DeltaSink, hareplica_stream,
+                                        trigger_kwargs)
+from streaming_apps.apps.orders import DECODE_ERROR, PASS_THROUGH, decode_order_batch, decode_order_batches, decoded_ddl
 from streaming_apps.workload import ORDER_TOPICS
 
 log = logging.getLogger(__name__)
@@ -42,21 +51,57 @@ QUARANTINE_COLUMNS = ("broker", "topic", "queueId", "queueOffset", "commitLogOff
 MS_PER_DAY = 86_400_000
 
 
+#: source options that choose topics: silver and gold choose them with --topics (AppConfig.topics) instead
+TOPIC_OPTIONS = ("subscribe", "topics", "subscribepattern", "topicpattern")
+
+
+def order_source_options(config: AppConfig) -> dict[str, str]:
+    """The run's source options with ``subscribe`` set to the order topics (``--topics``, default the
+    workload's), so the executors skip every other topic before decoding it.
+
+    Raises AppError when ``--option`` also chooses topics (``subscribe``, ``topics``, ``subscribePattern``,
+    ``topicPattern``): the apps' topics are ``--topics``."""
+    options = config.source_option_map()
+    chosen = sorted(k for k in options if k.lower() in TOPIC_OPTIONS)
+    if chosen:
+        raise AppError(f"--option {chosen[0]}={options[chosen[0]]}: the {config.app} app reads the topics of "
+                       "--topics (default: the demo's order topics); give them there")
+    return {**options, "subscribe": ",".join(config.topics or ORDER_TOPICS)}
+
+
+def order_messages(spark, config: AppConfig, columns: Sequence[str] | None = None):
+    """The messages of the order topics, only the source columns the decoder needs for ``columns`` (all
+    decoded columns when None): the pass-through ones asked for, ``decodeError`` and ``body``."""
+    passed = [c for c in PASS_THROUGH if columns is None or c in columns]
+    read = list(dict.fromkeys([*passed, DECODE_ERROR, "body"]))  # the source columns used
+    return hareplica_stream(spark, config, columns=read, options=order_source_options(config))
+
+
 def decoded_orders(spark, config: AppConfig, columns: Sequence[str] | None = None):
     """The order topics of the hareplica stream, decoded: ``orders.DECODED_SCHEMA``'s columns (or only
     ``columns`` of it, which must include eventTime) plus eventDate. Only the source columns the decoder
     needs go into it, and only the asked ones come out (Spark cannot prune a ``mapInArrow`` result)."""
     from pyspark.sql import functions as F
 
-    topics = list(config.topics or ORDER_TOPICS)
-    passed = [c for c in PASS_THROUGH if columns is None or c in columns]
-    read = list(dict.fromkeys(["topic", *passed, DECODE_ERROR, "body"]))  # the source columns used
-    source = hareplica_stream(spark, config, columns=read).where(F.col("topic").isin(topics))
     decoder = decode_order_batches if columns is None else functools.partial(decode_order_batches,
                                                                             columns=tuple(columns))
-    decoded = source.select(*passed, DECODE_ERROR, "body").mapInArrow(decoder, decoded_ddl(columns))
+    decoded = order_messages(spark, config, columns).mapInArrow(decoder, decoded_ddl(columns))
     return decoded.withColumn(
         "eventDate", F.date_from_unix_date(F.floor(F.unix_millis("eventTime") / MS_PER_DAY).cast("int")))
+
+
+def split_silver(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+    """Decode a batch of :func:`order_messages` rows and route them: ``(silver_orders rows, silver_quarantine
+    rows)``, each with exactly its table's columns (:data:`ORDER_COLUMNS`, :data:`QUARANTINE_COLUMNS`);
+    eventDate is the UTC date of eventTime, as :func:`decoded_orders` computes it."""
+    decoded = decode_order_batch(batch)
+    event_date = decoded.column(decoded.schema.get_field_index("eventTime")).cast(pa.date32())  # UTC, floored
+    table = pa.Table.from_batches([decoded]).append_column("eventDate", event_date)
+    valid = pc.is_null(table.column("reason"))
+    orders = table.filter(valid).select(list(ORDER_COLUMNS))
+    rejected = table.filter(pc.invert(valid)).select(list(QUARANTINE_COLUMNS))
+    return tuple(t.combine_chunks().to_batches()[0] if t.num_rows else pa.RecordBatch.from_pylist([], t.schema)
+                 for t in (orders, rejected))
 
 
 def write_silver_batch(sink: DeltaSink, batch_df, batch_id: int) -> None:
@@ -74,12 +119,23 @@ def write_silver_batch(sink: DeltaSink, batch_df, batch_id: int) -> None:
 
 
 def start(spark, config: AppConfig, sink: DeltaSink) -> list:
-    """Start the silver query (one foreachBatch query writing both tables); returns ``[StreamingQuery]``."""
-    from streaming_apps.apps.common import trigger_kwargs
+    """Start the silver query (one query writing both tables); returns ``[StreamingQuery]``."""
+    decoded = decoded_orders(spark, config)
+    if config.landing == LANDING_DIRECT:
+        from connector.delta.landing import LandingTarget, start_direct_landing_tables
 
-    query = (decoded_orders(spark, config).writeStream.queryName(QUERY_NAMES[0])
+        # the tables' schemas as Spark derives them for --sink delta (analysis only, no job)
+        targets = [LandingTarget(str(config.table_path(ORDERS_TABLE)), config.app_id(),
+                                 decoded.select(*ORDER_COLUMNS).schema, ("eventDate",), config.target_file_size),
+                   LandingTarget(str(config.table_path(QUARANTINE_TABLE)), config.app_id(),
+                                 decoded.select(*QUARANTINE_COLUMNS).schema, (), config.target_file_size)]
+        return [start_direct_landing_tables(
+            spark, order_source_options(config),
+            targets=targets, split=f"{__name__}:{split_silver.__name__}", checkpoint=str(config.checkpoint()),
+            query_name=QUERY_NAMES[0], trigger=trigger_kwargs(config.trigger))]
+    query = (decoded.writeStream.queryName(QUERY_NAMES[0])
              .option("checkpointLocation", str(config.checkpoint()))
              .trigger(**trigger_kwargs(config.trigger))
-             .foreachBatch(lambda df, batch_id: write_silver_batch(sink, df, batch_id))
+             .foreachBatch(functools.partial(write_silver_batch, sink))
              .start())
     return [query]

@@ -154,8 +154,9 @@ def test_bronze_lands_every_message_once_partitioned_by_store_date_with_maintena
     assert app_spark.table("bronze").schema.fieldNames()[-1] == "storeDate"
 
 
-def test_silver_decodes_orders_and_quarantines_bad_bodies(app_spark, broker, commitlog, tmp_path):
-    cfg = _config(broker, tmp_path, "silver")
+@pytest.mark.parametrize("landing", ["direct", "spark"])
+def test_silver_decodes_orders_and_quarantines_bad_bodies(app_spark, broker, commitlog, tmp_path, landing):
+    cfg = _config(broker, tmp_path, "silver", landing=landing)
     run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
     good, bad = _expected_orders(commitlog)
     assert len(bad) == len(BAD_BODIES) and len(good) == ORDERS + 1
@@ -276,13 +277,15 @@ def test_direct_landing_writes_the_schema_of_the_spark_path(app_spark, broker, t
     assert bronze_frame(app_spark, _config(broker, tmp_path, "bronze")).schema == landed_schema()
 
 
-def test_direct_landing_is_for_bronze_with_the_deltalake_sink(broker, tmp_path):
+def test_direct_landing_is_for_bronze_and_silver_with_the_deltalake_sink(broker, tmp_path):
     assert _config(broker, tmp_path, "bronze").landing == "direct"  # the default where it applies
+    assert _config(broker, tmp_path, "silver").landing == "direct"
     assert _config(broker, tmp_path, "bronze", sink="delta").landing == "spark"
-    assert _config(broker, tmp_path, "silver").landing == "spark"
-    with pytest.raises(AppError, match="--landing direct .* bronze app with --sink deltalake"):
-        _config(broker, tmp_path, "silver", landing="direct")
+    assert _config(broker, tmp_path, "silver", sink="delta").landing == "spark"
+    assert _config(broker, tmp_path, "gold").landing == "spark"
+    with pytest.raises(AppError, match="--landing direct .* bronze and silver apps with --sink deltalake"):
+        _config(broker, tmp_path, "gold", landing="direct")
     with pytest.raises(AppError, match="--landing direct"):
-        _config(broker, tmp_path, "bronze", landing="direct", sink="delta")
+        _config(broker, tmp_path, "silver", landing="direct", sink="delta")
     with pytest.raises(AppError, match="--landing 'rows' must be one of spark, direct"):
         _config(broker, tmp_path, "bronze", landing="rows")

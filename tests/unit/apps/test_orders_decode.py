@@ -159,3 +159,27 @@ def test_a_column_subset_is_the_same_columns_of_the_whole_decode():
     assert part.to_pylist() == whole.select(list(DECODED_COLUMNS)).to_pylist()
     assert decoded_ddl(DECODED_COLUMNS) == ("eventTime timestamp, status string, region string, currency string, "
                                             "amountCents bigint, itemQuantity bigint, reason string")
+
+
+def test_silver_split_routes_valid_orders_and_the_rest_with_exactly_their_tables_columns():
+    from streaming_apps.apps.silver import ORDER_COLUMNS, QUARANTINE_COLUMNS, split_silver
+
+    before_1970 = {**GOOD, "eventTimeMs": -1}
+    orders, rejected = split_silver(_messages([msgpack.packb(GOOD), b"\xff", msgpack.packb(before_1970)]))
+    assert orders.schema.names == list(ORDER_COLUMNS) and rejected.schema.names == list(QUARANTINE_COLUMNS)
+    assert [r["commitLogOffset"] for r in orders.to_pylist()] == [0, 200]
+    assert [r["eventDate"] for r in orders.to_pylist()] == [dt.date(2026, 9, 21), dt.date(1969, 12, 31)]
+    assert [(r["commitLogOffset"], r["body"]) for r in rejected.to_pylist()] == [(100, b"\xff")]
+    none_bad = split_silver(_messages([msgpack.packb(GOOD)]))[1]
+    assert none_bad.num_rows == 0 and none_bad.schema.names == list(QUARANTINE_COLUMNS)
+
+
+def test_silver_and_gold_take_their_topics_from_topics_not_from_a_source_option(tmp_path):
+    from streaming_apps.apps.common import AppConfig, AppError
+    from streaming_apps.apps.silver import order_source_options
+
+    cfg = AppConfig(app="silver", brokers="b=127.0.0.1:1", workdir=tmp_path, topics=("A", "B"))
+    assert order_source_options(cfg)["subscribe"] == "A,B"
+    bad = AppConfig(app="gold", brokers="b=127.0.0.1:1", workdir=tmp_path, source_options={"topicPattern": "Order.*"})
+    with pytest.raises(AppError, match=r"--option topicPattern=Order\.\*: the gold app reads the topics of --topics"):
+        order_source_options(bad)

@@ -70,3 +70,40 @@ def test_a_bronze_table_from_before_decode_error_gets_the_column_and_keeps_its_r
     landing_writer({"path": path, "appId": "x"})  # the table now takes the stream's rows
     rows = DeltaTable(path).to_pyarrow_table().to_pylist()
     assert [(r["body"], r["decodeError"]) for r in rows] == [(b"old row", None)]
+
+
+def _targets(tmp_path) -> str:
+    import json
+
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType([StructField("id", LongType()), StructField("name", StringType())])
+    return json.dumps([{"path": str(tmp_path / "a"), "appId": "x", "schema": schema.jsonValue(), "partitionBy": []},
+                       {"path": str(tmp_path / "b"), "appId": "x", "schema": schema.jsonValue(),
+                        "partitionBy": ["name"]}])
+
+
+def test_several_tables_take_a_target_list_and_an_importable_split(tmp_path):
+    from connector.delta.landing import landing_writers
+
+    writers, split = landing_writers({"targets": _targets(tmp_path), "split": "streaming_apps.apps.silver:split_silver"})
+    assert [(w.options.table_uri.rsplit("/", 1)[-1], w.partition_by) for w in writers] == [("a", ()), ("b", ("name",))]
+    assert split == "streaming_apps.apps.silver:split_silver"
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"targets": "[]", "split": "json:loads"}, r"option landingTargets='\[\]': expected a non-empty JSON list"),
+    ({"targets": '[{"path": "/tmp/t"}]', "split": "json:loads"}, "entry 0 has no appId, schema"),
+    ({"targets": "TARGETS"}, "needs landingSplit"),
+    ({"targets": "TARGETS", "split": "json:loads", "path": "/tmp/t"}, "give the tables' options inside it, not as path"),
+    ({"targets": "TARGETS", "split": "no_such_module_x:f"}, "option landingSplit='no_such_module_x:f': No module"),
+    ({"targets": "TARGETS", "split": "json"}, "expected package.module:function"),
+    ({"targets": "TARGETS", "split": "json:no_such_function"}, "option landingSplit='json:no_such_function'"),
+    ({"path": "/tmp/t", "appId": "x", "split": "json:loads"}, "needs landingTargets"),
+])
+def test_bad_target_lists_and_splits_fail_on_the_driver_naming_the_option(tmp_path, options, message):
+    from connector.delta.landing import landing_writers
+
+    options = {k: _targets(tmp_path) if v == "TARGETS" else v for k, v in options.items()}
+    with pytest.raises(HAReplicaOptionError, match=message):
+        landing_writers(options)
