@@ -90,6 +90,10 @@ arrowMaxBytesPerBatch      8388608       stored CommitLog bytes per RecordBatch 
                                          also the cap on inflated body bytes per RecordBatch.
 fetchPrefetchChunks        4             received chunks (<= 1 MiB each) a task's receive thread
                                          holds ahead of decoding; 0 receives on the task's thread.
+batchTransform             (none)        ``package.module:function`` the tasks apply to every
+                                         decoded batch before Spark sees it
+                                         (:mod:`connector.transform`); needs ``.schema(...)``: the
+                                         function's output columns.
 accessKey / secretKey      (none)        an ACL account of a broker with ``aclEnable=true``: every
                                          remoting request is signed as RocketMQ 4.9.8's
                                          AclClientRPCHook signs it (both or neither; the secret is
@@ -115,6 +119,7 @@ from connector.protocol.errors import HAReplicaError
 from connector.protocol.ha import HA_CONNECT_TIMEOUT_MS, HA_HOUSEKEEPING_INTERVAL_MS, HA_SEND_HEARTBEAT_INTERVAL_MS
 from connector.protocol.topics import TOPIC_MAX_LENGTH, VALID_TOPIC
 from connector.topic_filter import TopicFilter
+from connector.transform import import_function
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +149,7 @@ _KNOWN = {name.lower(): name for name in (
     "maxInflatedBodyBytes", "connectTimeoutMs", "readTimeoutMs",
     "fetchRetries", "haSendHeartbeatInterval", "arrowMaxRecordsPerBatch", "arrowMaxBytesPerBatch",
     "fetchPrefetchChunks", "reconnectBackoffMs", "reconnectBackoffMaxMs", "maxOutageMs", "accessKey", "secretKey",
-    *OPTION_ALIASES)}
+    "batchTransform", *OPTION_ALIASES)}
 READ_FROM_MASTER = "master"
 READ_FROM_SLAVE = "slave"
 
@@ -226,6 +231,8 @@ class SourceOptions:
     min_in_sync_slaves: int = 0
     min_partitions: int | None = None
     max_bytes_per_partition: int | None = None
+    #: ``batchTransform``: ``package.module:function`` the tasks apply to each batch (connector.transform)
+    batch_transform: str | None = None
 
     def slaves_of(self, name: str) -> tuple[BrokerEndpoint, ...]:
         """The configured slaves of broker set ``name``, in option order."""
@@ -312,10 +319,13 @@ class SourceOptions:
         max_part = None
         if opts.get("maxbytesperpartition") is not None:
             max_part = _positive_int(opts, "maxBytesPerPartition", 0)
+        transform = opts.get("batchtransform")
+        if transform is not None:
+            import_function("batchTransform", transform)  # fails here, on the driver, not in every task
         return cls(brokers=brokers, starting_offsets=parse_starting_offsets(opts.get("startingoffsets"), names),
                    max_bytes_per_trigger=max_bytes, fetch=fetch, slaves=slaves, read_from=read_from,
                    min_in_sync_slaves=min_in_sync_slaves, min_partitions=min_partitions,
-                   max_bytes_per_partition=max_part)
+                   max_bytes_per_partition=max_part, batch_transform=transform)
 
 
 def parse_topic_filter(opts: Mapping[str, str]) -> TopicFilter:

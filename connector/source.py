@@ -73,6 +73,7 @@ from connector.protocol.errors import HAReplicaError
 from connector.protocol.mapped_files import next_file_start
 from connector.reconnect import OutageWait
 from connector.splits import find_boundaries, partition_counts, pick_splits
+from connector.transform import transform_batches
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,8 @@ class HAReplicaInputPartition(InputPartition):
     server_role: str = "master"
     #: the columns of a user-specified schema (names of spark_schema, in that schema's order); None: all
     columns: tuple[str, ...] | None = None
+    #: ``batchTransform`` (connector.transform); ``columns`` are then the query schema's, its output
+    transform: str | None = None
 
 
 class HAReplicaDataSource(DataSource):
@@ -120,6 +123,8 @@ class HAReplicaDataSource(DataSource):
         return spark_schema()
 
     def streamReader(self, schema) -> HAReplicaStreamReader:
+        if self.source_options.batch_transform is not None:  # the schema is the transform's output
+            return HAReplicaStreamReader(self.source_options, columns=tuple(f.name for f in schema.fields))
         try:
             columns = column_subset(schema)
         except ValueError as exc:
@@ -482,7 +487,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 parts.append(HAReplicaInputPartition(
                     broker=view.name, ha_addr=server.endpoint.ha_addr, remoting_addr=server.endpoint.remoting_addr,
                     start=begin, end=slice_end, mapped_file_size=view.mapped_file_size, fetch=self.options.fetch,
-                    server_role=server.role, columns=self.columns))
+                    server_role=server.role, columns=self.columns, transform=self.options.batch_transform))
         log.info("planned %d partition(s) for %s -> %s", len(parts), start, end)
         return parts
 
@@ -512,6 +517,8 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def read(self, partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
         """Executor: fetch the partition's bytes over HA and yield RecordBatches (see read_partition), only
         the partition's ``columns`` when the query gave a schema."""
+        if partition.transform is not None:
+            return transform_batches(read_partition(partition), partition.transform, partition.columns)
         if partition.columns is None:
             return read_partition(partition)
         return (batch.select(list(partition.columns)) for batch in read_partition(partition))

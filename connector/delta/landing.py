@@ -49,7 +49,6 @@ Options: every ``format("hareplica")`` option, plus
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import pickle
@@ -68,6 +67,7 @@ from connector.delta.options import DeltaSinkOptions
 from connector.delta.sink import DeltaLakeStreamWriter, checked_stream_writer
 from connector.options import HAReplicaOptionError, SourceOptions
 from connector.source import HAReplicaInputPartition, HAReplicaStreamReader, read_partition
+from connector.transform import import_function
 
 log = logging.getLogger(__name__)
 
@@ -185,16 +185,7 @@ def resolve_split(spec: str) -> Callable[[pa.RecordBatch], Sequence[pa.RecordBat
 
     Raises HAReplicaOptionError when it is malformed, cannot be imported or is not callable.
     """
-    module_name, _, attr = spec.partition(":")
-    try:
-        if not module_name or not attr:
-            raise ValueError("expected package.module:function")
-        split = getattr(importlib.import_module(module_name), attr)
-        if not callable(split):
-            raise ValueError(f"{attr} is not a function")
-    except (ImportError, AttributeError, ValueError) as e:
-        raise HAReplicaOptionError("landingSplit", spec, str(e)) from None
-    return split
+    return import_function("landingSplit", spec)
 
 
 class HAReplicaLandingStreamReader(HAReplicaStreamReader):
@@ -251,6 +242,10 @@ class HAReplicaLandingDataSource(DataSource):
         super().__init__(options)
         source, sink = split_landing_options(options)
         self.source_options = SourceOptions.from_options(source)
+        if self.source_options.batch_transform is not None:
+            raise HAReplicaOptionError("batchTransform", self.source_options.batch_transform,
+                                       "format(\"hareplica-landing\") writes the decoded rows; to change them "
+                                       "per table use landingTargets with landingSplit")
         self.sink_options = sink
 
     @classmethod

@@ -218,18 +218,12 @@ def trigger_kwargs(trigger: str) -> dict[str, Any]:
     raise AppError(f"--trigger {trigger!r} must be available-now or an interval like 500ms, 1s, 2m, '10 seconds'")
 
 
-def hareplica_stream(spark, config: AppConfig, columns: Sequence[str] | None = None,
-                     options: dict[str, str] | None = None):
-    """``spark.readStream.format("hareplica")`` with the run's source options (or ``options``); with ``columns``, a
-    schema of only those source columns, so Spark converts no other column of the stream (docs/source.md "Rows")."""
+def hareplica_stream(spark, config: AppConfig, options: dict[str, str] | None = None, schema: str | None = None):
+    """``spark.readStream.format("hareplica")`` with the run's source options (or ``options``); with ``schema`` (a
+    DDL string) that schema, e.g. the output of a ``batchTransform`` in ``options`` (docs/source.md)."""
     reader = spark.readStream.format("hareplica")
-    if columns is not None:
-        from pyspark.sql.types import StructType
-
-        from connector.decode.schema import spark_schema
-
-        fields = {f.name: f for f in spark_schema().fields}
-        reader = reader.schema(StructType([fields[name] for name in columns]))
+    if schema is not None:
+        reader = reader.schema(schema)
     for k, v in (config.source_option_map() if options is None else options).items():
         reader = reader.option(k, v)
     return reader.load()
@@ -439,6 +433,24 @@ def check_table_locations(config: AppConfig, tables: Sequence[str]) -> None:
             raise AppError(f"table {table}: {e}") from e
 
 
+#: Spark's conf naming the class that writes checkpoint files (offsets, commits, state store files)
+CHECKPOINT_FILE_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
+#: writes through Hadoop's FileSystem API; Spark's default, FileContext, forks ``readlink`` per rename on a local disk
+FILE_SYSTEM_CHECKPOINT_FILE_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager")
+
+
+def use_file_system_checkpoints(spark) -> None:
+    """Write the apps' checkpoints (always on a local or mounted disk: ``--workdir`` / ``--checkpoint-root``)
+    with :data:`FILE_SYSTEM_CHECKPOINT_FILE_MANAGER`, unless the session already names a class
+    (docs/deployment.md, "Checkpoint files"). Spark's default goes through Hadoop's FileContext, whose rename
+    on the local file system starts a ``readlink`` process per file: about 30 forks of the driver JVM per
+    gold micro-batch, and 40-90 ms of every batch's offset and commit log writes. Both do the same
+    check-then-rename on a local disk."""
+    if not spark.conf.get(CHECKPOINT_FILE_MANAGER_CONF, None):
+        spark.conf.set(CHECKPOINT_FILE_MANAGER_CONF, FILE_SYSTEM_CHECKPOINT_FILE_MANAGER)
+
+
 def start_app(spark, config: AppConfig, app_module) -> RunningApp:
     """Start ``app_module`` (bronze, silver or gold) as described in the module docstring.
 
@@ -449,6 +461,7 @@ def start_app(spark, config: AppConfig, app_module) -> RunningApp:
     from streaming_apps.spark_session import register_data_sources
 
     register_data_sources(spark)
+    use_file_system_checkpoints(spark)
     sink = DeltaSink(spark, config)
     check_table_locations(config, app_module.TABLES)
     policy = config.maintenance_policy()

@@ -1,7 +1,8 @@
 """Decoding the demo's msgpack order events (``streaming_apps.workload``) into typed Arrow columns.
 
-Pure (pyarrow + msgpack): the silver and gold apps run :func:`decode_order_batch` on executors through
-``mapInArrow``. Each input row is one message (bronze columns); each output row is the message's order
+Pure (pyarrow + msgpack): the silver and gold apps run :func:`decode_order_batch` in the source's own
+tasks (the source's ``batchTransform``, connector.transform; silver's direct landing through its split).
+Each input row is one message (bronze columns); each output row is the message's order
 fields when the body is a valid order event, else nulls and a ``reason`` saying what is wrong with
 the body (the silver app routes those rows to its quarantine table with their commitLogOffset).
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgpack
@@ -254,12 +255,3 @@ def _order_arrays(batch: pa.RecordBatch, scalars: list[list], quantity: list, ev
     arrays = [batch.column(batch.schema.get_field_index(f.name)).cast(f.type) if f.name in _PASS_TYPES
               else built[f.name] for f in schema]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def decode_order_batches(batches: Iterator[pa.RecordBatch], columns: Sequence[str] | None = None
-                         ) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` function: :func:`decode_order_batch` over every batch of a partition (for a subset of
-    the columns, pass ``functools.partial(decode_order_batches, columns=...)`` with :func:`decoded_ddl`)."""
-    for batch in batches:
-        if batch.num_rows:
-            yield decode_order_batch(batch, columns)

@@ -17,9 +17,9 @@ Both tables are written with ``txn(appId, batchId)``, so a micro-batch replayed 
 neither table twice, also when the crash fell between the two commits. With ``--landing direct`` (the
 default with the deltalake sink) the source's own tasks decode the bodies and write both tables' files
 (:func:`split_silver` through the direct landing, connector.delta.landing "Several tables"): the rows
-never enter the JVM. With ``--landing spark``
-(the only way with ``--sink delta``) the decode is a ``mapInArrow`` of the stream and each table a write
-of the foreachBatch DataFrame (``DeltaSink.write_batch``).
+never enter the JVM. With ``--landing spark`` (the only way with ``--sink delta``) the source's tasks
+decode the bodies (its ``batchTransform``), and each table is a write of the foreachBatch DataFrame
+(``DeltaSink.write_batch``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from streaming_apps.apps.common import (LANDING_DIRECT, AppConfig, AppError, DeltaSink, hareplica_stream,
                                         trigger_kwargs)
-from streaming_apps.apps.orders import DECODE_ERROR, PASS_THROUGH, decode_order_batch, decode_order_batches, decoded_ddl
+from streaming_apps.apps.orders import decode_order_batch, decoded_ddl
 from streaming_apps.workload import ORDER_TOPICS
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,8 @@ ORDER_COLUMNS = ("orderId", "customerId", "status", "amountCents", "currency", "
 QUARANTINE_COLUMNS = ("broker", "topic", "queueId", "queueOffset", "commitLogOffset", "msgId", "tags", "keys",
                       "storeTimestamp", "reason", "body")
 MS_PER_DAY = 86_400_000
+#: the source's batchTransform of silver (--landing spark) and gold: the order decoder, run in the source's tasks
+DECODE_TRANSFORM = "streaming_apps.apps.orders:decode_order_batch"
 
 
 #: source options that choose topics: silver and gold choose them with --topics (AppConfig.topics) instead
@@ -69,23 +71,15 @@ def order_source_options(config: AppConfig) -> dict[str, str]:
     return {**options, "subscribe": ",".join(config.topics or ORDER_TOPICS)}
 
 
-def order_messages(spark, config: AppConfig, columns: Sequence[str] | None = None):
-    """The messages of the order topics, only the source columns the decoder needs for ``columns`` (all
-    decoded columns when None): the pass-through ones asked for, ``decodeError`` and ``body``."""
-    passed = [c for c in PASS_THROUGH if columns is None or c in columns]
-    read = list(dict.fromkeys([*passed, DECODE_ERROR, "body"]))  # the source columns used
-    return hareplica_stream(spark, config, columns=read, options=order_source_options(config))
-
-
 def decoded_orders(spark, config: AppConfig, columns: Sequence[str] | None = None):
-    """The order topics of the hareplica stream, decoded: ``orders.DECODED_SCHEMA``'s columns (or only
-    ``columns`` of it, which must include eventTime) plus eventDate. Only the source columns the decoder
-    needs go into it, and only the asked ones come out (Spark cannot prune a ``mapInArrow`` result)."""
+    """The order topics of the hareplica stream, decoded by the source's own tasks (``batchTransform`` =
+    :func:`streaming_apps.apps.orders.decode_order_batch`, so no body enters the JVM):
+    ``orders.DECODED_SCHEMA``'s columns (or only ``columns`` of it, which must include eventTime) plus
+    eventDate."""
     from pyspark.sql import functions as F
 
-    decoder = decode_order_batches if columns is None else functools.partial(decode_order_batches,
-                                                                            columns=tuple(columns))
-    decoded = order_messages(spark, config, columns).mapInArrow(decoder, decoded_ddl(columns))
+    options = {**order_source_options(config), "batchTransform": DECODE_TRANSFORM}
+    decoded = hareplica_stream(spark, config, schema=decoded_ddl(columns), options=options)
     return decoded.withColumn(
         "eventDate", F.date_from_unix_date(F.floor(F.unix_millis("eventTime") / MS_PER_DAY).cast("int")))
 

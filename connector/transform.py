@@ -1,0 +1,64 @@
+"""``batchTransform``: a Python function the source's own tasks apply to every decoded batch (docs/source.md
+"Transforming batches in the task").
+
+Through ``format("hareplica")`` every column a query reads crosses from the source's Python worker into the
+JVM (Arrow → rows); a ``mapInArrow`` that then turns the body into other columns sends them back out
+(rows → Arrow) and in again. With ``batchTransform`` the task calls the function on each decoded
+``pyarrow.RecordBatch`` itself and only its result enters the JVM: for a body decoder (the silver and gold
+apps' msgpack orders) the bodies never do.
+
+The value names a module-level function, ``package.module:function``, importable wherever the tasks run
+(the executors' Python). It is called as ``function(batch, columns)``: ``batch`` holds every column of
+the source's schema (connector.decode.schema), ``columns`` is the tuple of column names of the query's
+schema (``.schema(...)`` on the reader, required with this option); it returns a RecordBatch of exactly
+those columns, in that order, of that schema's types. The same module:function form names the direct
+landing's split (connector.delta.landing, ``landingSplit``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+import pyarrow as pa
+
+
+def import_function(option: str, spec: str) -> Callable:
+    """The function ``spec`` (``package.module:function``) names, for option ``option``.
+
+    Raises connector.options.HAReplicaOptionError naming the option when ``spec`` is malformed, its module
+    does not import or the attribute is missing or not callable.
+    """
+    from connector.options import HAReplicaOptionError
+
+    module_name, _, attr = spec.partition(":")
+    try:
+        if not module_name or not attr:
+            raise ValueError("expected package.module:function")
+        function = getattr(importlib.import_module(module_name), attr)
+        if not callable(function):
+            raise ValueError(f"{attr} is not a function")
+    except (ImportError, AttributeError, ValueError) as e:
+        raise HAReplicaOptionError(option, spec, str(e)) from None
+    return function
+
+
+def transform_batches(batches: Iterable[pa.RecordBatch], spec: str, columns: Sequence[str]
+                      ) -> Iterator[pa.RecordBatch]:
+    """Apply the ``batchTransform`` function ``spec`` to every non-empty batch (module docstring).
+
+    Raises HAReplicaOptionError (option ``batchTransform``) when the function returns anything but a
+    RecordBatch of exactly ``columns``, in order; what the function itself raises propagates.
+    """
+    from connector.options import HAReplicaOptionError
+
+    function = import_function("batchTransform", spec)
+    want = list(columns)
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        out = function(batch, tuple(columns))
+        if not isinstance(out, pa.RecordBatch) or out.schema.names != want:
+            got = out.schema.names if isinstance(out, pa.RecordBatch) else type(out).__name__
+            raise HAReplicaOptionError("batchTransform", spec, f"returned {got}, the query's schema has {want}")
+        yield out

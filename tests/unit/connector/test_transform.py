@@ -1,0 +1,50 @@
+"""``batchTransform``: named by module:function, checked on the driver, its output checked in the task."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from connector.options import HAReplicaOptionError, SourceOptions
+from connector.transform import transform_batches
+
+BROKERS = "broker-a=127.0.0.1:10912"
+
+
+def upper_topics(batch: pa.RecordBatch, columns: tuple[str, ...]) -> pa.RecordBatch:
+    """A transform: the topic in capitals, under the name the query's schema gives."""
+    return pa.record_batch([pa.compute.utf8_upper(batch.column("topic"))], names=list(columns))
+
+
+def wrong_columns(batch: pa.RecordBatch, columns: tuple[str, ...]) -> pa.RecordBatch:
+    return batch.select(["topic"])
+
+
+def test_a_transform_is_checked_when_the_options_are_parsed():
+    spec = f"{__name__}:upper_topics"
+    assert SourceOptions.from_options({"brokers": BROKERS, "batchTransform": spec}).batch_transform == spec
+    assert SourceOptions.from_options({"brokers": BROKERS}).batch_transform is None
+    for bad, problem in (("nocolon", "expected package.module:function"),
+                         ("no_such_module_y:f", "No module named 'no_such_module_y'"),
+                         (f"{__name__}:nothing_here", "nothing_here"),
+                         (f"{__name__}:BROKERS", "BROKERS is not a function")):
+        with pytest.raises(HAReplicaOptionError, match=f"option batchTransform='{bad}': .*{problem}"):
+            SourceOptions.from_options({"brokers": BROKERS, "batchTransform": bad})
+
+
+def test_the_task_applies_it_to_each_nonempty_batch_and_checks_the_columns():
+    batches = [pa.record_batch([pa.array(["a", "b"])], names=["topic"]),
+               pa.record_batch([pa.array([], pa.string())], names=["topic"]),
+               pa.record_batch([pa.array(["c"])], names=["topic"])]
+    out = list(transform_batches(iter(batches), f"{__name__}:upper_topics", ("TOPIC",)))
+    assert [b.to_pydict() for b in out] == [{"TOPIC": ["A", "B"]}, {"TOPIC": ["C"]}]
+    with pytest.raises(HAReplicaOptionError, match=r"returned \['topic'\], the query's schema has \['t', 'n'\]"):
+        list(transform_batches(iter(batches), f"{__name__}:wrong_columns", ("t", "n")))
+
+
+def test_the_direct_landing_refuses_a_transform(tmp_path):
+    from connector.delta.landing import HAReplicaLandingDataSource
+
+    with pytest.raises(HAReplicaOptionError, match="option batchTransform=.*use landingTargets with landingSplit"):
+        HAReplicaLandingDataSource({"brokers": BROKERS, "batchTransform": f"{__name__}:upper_topics",
+                                    "landingPath": str(tmp_path / "t"), "landingAppId": "x"})
