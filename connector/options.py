@@ -105,10 +105,11 @@ Errors: :class:`HAReplicaOptionError` (a ``ValueError``) naming the option and t
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from connector.decode.bodies import BAD_RECORD_MODES, MAX_MAX_INFLATED_BODY_BYTES, MODE_PERMISSIVE
@@ -119,7 +120,6 @@ from connector.protocol.errors import HAReplicaError
 from connector.protocol.ha import HA_CONNECT_TIMEOUT_MS, HA_HOUSEKEEPING_INTERVAL_MS, HA_SEND_HEARTBEAT_INTERVAL_MS
 from connector.protocol.topics import TOPIC_MAX_LENGTH, VALID_TOPIC
 from connector.topic_filter import TopicFilter
-from connector.transform import import_function
 
 log = logging.getLogger(__name__)
 
@@ -326,6 +326,24 @@ class SourceOptions:
                    max_bytes_per_trigger=max_bytes, fetch=fetch, slaves=slaves, read_from=read_from,
                    min_in_sync_slaves=min_in_sync_slaves, min_partitions=min_partitions,
                    max_bytes_per_partition=max_part, batch_transform=transform)
+
+
+def import_function(option: str, spec: str) -> Callable:
+    """The function ``spec`` (``package.module:function``) names, for option ``option``.
+
+    Raises connector.options.HAReplicaOptionError naming the option when ``spec`` is malformed, its module
+    does not import or the attribute is missing or not callable.
+    """
+    module_name, _, attr = spec.partition(":")
+    try:
+        if not module_name or not attr:
+            raise ValueError("expected package.module:function")
+        function = getattr(importlib.import_module(module_name), attr)
+        if not callable(function):
+            raise ValueError(f"{attr} is not a function")
+    except (ImportError, AttributeError, ValueError) as e:
+        raise HAReplicaOptionError(option, spec, str(e)) from None
+    return function
 
 
 def parse_topic_filter(opts: Mapping[str, str]) -> TopicFilter:

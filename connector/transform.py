@@ -17,30 +17,11 @@ landing's split (connector.delta.landing, ``landingSplit``).
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
-
-def import_function(option: str, spec: str) -> Callable:
-    """The function ``spec`` (``package.module:function``) names, for option ``option``.
-
-    Raises connector.options.HAReplicaOptionError naming the option when ``spec`` is malformed, its module
-    does not import or the attribute is missing or not callable.
-    """
-    from connector.options import HAReplicaOptionError
-
-    module_name, _, attr = spec.partition(":")
-    try:
-        if not module_name or not attr:
-            raise ValueError("expected package.module:function")
-        function = getattr(importlib.import_module(module_name), attr)
-        if not callable(function):
-            raise ValueError(f"{attr} is not a function")
-    except (ImportError, AttributeError, ValueError) as e:
-        raise HAReplicaOptionError(option, spec, str(e)) from None
-    return function
+from connector.options import HAReplicaOptionError, import_function
 
 
 def transform_batches(batches: Iterable[pa.RecordBatch], spec: str, columns: Sequence[str]
@@ -50,8 +31,6 @@ def transform_batches(batches: Iterable[pa.RecordBatch], spec: str, columns: Seq
     Raises HAReplicaOptionError (option ``batchTransform``) when the function returns anything but a
     RecordBatch of exactly ``columns``, in order; what the function itself raises propagates.
     """
-    from connector.options import HAReplicaOptionError
-
     function = import_function("batchTransform", spec)
     want = list(columns)
     for batch in batches:

@@ -65,9 +65,8 @@ from connector.delta.location import open_delta_table
 from connector.delta.messages import MESSAGE_COLUMN, messages_of_rows
 from connector.delta.options import DeltaSinkOptions
 from connector.delta.sink import DeltaLakeStreamWriter, checked_stream_writer
-from connector.options import HAReplicaOptionError, SourceOptions
+from connector.options import HAReplicaOptionError, SourceOptions, import_function
 from connector.source import HAReplicaInputPartition, HAReplicaStreamReader, read_partition
-from connector.transform import import_function
 
 log = logging.getLogger(__name__)
 

@@ -75,7 +75,7 @@ class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
             task.discard()
             raise
 
-    def open_task(self) -> "DeltaLakeTaskWrite":
+    def open_task(self) -> DeltaLakeTaskWrite:
         """This task's file writer (on an executor, inside a Spark task; partition and attempt from its
         TaskContext, 0 outside one). Use it as :meth:`write` does: ``write`` batches, then ``close`` for the
         commit message, or ``discard`` on failure."""

@@ -31,8 +31,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming_apps.apps.common import (LANDING_DIRECT, AppConfig, AppError, DeltaSink, hareplica_stream,
-                                        trigger_kwargs)
+from streaming_apps.apps.common import LANDING_DIRECT, AppConfig, AppError, DeltaSink, hareplica_stream, trigger_kwargs
 from streaming_apps.apps.orders import decode_order_batch, decoded_ddl
 from streaming_apps.workload import ORDER_TOPICS
 

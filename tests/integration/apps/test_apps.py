@@ -292,8 +292,11 @@ def test_direct_landing_is_for_bronze_and_silver_with_the_deltalake_sink(broker,
 
 
 def test_apps_write_checkpoints_with_the_file_system_api_unless_the_session_names_a_class(app_spark):
-    from streaming_apps.apps.common import (CHECKPOINT_FILE_MANAGER_CONF, FILE_SYSTEM_CHECKPOINT_FILE_MANAGER,
-                                            use_file_system_checkpoints)
+    from streaming_apps.apps.common import (
+        CHECKPOINT_FILE_MANAGER_CONF,
+        FILE_SYSTEM_CHECKPOINT_FILE_MANAGER,
+        use_file_system_checkpoints,
+    )
 
     app_spark.conf.unset(CHECKPOINT_FILE_MANAGER_CONF)
     use_file_system_checkpoints(app_spark)  # what start_app does before any query starts

@@ -86,16 +86,18 @@ def _targets(tmp_path) -> str:
 def test_several_tables_take_a_target_list_and_an_importable_split(tmp_path):
     from connector.delta.landing import landing_writers
 
-    writers, split = landing_writers({"targets": _targets(tmp_path), "split": "streaming_apps.apps.silver:split_silver"})
+    spec = "streaming_apps.apps.silver:split_silver"
+    writers, split = landing_writers({"targets": _targets(tmp_path), "split": spec})
     assert [(w.options.table_uri.rsplit("/", 1)[-1], w.partition_by) for w in writers] == [("a", ()), ("b", ("name",))]
-    assert split == "streaming_apps.apps.silver:split_silver"
+    assert split == spec
 
 
 @pytest.mark.parametrize("options, message", [
     ({"targets": "[]", "split": "json:loads"}, r"option landingTargets='\[\]': expected a non-empty JSON list"),
     ({"targets": '[{"path": "/tmp/t"}]', "split": "json:loads"}, "entry 0 has no appId, schema"),
     ({"targets": "TARGETS"}, "needs landingSplit"),
-    ({"targets": "TARGETS", "split": "json:loads", "path": "/tmp/t"}, "give the tables' options inside it, not as path"),
+    ({"targets": "TARGETS", "split": "json:loads", "path": "/tmp/t"},
+     "give the tables' options inside it, not as path"),
     ({"targets": "TARGETS", "split": "no_such_module_x:f"}, "option landingSplit='no_such_module_x:f': No module"),
     ({"targets": "TARGETS", "split": "json"}, "expected package.module:function"),
     ({"targets": "TARGETS", "split": "json:no_such_function"}, "option landingSplit='json:no_such_function'"),
