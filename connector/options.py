@@ -92,8 +92,8 @@ fetchPrefetchChunks        4             received chunks (<= 1 MiB each) a task'
                                          holds ahead of decoding; 0 receives on the task's thread.
 batchTransform             (none)        ``package.module:function`` the tasks apply to every
                                          decoded batch before Spark sees it
-                                         (:mod:`connector.transform`); needs ``.schema(...)``: the
-                                         function's output columns.
+                                         (:mod:`connector.transform`); ``.schema(...)`` gives
+                                         the function's output columns.
 accessKey / secretKey      (none)        an ACL account of a broker with ``aclEnable=true``: every
                                          remoting request is signed as RocketMQ 4.9.8's
                                          AclClientRPCHook signs it (both or neither; the secret is

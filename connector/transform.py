@@ -10,7 +10,7 @@ apps' msgpack orders) the bodies never do.
 The value names a module-level function, ``package.module:function``, importable wherever the tasks run
 (the executors' Python). It is called as ``function(batch, columns)``: ``batch`` holds every column of
 the source's schema (connector.decode.schema), ``columns`` is the tuple of column names of the query's
-schema (``.schema(...)`` on the reader, required with this option); it returns a RecordBatch of exactly
+schema (``.schema(...)`` on the reader; without one, the source's own schema); it returns a RecordBatch of exactly
 those columns, in that order, of that schema's types. The same module:function form names the direct
 landing's split (connector.delta.landing, ``landingSplit``).
 """
