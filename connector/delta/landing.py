@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import json
 import logging
-import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +61,7 @@ from pyspark.sql.datasource import DataSource
 
 from connector.decode.schema import spark_schema
 from connector.delta.location import open_delta_table
-from connector.delta.messages import MESSAGE_COLUMN, messages_of_rows
+from connector.delta.messages import MESSAGE_COLUMN, message_bytes, messages_of_rows
 from connector.delta.options import DeltaSinkOptions
 from connector.delta.sink import DeltaLakeStreamWriter, checked_stream_writer
 from connector.options import HAReplicaOptionError, SourceOptions, import_function
@@ -224,7 +223,8 @@ class HAReplicaLandingStreamReader(HAReplicaStreamReader):
             raise
         if records == 0:
             return
-        column = pa.concat_arrays([pa.nulls(records - 1, pa.binary()), pa.array([pickle.dumps(messages)], pa.binary())])
+        last = pa.array([message_bytes(messages)], pa.binary())
+        column = pa.concat_arrays([pa.nulls(records - 1, pa.binary()), last])
         yield pa.record_batch([column], schema=MESSAGE_SCHEMA)
 
 

@@ -72,11 +72,13 @@ def files_of(messages: Iterable[WriterCommitMessage | None]) -> list[DataFileInf
     return out
 
 
-def message_bytes(message: DeltaLakeCommitMessage) -> bytes:
-    """A task's commit message as a :data:`MESSAGE_COLUMN` value (pickled; :func:`messages_of_rows` reads it)."""
+def message_bytes(message: DeltaLakeCommitMessage | tuple[DeltaLakeCommitMessage, ...]) -> bytes:
+    """A task's commit message (or, in the direct landing, its tuple of messages, one per table) as a
+    :data:`MESSAGE_COLUMN` value (pickled; :func:`messages_of_rows` reads it)."""
     return pickle.dumps(message)
 
 
-def messages_of_rows(rows: Iterable) -> list[DeltaLakeCommitMessage]:
-    """The commit messages of collected Spark rows holding :func:`message_bytes` in :data:`MESSAGE_COLUMN`."""
+def messages_of_rows(rows: Iterable) -> list:
+    """The commit messages (or tuples of them) of collected Spark rows holding :func:`message_bytes` in
+    :data:`MESSAGE_COLUMN`."""
     return [pickle.loads(r[MESSAGE_COLUMN]) for r in rows]
