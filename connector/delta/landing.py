@@ -77,9 +77,8 @@ LANDING_OPTIONS = {"landingpath": "path", "landingappid": "appId", "landingparti
                    "landingtargetfilesize": "targetFileSize", "landingcompression": "compression",
                    "landingtargets": "targets", "landingsplit": "split"}
 TARGETS_KEY, SPLIT_KEY = "targets", "split"
-#: a landingTargets entry's keys → the Delta sink option they become (schema is the entry's own)
-_TARGET_KEYS = {"path": "path", "appId": "appId", "partitionBy": "partitionBy", "targetFileSize": "targetFileSize",
-                "compression": "compression"}
+#: the keys of a landingTargets entry that are Delta sink options of the same name (``schema`` is the entry's own)
+_TARGET_KEYS = ("path", "appId", "partitionBy", "targetFileSize", "compression")
 MESSAGE_SCHEMA = pa.schema([pa.field(MESSAGE_COLUMN, pa.binary())])
 
 
@@ -169,8 +168,7 @@ def target_writers(targets_json: str) -> list[DeltaLakeStreamWriter]:
             missing = [k for k in ("path", "appId", "schema") if k not in target]
             if missing:
                 raise ValueError(f"entry {i} has no {', '.join(missing)}")
-            options = {_TARGET_KEYS[k]: ",".join(v) if k == "partitionBy" else str(v)
-                       for k, v in target.items() if k in _TARGET_KEYS}
+            options = {k: ",".join(v) if k == "partitionBy" else str(v) for k, v in target.items() if k in _TARGET_KEYS}
             schema = StructType.fromJson(target["schema"])
             writers.append((options, schema))
     except (ValueError, TypeError, KeyError, AttributeError) as e:
