@@ -84,9 +84,10 @@ def decoded_orders(spark, config: AppConfig, columns: Sequence[str] | None = Non
 
 
 def split_silver(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
-    """Decode a batch of :func:`order_messages` rows and route them: ``(silver_orders rows, silver_quarantine
-    rows)``, each with exactly its table's columns (:data:`ORDER_COLUMNS`, :data:`QUARANTINE_COLUMNS`);
-    eventDate is the UTC date of eventTime, as :func:`decoded_orders` computes it."""
+    """Decode a batch of the source's rows (every ``format("hareplica")`` column) and route them:
+    ``(silver_orders rows, silver_quarantine rows)``, each with exactly its table's columns
+    (:data:`ORDER_COLUMNS`, :data:`QUARANTINE_COLUMNS`); eventDate is the UTC date of eventTime, as
+    :func:`decoded_orders` computes it."""
     decoded = decode_order_batch(batch)
     event_date = decoded.column(decoded.schema.get_field_index("eventTime")).cast(pa.date32())  # UTC, floored
     table = pa.Table.from_batches([decoded]).append_column("eventDate", event_date)
@@ -117,7 +118,7 @@ def start(spark, config: AppConfig, sink: DeltaSink) -> list:
     if config.landing == LANDING_DIRECT:
         from connector.delta.landing import LandingTarget, start_direct_landing_tables
 
-        # the tables' schemas as Spark derives them for --sink delta (analysis only, no job)
+        # the tables' schemas as Spark derives them for --landing spark (analysis only, no job)
         targets = [LandingTarget(str(config.table_path(ORDERS_TABLE)), config.app_id(),
                                  decoded.select(*ORDER_COLUMNS).schema, ("eventDate",), config.target_file_size),
                    LandingTarget(str(config.table_path(QUARANTINE_TABLE)), config.app_id(),
