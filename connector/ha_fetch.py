@@ -22,15 +22,18 @@ It speaks the classic RocketMQ 4.9.8 master/slave protocol as a slave that never
   counted and more than ``fetch_retries`` stalls in a row fail the fetch. (Skipping lost bytes is the
   one case where a reconnect reports more than ``start``: it reports commitLogMinOffset, which only
   acknowledges bytes the broker has deleted and no producer can still be waiting for.)
-* **Outages are waited out** (docs/source.md "Broker outages"). A refused or reset connection, or one
-  silent for ``read_timeout_ms``, is reconnected with exponential backoff and jitter
+* **Outages are waited out** (docs/source.md "Broker outages"). A refused or reset connection, one
+  silent for ``read_timeout_ms``, or one that has begun a frame and not delivered all of it after waiting
+  ``read_timeout_ms`` for it in all (a master that drips a frame a byte at a time), is reconnected with
+  exponential backoff and jitter
   (``reconnect_backoff_ms`` .. ``reconnect_backoff_max_ms``, :class:`connector.reconnect.OutageWait`)
   until the broker is back or the outage has lasted ``max_outage_ms``; then :class:`HAFetchError`. The
   outage is logged once when it starts and once when it ends. A reconnect reports ``start`` again
   and discards the bytes it already delivered.
 * **Peers that are not RocketMQ.** A first frame header whose offset is not the one reported, or a
-  peer that sends fewer than the 12 bytes of a frame header and then nothing, is not a RocketMQ HA
-  port: :class:`NotAnHAPortError` at once, naming the address and the first bytes (never retried).
+  peer that never sent a frame and sends fewer than the 12 bytes of a frame header within
+  ``read_timeout_ms``, is not a RocketMQ HA port: :class:`NotAnHAPortError` at once, naming the address
+  and the first bytes (never retried).
 
 The iterator yields ``(offset, bytes)`` chunks that cover ``[start, end)`` exactly and in order (or
 zero-copy ``memoryview`` chunks, see ``copy_chunks``). The only exception is a data-loss skip with
@@ -44,6 +47,7 @@ import logging
 import queue
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from connector.client.net import open_connection
@@ -138,6 +142,7 @@ class HARangeFetcher:
         self.connections = 0
         self.lost_ranges: list[tuple[int, int]] = []
         self.bytes_received = 0  # stream bytes (headers included) over all connections
+        self.frames_received = 0  # whole frames over all connections (0: the peer never showed it speaks HA)
         self._sock: socket.socket | None = None
         self._stop_keepalive: threading.Event | None = None
         self._report_lock = threading.Lock()
@@ -241,7 +246,11 @@ class HARangeFetcher:
         wire = _Wire(self.report_offset)
         while self.delivered < self.end:
             self._receive(sock, reader, wire)
+            frames = wire.frames
             spans, resume = self._parse(reader, wire)
+            if wire.frames != frames:  # whatever is buffered now is a new frame: its wait starts at 0
+                self.frames_received += wire.frames - frames
+                wire.partial_wait_s = 0.0
             if spans and self.outage.active:
                 self.outage.recovered()
             if spans and self.copy_chunks:
@@ -256,14 +265,28 @@ class HARangeFetcher:
         self.close()
 
     def _receive(self, sock: socket.socket, reader: TransferFrameReader, wire: _Wire) -> None:
-        """One ``recv_into`` the reader's buffer; a silent or closing peer raises (see the class)."""
+        """One ``recv_into`` the reader's buffer; a silent, closing or frame-dripping peer raises (see the class).
+
+        The socket timeout bounds one wait for the first byte of a frame; once a frame has begun, the waits
+        for the rest of it share one ``read_timeout_ms`` budget (only time blocked here counts, not the
+        consumer's time between chunks), so a master sending a byte now and then cannot hold the task.
+        """
+        begun = reader.buffered_bytes > 0  # a frame has begun and is not complete
+        timeout_s = self.read_timeout_ms / 1000 - (wire.partial_wait_s if begun else 0.0)
+        if timeout_s <= 0:
+            raise self._incomplete_frame(reader, wire)
+        sock.settimeout(timeout_s)
+        waited_from = time.monotonic()
         try:
             received = sock.recv_into(reader.writable())
         except TimeoutError:
-            if not wire.frames and reader.buffered_bytes:
-                raise self._not_ha(reader.head(64), "then nothing, less than one frame header") from None
+            if begun:
+                raise self._incomplete_frame(reader, wire) from None
             raise _Stall(f"no bytes from the master for {self.read_timeout_ms} ms while waiting for offset "
                          f"{wire.offset}") from None
+        finally:
+            if begun:
+                wire.partial_wait_s += time.monotonic() - waited_from
         if not received:
             if not wire.frames and reader.buffered_bytes:
                 raise self._not_ha(reader.head(64), "then closed the connection")
@@ -311,6 +334,14 @@ class HARangeFetcher:
                 spans.append((lo, body[lo - first:hi - first]))
                 self.delivered = hi
         return spans, None
+
+    def _incomplete_frame(self, reader: TransferFrameReader, wire: _Wire) -> Exception:
+        """A frame begun but not whole after ``read_timeout_ms`` of waiting: from a peer that never sent a
+        whole frame header, NotAnHAPortError; else a stall (reconnect, bounded by ``max_outage_ms``)."""
+        if not self.frames_received and not wire.frames and reader.peek_header() is None:
+            return self._not_ha(reader.head(64), f"then less than one frame header in {self.read_timeout_ms} ms")
+        return _Stall(f"the master sent only {reader.buffered_bytes} bytes of the frame at offset {wire.offset} in "
+                      f"{self.read_timeout_ms} ms (readTimeoutMs bounds a whole frame)")
 
     def _not_ha(self, first: bytes, what: str) -> NotAnHAPortError:
         return NotAnHAPortError(f"{self.ha_addr} (broker {self.broker}) is not a RocketMQ HA port: it answered the "
@@ -365,12 +396,13 @@ class _Stall(Exception):
 class _Wire:
     """Internal: where one connection's stream stands."""
 
-    __slots__ = ("offset", "stalls", "frames")
+    __slots__ = ("offset", "stalls", "frames", "partial_wait_s")
 
     def __init__(self, offset: int):
         self.offset = offset  # CommitLog offset where the next frame must start
         self.stalls = 0  # heartbeats in a row while bytes are expected
         self.frames = 0  # frames parsed (0: the peer has not yet shown it speaks HA)
+        self.partial_wait_s = 0.0  # seconds spent waiting for the rest of the frame begun in the buffer
 
 
 

@@ -249,6 +249,54 @@ def test_an_echo_server_on_the_ha_port_is_named(replay):
         fetch_all(HARangeFetcher(master.addr, 5000, 9000, read_timeout_ms=300, max_outage_ms=60000))
 
 
+DRIP_EVERY_S = 0.05
+DRIP_FOR_S = 8.0
+
+
+def test_a_master_dripping_a_frame_byte_by_byte_is_bounded_by_the_outage_limit(replay, commitlog):
+    """Issue 22 item 6: one whole frame, then the next frame one byte at a time. Every recv gets a byte well
+    within readTimeoutMs, so only a bound on the whole frame stops it: the fetch fails once the outage
+    (reconnects that bring no new byte) has lasted maxOutageMs, not when the master stops dripping."""
+
+    def script(report, conn):
+        conn.sendall(_frames(commitlog, report, report + 1000))
+        stop_at = time.monotonic() + DRIP_FOR_S
+        for byte in _frames(commitlog, report + 1000, report + 3000):
+            if time.monotonic() > stop_at:
+                return
+            conn.sendall(bytes([byte]))
+            time.sleep(DRIP_EVERY_S)
+
+    master = replay(script)
+    started = time.monotonic()
+    with pytest.raises(HAFetchError, match=r"longer than maxOutageMs=1000; last error: the master sent only \d+ "
+                                           r"bytes of the frame at offset 6000 in 300 ms.*stopped at offset 6000"):
+        fetch_all(HARangeFetcher(master.addr, 5000, 9000, read_timeout_ms=300, max_outage_ms=1000,
+                                 reconnect_backoff_ms=10, reconnect_backoff_max_ms=20))
+    held_s = time.monotonic() - started
+    assert held_s < 0.3 + 1.0 + 2.0, f"held {held_s:.1f} s"  # readTimeoutMs + maxOutageMs + slack
+
+
+def test_a_consumer_slower_than_read_timeout_does_not_count_against_a_frame(replay, commitlog):
+    """Only time spent waiting for the master counts: a consumer that holds each chunk longer than
+    readTimeoutMs while the next frame is half in the buffer does not make a stall."""
+
+    def script(report, conn):
+        data = _frames(commitlog, report, report + 40000, size=8000)
+        for i in range(0, len(data), 5000):  # every send ends inside a frame
+            conn.sendall(data[i:i + 5000])
+            time.sleep(0.01)
+
+    master = replay(script)
+    fetcher = HARangeFetcher(master.addr, 5000, 45000, read_timeout_ms=200, max_outage_ms=0, copy_chunks=True)
+    got = []
+    with fetcher:
+        for chunk in fetcher:
+            got.append(chunk)
+            time.sleep(0.25)
+    assert b"".join(c for _, c in got) == commitlog[5000:45000] and fetcher.connections == 1
+
+
 def test_reconnect_resumes_without_duplicates_and_without_reporting_more(replay, commitlog):
     calls = []
 
