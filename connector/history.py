@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from connector.client.admin import HA_PROTOCOL_AUTOSWITCH, HA_PROTOCOL_CLASSIC
+from connector.ha_autoswitch_fetch import AutoSwitchRangeFetcher
 from connector.ha_fetch import HARangeFetcher
 from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
@@ -169,13 +171,17 @@ def first_boundary_at_or_after(buf: bytes, base: int, start: int, mapped_file_si
     return None
 
 
-def fetch_range(ha_addr: str, start: int, end: int, *, broker: str, fetch, server_is_slave: bool) -> bytes:
+def fetch_range(ha_addr: str, start: int, end: int, *, broker: str, fetch, server_is_slave: bool,
+                protocol: str = HA_PROTOCOL_CLASSIC) -> bytes:
     """CommitLog bytes ``[start, end)`` over the HA port (reporting ``start``; see connector.ha_fetch for
     why a report acknowledges nothing new when ``start`` is already landed). ``fetch`` is the query's
-    :class:`connector.options.FetchSettings`. Raises what HARangeFetcher raises."""
+    :class:`connector.options.FetchSettings`; ``protocol`` the port's HA protocol (``"classic"`` or
+    ``"autoswitch"``, :meth:`connector.client.admin.BrokerAdminClient.ha_protocol`). Raises what
+    HARangeFetcher raises."""
     if end <= start:
         return b""
-    fetcher = HARangeFetcher(ha_addr, start, end, broker=broker, connect_timeout_ms=fetch.connect_timeout_ms,
+    fetcher_class = AutoSwitchRangeFetcher if protocol == HA_PROTOCOL_AUTOSWITCH else HARangeFetcher
+    fetcher = fetcher_class(ha_addr, start, end, broker=broker, connect_timeout_ms=fetch.connect_timeout_ms,
                              read_timeout_ms=fetch.read_timeout_ms, fetch_retries=fetch.fetch_retries,
                              heartbeat_interval_ms=fetch.heartbeat_interval_ms, fail_on_data_loss=True,
                              server_is_slave=server_is_slave, reconnect_backoff_ms=fetch.reconnect_backoff_ms,

@@ -34,8 +34,10 @@ around batch ends, to fingerprint and check the record before each offset (:mod:
 * **Slaves** (``slaves``, ``readFrom``, ``minInSyncSlaves``): batches end at what enough slaves hold,
   rounded down to a known record boundary, and partitions may be read from a slave's HA port; see
   :mod:`connector.planning`, which also holds the SYNC_MASTER acknowledgement rule.
-* **Other HA variants.** The first contact asks GET_BROKER_CONFIG and fails fast with
-  UnsupportedBrokerModeError for a DLedger broker or a controller-mode (AutoSwitch) one.
+* **HA variants.** The first contact asks GET_BROKER_CONFIG: a 5.x broker in controller mode is read over
+  AutoSwitch HA (:mod:`connector.ha_autoswitch_fetch`) and its batches end at or below the master's
+  confirmOffset (docs/source.md "RocketMQ 5.x controller mode"); a DLedger broker fails fast with
+  UnsupportedBrokerModeError.
 """
 
 from __future__ import annotations
@@ -49,12 +51,13 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 
-from connector.client.admin import BrokerAdminClient
+from connector.client.admin import HA_PROTOCOL_AUTOSWITCH, HA_PROTOCOL_CLASSIC, BrokerAdminClient
 from connector.client.consume_queue import ConsumeQueueReader
 from connector.client.remoting import BrokerAdminError, BrokerUnreachableError
 from connector.data_loss import on_data_loss
 from connector.decode.schema import column_subset, spark_schema
 from connector.decode.stream import CommitLogArrowDecoder
+from connector.ha_autoswitch_fetch import AutoSwitchRangeFetcher, probe_master
 from connector.ha_fetch import HARangeFetcher, prefetch_chunks
 from connector.history import FINGERPRINT_KEY, check_start, end_fingerprint, fetch_range, fingerprints_of
 from connector.options import (
@@ -99,6 +102,8 @@ class HAReplicaInputPartition(InputPartition):
     columns: tuple[str, ...] | None = None
     #: ``batchTransform`` (connector.transform); ``columns`` are then the query schema's, its output
     transform: str | None = None
+    #: the HA protocol of ``ha_addr``: ``"classic"`` or ``"autoswitch"`` (5.x controller mode)
+    ha_protocol: str = HA_PROTOCOL_CLASSIC
 
 
 class HAReplicaDataSource(DataSource):
@@ -149,6 +154,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._outages: dict[str, OutageWait] = {}  # by broker set name
         self._trusted: dict[str, int] = {}  # batch ends this reader computed, while the log never went back
         self._verified: dict[tuple, int] = {}  # (broker, start, fingerprint) -> where reading really starts
+        self._protocols: dict[str, str] = {}  # broker set name -> HA protocol of its master
 
     def __getstate__(self) -> dict:
         # the reader is pickled to executors for read(); connections and caches stay on the driver
@@ -198,7 +204,12 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     errors.append(exc)
                     continue
                 wait.recovered()
-                admin.check_classic_ha(config)
+                protocol = admin.ha_protocol(config)
+                if protocol == HA_PROTOCOL_AUTOSWITCH and self.options.read_from == READ_FROM_SLAVE:
+                    raise HAReplicaOptionError("readFrom", self.options.read_from,
+                                               f"broker {broker.name} runs in controller mode (AutoSwitch HA): "
+                                               "hareplica reads controller-mode brokers from the master only")
+                self._protocols[broker.name] = protocol
                 view = BrokerSetView(broker.name, admin.mapped_file_size(config), ack_window_ms=ack_window_ms(config))
                 self._views[broker.name] = view
                 return view
@@ -344,12 +355,33 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 target = min(target, view.floor_boundary(best.max_offset, begin))
         if self._trigger_target is not None and view.name in self._trigger_target:
             target = min(target, self._trigger_target[view.name])
+        if target > begin and self._protocols.get(view.name) == HA_PROTOCOL_AUTOSWITCH:
+            target = min(target, self._confirmed_end(view, begin))
         target = max(begin, target)
         safe = view.ack_safe_end(begin, target, time.monotonic())
         if safe < target:
             log.info("broker %s: SYNC_MASTER bytes below %d were appended less than %d ms ago; the batch ends "
                      "there so no reader acknowledges them before they land", view.name, safe, view.ack_window_ms)
         return safe
+
+    def _confirmed_end(self, view: BrokerSetView, begin: int) -> int:
+        """A controller-mode master's confirmOffset (docs/protocol.md §10.6) rounded down to a known record
+        boundary, asked over AutoSwitch HA with a report of ``begin`` (already landed); ``begin`` when the
+        master cannot be asked (the batch waits)."""
+        fetch = self.options.fetch
+        try:
+            state = probe_master(view.master.endpoint.ha_addr, begin, connect_timeout_ms=fetch.connect_timeout_ms,
+                                 read_timeout_ms=fetch.read_timeout_ms)
+        except (OSError, HAReplicaError) as exc:
+            log.warning("broker %s: cannot ask the controller-mode master %s for its confirmOffset (%s); the batch "
+                        "waits", view.name, view.master.endpoint.ha_addr, exc)
+            return begin
+        confirm = state.confirm_offset
+        if confirm is None or confirm >= view.master.max_offset:
+            return view.master.max_offset
+        log.info("broker %s: confirmOffset %d is below commitLogMaxOffset %d; the batch ends at or below it",
+                 view.name, confirm, view.master.max_offset)
+        return view.floor_boundary(confirm, begin)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """End offset of the next micro-batch (see the module doc for how the read limit cuts it)."""
@@ -378,7 +410,8 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def _read_bytes(self, view: BrokerSetView, broker: BrokerEndpoint, lo: int, hi: int) -> bytes:
         server = view.server_for(lo, hi, self.options.read_from == READ_FROM_SLAVE)
         return fetch_range(server.endpoint.ha_addr, lo, hi, broker=broker.name, fetch=self.options.fetch,
-                           server_is_slave=server.role == "slave")
+                           server_is_slave=server.role == "slave",
+                           protocol=self._protocols.get(broker.name, HA_PROTOCOL_CLASSIC))
 
     def _verified_begin(self, broker: BrokerEndpoint, view: BrokerSetView, start: dict | None, begin: int,
                         min_offset: int, max_offset: int) -> int:
@@ -487,7 +520,8 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 parts.append(HAReplicaInputPartition(
                     broker=view.name, ha_addr=server.endpoint.ha_addr, remoting_addr=server.endpoint.remoting_addr,
                     start=begin, end=slice_end, mapped_file_size=view.mapped_file_size, fetch=self.options.fetch,
-                    server_role=server.role, columns=self.columns, transform=self.options.batch_transform))
+                    server_role=server.role, columns=self.columns, transform=self.options.batch_transform,
+                    ha_protocol=self._protocols.get(view.name, HA_PROTOCOL_CLASSIC)))
         log.info("planned %d partition(s) for %s -> %s", len(parts), start, end)
         return parts
 
@@ -570,7 +604,8 @@ def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatc
         decompress_body=fetch.decompress_body, max_records_per_batch=fetch.max_records_per_batch,
         max_bytes_per_batch=fetch.max_bytes_per_batch, topic_filter=fetch.topic_filter, mode=fetch.mode,
         verify_body_crc=fetch.verify_body_crc, max_inflated_body_bytes=fetch.max_inflated_body_bytes)
-    fetcher = HARangeFetcher(
+    fetcher_class = AutoSwitchRangeFetcher if partition.ha_protocol == HA_PROTOCOL_AUTOSWITCH else HARangeFetcher
+    fetcher = fetcher_class(
         partition.ha_addr, partition.start, partition.end, broker=partition.broker,
         connect_timeout_ms=fetch.connect_timeout_ms, read_timeout_ms=fetch.read_timeout_ms,
         fetch_retries=fetch.fetch_retries, heartbeat_interval_ms=fetch.heartbeat_interval_ms,

@@ -70,9 +70,10 @@ def check_writable_dir(flag: str, path: Path) -> None:
 
 def check_brokers(options: SourceOptions, timeout_ms: int = PREFLIGHT_TIMEOUT_MS) -> None:
     """Ask each configured master (GET_BROKER_CONFIG) once; raises PreflightError naming the broker when it
-    cannot be reached, is not a RocketMQ broker, or runs DLedger or controller mode (no classic HA port,
-    :meth:`connector.client.admin.BrokerAdminClient.check_classic_ha`). With ``readFrom=slave`` a master that is down is
-    accepted (the source reads around it) when one of its slaves answers."""
+    cannot be reached, is not a RocketMQ broker, or runs a DLedger CommitLog (no HA port,
+    :meth:`connector.client.admin.BrokerAdminClient.ha_protocol`; controller mode is read over AutoSwitch HA).
+    With ``readFrom=slave`` a master that is down is accepted (the source reads around it) when one of its
+    slaves answers."""
     for broker in options.brokers:
         endpoints = [broker, *options.slaves_of(broker.name)] if options.read_from == "slave" else [broker]
         problems = []
@@ -80,7 +81,7 @@ def check_brokers(options: SourceOptions, timeout_ms: int = PREFLIGHT_TIMEOUT_MS
             role = "master" if endpoint is broker else "slave"
             with BrokerAdminClient(endpoint.remoting_addr, min(timeout_ms, options.fetch.connect_timeout_ms)) as admin:
                 try:
-                    admin.check_classic_ha(admin.broker_config())
+                    admin.ha_protocol(admin.broker_config())
                 except NotARocketMQBrokerError as exc:
                     raise PreflightError(f"broker {broker.name} ({role}): {exc}") from None
                 except UnsupportedBrokerModeError as exc:

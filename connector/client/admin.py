@@ -42,7 +42,13 @@ _NOT_READY_REMARK = "java.util.NoSuchElementException"
 
 
 class UnsupportedBrokerModeError(HAReplicaError):
-    """The broker does not serve the classic master/slave HA protocol (DLedger or controller mode)."""
+    """The broker serves no HA protocol hareplica speaks (a DLedger CommitLog)."""
+
+
+#: what :meth:`BrokerAdminClient.ha_protocol` returns: the classic protocol (docs/protocol.md §2)...
+HA_PROTOCOL_CLASSIC = "classic"
+#: ... or 5.x controller mode's AutoSwitch protocol (docs/protocol.md §10)
+HA_PROTOCOL_AUTOSWITCH = "autoswitch"
 
 
 class BrokerAdminClient:
@@ -183,16 +189,15 @@ class BrokerAdminClient:
                                    f"{raw!r}, not a positive integer")
         return size
 
-    def check_classic_ha(self, config: dict[str, str] | None = None) -> None:
-        """Raise UnsupportedBrokerModeError when the broker runs DLedger (``enableDLegerCommitLog``) or
-        controller mode (``enableControllerMode``, 5.x): neither serves the classic HA port (docs/protocol.md §2.1).
-        """
+    def ha_protocol(self, config: dict[str, str] | None = None) -> str:
+        """The HA protocol the broker's HA port speaks: ``"classic"`` (docs/protocol.md §2) or, for a 5.x broker
+        in controller mode (``enableControllerMode``), ``"autoswitch"`` (docs/protocol.md §10). Raises
+        UnsupportedBrokerModeError for a DLedger CommitLog (``enableDLegerCommitLog``): it has no HA port."""
         config = self.broker_config() if config is None else config
         if config.get("enableDLegerCommitLog", "false").strip().lower() == "true":
             raise UnsupportedBrokerModeError(
-                f"broker {self.addr} runs a DLedger CommitLog (enableDLegerCommitLog=true): it has no classic HA "
-                "port, so hareplica cannot replicate it")
+                f"broker {self.addr} runs a DLedger CommitLog (enableDLegerCommitLog=true): it has no HA port "
+                "(its log replicates over DLedger's own protocol), so hareplica cannot replicate it")
         if config.get("enableControllerMode", "false").strip().lower() == "true":
-            raise UnsupportedBrokerModeError(
-                f"broker {self.addr} runs in controller (AutoSwitch) mode (enableControllerMode=true): its HA port "
-                "speaks the AutoSwitch protocol with handshake and epochs, not the classic one hareplica speaks")
+            return HA_PROTOCOL_AUTOSWITCH
+        return HA_PROTOCOL_CLASSIC

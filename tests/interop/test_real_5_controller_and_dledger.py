@@ -1,10 +1,11 @@
-"""Real RocketMQ 5.x brokers hareplica refuses: controller mode (AutoSwitch HA) and DLedger (issue 13 §3).
+"""A real RocketMQ 5.x broker hareplica refuses: a DLedger CommitLog (issue 13 §3, issue 20 §4).
 
-One real 5.5.0 controller (``ControllerStartup``, a DLedger controller group of one) with one real broker in
-controller mode registered with it, and one real broker running a DLedger CommitLog (a group of one, ``n0``)
-per module — no name server. Both serve requests (a send is SEND_OK), yet neither speaks the classic HA
-protocol: ``format("hareplica")`` and ``hareplica run bronze`` fail at start with one line naming the mode,
-read from the real broker's GET_BROKER_CONFIG answer (docs/real_peers.md, "RocketMQ 5.x").
+One real 5.5.0 broker running a DLedger CommitLog (a group of one, ``n0``) per module — no name server. It
+serves requests (a send is SEND_OK), yet has no HA port: its log replicates over DLedger's own protocol, with
+entries wrapping the CommitLog records. ``format("hareplica")`` and ``hareplica run bronze`` fail at start with
+one line naming the mode, read from the real broker's GET_BROKER_CONFIG answer (docs/real_peers.md, "RocketMQ
+5.x"). A broker in controller mode used to be refused the same way; it is read now
+(test_source_real_5_controller.py), and GET_BROKER_CONFIG tells the two apart.
 """
 
 from __future__ import annotations
@@ -18,37 +19,12 @@ from connector.client.producer import Producer
 from tests.faults.test_cli_errors import hareplica, one_line
 from tests.integration.connector.conftest import run_stream
 from tests.interop.peers import FILE_SIZE
-from tests.support.brokers import broker_config, wait_for
-from tests.support.jvm_peers import RealBroker, RealController
+from tests.support.jvm_peers import RealBroker
 
-CONTROLLER_MESSAGE = "runs in controller (AutoSwitch) mode (enableControllerMode=true)"
 DLEDGER_MESSAGE = "runs a DLedger CommitLog (enableDLegerCommitLog=true)"
 
 
 # These processes keep nothing worth a clean stop (10-20 s each for the shutdown hooks): killed at the end.
-
-@pytest.fixture(scope="module")
-def controller(tmp_path_factory):
-    ctl = RealController.start(tmp_path_factory.mktemp("real-5-controller"))
-    try:
-        yield ctl
-    finally:
-        ctl.kill9()
-
-
-@pytest.fixture(scope="module")
-def controller_mode_broker(tmp_path_factory, controller):
-    broker = RealBroker.start(tmp_path_factory.mktemp("real-5-controller-mode"), version="5", namesrvAddr="",
-                              enableControllerMode=True, controllerAddr=controller.addr,
-                              mappedFileSizeCommitLog=FILE_SIZE)
-    try:
-        # the controller elects it master of its broker set (a set of one); until then sends are refused
-        wait_for(lambda: broker_config(broker.remoting_addr).get("brokerRole") == "SYNC_MASTER" or None,
-                 "the controller to elect the 5.x broker master", timeout_s=60, interval_s=0.5)
-        yield broker
-    finally:
-        broker.kill9()
-
 
 @pytest.fixture(scope="module")
 def dledger_broker(tmp_path_factory):
@@ -61,12 +37,10 @@ def dledger_broker(tmp_path_factory):
         broker.kill9()
 
 
-@pytest.fixture(scope="module", params=["controller", "dledger"])
-def refused(request) -> tuple[RealBroker, str]:
-    """(a real 5.x broker in a mode hareplica refuses, the message's distinctive part)."""
-    if request.param == "controller":
-        return request.getfixturevalue("controller_mode_broker"), CONTROLLER_MESSAGE
-    return request.getfixturevalue("dledger_broker"), DLEDGER_MESSAGE
+@pytest.fixture(scope="module")
+def refused(dledger_broker) -> tuple[RealBroker, str]:
+    """(the real 5.x broker hareplica refuses, the message's distinctive part)."""
+    return dledger_broker, DLEDGER_MESSAGE
 
 
 def test_the_real_broker_serves_and_says_its_mode_in_get_broker_config(refused):
@@ -76,7 +50,7 @@ def test_the_real_broker_serves_and_says_its_mode_in_get_broker_config(refused):
     with BrokerAdminClient(broker.remoting_addr, 5000) as admin:
         config = admin.broker_config()
         with pytest.raises(UnsupportedBrokerModeError) as err:
-            admin.check_classic_ha(config)
+            admin.ha_protocol(config)
     assert f"broker {broker.remoting_addr} {message}" in str(err.value)
 
 
@@ -90,10 +64,10 @@ def test_format_hareplica_fails_at_start(hareplica_spark_session, refused, tmp_p
 
 
 @pytest.mark.spark
-def test_hareplica_run_bronze_fails_at_start_with_one_line(controller_mode_broker, tmp_path):
-    broker = controller_mode_broker
+def test_hareplica_run_bronze_fails_at_start_with_one_line(dledger_broker, tmp_path):
+    broker = dledger_broker
     result = hareplica("run", "bronze", "--workdir", str(tmp_path / "w"), "--trigger", "available-now",
                        "--brokers", f"broker-a={broker.ha_addr}/{broker.remoting_addr}", cwd=tmp_path)
     assert result.returncode == 2, result.stderr[-3000:]  # refused by the preflight, before Spark starts
     line = one_line(result)
-    assert f"UnsupportedBrokerModeError: broker {broker.remoting_addr} {CONTROLLER_MESSAGE}" in line, line
+    assert f"UnsupportedBrokerModeError: broker {broker.remoting_addr} {DLEDGER_MESSAGE}" in line, line

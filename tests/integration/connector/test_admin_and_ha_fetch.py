@@ -24,7 +24,7 @@ def test_admin_reads_offsets_and_config_of_the_stub(fixture_master):
         assert admin.mapped_file_size() == MAPPED_FILE_SIZE
         config = admin.broker_config()
         assert config["brokerRole"] == "ASYNC_MASTER"
-        admin.check_classic_ha(config)
+        assert admin.ha_protocol(config) == "classic"
         assert admin.runtime_info()["brokerVersionDesc"] == "V4_9_8"
         with pytest.raises(BrokerAdminError, match=f"request \\(9999\\) to broker {fixture_master.remoting_addr} "
                                                    "answered code 3"):

@@ -1,0 +1,235 @@
+"""Fetch CommitLog bytes ``[start, end)`` from a RocketMQ 5.x controller-mode master over AutoSwitch HA
+(docs/protocol.md §10), and probe such a master's epochs and confirmOffset for the driver.
+
+:class:`AutoSwitchRangeFetcher` is :class:`connector.ha_fetch.HARangeFetcher` with the AutoSwitch wire
+format: per connection it sends the 16-byte handshake as an async learner (``slaveBrokerId`` -1), reads the
+master's handshake reply (max offset and epoch entries), then sends 12-byte TRANSFER reports and reads
+36-byte-header transfer frames. Everything else is the classic fetcher's: outages waited out, heartbeat
+stalls probed for data loss, chunks yielded in order, reports that carry ``start`` only (docs/protocol.md
+§10.7 says why that acknowledges nothing new). Differences:
+
+* **Offset 0.** A report of 0 makes the master start at its commitLogMinOffset (§10.2), not at its last
+  file, so no byte is supplied locally; a first frame above 0 means bytes ``[0, frame offset)`` are gone
+  (DataLossError, or skipped with ``fail_on_data_loss=False``).
+* **Epochs.** Each data frame's ``(epoch, epochStartOffset)`` must be the handshake entry that covers its
+  offset, and its body must end inside that entry (the master cuts frames at epoch ends, §10.5); anything
+  else is HAProtocolError naming the frame and the entry: the master's history is not the one it announced.
+* **confirmOffset** of the newest frame is kept in :attr:`AutoSwitchRangeFetcher.confirm_offset`.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from connector.client.net import open_connection
+from connector.ha_fetch import RECV_BUFFER_BYTES, HARangeFetcher, NotAnHAPortError, _Stall, _Wire
+from connector.options import DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_READ_TIMEOUT_MS
+from connector.protocol.errors import HAProtocolError
+from connector.protocol.ha_autoswitch import (
+    AutoSwitchFrameReader,
+    EpochHistory,
+    HandshakeReply,
+    SlaveHandshake,
+    TransferHeader,
+    encode_slave_report,
+)
+
+#: the handshake hareplica sends: an async learner without broker id (docs/protocol.md §10.7)
+LEARNER_HANDSHAKE = SlaveHandshake()
+
+
+class AutoSwitchRangeFetcher(HARangeFetcher):
+    """Fetch CommitLog bytes ``[start, end)`` from a controller-mode master's HA port (AutoSwitch HA).
+
+    Arguments, iteration, errors and :func:`connector.ha_fetch.prefetch_chunks` use as for
+    :class:`connector.ha_fetch.HARangeFetcher` (offsets in bytes, times in ms). After a connection's
+    handshake, :attr:`handshake` holds the master's reply (:class:`HandshakeReply`); :attr:`confirm_offset`
+    the confirmOffset of the newest frame (None before one).
+    """
+
+    protocol = "autoswitch"
+
+    def __init__(self, ha_addr: str, start: int, end: int, **kwargs):
+        super().__init__(ha_addr, start, end, **kwargs)
+        self.report_offset = start  # 0 is legal here: the master then starts at its min offset
+        self.handshake: HandshakeReply | None = None
+        self.confirm_offset: int | None = None
+
+    def _send_report(self) -> None:
+        sock = self._sock
+        if sock is None:
+            return
+        with self._report_lock:
+            sock.sendall(encode_slave_report(self.report_offset))
+            self.reports_sent.append(self.report_offset)
+
+    def _handshake(self, sock: socket.socket, reader: AutoSwitchFrameReader) -> HandshakeReply:
+        """Send the learner handshake, return the master's reply; then send the first report and start the
+        keep-alive reports. A peer that answers something else is not an AutoSwitch HA port."""
+        sock.sendall(LEARNER_HANDSHAKE.encode())
+        while True:
+            try:
+                reply = reader.next_handshake()
+            except HAProtocolError as exc:
+                raise self._not_ha(reader.head(64), f"not an AutoSwitch handshake reply ({exc})") from None
+            if reply is not None:
+                break
+            try:
+                received = sock.recv_into(reader.writable())
+            except TimeoutError:
+                raise _Stall(f"no handshake reply from the master for {self.read_timeout_ms} ms") from None
+            if not received:
+                if reader.buffered_bytes:
+                    raise self._not_ha(reader.head(64), "then closed the connection")
+                raise ConnectionResetError("master closed the connection before its handshake reply")
+            self.bytes_received += received
+            reader.wrote(received)
+        try:
+            reply.history()
+        except ValueError as exc:
+            raise HAProtocolError(f"{self._where()}: the master's handshake reply lists {exc}") from None
+        self.handshake = reply
+        self._send_report()
+        stop = threading.Event()
+        self._stop_keepalive = stop
+        threading.Thread(target=self._keepalive, args=(stop,), name=f"ha-keepalive-{self.broker}",
+                         daemon=True).start()
+        return reply
+
+    def _not_ha(self, first: bytes, what: str) -> NotAnHAPortError:
+        return NotAnHAPortError(f"{self.ha_addr} (broker {self.broker}) is not a RocketMQ AutoSwitch HA port: it "
+                                f"answered the 16-byte handshake with {first[:32]!r}, {what}")
+
+    def _session(self) -> Iterator[tuple[int, bytes | memoryview]]:
+        sock = open_connection(self.ha_addr, self.connect_timeout_ms / 1000)
+        self._sock = sock
+        self.connections += 1
+        sock.settimeout(self.read_timeout_ms / 1000)
+        reader = AutoSwitchFrameReader(buffer_bytes=RECV_BUFFER_BYTES)
+        history = self._handshake(sock, reader).history()
+        wire = _Wire(self.report_offset)
+        while self.delivered < self.end:
+            spans, resume = self._parse_transfer(reader, wire, history)
+            if spans and self.outage.active:
+                self.outage.recovered()
+            if spans and self.copy_chunks:
+                yield spans[0][0], b"".join(piece for _, piece in spans)
+            elif spans:
+                yield from spans
+            del spans
+            if resume is not None:
+                yield resume, b""
+                self.close()
+                return
+            if self.delivered < self.end:
+                self._receive(sock, reader, wire)
+        self.close()
+
+    def _parse_transfer(self, reader: AutoSwitchFrameReader, wire: _Wire,
+                        history: EpochHistory) -> tuple[list[tuple[int, memoryview]], int | None]:
+        """Like HARangeFetcher._parse, for transfer frames (36-byte headers) checked against ``history``."""
+        spans: list[tuple[int, memoryview]] = []
+        while self.delivered < self.end:
+            try:
+                header = reader.peek_transfer()
+            except HAProtocolError as exc:
+                raise HAProtocolError(f"{self._where()}: {exc}") from None
+            if header is None:
+                break
+            if not wire.frames and header.body_size and header.offset != wire.offset:
+                if wire.offset != 0 or header.offset < 0:
+                    raise HAProtocolError(f"{self._where()}: master's first frame is at offset {header.offset}, "
+                                          f"not at the reported offset {wire.offset}")
+                # reported 0: the master starts at its commitLogMinOffset (docs/protocol.md §10.2)
+                self._lost(self.delivered, min(header.offset, self.end),
+                           f"the master's CommitLog starts at {header.offset} (commitLogMinOffset)")
+                wire.offset = header.offset
+            frame = reader.next_transfer_view()
+            if frame is None:
+                break
+            header, body = frame
+            wire.frames += 1
+            self.confirm_offset = header.confirm_offset
+            if not body:  # heartbeat although bytes are expected
+                wire.stalls += 1
+                resume = self._on_heartbeat(wire.offset, wire.stalls)
+                if resume is not None:
+                    return spans, resume
+                continue
+            if header.offset != wire.offset:
+                raise HAProtocolError(f"{self._where()}: master pushed a frame at offset {header.offset}, expected "
+                                      f"{wire.offset} (the end of the previous frame)")
+            self._check_epoch(header, history)
+            wire.stalls = 0
+            first = wire.offset
+            wire.offset += len(body)
+            lo, hi = max(first, self.delivered), min(wire.offset, self.end)
+            if hi > lo:
+                spans.append((lo, body[lo - first:hi - first]))
+                self.delivered = hi
+        return spans, None
+
+    def _check_epoch(self, header: TransferHeader, history: EpochHistory) -> None:
+        """The frame's epoch must be the handshake entry covering its bytes (docs/protocol.md §10.5, §10.7)."""
+        covering = history.covering(header.offset)
+        end = header.offset + header.body_size
+        if covering is not None:
+            entry, entry_end = covering
+            if ((entry.epoch, entry.start_offset) == (header.epoch, header.epoch_start_offset)
+                    and (entry_end is None or end <= entry_end)):
+                return
+            announced = f"epoch {entry.epoch} from offset {entry.start_offset} to {entry_end or 'the end'}"
+        else:
+            announced = "no epoch (the offset is before the first epoch entry)"
+        raise HAProtocolError(
+            f"{self._where()}: frame [{header.offset}, {end}) is tagged epoch {header.epoch} starting at "
+            f"{header.epoch_start_offset}, but the master's handshake announced {announced} there: its epoch "
+            "history changed under the connection")
+
+
+@dataclass(frozen=True, slots=True)
+class AutoSwitchMasterState:
+    """What one short AutoSwitch connection tells about a master: its CommitLog max offset and epoch entries
+    (the handshake reply) and its confirmOffset (from the first transfer frame; None when the reported offset
+    was already at the master's max offset, so no frame came at once); offsets in bytes."""
+
+    handshake: HandshakeReply
+    confirm_offset: int | None
+
+
+def probe_master(ha_addr: str, report_offset: int, *, connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
+                 read_timeout_ms: int = DEFAULT_READ_TIMEOUT_MS) -> AutoSwitchMasterState:
+    """Handshake with a controller-mode master as a learner, report ``report_offset`` and read the first
+    transfer frame for the master's confirmOffset (docs/protocol.md §10.5, §10.6).
+
+    ``report_offset`` must be an offset the query already landed (a batch start): the report then
+    acknowledges nothing new (docs/protocol.md §10.7). When it is at or past the master's max offset no
+    frame is awaited (the master would only send a heartbeat after 5 s). Raises OSError/TimeoutError
+    (unreachable or silent for ``read_timeout_ms``), HAProtocolError (a peer that is not an AutoSwitch
+    master; the message names the field and stream byte).
+    """
+    sock = open_connection(ha_addr, connect_timeout_ms / 1000)
+    try:
+        sock.settimeout(read_timeout_ms / 1000)
+        reader = AutoSwitchFrameReader(buffer_bytes=64 * 1024)
+        sock.sendall(LEARNER_HANDSHAKE.encode())
+
+        def more(what: str) -> None:
+            received = sock.recv_into(reader.writable())
+            if not received:
+                raise ConnectionResetError(f"{ha_addr} closed the connection before its {what}")
+            reader.wrote(received)
+
+        while (reply := reader.next_handshake()) is None:
+            more("handshake reply")
+        if report_offset >= reply.master_max_offset:
+            return AutoSwitchMasterState(reply, None)
+        sock.sendall(encode_slave_report(report_offset))
+        while (frame := reader.next_transfer_view()) is None:
+            more("first transfer frame")
+        return AutoSwitchMasterState(reply, frame[0].confirm_offset)
+    finally:
+        sock.close()

@@ -1,0 +1,145 @@
+"""connector.ha_autoswitch_fetch over loopback against deliberately broken AutoSwitch streams (a real 5.5.0
+master never sends those; the real one is read in tests/interop/test_source_real_5_controller.py)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from connector.data_loss import DataLossError
+from connector.ha_autoswitch_fetch import AutoSwitchRangeFetcher, probe_master
+from connector.ha_fetch import NotAnHAPortError
+from connector.protocol.errors import HAProtocolError
+from connector.protocol.ha_autoswitch import (
+    EpochEntry,
+    HandshakeReply,
+    SlaveHandshake,
+    TransferHeader,
+    decode_slave_frames,
+)
+
+BYTES = bytes(range(256)) * 40  # 10240 CommitLog bytes of a pretend master
+
+
+class ScriptedMaster:
+    """A loopback listener: per connection, reads the 16-byte handshake, sends ``reply`` (bytes), reads the
+    first 12-byte report, then sends ``frames(report)`` and records reports until the client closes."""
+
+    def __init__(self, reply: bytes, frames):
+        self.reply, self.frames = reply, frames
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.addr = f"127.0.0.1:{self.server.getsockname()[1]}"
+        self.handshakes: list[SlaveHandshake] = []
+        self.reports: list[int] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _read(self, conn, n):
+        buf = b""
+        while len(buf) < n:
+            part = conn.recv(n - len(buf))
+            if not part:
+                raise ConnectionResetError
+            buf += part
+        return buf
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    self.handshakes += decode_slave_frames(self._read(conn, 16))[0]
+                    conn.sendall(self.reply)
+                    report = decode_slave_frames(self._read(conn, 12))[0][0]
+                    self.reports.append(report)
+                    conn.sendall(self.frames(report))
+                    while True:
+                        self.reports += decode_slave_frames(self._read(conn, 12))[0]
+                except OSError:
+                    pass
+
+    def close(self):
+        self.server.close()
+
+
+@pytest.fixture
+def scripted():
+    masters = []
+
+    def start(reply, frames):
+        masters.append(ScriptedMaster(reply, frames))
+        return masters[-1]
+
+    yield start
+    for m in masters:
+        m.close()
+
+
+def frames_from(lo: int, hi: int, epoch: int = 1, epoch_start: int = 0, size: int = 4096) -> bytes:
+    out = b""
+    for at in range(lo, hi, size):
+        body = BYTES[at:min(at + size, hi)]
+        out += TransferHeader(at, len(body), epoch, epoch_start, hi).encode() + body
+    return out
+
+
+ONE_EPOCH = HandshakeReply(len(BYTES), 1, (EpochEntry(1, 0),)).encode()
+TWO_EPOCHS = HandshakeReply(len(BYTES), 2, (EpochEntry(1, 0), EpochEntry(2, 6000))).encode()
+
+
+def fetch(master, start, end, **kw) -> bytes:
+    with AutoSwitchRangeFetcher(master.addr, start, end, broker="b", read_timeout_ms=2000, max_outage_ms=0,
+                                **kw) as fetcher:
+        return b"".join(bytes(c) for _, c in fetcher)
+
+
+def test_a_range_across_an_epoch_boundary_reads_as_a_learner_reporting_its_start(scripted):
+    master = scripted(TWO_EPOCHS, lambda r: frames_from(r, 6000, 1, 0) + frames_from(6000, len(BYTES), 2, 6000))
+    assert fetch(master, 100, 9000) == BYTES[100:9000]
+    assert master.handshakes == [SlaveHandshake(-1, False, True)] and set(master.reports) == {100}
+
+
+@pytest.mark.parametrize(("frames", "match"), [
+    # bytes of epoch 2's range tagged epoch 1: the master's history is not the one it announced
+    (lambda r: frames_from(r, 6000) + frames_from(6000, len(BYTES), 1, 0),
+     r"frame \[6000, 10096\) is tagged epoch 1 starting at 0, but the master's handshake announced epoch 2 from "
+     r"offset 6000"),
+    # a frame running over the end of epoch 1
+    (lambda r: frames_from(r, len(BYTES), 1, 0, size=5000), r"frame \[5000, 10000\) is tagged epoch 1 .* announced "
+                                                            r"epoch 1 from offset 0 to 6000"),
+    # a body announced larger than a real slave could ever take
+    (lambda r: TransferHeader(r, 1 << 30, 1, 0, 0).encode(), r"field bodySize is 1073741824"),
+    # a gap between frames
+    (lambda r: frames_from(r, 4096) + frames_from(4200, 6000), r"frame at offset 4200, expected 4096"),
+])
+def test_a_broken_stream_fails_naming_what_and_where(scripted, frames, match):
+    master = scripted(TWO_EPOCHS, frames)
+    with pytest.raises(HAProtocolError, match=match):
+        fetch(master, 0, 9000)
+
+
+def test_reporting_zero_starts_at_the_masters_min_offset_and_the_bytes_below_are_lost(scripted):
+    master = scripted(ONE_EPOCH, lambda r: frames_from(3000, len(BYTES)))
+    with pytest.raises(DataLossError, match=r"no longer holds CommitLog bytes \[0, 3000\).*starts at 3000"):
+        fetch(master, 0, 5000)
+    with AutoSwitchRangeFetcher(master.addr, 0, 5000, broker="b", fail_on_data_loss=False) as fetcher:
+        chunks = list(fetcher)
+    assert b"".join(bytes(c) for _, c in chunks) == BYTES[3000:5000] and chunks[0][0] == 3000
+    assert fetcher.lost_ranges == [(0, 3000)]
+
+
+def test_a_peer_that_is_not_an_autoswitch_master_fails_at_once(scripted):
+    master = scripted(b"HTTP/1.1 400 Bad Request\r\n\r\n", lambda r: b"")
+    with pytest.raises(NotAnHAPortError, match=r"is not a RocketMQ AutoSwitch HA port: .*b'HTTP/1.1 400"):
+        fetch(master, 0, 100)
+
+
+def test_probe_reads_the_confirm_offset_of_the_first_frame(scripted):
+    master = scripted(ONE_EPOCH, lambda r: TransferHeader(r, 10, 1, 0, 7777).encode() + BYTES[r:r + 10])
+    state = probe_master(master.addr, 500)
+    assert (state.confirm_offset, state.handshake.master_max_offset, master.reports[:1]) == (7777, len(BYTES), [500])
+    assert probe_master(master.addr, len(BYTES)).confirm_offset is None  # nothing past it: no frame awaited
