@@ -37,7 +37,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from connector.delta.deltalog import logged_file_names
-from connector.delta.errors import DeltaSinkError
+from connector.delta.errors import DeltaSinkError, no_space_text
 from connector.delta.faults import fault_point
 from connector.delta.features import check_writable
 from connector.delta.file_names import batch_file_prefix
@@ -158,6 +158,9 @@ class DeltaBatchCommitter:
                              uri, attempt, e)
                     last_error = e
                     continue
+                except Exception as e:  # delta-rs reports a full disk as a plain error with the OS text
+                    self._raise_if_no_space(e, batch_id)
+                    raise
                 log.info("committed batch %d of appId %s to %s: %d files, %d rows", batch_id, app_id, uri,
                          len(files), rows)
             fault_point("after-delta-commit", batch_id, uri)
@@ -205,12 +208,22 @@ class DeltaBatchCommitter:
                                           partition_by=list(self.partition_by) or None,
                                           commit_properties=self._commit_properties(batch_id))
         except DeltaError as e:
+            self._raise_if_no_space(e, batch_id)
             if open_delta_table(uri) is None:
                 raise DeltaCommitError(f"could not create Delta table {uri} with batch {batch_id} of appId "
                                        f"{self.options.app_id}: {e}") from e
             log.info("Delta table %s was created concurrently; retrying batch %d as an append", uri, batch_id)
             return e
         return None
+
+    def _raise_if_no_space(self, error: Exception, batch_id: int) -> None:
+        """Raise DeltaCommitError naming the full disk when ``error`` says the table's file system is full."""
+        full = no_space_text(error)
+        if full:
+            raise DeltaCommitError(
+                f"could not commit batch {batch_id} of appId {self.options.app_id} to Delta table "
+                f"{self.options.table_uri}: {full}: the file system is full; free space there and rerun: the batch "
+                "was not committed and lands again, once") from error
 
     def _skip_replay(self, table, committed: int, batch_id: int, paths: Sequence[str], attempt: int) -> None:
         """The table already holds ``batch_id`` (txn version ``committed``): remove this attempt's files."""

@@ -5,6 +5,10 @@ folders (connector.delta.partitions; partition columns are not stored in the fil
 protocol requires), buffers each open file's rows into row groups, rolls a file at about
 ``targetFileSize`` bytes, and describes each closed file as a
 :class:`connector.delta.messages.DataFileInfo` with its Delta statistics (connector.delta.stats).
+
+A file that cannot be written (a full file system above all) fails the task with one
+:class:`DeltaFileWriteError` line naming the file and the cause (docs/delta.md "2. The sink", "A full disk");
+the task's files are deleted and the batch is aborted, so a rerun lands it once.
 """
 
 from __future__ import annotations
@@ -12,12 +16,13 @@ from __future__ import annotations
 import posixpath
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from connector.delta.errors import DeltaSinkConfigError
+from connector.delta.errors import DeltaSinkConfigError, DeltaSinkError, no_space_text
 from connector.delta.file_names import data_file_name
 from connector.delta.files import delete_quietly, table_filesystem
 from connector.delta.messages import DataFileInfo
@@ -34,6 +39,25 @@ ROLL_FRACTION = 0.9
 DICTIONARY_SAMPLE_ROWS = 4096
 #: A primitive column is dictionary-encoded when at most this fraction of the sampled values are distinct.
 DICTIONARY_MAX_DISTINCT_FRACTION = 0.25
+
+
+class DeltaFileWriteError(DeltaSinkError):
+    """A data file (or its partition folder) could not be written: the file system is full, read-only, gone."""
+
+
+@contextmanager
+def _writing(path: str) -> Iterator[None]:
+    """Turn an OSError while writing ``path`` into one :class:`DeltaFileWriteError` line naming it and the cause."""
+    try:
+        yield
+    except OSError as e:
+        full = no_space_text(e)
+        if full:
+            what = (f"{full}: the file system is full; free space there (or give the table another place) and "
+                    "rerun: the batch was not committed and lands again, once")
+        else:
+            what = e.strerror or next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        raise DeltaFileWriteError(f"cannot write {path}: {what}") from e
 
 
 def _parquet_leaf_paths(name: str, t: pa.DataType) -> Iterator[tuple[str, pa.DataType]]:
@@ -111,7 +135,8 @@ class _OpenParquetFile:
         self.num_records = 0
         self.compression = compression
         self._collector: list[pq.FileMetaData] = []
-        self.stream = fs.open_output_stream(self.full_path)
+        with _writing(self.full_path):
+            self.stream = fs.open_output_stream(self.full_path)
         #: created at the first flush, when the rows that choose the dictionary columns are known
         self.writer: pq.ParquetWriter | None = None
 
@@ -130,14 +155,15 @@ class _OpenParquetFile:
         return size
 
     def flush(self) -> int:
-        """Write the buffer as one row group; returns the Arrow bytes released."""
+        """Write the buffer as one row group; returns the Arrow bytes released. Raises DeltaFileWriteError."""
         if not self.buffer:
             return 0
         table = pa.Table.from_batches(self.buffer, schema=self.schema)
-        if self.writer is None:
-            self.writer = pq.ParquetWriter(self.stream, self.schema, metadata_collector=self._collector,
-                                           **parquet_writer_options(self.schema, self.compression, table))
-        self.writer.write_table(table, row_group_size=max(1, table.num_rows))
+        with _writing(self.full_path):
+            if self.writer is None:
+                self.writer = pq.ParquetWriter(self.stream, self.schema, metadata_collector=self._collector,
+                                               **parquet_writer_options(self.schema, self.compression, table))
+            self.writer.write_table(table, row_group_size=max(1, table.num_rows))
         released = self.buffered_bytes
         self.written_arrow_bytes += released
         self.num_records += table.num_rows
@@ -146,12 +172,14 @@ class _OpenParquetFile:
         return released
 
     def close(self) -> DataFileInfo:
+        """Write what is buffered and the footer; the file's description. Raises DeltaFileWriteError."""
         self.flush()
-        if self.writer is None:  # nothing was appended: still a valid (empty) Parquet file
-            self.writer = pq.ParquetWriter(self.stream, self.schema, metadata_collector=self._collector,
-                                           **parquet_writer_options(self.schema, self.compression))
-        self.writer.close()
-        self.stream.close()
+        with _writing(self.full_path):
+            if self.writer is None:  # nothing was appended: still a valid (empty) Parquet file
+                self.writer = pq.ParquetWriter(self.stream, self.schema, metadata_collector=self._collector,
+                                               **parquet_writer_options(self.schema, self.compression))
+            self.writer.close()
+            self.stream.close()
         info = self.fs.get_file_info(self.full_path)
         metadata = self._collector[0]
         mtime_ms = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else int(time.time() * 1000)
@@ -166,6 +194,8 @@ class _OpenParquetFile:
                 closer()
             except Exception:  # noqa: BLE001 - best effort on the failure path
                 pass
+        if self.writer is not None:
+            self.writer.is_open = False  # else its __del__ closes again and prints a traceback to stderr
         delete_quietly(self.fs, self.full_path)
 
 
@@ -201,7 +231,8 @@ class TaskFileWriter:
         rel = f"{folder}/{name}" if folder else name
         parent = posixpath.dirname(posixpath.join(self.root, rel))
         if parent not in self._made_dirs:
-            self.fs.create_dir(parent, recursive=True)
+            with _writing(parent):
+                self.fs.create_dir(parent, recursive=True)
             self._made_dirs.add(parent)
         f = _OpenParquetFile(self.fs, self.root, rel, self._data_schema, self.compression,
                              dict(zip(self.partition_by, values, strict=True)))
@@ -259,7 +290,8 @@ class TaskFileWriter:
     def close(self) -> list[DataFileInfo]:
         """Close every open file; the descriptions of all files the task wrote, in the order they were closed."""
         for key in list(self.open_files):
-            self.closed.append(self.open_files.pop(key).close())
+            self.closed.append(self.open_files[key].close())  # a file that fails stays open for discard()
+            del self.open_files[key]
         self.buffered_bytes = 0
         return self.closed
 
