@@ -1,21 +1,22 @@
 """Broker metadata tables besides topics (RocketMQ 4.9.8 ``ConsumerOffsetManager``, ``SubscriptionGroupManager``,
 the ``ScheduleMessageService`` delay offsets), persisted as JSON under ``{storePathRootDir}/config/``.
 
-* ``consumerOffset.json``: ``{"offsetTable": {"topic@group": {"queueId": offset}}}`` (queue offsets are
-  ConsumeQueue entry counts).
+* ``consumerOffset.json``: ``{"offsetTable": {"topic@group": {queueId: offset}}}`` (queue offsets are
+  ConsumeQueue entry counts; queueIds are Integer keys, written bare).
 * ``subscriptionGroup.json``: ``{"dataVersion": {...}, "subscriptionGroupTable": {group: config}}``.
 * ``delayOffset.json``: ``{"offsetTable": {level: offset}}`` — written by a master's ScheduleMessageService
   (:mod:`broker_stub.store.schedule`, fastjson layout); a slave stores the master's text verbatim (docs/protocol.md
   §3.2).
 
-The stub writes standard JSON (string map keys), which fastjson reads; it reads fastjson's own output, whose
-integer map keys are bare (:func:`broker_stub.javautil.fastjson_loads`), so a real master's tables sync too.
+The stub writes what 4.9.8 writes for the same tables (docs/protocol.md §4.7): GET_ALL_* answers are
+``encode(false)`` (compact fastjson text), the files ``encode(true)`` (pretty text), each map in the iteration
+order of the ``ConcurrentHashMap`` 4.9.8 keeps it in. It reads fastjson's text, whose integer map keys are bare
+(:func:`broker_stub.javautil.fastjson_loads`), so a real master's tables sync too.
 Files are written atomically (temp file + rename). A ``dataVersion`` is ``{"counter": n, "timestamp": ms}``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -24,13 +25,19 @@ from pathlib import Path
 
 from broker_stub.javautil import fastjson_loads
 from broker_stub.name_rules import validate_group
+from connector.protocol.fastjson import Bean, dumps
+from connector.protocol.java_hash_map import JavaConcurrentHashMap, java_int_hash, java_string_hash
 
 log = logging.getLogger(__name__)
 
 TOPIC_GROUP_SEPARATOR = "@"
+# initial capacities of 4.9.8's ConcurrentHashMaps (they set the written order)
+OFFSET_TABLE_CAPACITY = 512  # ConsumerOffsetManager.offsetTable
+QUEUE_OFFSET_TABLE_CAPACITY = 32  # its per-topic@group map, created by commitOffset
+SUBSCRIPTION_GROUP_TABLE_CAPACITY = 1024  # SubscriptionGroupManager.subscriptionGroupTable
 # SubscriptionGroupManager.init(): groups every 4.9.8 broker creates
 SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
-                 "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_SYS_RMQ_TRANS")
+                 "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER")
 
 
 def new_data_version(counter: int = 0) -> dict[str, int]:
@@ -41,6 +48,11 @@ def new_data_version(counter: int = 0) -> dict[str, int]:
 def next_data_version(dv: dict[str, int]) -> dict[str, int]:
     """DataVersion.nextVersion: counter + 1, timestamp now."""
     return new_data_version(int(dv.get("counter", 0)) + 1)
+
+
+def data_version_bean(dv: dict) -> Bean:
+    """A DataVersion bean from ``{"counter": n, "timestamp": ms}`` (``counter`` is an AtomicLong: a number)."""
+    return Bean(counter=int(dv.get("counter", 0)), timestamp=int(dv.get("timestamp", 0)))
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -89,9 +101,15 @@ class ConsumerOffsetManager:
         for key, queues in table.items():
             self.offset_table[key] = dict(queues)
 
-    def encode(self) -> str:
-        return json.dumps({"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in self.offset_table.items()}},
-                          sort_keys=True)
+    def encode(self, pretty: bool = False) -> str:
+        """``ConsumerOffsetManager.encode(pretty)``: ``{"offsetTable":{"topic@group":{queueId:offset}}}``."""
+        keys = JavaConcurrentHashMap.order(list(self.offset_table), java_string_hash, OFFSET_TABLE_CAPACITY)
+        table = {}
+        for key in keys:
+            queues = self.offset_table[key]
+            ids = JavaConcurrentHashMap.order(list(queues), java_int_hash, QUEUE_OFFSET_TABLE_CAPACITY)
+            table[key] = {q: queues[q] for q in ids}
+        return dumps(Bean(offsetTable=table), pretty)
 
     @staticmethod
     def decode(text: str | bytes) -> dict[str, dict[int, int]]:
@@ -103,7 +121,7 @@ class ConsumerOffsetManager:
         return {str(k): {int(q): int(o) for q, o in v.items()} for k, v in table.items()}
 
     def persist(self) -> None:
-        write_atomically(self.path, self.encode())
+        write_atomically(self.path, self.encode(pretty=True))
 
 
 @dataclass
@@ -182,9 +200,11 @@ class SubscriptionGroupManager:
                 log.error("subscription group persist failed error=%s", exc)
         return cfg
 
-    def encode(self) -> str:
-        return json.dumps({"dataVersion": self.data_version,
-                           "subscriptionGroupTable": {k: asdict(v) for k, v in self.table.items()}}, sort_keys=True)
+    def encode(self, pretty: bool = False) -> str:
+        """``SubscriptionGroupManager.encode(pretty)``: ``{"dataVersion":{..},"subscriptionGroupTable":{..}}``."""
+        names = JavaConcurrentHashMap.order(list(self.table), java_string_hash, SUBSCRIPTION_GROUP_TABLE_CAPACITY)
+        return dumps(Bean(dataVersion=data_version_bean(self.data_version),
+                          subscriptionGroupTable={n: Bean(asdict(self.table[n])) for n in names}), pretty)
 
     def replace_from_master(self, obj: dict) -> bool:
         """Slave sync: replace the table when the master's dataVersion differs; returns True when replaced."""
@@ -197,7 +217,7 @@ class SubscriptionGroupManager:
         return True
 
     def persist(self) -> None:
-        write_atomically(self.path, self.encode())
+        write_atomically(self.path, self.encode(pretty=True))
 
 
 class DelayOffsetStore:

@@ -7,8 +7,8 @@ and then every ``registerNameServerPeriod`` ms (bounded to 10–60 s as upstream
 
 * header ``brokerAddr`` (brokerIP1:listenPort), ``brokerId``, ``brokerName``, ``clusterName``,
   ``haServerAddr`` (brokerIP2:haListenPort), ``compressed=false``, ``bodyCrc32`` (CRC32 & 0x7FFFFFFF of the body);
-* body ``RegisterBrokerBody`` JSON: ``{"topicConfigSerializeWrapper": {"dataVersion", "topicConfigTable"},
-  "filterServerList": []}``.
+* body ``RegisterBrokerBody`` JSON: ``{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion",
+  "topicConfigTable"}}`` — the bytes ``RegisterBrokerBody.encode(false)`` writes (docs/protocol.md §4.7).
 
 A SLAVE uses the answer (``RegisterBrokerResponseHeader``): ``haServerAddr`` becomes its HA master address
 unless ``haMasterAddress`` pins one (``updateMasterHAServerAddrPeriodically``), and ``masterAddr`` is where
@@ -23,12 +23,12 @@ At shutdown the broker sends UNREGISTER_BROKER (104) to every name server (best 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import zlib
 from typing import TYPE_CHECKING
 
 from broker_stub.remoting.client import RemotingClientError
+from connector.protocol.fastjson import Bean, encode
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
 if TYPE_CHECKING:
@@ -59,9 +59,7 @@ class BrokerOuterAPI:
         self.last_error: str | None = None
 
     def _body(self) -> bytes:
-        topics = json.loads(self.controller.topic_config_manager.encode())
-        return json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": topics},
-                          separators=(",", ":")).encode("utf-8")
+        return register_broker_body(self.controller.topic_config_manager.wrapper())
 
     def _header(self) -> dict:
         cfg = self.controller.config
@@ -144,6 +142,11 @@ class BrokerOuterAPI:
                 log.info("unregister broker failed namesrv=%s error=%s", addr, exc)
 
         await asyncio.gather(*(one(a) for a in self.name_servers))
+
+
+def register_broker_body(topic_config_wrapper: Bean) -> bytes:
+    """RegisterBrokerBody (uncompressed) around a TopicConfigSerializeWrapper bean; no filter servers."""
+    return encode(Bean(filterServerList=[], topicConfigSerializeWrapper=topic_config_wrapper))
 
 
 def _join(host: str, port: int) -> str:

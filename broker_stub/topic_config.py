@@ -5,13 +5,14 @@ The table starts with the system topics a 4.9.8 broker creates (SELF_TEST_TOPIC,
 SCHEDULE_TOPIC_XXXX with 18 queues, ``<cluster>_REPLY_TOPIC``); a send to an unknown topic creates it from
 its default topic (normally TBW102) with ``min(client defaultTopicQueueNums, TBW102 queues)`` queues —
 TBW102 has ``defaultTopicQueueNums`` (8) queues, the Java client asks for 4. The table is persisted as
-``{storePathRootDir}/config/topics.json`` (TopicConfigSerializeWrapper JSON with ``dataVersion``), which
-GET_ALL_TOPIC_CONFIG serves to slaves (``replace_from_master`` applies it there).
+``{storePathRootDir}/config/topics.json`` (TopicConfigSerializeWrapper JSON with ``dataVersion``, fastjson's
+pretty text as ``ConfigManager.persist`` writes it); GET_ALL_TOPIC_CONFIG serves the compact text to slaves
+(``replace_from_master`` applies it there). Both are byte-identical to 4.9.8's for the same table, whose
+``ConcurrentHashMap(1024)`` order the text follows (docs/protocol.md §4.7).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -19,6 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker_stub.config import BrokerConfig
+from broker_stub.javautil import fastjson_loads
+from broker_stub.metadata import data_version_bean
+from connector.protocol.fastjson import Bean, dumps
+from connector.protocol.java_hash_map import JavaConcurrentHashMap, java_string_hash
 from connector.protocol.topics import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     RMQ_SYS_BENCHMARK_TOPIC,
@@ -34,6 +39,7 @@ PERM_PRIORITY = 0x8
 PERM_READ = 0x4
 PERM_WRITE = 0x2
 PERM_INHERIT = 0x1
+TOPIC_CONFIG_TABLE_CAPACITY = 1024  # TopicConfigManager.topicConfigTable = new ConcurrentHashMap<>(1024)
 
 
 @dataclass
@@ -48,10 +54,11 @@ class TopicConfig:
     topicSysFlag: int = 0
     order: bool = False
 
-    def to_json(self) -> dict:
-        return {"order": self.order, "perm": self.perm, "readQueueNums": self.readQueueNums,
-                "topicFilterType": self.topicFilterType, "topicName": self.topicName,
-                "topicSysFlag": self.topicSysFlag, "writeQueueNums": self.writeQueueNums}
+    def to_json(self) -> Bean:
+        """The TopicConfig bean (all seven properties; ``topicFilterType`` by enum name)."""
+        return Bean(order=self.order, perm=self.perm, readQueueNums=self.readQueueNums,
+                    topicFilterType=self.topicFilterType, topicName=self.topicName,
+                    topicSysFlag=self.topicSysFlag, writeQueueNums=self.writeQueueNums)
 
     @classmethod
     def from_json(cls, obj: dict) -> TopicConfig:
@@ -59,6 +66,14 @@ class TopicConfig:
                    writeQueueNums=int(obj.get("writeQueueNums", 16)), perm=int(obj.get("perm", 6)),
                    topicFilterType=str(obj.get("topicFilterType", "SINGLE_TAG")),
                    topicSysFlag=int(obj.get("topicSysFlag", 0)), order=bool(obj.get("order", False)))
+
+
+def topic_config_wrapper(table: dict[str, TopicConfig], data_version: dict) -> Bean:
+    """TopicConfigSerializeWrapper over ``table`` (insertion order = the order topics were put into 4.9.8's
+    ``ConcurrentHashMap(1024)``, which sets the written order) and ``data_version``."""
+    names = JavaConcurrentHashMap.order(list(table), java_string_hash, TOPIC_CONFIG_TABLE_CAPACITY)
+    return Bean(dataVersion=data_version_bean(data_version),
+                topicConfigTable={name: table[name].to_json() for name in names})
 
 
 class TopicConfigManager:
@@ -98,7 +113,7 @@ class TopicConfigManager:
         if not self.config_path.exists():
             return
         try:
-            obj = json.loads(self.config_path.read_text(encoding="utf-8"))
+            obj = fastjson_loads(self.config_path.read_text(encoding="utf-8"))
             for name, tc in (obj.get("topicConfigTable") or {}).items():
                 self.table[name] = TopicConfig.from_json(tc)
             dv = obj.get("dataVersion") or {}
@@ -108,17 +123,20 @@ class TopicConfigManager:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("topic config unreadable, starting from defaults path=%s error=%s", self.config_path, exc)
 
-    def encode(self) -> str:
-        """TopicConfigSerializeWrapper JSON: ``{"dataVersion": ..., "topicConfigTable": {...}}``."""
-        return json.dumps({"dataVersion": self.data_version,
-                           "topicConfigTable": {k: v.to_json() for k, v in self.table.items()}},
-                          indent=1, sort_keys=True)
+    def wrapper(self) -> Bean:
+        """The TopicConfigSerializeWrapper bean (``buildTopicConfigSerializeWrapper``)."""
+        return topic_config_wrapper(self.table, self.data_version)
+
+    def encode(self, pretty: bool = False) -> str:
+        """``TopicConfigManager.encode(pretty)``: ``{"dataVersion":{..},"topicConfigTable":{..}}`` as fastjson
+        writes it (compact for GET_ALL_TOPIC_CONFIG, pretty for ``topics.json``)."""
+        return dumps(self.wrapper(), pretty)
 
     def persist(self) -> None:
         """Write ``topics.json`` atomically (temp file + rename)."""
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.config_path.with_suffix(".json.tmp")
-        tmp.write_text(self.encode(), encoding="utf-8")
+        tmp.write_text(self.encode(pretty=True), encoding="utf-8")
         os.replace(tmp, self.config_path)
 
     def select_topic_config(self, topic: str) -> TopicConfig | None:

@@ -2,7 +2,11 @@
 ``DefaultRequestProcessor``, docs/protocol.md §3.1, §4.3) — enough for 4.9 clients to find brokers and for slaves to
 learn their master.
 
-Requests served (JSON bodies as fastjson writes them; map keys are strings, which fastjson also reads):
+Requests served. Answer bodies are the bytes 4.9.8's name server writes for the same tables (fastjson text,
+docs/protocol.md §4.7): the tables are ``HashMap``s, so bodies list brokers, queues and topics in Java's hash
+order, not sorted — ``topicQueueTable`` ``HashMap(1024)`` of topic → ``HashMap`` brokerName → QueueData,
+``brokerAddrTable`` ``HashMap(128)``, ``clusterAddrTable`` ``HashMap(32)`` of ``HashSet``; brokerIds are
+``Long`` keys, written bare.
 
 * REGISTER_BROKER (103): header ``brokerAddr, brokerId, brokerName, clusterName, haServerAddr, compressed,
   bodyCrc32``; body ``RegisterBrokerBody`` (``topicConfigSerializeWrapper`` + ``filterServerList``). A
@@ -11,12 +15,13 @@ Requests served (JSON bodies as fastjson writes them; map keys are strings, whic
   ``haServerAddr``. A non-zero ``bodyCrc32`` that does not match → SYSTEM_ERROR ("crc32 not match").
   ``compressed=true`` bodies are refused (the stub's brokers never compress).
 * UNREGISTER_BROKER (104): header ``brokerAddr, clusterName, brokerName, brokerId``.
-* GET_ROUTEINFO_BY_TOPIC (105): header ``topic`` → ``TopicRouteData`` ``{"brokerDatas": [{"cluster",
-  "brokerName", "brokerAddrs": {"0": addr, "1": addr}}], "queueDatas": [{"brokerName", "readQueueNums",
-  "writeQueueNums", "perm", "topicSysFlag"}], "filterServerTable": {}}``, or TOPIC_NOT_EXIST.
-* GET_BROKER_CLUSTER_INFO (106): ``{"brokerAddrTable": {name: BrokerData}, "clusterAddrTable": {cluster:
-  [names]}}``.
-* GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206): ``{"topicList": [...]}``.
+* GET_ROUTEINFO_BY_TOPIC (105): header ``topic`` → ``TopicRouteData``
+  ``{"brokerDatas":[{"brokerAddrs":{0:addr,1:addr},"brokerName","cluster"}],"filterServerTable":{},
+  "queueDatas":[{"brokerName","perm","readQueueNums","topicSysFlag","writeQueueNums"}]}`` (brokerDatas and
+  queueDatas in the hash order of the topic's brokerName map, brokerAddrs a clone of the broker's map), or
+  TOPIC_NOT_EXIST.
+* GET_BROKER_CLUSTER_INFO (106): ``{"brokerAddrTable":{name:BrokerData},"clusterAddrTable":{cluster:[names]}}``.
+* GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206): ``{"topicList":[...]}`` (a ``HashSet`` filled from topicQueueTable).
 * GET_KV_CONFIG (101): the stub keeps no KV config: QUERY_NOT_FOUND, as for an unknown key upstream.
 
 A broker disappears when the connection it registered over closes (``onChannelDestroy``) or after
@@ -25,7 +30,6 @@ A broker disappears when the connection it registered over closes (``onChannelDe
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import zlib
@@ -33,6 +37,15 @@ from dataclasses import dataclass, field
 
 from broker_stub.javautil import fastjson_loads
 from broker_stub.remoting.server import RequestContext
+from connector.protocol.fastjson import Bean, JavaSet, encode
+from connector.protocol.java_hash_map import (
+    JavaConcurrentHashMap,
+    JavaHashMapTable,
+    hash_map_copy_capacity,
+    hash_map_order,
+    java_long_hash,
+    java_string_hash,
+)
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
 log = logging.getLogger(__name__)
@@ -41,6 +54,10 @@ MASTER_ID = 0
 BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
 SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS = 10_000
 PERM_WRITE = 0x2
+# RouteInfoManager's HashMap initial capacities (Java iteration order depends on them)
+TOPIC_QUEUE_TABLE_CAPACITY = 1024
+BROKER_ADDR_TABLE_CAPACITY = 128
+CLUSTER_ADDR_TABLE_CAPACITY = 32
 
 
 @dataclass
@@ -57,9 +74,14 @@ class _BrokerData:
     broker_name: str
     broker_addrs: dict[int, str] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
-        return {"cluster": self.cluster, "brokerName": self.broker_name,
-                "brokerAddrs": {str(k): v for k, v in sorted(self.broker_addrs.items())}}
+    def to_bean(self, clone: bool = False) -> Bean:
+        """BrokerData; ``brokerAddrs`` (``HashMap<Long, String>``) in Java order — of the registered map, or with
+        ``clone`` of its ``HashMap.clone()`` (smaller table), as pickupTopicRouteData sends it."""
+        ids = hash_map_order(list(self.broker_addrs), java_long_hash)
+        if clone:
+            ids = hash_map_order(ids, java_long_hash, hash_map_copy_capacity(len(ids)))
+        return Bean(cluster=self.cluster, brokerName=self.broker_name,
+                    brokerAddrs={i: self.broker_addrs[i] for i in ids})
 
 
 class RouteInfoManager:
@@ -72,7 +94,9 @@ class RouteInfoManager:
     def __init__(self) -> None:
         self.topic_queue_table: dict[str, dict[str, dict]] = {}  # topic → brokerName → QueueData
         self.broker_addr_table: dict[str, _BrokerData] = {}
-        self.cluster_addr_table: dict[str, set[str]] = {}
+        self.cluster_addr_table: dict[str, dict[str, None]] = {}  # cluster → brokerNames (an ordered set)
+        # clusterAddrTable is filled with computeIfAbsent, whose order depends on the call history
+        self._cluster_order = JavaHashMapTable(java_string_hash, CLUSTER_ADDR_TABLE_CAPACITY)
         self.broker_live_table: dict[str, _BrokerLiveInfo] = {}
 
     # --- dispatch ------------------------------------------------------------------------------------
@@ -109,7 +133,8 @@ class RouteInfoManager:
             except (UnicodeDecodeError, ValueError, AttributeError) as exc:
                 return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad RegisterBrokerBody: {exc}")
         data_version = wrapper.get("dataVersion") or {"counter": 0, "timestamp": 0}
-        self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
+        self.cluster_addr_table.setdefault(cluster, {})[broker_name] = None
+        self._cluster_order.compute_if_absent(cluster)
         bd = self.broker_addr_table.get(broker_name)
         if bd is None:
             bd = self.broker_addr_table[broker_name] = _BrokerData(cluster, broker_name)
@@ -119,7 +144,10 @@ class RouteInfoManager:
         bd.broker_addrs[broker_id] = broker_addr
         previous = self.broker_live_table.get(broker_addr)
         if broker_id == MASTER_ID and (register_first or previous is None or previous.data_version != data_version):
-            for topic, tc in (wrapper.get("topicConfigTable") or {}).items():
+            table = wrapper.get("topicConfigTable") or {}
+            # the body's table is decoded into a ConcurrentHashMap, which the name server then iterates
+            for topic in JavaConcurrentHashMap.order(list(table), java_string_hash):
+                tc = table[topic]
                 self._create_and_update_queue_data(broker_name, tc if isinstance(tc, dict) else {"topicName": topic})
         if previous is None:
             log.info("new broker registered brokerAddr=%s brokerName=%s brokerId=%d haServerAddr=%s", broker_addr,
@@ -164,9 +192,10 @@ class RouteInfoManager:
         if bd is not None and not bd.broker_addrs:
             del self.broker_addr_table[broker_name]
             for names in self.cluster_addr_table.values():
-                names.discard(broker_name)
+                names.pop(broker_name, None)
             for c in [c for c, names in self.cluster_addr_table.items() if not names]:
                 del self.cluster_addr_table[c]
+                self._cluster_order.remove(c)
             for topic in list(self.topic_queue_table):
                 self.topic_queue_table[topic].pop(broker_name, None)
                 if not self.topic_queue_table[topic]:
@@ -191,15 +220,18 @@ class RouteInfoManager:
             self._remove_by_addr(addr, f"no registration for {BROKER_CHANNEL_EXPIRED_TIME_MS} ms")
 
     # --- queries -------------------------------------------------------------------------------------
-    def pickup_topic_route_data(self, topic: str) -> dict | None:
+    def pickup_topic_route_data(self, topic: str) -> Bean | None:
+        """TopicRouteData of ``topic`` (module doc), None when no queue or broker is known for it."""
         queue_map = self.topic_queue_table.get(topic)
         if not queue_map:
             return None
-        broker_datas = [self.broker_addr_table[n].to_json() for n in sorted(queue_map) if n in self.broker_addr_table]
+        names = hash_map_order(list(queue_map), java_string_hash)  # HashMap<brokerName, QueueData> order
+        names = hash_map_order(names, java_string_hash)  # the HashSet brokerNameSet filled from its keys
+        broker_datas = [self.broker_addr_table[n].to_bean(clone=True) for n in names if n in self.broker_addr_table]
         if not broker_datas:
             return None
-        return {"brokerDatas": broker_datas, "filterServerTable": {},
-                "queueDatas": [queue_map[n] for n in sorted(queue_map)]}
+        queue_datas = [Bean(queue_map[n]) for n in hash_map_order(list(queue_map), java_string_hash)]
+        return Bean(brokerDatas=broker_datas, filterServerTable={}, queueDatas=queue_datas)
 
     def get_route_info_by_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         topic = (request.ext_fields or {}).get("topic", "")
@@ -207,16 +239,26 @@ class RouteInfoManager:
         if route is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST,
                                     remark=f"No topic route info in name server for the topic: {topic}")
-        return request.response(ResponseCode.SUCCESS, body=json.dumps(route).encode("utf-8"))
+        return request.response(ResponseCode.SUCCESS, body=encode(route))
+
+    def cluster_info(self) -> Bean:
+        """ClusterInfo: ``brokerAddrTable`` and ``clusterAddrTable`` as the name server's maps iterate."""
+        names = hash_map_order(list(self.broker_addr_table), java_string_hash, BROKER_ADDR_TABLE_CAPACITY)
+        clusters = self._cluster_order.keys()
+        return Bean(brokerAddrTable={n: self.broker_addr_table[n].to_bean() for n in names},
+                    clusterAddrTable={c: JavaSet(hash_map_order(list(self.cluster_addr_table[c]), java_string_hash))
+                                      for c in clusters})
 
     def get_broker_cluster_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        info = {"brokerAddrTable": {n: bd.to_json() for n, bd in sorted(self.broker_addr_table.items())},
-                "clusterAddrTable": {c: sorted(names) for c, names in sorted(self.cluster_addr_table.items())}}
-        return request.response(ResponseCode.SUCCESS, body=json.dumps(info).encode("utf-8"))
+        return request.response(ResponseCode.SUCCESS, body=encode(self.cluster_info()))
+
+    def topic_list(self) -> Bean:
+        """TopicList: a fresh ``HashSet`` filled from topicQueueTable's keys (``brokerAddr`` null, left out)."""
+        topics = hash_map_order(list(self.topic_queue_table), java_string_hash, TOPIC_QUEUE_TABLE_CAPACITY)
+        return Bean(topicList=JavaSet(hash_map_order(topics, java_string_hash)))
 
     def get_all_topic_list(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        return request.response(ResponseCode.SUCCESS,
-                                body=json.dumps({"topicList": sorted(self.topic_queue_table)}).encode("utf-8"))
+        return request.response(ResponseCode.SUCCESS, body=encode(self.topic_list()))
 
     def get_kv_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}

@@ -1,22 +1,29 @@
-"""JSON bodies of the broker's topic and consumer statistics answers, in fastjson's layout (RocketMQ 4.9.8
-``TopicStatsTable``, ``ConsumeStats``, ``ConsumerConnection``, ``GroupList``; ``RemotingSerializable.encode``).
+"""JSON bodies of the broker's topic and consumer statistics answers, byte for byte as RocketMQ 4.9.8 writes them
+(``TopicStatsTable``, ``ConsumeStats``, ``ConsumerConnection``, ``GroupList``, ``GetConsumerListByGroupResponseBody``;
+``RemotingSerializable.encode``, docs/protocol.md §4.7).
 
-fastjson writes bean fields in name order and a map whose keys are objects — ``HashMap<MessageQueue, ...>`` —
-with each key written as a JSON object (``{{"brokerName":"b","queueId":0,"topic":"t"}:{...}}``). That is
-not standard JSON, but it is what 4.9.8 brokers send and what the Java client's fastjson reads back (checked
-with the real 4.9.8 ``mqadmin`` in tests/interop/test_mqadmin.py). The entries here are written sorted by
-(topic, queueId); Java's HashMap order differs but carries no meaning. Nothing here does IO.
+A map whose keys are objects — ``HashMap<MessageQueue, ...>`` — has each key written as a JSON object
+(``{{"brokerName":"b","queueId":0,"topic":"t"}:{...}}``): not standard JSON, but what 4.9.8 brokers send and the
+Java client's fastjson reads back (checked with the real 4.9.8 ``mqadmin`` in tests/interop/test_mqadmin.py).
+Maps and sets are written in the iteration order of the Java collection 4.9.8 fills, from the order the caller
+lists the entries in (the order 4.9.8 puts them). Not reproducible: the order of two or more connections in a
+ConsumerConnection — 4.9.8 keeps them in a ``HashSet<Connection>``, and ``Connection`` has no ``hashCode()`` of its
+own, so Java's order changes from run to run; the stub keeps the caller's order. Nothing here does IO.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-
-def _dumps(obj: object) -> str:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+from connector.protocol.fastjson import Bean, JavaMap, JavaSet, encode
+from connector.protocol.java_hash_map import (
+    JavaConcurrentHashMap,
+    hash_map_order,
+    java_int_hash,
+    java_string_hash,
+    message_queue_hash,
+)
 
 
 @dataclass(frozen=True, order=True)
@@ -27,15 +34,23 @@ class MessageQueue:
     broker_name: str
     queue_id: int
 
-    def to_json(self) -> dict:
-        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+    def to_json(self) -> Bean:
+        """The MessageQueue bean."""
+        return Bean(brokerName=self.broker_name, queueId=self.queue_id, topic=self.topic)
+
+    def java_hash(self) -> int:
+        """``MessageQueue.hashCode()``."""
+        return message_queue_hash(self.topic, self.broker_name, self.queue_id)
 
 
-def _message_queue_map(table: Mapping[MessageQueue, dict]) -> str:
-    """A ``Map<MessageQueue, bean>`` as fastjson writes it (object keys), entries sorted by queue."""
-    return "{" + ",".join(f"{_dumps(mq.to_json())}:{_dumps(v)}"
-                          for mq, v in sorted(table.items(), key=lambda kv: (kv[0].topic, kv[0].queue_id,
-                                                                                  kv[0].broker_name))) + "}"
+def _message_queue_map(table: Mapping[MessageQueue, Bean]) -> JavaMap:
+    """A fresh ``HashMap<MessageQueue, bean>`` filled in ``table``'s order, as fastjson iterates it."""
+    return JavaMap((mq.to_json(), table[mq]) for mq in hash_map_order(list(table), MessageQueue.java_hash))
+
+
+def _string_set(items: Iterable[str]) -> JavaSet:
+    """A fresh ``HashSet<String>`` filled in the given order."""
+    return JavaSet(hash_map_order(list(dict.fromkeys(items)), java_string_hash))
 
 
 def encode_topic_stats_table(offsets: Mapping[MessageQueue, tuple[int, int, int]]) -> bytes:
@@ -44,9 +59,9 @@ def encode_topic_stats_table(offsets: Mapping[MessageQueue, tuple[int, int, int]
     ``offsets`` maps each queue to ``(minOffset, maxOffset, lastUpdateTimestamp)`` — queue offsets in
     ConsumeQueue entries, the timestamp in epoch ms (0 for an empty queue).
     """
-    table = {mq: {"lastUpdateTimestamp": ts, "maxOffset": max_o, "minOffset": min_o}
+    table = {mq: Bean(lastUpdateTimestamp=ts, maxOffset=max_o, minOffset=min_o)
              for mq, (min_o, max_o, ts) in offsets.items()}
-    return ('{"offsetTable":' + _message_queue_map(table) + "}").encode("utf-8")
+    return encode(Bean(offsetTable=_message_queue_map(table)))
 
 
 def encode_consume_stats(offsets: Mapping[MessageQueue, tuple[int, int, int]], consume_tps: float) -> bytes:
@@ -55,19 +70,20 @@ def encode_consume_stats(offsets: Mapping[MessageQueue, tuple[int, int, int]], c
     ``offsets`` maps each queue to ``(brokerOffset, consumerOffset, lastTimestamp)`` — entries, entries,
     epoch ms of the last consumed message's store time (0 when unknown).
     """
-    table = {mq: {"brokerOffset": b, "consumerOffset": c, "lastTimestamp": ts}
-             for mq, (b, c, ts) in offsets.items()}
-    return ('{"consumeTps":' + json.dumps(float(consume_tps)) + ',"offsetTable":' + _message_queue_map(table)
-            + "}").encode("utf-8")
+    table = {mq: Bean(brokerOffset=b, consumerOffset=c, lastTimestamp=ts) for mq, (b, c, ts) in offsets.items()}
+    return encode(Bean(consumeTps=float(consume_tps), offsetTable=_message_queue_map(table)))
 
 
-def subscription_data(sub: Mapping) -> dict:
-    """A SubscriptionData as a broker re-serialises it from a heartbeat: the seven fields fastjson writes
-    (``filterClassSource`` is not serialised), with 4.9.8's defaults for missing ones."""
-    return {"classFilterMode": bool(sub.get("classFilterMode", False)), "codeSet": list(sub.get("codeSet") or []),
-            "expressionType": str(sub.get("expressionType") or "TAG"), "subString": sub.get("subString"),
-            "subVersion": int(sub.get("subVersion") or 0), "tagsSet": list(sub.get("tagsSet") or []),
-            "topic": sub.get("topic")}
+def subscription_data(sub: Mapping) -> Bean:
+    """A SubscriptionData as a broker re-serialises it from a heartbeat: the seven properties fastjson writes
+    (``filterClassSource`` is not serialised), with 4.9.8's defaults for missing ones; ``tagsSet`` and
+    ``codeSet`` are ``HashSet``s filled in the heartbeat's order."""
+    codes = list(dict.fromkeys(int(c) for c in sub.get("codeSet") or []))
+    return Bean(classFilterMode=bool(sub.get("classFilterMode", False)),
+                codeSet=JavaSet(hash_map_order(codes, java_int_hash)),
+                expressionType=str(sub.get("expressionType") or "TAG"), subString=sub.get("subString"),
+                subVersion=int(sub.get("subVersion") or 0), tagsSet=_string_set(sub.get("tagsSet") or []),
+                topic=sub.get("topic"))
 
 
 def encode_consumer_connection(connections: Iterable[tuple[str, str, str, int]], consume_type: str,
@@ -75,18 +91,38 @@ def encode_consumer_connection(connections: Iterable[tuple[str, str, str, int]],
                                subscriptions: Mapping[str, Mapping]) -> bytes:
     """ConsumerConnection: ``connectionSet`` of Connection ``{"clientAddr", "clientId", "language", "version"}``
     (``connections`` as ``(clientId, clientAddr, language, version)``), the group's ``consumeFromWhere``,
-    ``consumeType`` and ``messageModel`` (enum names) and ``subscriptionTable`` ``{topic: SubscriptionData}``."""
-    body = {"connectionSet": [{"clientAddr": addr, "clientId": cid, "language": lang, "version": version}
-                              for cid, addr, lang, version in connections],
-            "consumeFromWhere": consume_from_where, "consumeType": consume_type, "messageModel": message_model,
-            "subscriptionTable": {t: subscription_data(s) for t, s in subscriptions.items()}}
-    return _dumps(body).encode("utf-8")
+    ``consumeType`` and ``messageModel`` (enum names) and ``subscriptionTable`` ``{topic: SubscriptionData}``
+    (``subscriptions`` in the order the group's table got them: that ``ConcurrentHashMap``'s order is copied by
+    ``putAll`` into the body's). Connections keep the given order (module doc)."""
+    topics = JavaConcurrentHashMap.order(list(subscriptions), java_string_hash)
+    table = JavaConcurrentHashMap(java_string_hash)
+    table.put_all(topics)
+    body = Bean(connectionSet=JavaSet(Bean(clientAddr=addr, clientId=cid, language=lang, version=version)
+                                      for cid, addr, lang, version in connections),
+                consumeFromWhere=consume_from_where, consumeType=consume_type, messageModel=message_model,
+                subscriptionTable={t: subscription_data(subscriptions[t]) for t in table.keys()})
+    return encode(body)
 
 
 def encode_group_list(groups: Iterable[str]) -> bytes:
-    """GroupList: ``{"groupList": [group, ...]}`` (sorted)."""
-    return _dumps({"groupList": sorted(groups)}).encode("utf-8")
+    """GroupList: ``{"groupList":[group, ...]}``, a ``HashSet`` filled in the given order."""
+    return encode(Bean(groupList=_string_set(groups)))
 
 
-__all__ = ["MessageQueue", "encode_consume_stats", "encode_consumer_connection", "encode_group_list",
-           "encode_topic_stats_table", "subscription_data"]
+def encode_consume_queue_body(max_queue_index: int, min_queue_index: int,
+                              entries: Iterable[tuple[int, int, int]]) -> bytes:
+    """QueryConsumeQueueResponseBody (QUERY_CONSUME_QUEUE, docs/protocol.md §5.5) without filter data:
+    ``{"maxQueueIndex","minQueueIndex","queueData":[ConsumeQueueData]}``; ``entries`` are ConsumeQueue entries
+    ``(physicOffset, physicSize, tagsCode)``, written with ``eval`` false."""
+    return encode(Bean(maxQueueIndex=max_queue_index, minQueueIndex=min_queue_index,
+                       queueData=[Bean(eval=False, physicOffset=offset, physicSize=size, tagsCode=tags)
+                                  for offset, size, tags in entries]))
+
+
+def encode_consumer_id_list(client_ids: Iterable[str]) -> bytes:
+    """GetConsumerListByGroupResponseBody: ``{"consumerIdList":[clientId, ...]}`` in the given order."""
+    return encode(Bean(consumerIdList=list(client_ids)))
+
+
+__all__ = ["MessageQueue", "encode_consume_queue_body", "encode_consume_stats", "encode_consumer_connection",
+           "encode_consumer_id_list", "encode_group_list", "encode_topic_stats_table", "subscription_data"]

@@ -30,12 +30,15 @@ The rest of 4.9.8's ``AdminBrokerProcessor`` that ``mqadmin`` needs: topic admin
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
+from broker_stub.metadata import data_version_bean
+from broker_stub.remoting.admin_bodies import encode_consume_queue_body
 from broker_stub.remoting.server import RequestContext
 from broker_stub.store.consume_queue import iter_cq_entries
 from broker_stub.store.message_store import human_readable_byte_count
+from broker_stub.store.schedule import decode_delay_offsets, encode_delay_offsets
+from connector.protocol.fastjson import dumps
 from connector.protocol.remoting import (
     MQ_VERSION_V4_9_8,
     RemotingCommand,
@@ -79,7 +82,7 @@ class AdminBrokerProcessor:
         content = {
             RequestCode.GET_ALL_TOPIC_CONFIG: c.topic_config_manager.encode,
             RequestCode.GET_ALL_CONSUMER_OFFSET: c.consumer_offset_manager.encode,
-            RequestCode.GET_ALL_DELAY_OFFSET: c.delay_offset_store.encode,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.delay_offsets,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: c.subscription_group_manager.encode,
         }[code]()
         if not content:
@@ -122,11 +125,22 @@ class AdminBrokerProcessor:
         buf = cq.get_index_buffer(index)
         if buf is None:
             return request.response(ResponseCode.SUCCESS, remark=f"Index {index} of {queue_id}@{topic} is not exist!")
-        entries = [{"eval": False, "physicOffset": offset, "physicSize": size, "tagsCode": tags}
-                   for offset, size, tags in iter_cq_entries(buf, max(0, count))]
-        body = {"maxQueueIndex": cq.max_offset_in_queue, "minQueueIndex": cq.min_offset_in_queue,
-                "queueData": entries}
-        return request.response(ResponseCode.SUCCESS, body=json.dumps(body, separators=(",", ":")).encode())
+        body = encode_consume_queue_body(cq.max_offset_in_queue, cq.min_offset_in_queue,
+                                         iter_cq_entries(buf, max(0, count)))
+        return request.response(ResponseCode.SUCCESS, body=body)
+
+    def delay_offsets(self) -> str:
+        """GET_ALL_DELAY_OFFSET: ``ScheduleMessageService.encode()`` (compact) of a master's offsets; a slave has
+        no running service and answers with the offsets its ``delayOffset.json`` holds (the file's own text
+        when it cannot be read as delay offsets)."""
+        c = self.controller
+        if c.schedule_message_service is not None:
+            return c.schedule_message_service.encode(pretty=False)
+        text = c.delay_offset_store.encode()
+        try:
+            return encode_delay_offsets(decode_delay_offsets(text), pretty=False)
+        except ValueError:
+            return text
 
     async def delete_expired_commit_log(self, request: RemotingCommand) -> RemotingCommand:
         """DELETE_EXPIRED_COMMITLOG (329): run a manual retention round now (module doc of retention).
@@ -140,7 +154,7 @@ class AdminBrokerProcessor:
 
     def get_broker_config(self, request: RemotingCommand) -> RemotingCommand:
         body = encode_properties_body(self.controller.config.all_properties())
-        version = json.dumps(self.controller.config_data_version, separators=(",", ":"))
+        version = dumps(data_version_bean(self.controller.config_data_version))
         return request.response(ResponseCode.SUCCESS, {"version": version}, body=body)
 
     def runtime_info(self) -> dict[str, str]:

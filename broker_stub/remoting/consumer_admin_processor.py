@@ -113,7 +113,7 @@ class ConsumerAdminProcessor:
         """QUERY_TOPIC_CONSUME_BY_WHO (see module doc)."""
         groups = self.controller.consumer_manager.query_topic_consume_by_who(topic)
         groups |= {g for t, g in self._offset_keys() if t == topic}
-        return request.response(ResponseCode.SUCCESS, body=encode_group_list(groups))
+        return request.response(ResponseCode.SUCCESS, body=encode_group_list(sorted(groups)))
 
 
 __all__ = ["ConsumerAdminProcessor"]

@@ -25,7 +25,6 @@ A client is alive while it heart-beats: one that has not sent HEART_BEAT for ``C
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from broker_stub.javautil import fastjson_loads
 from broker_stub.name_rules import validate_group
+from broker_stub.remoting.admin_bodies import encode_consumer_id_list
 from broker_stub.remoting.server import RequestContext
 from broker_stub.topic_config import PERM_READ, PERM_WRITE
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
@@ -255,7 +255,7 @@ class ConsumerProcessor:
         if not clients:
             return request.response(ResponseCode.SYSTEM_ERROR, remark="no consumer for this group, "
                                     + ext["consumerGroup"])
-        return request.response(ResponseCode.SUCCESS, body=json.dumps({"consumerIdList": clients}).encode())
+        return request.response(ResponseCode.SUCCESS, body=encode_consumer_id_list(clients))
 
     def query_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         try:

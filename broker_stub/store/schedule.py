@@ -18,8 +18,8 @@ level's queue from the level's offset in ``delayOffset.json``:
 
 Offsets are per level ("offset" = the next ConsumeQueue entry to deliver). They are written to
 ``{storePathRootDir}/config/delayOffset.json`` every ``flushDelayOffsetInterval`` ms (first after 10 s) and
-at shutdown, in 4.9.8's fastjson layout (integer keys unquoted); a slave copies the file verbatim through
-GET_ALL_DELAY_OFFSET, so a promoted copy resumes where the master was. Delivery after a restart resumes
+at shutdown, in 4.9.8's fastjson pretty text (integer keys bare); GET_ALL_DELAY_OFFSET sends the compact text and
+a slave writes that verbatim, so a promoted copy resumes where the master was. Delivery after a restart resumes
 from the saved offsets: records re-put after the last save are re-put again (at-least-once, as upstream).
 
 Deliberate difference: a SCHEDULE_TOPIC_XXXX record that cannot be decoded or lacks a valid
@@ -45,6 +45,8 @@ from connector.protocol.commitlog import (
     decode_record,
 )
 from connector.protocol.errors import CommitLogFormatError
+from connector.protocol.fastjson import Bean, dumps
+from connector.protocol.java_hash_map import JavaConcurrentHashMap, java_int_hash
 from connector.protocol.topics import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
 
 if TYPE_CHECKING:
@@ -58,18 +60,19 @@ DELAY_FOR_A_WHILE_MS = 100
 DELAY_FOR_A_PERIOD_MS = 10000
 PERSIST_FIRST_DELAY_MS = 10000
 _CQ_ENTRY = struct.Struct(">qiq")
+DELAY_OFFSET_TABLE_CAPACITY = 32  # ScheduleMessageService.offsetTable = new ConcurrentHashMap<>(32)
 _ENTRY_RE = re.compile(r'"?(\d+)"?\s*:\s*(-?\d+)')
 
 
-def encode_delay_offsets(table: dict[int, int]) -> str:
-    """``delayOffset.json`` text as 4.9.8 persists it (fastjson pretty format, integer keys unquoted).
+def encode_delay_offsets(table: dict[int, int], pretty: bool = True) -> str:
+    """``ScheduleMessageService.encode(pretty)``: DelayOffsetSerializeWrapper ``{"offsetTable":{level:offset}}``
+    as fastjson writes it (docs/protocol.md §4.7) — pretty for ``delayOffset.json``, compact for
+    GET_ALL_DELAY_OFFSET; levels are Integer keys (bare) in the order of 4.9.8's ``ConcurrentHashMap(32)``.
 
     ``table`` maps delay level → next ConsumeQueue offset of ``SCHEDULE_TOPIC_XXXX`` queue level − 1.
     """
-    if not table:
-        return '{\n\t"offsetTable":{}\n}'
-    entries = ",".join(f"{level}:{offset}" for level, offset in sorted(table.items()))
-    return '{\n\t"offsetTable":{' + entries + "\n\t}\n}"
+    levels = JavaConcurrentHashMap.order(list(table), java_int_hash, DELAY_OFFSET_TABLE_CAPACITY)
+    return dumps(Bean(offsetTable={level: table[level] for level in levels}), pretty)
 
 
 def decode_delay_offsets(text: str) -> dict[int, int]:
@@ -127,8 +130,9 @@ class ScheduleMessageService:
             log.error("delay offsets not loaded file=%s error=%s", self.offset_store.path, exc)
             self.offset_table = {}
 
-    def encode(self) -> str:
-        return encode_delay_offsets(self.offset_table)
+    def encode(self, pretty: bool = True) -> str:
+        """The offsets as ``delayOffset.json`` holds them (pretty) or GET_ALL_DELAY_OFFSET sends them (compact)."""
+        return encode_delay_offsets(self.offset_table, pretty)
 
     def persist(self) -> None:
         """Write ``delayOffset.json`` (atomically); an OSError is logged."""

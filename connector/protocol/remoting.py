@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import javaproperties
 
 from connector.protocol.errors import RemotingProtocolError
+from connector.protocol.fastjson import Bean, encode
+from connector.protocol.java_hash_map import hash_map_order, java_string_hash
 
 FRAME_MAX_LENGTH_BYTES = 16 * 1024 * 1024  # NettyDecoder default (com.rocketmq.remoting.frameMaxLength)
 SERIALIZE_TYPE_JSON = 0
@@ -351,9 +353,14 @@ class FrameDecoder:
             out.append(cmd)
 
 
-def encode_kv_table(table: dict[str, str]) -> bytes:
-    """A KVTable body (GET_BROKER_RUNTIME_INFO): ``{"table":{...}}`` with string values."""
-    return json.dumps({"table": {k: str(v) for k, v in table.items()}}, ensure_ascii=False).encode("utf-8")
+KV_TABLE_RUNTIME_INFO_CAPACITY = 64  # StoreStatsService.getRuntimeInfo: new HashMap<String, String>(64)
+
+
+def encode_kv_table(table: dict[str, str], initial_capacity: int = KV_TABLE_RUNTIME_INFO_CAPACITY) -> bytes:
+    """A KVTable body (GET_BROKER_RUNTIME_INFO): ``{"table":{...}}`` with string values, the bytes 4.9.8 writes
+    for a ``HashMap(initial_capacity)`` filled in ``table``'s order (docs/protocol.md §4.7)."""
+    keys = hash_map_order(list(table), java_string_hash, initial_capacity)
+    return encode(Bean(table={k: str(table[k]) for k in keys}))
 
 
 def decode_kv_table(body: bytes) -> dict[str, str]:

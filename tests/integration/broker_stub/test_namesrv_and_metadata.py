@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from broker_stub.javautil import fastjson_loads
 from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from tests.support.brokers import (
@@ -24,7 +25,7 @@ def _route(ns_addr: str, topic: str) -> RemotingCommand:
 def _cluster(ns_addr: str) -> dict:
     resp = remoting_request(ns_addr, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
     assert resp.code == ResponseCode.SUCCESS
-    return json.loads(resp.body)
+    return fastjson_loads(resp.body)
 
 
 def test_slave_learns_its_master_from_the_name_server_and_replicates(broker_factory, namesrv_factory):
@@ -49,7 +50,12 @@ def test_java_producer_steps_route_heartbeat_send_unregister(broker_factory, nam
     ns = namesrv_factory()
     master = broker_factory("master", namesrvAddr=ns.addr, **COMMON)
     wait_for(lambda: _route(ns.addr, "TBW102").code == ResponseCode.SUCCESS, "the master's first registration")
-    route = json.loads(_route(ns.addr, "TBW102").body)
+    raw = _route(ns.addr, "TBW102").body.decode("utf-8")
+    # issue 20: fastjson's compact text, brokerId keys bare — what clients outside Java parse
+    assert raw == ('{"brokerDatas":[{"brokerAddrs":{0:"' + master.remoting_addr + '"},"brokerName":"broker-a",'
+                          '"cluster":"StubCluster"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a",'
+                          '"perm":7,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]}'), raw
+    route = fastjson_loads(raw)
     assert route["brokerDatas"] == [{"brokerAddrs": {"0": master.remoting_addr}, "brokerName": "broker-a",
                                      "cluster": "StubCluster"}]
     assert route["queueDatas"][0]["writeQueueNums"] == 8 and route["queueDatas"][0]["perm"] == 7  # inherit bit
@@ -65,7 +71,7 @@ def test_java_producer_steps_route_heartbeat_send_unregister(broker_factory, nam
     assert resp.code == ResponseCode.SUCCESS
     # creating a topic makes the broker register again at once (not only every registerNameServerPeriod)
     wait_for(lambda: _route(ns.addr, "NewTopic").code == ResponseCode.SUCCESS, "the route of the new topic")
-    queue = json.loads(_route(ns.addr, "NewTopic").body)["queueDatas"][0]
+    queue = fastjson_loads(_route(ns.addr, "NewTopic").body)["queueDatas"][0]
     assert (queue["readQueueNums"], queue["writeQueueNums"], queue["perm"]) == (4, 4, 6)
     master.stop()  # a clean stop unregisters
     wait_for(lambda: _route(ns.addr, "TBW102").code == ResponseCode.TOPIC_NOT_EXIST,

@@ -75,7 +75,7 @@ def test_name_server_tables_follow_register_and_channel_close():
     assert reg(ctx_s, 1, "h:2", "h:3").ext_fields == {}  # no master yet
     assert reg(ctx_m, 0, "h:10", "h:11").code == 0
     assert reg(ctx_s, 1, "h:2", "h:3").ext_fields == {"haServerAddr": "h:11", "masterAddr": "h:10"}
-    assert ri.pickup_topic_route_data("T")["brokerDatas"][0]["brokerAddrs"] == {"0": "h:10", "1": "h:2"}
+    assert ri.pickup_topic_route_data("T")["brokerDatas"][0]["brokerAddrs"] == {0: "h:10", 1: "h:2"}
     ri.on_channel_destroy("127.0.0.1:1")
-    assert ri.pickup_topic_route_data("T")["brokerDatas"][0]["brokerAddrs"] == {"1": "h:2"}
+    assert ri.pickup_topic_route_data("T")["brokerDatas"][0]["brokerAddrs"] == {1: "h:2"}
 
