@@ -53,8 +53,8 @@ def test_java_producer_steps_route_heartbeat_send_unregister(broker_factory, nam
     raw = _route(ns.addr, "TBW102").body.decode("utf-8")
     # issue 20: fastjson's compact text, brokerId keys bare — what clients outside Java parse
     assert raw == ('{"brokerDatas":[{"brokerAddrs":{0:"' + master.remoting_addr + '"},"brokerName":"broker-a",'
-                          '"cluster":"StubCluster"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a",'
-                          '"perm":7,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]}'), raw
+                   '"cluster":"StubCluster"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a",'
+                   '"perm":7,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]}'), raw
     route = fastjson_loads(raw)
     assert route["brokerDatas"] == [{"brokerAddrs": {"0": master.remoting_addr}, "brokerName": "broker-a",
                                      "cluster": "StubCluster"}]
@@ -103,24 +103,24 @@ def test_slave_syncs_topics_offsets_delay_offsets_and_groups(broker_factory, nam
         RequestCode.HEART_BEAT, body=json.dumps(heartbeat).encode())).code == ResponseCode.SUCCESS
     # GET_ALL_TOPIC_CONFIG is served on the VIP port (listenPort - 2) as well
     vip = remoting_request(master.vip_addr, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG))
-    assert vip.code == ResponseCode.SUCCESS and "SyncedTopic" in json.loads(vip.body)["topicConfigTable"]
+    assert vip.code == ResponseCode.SUCCESS and "SyncedTopic" in fastjson_loads(vip.body)["topicConfigTable"]
     slave = broker_factory("slave", brokerRole="SLAVE", brokerId=1, namesrvAddr=ns.addr, **COMMON)
     config = slave.store_dir / "config"
     wait_for(lambda: (config / "subscriptionGroup.json").exists() and (config / "delayOffset.json").exists(),
              "the first sync (3 s after start)", timeout_s=20)
-    topics = json.loads((config / "topics.json").read_text())
-    master_topics = json.loads(vip.body)
+    topics = fastjson_loads((config / "topics.json").read_text())
+    master_topics = fastjson_loads(vip.body)
     assert topics["dataVersion"] == master_topics["dataVersion"]
     assert set(topics["topicConfigTable"]) == set(master_topics["topicConfigTable"])
     assert {"SyncedTopic", "%RETRY%syncGroup"} <= set(topics["topicConfigTable"])
-    offsets = json.loads((config / "consumerOffset.json").read_text())["offsetTable"]
+    offsets = fastjson_loads((config / "consumerOffset.json").read_text())["offsetTable"]
     assert offsets["SyncedTopic@syncGroup"] == {"0": 5, "2": 9}
-    groups = json.loads((config / "subscriptionGroup.json").read_text())
+    groups = fastjson_loads((config / "subscriptionGroup.json").read_text())
     assert "syncGroup" in groups["subscriptionGroupTable"]
-    master_groups = json.loads(remoting_request(master.remoting_addr, RemotingCommand.request(
+    master_groups = fastjson_loads(remoting_request(master.remoting_addr, RemotingCommand.request(
         RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).body)
     assert groups["dataVersion"] == master_groups["dataVersion"]
-    assert json.loads((config / "delayOffset.json").read_text()) == {"offsetTable": {}}
+    assert fastjson_loads((config / "delayOffset.json").read_text()) == {"offsetTable": {}}
     # the slave answers consumer-offset queries from the synced table
     resp = remoting_request(slave.remoting_addr, RemotingCommand.request(
         RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "syncGroup", "topic": "SyncedTopic", "queueId": 2}))
