@@ -27,11 +27,24 @@ def _positive(text: str) -> int:
     return value
 
 
+def installed_version() -> str:
+    """The installed distribution's version (pyproject.toml ``version``), or ``unknown`` when run from a checkout
+    that was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hareplica")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hareplica",
         description="Replicate a RocketMQ CommitLog into Delta Lake over the classic HA protocol.")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}",
+                        help="print hareplica's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("inspect-commitlog", help="print every record of a CommitLog folder (offline)")
@@ -252,9 +265,15 @@ def check_remote_run(args) -> None:
 def _run(args) -> int:
     from rich.console import Console
 
-    from streaming_apps.apps import AppConfig, AppError, DeltaJarsMissingError, run_app
-    from streaming_apps.apps.common import delta_jars_for, expand_jars
-    from streaming_apps.preflight import PreflightError, check_brokers, check_run_config, error_line
+    from streaming_apps.apps import AppConfig, AppError, DeltaJarsMissingError, app_module, run_app
+    from streaming_apps.apps.common import check_table_locations, delta_jars_for, expand_jars
+    from streaming_apps.preflight import (
+        PreflightError,
+        check_brokers,
+        check_run_config,
+        check_starting_offsets,
+        error_line,
+    )
     from streaming_apps.spark_session import ConnectSessionError, build_connect_session, build_spark_session
 
     console = Console(stderr=True, soft_wrap=True)  # an error is one line, whatever the terminal width
@@ -272,11 +291,14 @@ def _run(args) -> int:
         if args.remote:
             check_remote_run(args)
         jars = delta_jars_for(config.sink, expand_jars(args.jars))  # --sink delta: the staged jars by default
-        # before Spark starts: options (the source's own validation), folders, and the brokers themselves
+        # before Spark starts: options (the source's own validation), folders, the brokers themselves, a JSON
+        # starting offset against them, and the table folders: a refusal is one line and exit 2, no Spark banner
         source_options = check_run_config(config.source_option_map(), {
             "--workdir": config.workdir, "--tables-root": config.tables_root,
             "--checkpoint-root": config.checkpoint_root, "--status-dir": config.status_dir})
         check_brokers(source_options)
+        check_starting_offsets(source_options, config.checkpoint())
+        check_table_locations(config, app_module(config.app).TABLES)
     except (AppError, PreflightError, ConnectSessionError) as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 2

@@ -6,6 +6,8 @@
 * :func:`check_brokers` asks every configured master once for its config over remoting: a broker that
   cannot be reached, or a peer that is not a RocketMQ broker (an HTTP or echo server), is named in one
   line before 8 s of Spark start-up.
+* :func:`check_starting_offsets`: a JSON ``startingOffsets`` of a new checkpoint past a broker's
+  commitLogMaxOffset, or not at the start of a record, is named in one line too.
 * :func:`error_line` finds our own error (an :class:`connector.protocol.errors.HAReplicaError` subclass)
   inside the text of an exception that went through Spark (Python data source errors come back wrapped
   in Java exceptions with both stacks) and returns ``ClassName: message``.
@@ -15,6 +17,7 @@ docs/source.md "Errors" describes what users see.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
@@ -22,7 +25,8 @@ from pathlib import Path
 from connector.client.admin import BrokerAdminClient, UnsupportedBrokerModeError
 from connector.client.remoting import BrokerUnreachableError, NotARocketMQBrokerError
 from connector.data_loss import DataLossError
-from connector.options import HAReplicaOptionError, SourceOptions
+from connector.history import HEAD_BYTES, fetch_range, starts_record
+from connector.options import EARLIEST_OFFSET_SENTINEL, LATEST_OFFSET_SENTINEL, HAReplicaOptionError, SourceOptions
 from connector.protocol.errors import HAReplicaError
 
 PREFLIGHT_TIMEOUT_MS = 3000
@@ -93,6 +97,51 @@ def check_brokers(options: SourceOptions, timeout_ms: int = PREFLIGHT_TIMEOUT_MS
         else:
             raise PreflightError(f"broker {broker.name}: {'; '.join(problems)}; check --brokers (remoting address "
                                  "= HA port - 1 unless given after '/') and that the broker runs")
+
+
+def check_starting_offsets(options: SourceOptions, checkpoint: Path, timeout_ms: int = PREFLIGHT_TIMEOUT_MS) -> None:
+    """A JSON ``startingOffsets`` for a query that has no offsets in ``checkpoint`` yet (else Spark resumes from
+    the checkpoint and ignores it): each broker's offset must be at most its master's commitLogMaxOffset and,
+    unless it is a mapped-file start or that max offset, the start of a record (a message whose PHYSICALOFFSET
+    is the offset, or an END_FILE blank: docs/source.md "Errors"), read over HA as the first task would.
+
+    Raises:
+        PreflightError: one line naming the option, the offset, the broker and what is wrong. A broker that
+            cannot be asked is left to :func:`check_brokers` and the source.
+    """
+    starting = options.starting_offsets
+    offsets_dir = Path(checkpoint) / "offsets"
+    if isinstance(starting, str) or (offsets_dir.is_dir() and any(offsets_dir.iterdir())):
+        return
+    fetch = dataclasses.replace(options.fetch, connect_timeout_ms=min(timeout_ms, options.fetch.connect_timeout_ms),
+                                read_timeout_ms=timeout_ms, max_outage_ms=0)
+    for broker in options.brokers:
+        value = starting.get(broker.name)
+        if value is None or value in (EARLIEST_OFFSET_SENTINEL, LATEST_OFFSET_SENTINEL):
+            continue
+        try:
+            with BrokerAdminClient(broker.remoting_addr, fetch.connect_timeout_ms) as admin:
+                config = admin.broker_config()
+                min_offset, max_offset = admin.commit_log_offsets()
+                file_size = admin.mapped_file_size(config)
+                protocol = admin.ha_protocol(config)
+            if value > max_offset:
+                raise PreflightError(str(HAReplicaOptionError(
+                    "startingOffsets", dict(starting), f"offset {value} of broker {broker.name} is past its "
+                    f"commitLogMaxOffset {max_offset}")))
+            if value < min_offset or value == max_offset or value % file_size == 0:
+                continue  # below the min: the source's failOnDataLoss rules; the others are record starts
+            head = fetch_range(broker.ha_addr, value, min(value + HEAD_BYTES, max_offset), broker=broker.name,
+                               fetch=fetch, server_is_slave=False, protocol=protocol)
+        except PreflightError:
+            raise
+        except HAReplicaError:
+            continue  # unreachable or refused: check_brokers names it, or the source waits it out
+        if not starts_record(head, value, file_size):
+            raise PreflightError(str(HAReplicaOptionError(
+                "startingOffsets", dict(starting), f"offset {value} of broker {broker.name} is not the start of "
+                f"a record (the bytes there begin {head[:16].hex()}); use a commitLogOffset of a landed row, a "
+                "checkpoint's offset or one `hareplica inspect-commitlog` prints")))
 
 
 def _cause(exc: BaseException) -> str:

@@ -146,3 +146,65 @@ def test_an_error_inside_spark_is_our_one_line(tmp_path, peer, broker_factory):
     debug = hareplica("--log-level", "DEBUG", *args, cwd=tmp_path)
     assert debug.returncode == 1 and "Traceback" in debug.stderr  # the stacks are there when asked for
 
+
+
+@pytest.fixture
+def stored_broker(broker_factory):
+    """A stub master holding three messages."""
+    from connector.client.producer import Producer
+
+    broker = broker_factory("master")
+    with Producer(broker.remoting_addr) as producer:
+        for i in range(3):
+            producer.send("orders", f"message {i}".encode() * 10)
+    return broker
+
+
+def _max_offset(broker) -> int:
+    from tests.support.brokers import max_offset
+
+    return max_offset(broker.remoting_addr)
+
+
+@pytest.mark.parametrize("where, expected", [
+    ("past the max", "is past its commitLogMaxOffset"),
+    ("inside a record", "is not the start of a record (the bytes there begin"),
+])
+def test_a_starting_offset_the_broker_cannot_start_at_is_one_line_and_exit_2_before_spark(tmp_path, stored_broker,
+                                                                                           where, expected):
+    """Issue 22 item 4: these were found inside Spark (exit 1, Spark's banner and then the error)."""
+    offset = _max_offset(stored_broker) + 1000 if where == "past the max" else 5
+    result = hareplica("run", "bronze", "--workdir", str(tmp_path / "w"), "--brokers",
+                       f"broker-a={stored_broker.ha_addr}", "--starting-offsets", f'{{"broker-a": {offset}}}',
+                       cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-3000:]
+    line = one_line(result)
+    assert "option startingOffsets=" in line and f"offset {offset} of broker broker-a {expected}" in line, line
+
+
+def test_a_starting_offset_at_a_record_start_is_accepted_by_the_check(tmp_path, stored_broker):
+    from connector.options import SourceOptions
+    from streaming_apps.preflight import check_starting_offsets
+    from tests.support.brokers import read_commitlog
+
+    second = read_commitlog(stored_broker.commitlog_dir)[1].commit_log_offset
+    options = SourceOptions.from_options({"brokers": f"broker-a={stored_broker.ha_addr}",
+                                          "startingOffsets": f'{{"broker-a": {second}}}'})
+    check_starting_offsets(options, tmp_path / "cp")  # no error: a record starts there
+    offsets = tmp_path / "cp2" / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / "0").write_text("v1")
+    bad = SourceOptions.from_options({"brokers": f"broker-a={stored_broker.ha_addr}",
+                                      "startingOffsets": '{"broker-a": 5}'})
+    check_starting_offsets(bad, tmp_path / "cp2")  # a checkpoint with offsets: Spark ignores startingOffsets
+
+
+def test_a_table_folder_that_is_not_a_table_is_one_line_and_exit_2_before_spark(tmp_path, stored_broker):
+    folder = tmp_path / "w" / "tables" / "bronze"
+    folder.mkdir(parents=True)
+    (folder / "notes.txt").write_text("not a Delta table")
+    result = hareplica("run", "bronze", "--workdir", str(tmp_path / "w"), "--brokers",
+                       f"broker-a={stored_broker.ha_addr}", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-3000:]
+    line = one_line(result)
+    assert "table bronze: " in line and str(folder) in line, line
