@@ -144,7 +144,8 @@ class RouteInfoManager:
         bd.broker_addrs[broker_id] = broker_addr
         previous = self.broker_live_table.get(broker_addr)
         if broker_id == MASTER_ID and (register_first or previous is None or previous.data_version != data_version):
-            table = wrapper.get("topicConfigTable") or {}
+            table = wrapper.get("topicConfigTable") if isinstance(wrapper, dict) else None
+            table = table if isinstance(table, dict) else {}
             # the body's table is decoded into a ConcurrentHashMap, which the name server then iterates
             for topic in JavaConcurrentHashMap.order(list(table), java_string_hash):
                 tc = table[topic]

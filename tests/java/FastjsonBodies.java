@@ -283,9 +283,10 @@ public final class FastjsonBodies {
             JSONObject r = (JSONObject) o;
             rim.unregisterBroker(r.getString("cluster"), r.getString("addr"), r.getString("name"), r.getLongValue("id"));
         }
-        for (Object o : c.getJSONArray("routes")) {
-            TopicRouteData route = rim.pickupTopicRouteData((String) o);
-            texts.put("route:" + o, route == null ? null : RemotingSerializable.toJson(route, false));
+        JSONArray routes = c.getJSONArray("routes");
+        for (int i = 0; i < routes.size(); i++) {
+            TopicRouteData route = rim.pickupTopicRouteData(routes.getString(i));
+            texts.put("route:" + i, route == null ? null : RemotingSerializable.toJson(route, false));
         }
         texts.put("cluster", RemotingSerializable.toJson(rim.getAllClusterInfo(), false));
         texts.put("topicList", RemotingSerializable.toJson(rim.getAllTopicList(), false));
