@@ -27,6 +27,7 @@ import logging
 import sys
 
 from broker_stub.config import BrokerConfigError, load_config
+from broker_stub.config_rules import check_environment
 from broker_stub.logs import LOG_FORMATS, configure_logging
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
         for k, v in config.all_properties().items():
             print(f"{k}={v}")
         return 0
+    try:
+        check_environment(config)  # host names resolve, store folders can be written
+    except BrokerConfigError as exc:
+        log.error("broker config rejected: %s", exc)
+        return 2
     from broker_stub.broker import run_broker
     from broker_stub.store.message_store import BrokerStoreError
 

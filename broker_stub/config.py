@@ -52,7 +52,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker_stub.config_rules import BrokerConfigError, check_ranges
+from broker_stub.config_rules import DEFAULT_MAX_MESSAGE_SIZE_BYTES, BrokerConfigError, check_ranges, resolve_host
 from broker_stub.javautil import parse_java_properties
 from connector.protocol.ha import (
     HA_HOUSEKEEPING_INTERVAL_MS,
@@ -252,7 +252,7 @@ class MessageStoreConfig:
     diskMaxUsedSpaceRatio: int = 75
     fileReservedTime: int = 72
     putMsgIndexHightWater: int = 600000
-    maxMessageSize: int = 1024 * 1024 * 4
+    maxMessageSize: int = DEFAULT_MAX_MESSAGE_SIZE_BYTES
     checkCRCOnRecover: bool = True
     flushCommitLogLeastPages: int = 4
     commitCommitLogLeastPages: int = 4
@@ -440,8 +440,9 @@ class BrokerStubConfig:
 
     @property
     def store_host(self) -> str:
-        """``brokerIP1:listenPort``, the STOREHOSTADDRESS of every record this broker writes (docs/protocol.md §1.2)."""
-        host = self.broker.brokerIP1
+        """``brokerIP1:listenPort``, the STOREHOSTADDRESS of every record this broker writes (docs/protocol.md §1.2);
+        a host name is resolved to its IP address, as 4.9.8's InetSocketAddress does."""
+        host = resolve_host("brokerIP1", self.broker.brokerIP1)
         if ":" in host:
             return f"[{host}]:{self.listen_port}"
         return f"{host}:{self.listen_port}"
@@ -561,6 +562,9 @@ def _validate(cfg: BrokerStubConfig) -> None:
             raise BrokerConfigError(f"config key {key}: port {port} is outside 1..65535")
     if cfg.ha_listen_port == cfg.netty_server.listenPort:
         raise BrokerConfigError(f"config key haListenPort: {cfg.ha_listen_port} equals listenPort")
+    if cfg.ha_listen_port == cfg.vip_listen_port:
+        raise BrokerConfigError(f"config key haListenPort: {cfg.ha_listen_port} equals the VIP remoting port "
+                                f"(listenPort - 2 = {cfg.vip_listen_port}, docs/protocol.md §3.2)")
     if store.haTransferBatchSize > HA_MAX_TRANSFER_BODY_BYTES:
         raise BrokerConfigError(
             f"config key haTransferBatchSize: {store.haTransferBatchSize} bytes would never fit a 4.9.8 slave's "

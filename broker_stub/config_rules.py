@@ -8,7 +8,12 @@ refuses, at start-up and with one line naming the key and the value (:class:`Bro
   throw NumberFormatException and keep the default — and any negative number: no 4.9.8 key gives a
   negative value a meaning;
 * the keys in :data:`POSITIVE_KEYS` at 0 (sizes, intervals and counts that must be at least 1);
-* the specific rules of :func:`check_ranges` (ports, ratios, file sizes, addresses, ``deleteWhen``, paths).
+* the specific rules of :func:`check_ranges` (ports, ratios, file sizes, addresses, ``deleteWhen``, paths);
+* keys that contradict each other (:func:`check_consistency`): a ``maxMessageSize`` set above its default
+  whose largest message cannot fit one CommitLog file, ``haHousekeepingInterval`` not above ``haSendHeartbeatInterval``,
+  ``defaultTopicQueueNums`` above the 1024 queues of 4.9.8's largest built-in topic;
+* at start only (:func:`check_environment`, which touches DNS and the disk): ``brokerIP1``/``brokerIP2``/
+  ``metricsPromExporterHost`` names that do not resolve, and store paths that cannot be created or written.
 
 ``diskMaxUsedSpaceRatio``: 4.9.8's getter clamps the value into 10..95; the stub refuses values outside
 10..95 instead, so a typo such as ``500`` is not silently read as 95.
@@ -18,11 +23,15 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import os
 import re
+import socket
+from pathlib import Path
 from typing import Any, Protocol
 
 from broker_stub.ha.allow_list import parse_networks
 from connector.protocol.address import AddressError, split_host_port
+from connector.protocol.commitlog.layout import END_FILE_MIN_BLANK_LENGTH_BYTES, calc_msg_length
 from connector.protocol.errors import HAReplicaError
 
 
@@ -67,6 +76,12 @@ POSITIVE_KEYS = frozenset({
 # value would also map more address space than the machine has. 4 KiB: one OS page.
 MIN_COMMITLOG_FILE_BYTES = 4096
 MAX_COMMITLOG_FILE_BYTES = INT_MAX
+#: the most queues RocketMQ 4.9.8 gives a topic it creates itself (BenchmarkTest, TopicConfigManager); a
+#: ``defaultTopicQueueNums`` above it gives TBW102, and every topic a client auto-creates from it, that many
+#: ConsumeQueues
+MAX_DEFAULT_TOPIC_QUEUE_NUMS = 1024
+#: MessageStoreConfig.maxMessageSize's 4.9.8 default (4 MiB)
+DEFAULT_MAX_MESSAGE_SIZE_BYTES = 4 * 1024 * 1024
 _DELETE_WHEN = re.compile(r"^\d{1,2}(;\d{1,2})*$")
 _HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 
@@ -155,3 +170,83 @@ def check_ranges(cfg: CheckedConfig) -> None:
         except ValueError as exc:
             raise BrokerConfigError(str(exc)) from None
     check_number_ranges(cfg)
+    check_consistency(cfg)
+
+
+def check_consistency(cfg: CheckedConfig) -> None:
+    """Keys that each pass alone but cannot work together (docs/broker_stub.md "Configuration keys").
+
+    * ``maxMessageSize``, when set above its 4 MiB default: a message of that body (a one-byte topic, no
+      properties) plus the 8-byte minimum END_FILE blank must fit one ``mappedFileSizeCommitLog`` file —
+      4.9.8 closes the current file and a fresh one with blanks for a record that fits neither and stores
+      nothing (CommitLog.putMessage, END_OF_FILE twice). At the default (which every dump of a 4.9.8
+      config holds, small test files included) the stub refuses such a record at send instead.
+    * ``haHousekeepingInterval`` > ``haSendHeartbeatInterval``: a master and a slave each close an HA
+      connection that read nothing for haHousekeepingInterval ms, and an idle peer writes only every
+      haSendHeartbeatInterval ms (4.9.8 HAConnection, HAService.HAClient), so every idle connection would drop.
+    * ``defaultTopicQueueNums`` ≤ :data:`MAX_DEFAULT_TOPIC_QUEUE_NUMS`.
+    """
+    store, broker = cfg.store, cfg.broker
+    if store.maxMessageSize > DEFAULT_MAX_MESSAGE_SIZE_BYTES:
+        smallest = calc_msg_length(0, store.maxMessageSize, 1, 0) + END_FILE_MIN_BLANK_LENGTH_BYTES
+        if smallest > store.mappedFileSizeCommitLog:
+            raise BrokerConfigError(
+                f"config key maxMessageSize: {store.maxMessageSize} bytes cannot be stored in CommitLog files of "
+                f"mappedFileSizeCommitLog={store.mappedFileSizeCommitLog} bytes (such a record needs at least "
+                f"{smallest}); lower maxMessageSize or raise mappedFileSizeCommitLog")
+    if store.haHousekeepingInterval <= store.haSendHeartbeatInterval:
+        raise BrokerConfigError(
+            f"config key haHousekeepingInterval: {store.haHousekeepingInterval} ms must be above "
+            f"haSendHeartbeatInterval={store.haSendHeartbeatInterval} ms, else every idle HA connection is closed "
+            "between two heartbeats")
+    if broker.defaultTopicQueueNums > MAX_DEFAULT_TOPIC_QUEUE_NUMS:
+        raise BrokerConfigError(
+            f"config key defaultTopicQueueNums: {broker.defaultTopicQueueNums} is above "
+            f"{MAX_DEFAULT_TOPIC_QUEUE_NUMS}, the most queues RocketMQ 4.9.8 gives any topic it creates itself")
+
+
+def resolve_host(key: str, value: str) -> str:
+    """The IP address ``value`` (an IP literal or a host name) stands for: the literal itself, else the first
+    address DNS gives (as Java's ``InetSocketAddress`` resolves ``brokerIP1`` in 4.9.8).
+
+    Raises:
+        BrokerConfigError: the name does not resolve, naming ``key`` and ``value``.
+    """
+    text = value.strip().strip("[]")
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(text, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        why = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        raise BrokerConfigError(f"config key {key}: {value!r} does not resolve to an IP address ({why})") from None
+    return str(infos[0][4][0])
+
+
+def check_environment(cfg: CheckedConfig) -> None:
+    """Start-time checks that need DNS and the disk (not run by :func:`check_ranges`, so a config can be
+    checked anywhere): the host names resolve (:func:`resolve_host`), and ``storePathRootDir`` and
+    ``storePathCommitLog`` exist as writable folders or can be created (they are, as the store would).
+
+    Raises:
+        BrokerConfigError: naming the key, the value and the operating system's reason.
+    """
+    broker, store = cfg.broker, cfg.store
+    for key in ("brokerIP1", "brokerIP2", "metricsPromExporterHost"):
+        value = getattr(broker, key)
+        if value:
+            resolve_host(key, value)
+    paths = [("storePathRootDir", store.storePathRootDir)]
+    if store.storePathCommitLog:
+        paths.append(("storePathCommitLog", store.storePathCommitLog))
+    for key, value in paths:
+        path = Path(value).expanduser()
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BrokerConfigError(f"config key {key}: {value!r} cannot be created as a folder "
+                                    f"({exc.strerror or exc})") from None
+        if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+            raise BrokerConfigError(f"config key {key}: {value!r} is not a writable folder")

@@ -251,7 +251,8 @@ def test_message_limits(tmp_path):
 
 
 def test_record_that_cannot_fit_a_file_is_refused_not_dropped(tmp_path):
-    c = _controller(tmp_path, maxMessageSize="8192", mappedFileSizeCommitLog="4096")
+    # maxMessageSize left at its 4 MiB default (an explicit one this large is refused at start, test_config_validation)
+    c = _controller(tmp_path, mappedFileSizeCommitLog="4096")
     try:
         resp = _send(c, RequestCode.SEND_MESSAGE_V2, _simple_header(), b"b" * 5000, BORN)
         assert resp.code == ResponseCode.MESSAGE_ILLEGAL
