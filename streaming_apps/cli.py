@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first CommitLog offset to print (records at or after it)")
     p.add_argument("--format", choices=("jsonl", "table"), default="jsonl",
                    help="jsonl: the fields of messages.jsonl; table: a readable summary")
+    p.add_argument("--stop-at-first", action="store_true",
+                   help="exit 2 at the first record with a bad body (default: list every record, flag the bad "
+                        "ones on stderr with offset and file, exit 2 at the end)")
 
     p = sub.add_parser("broker", help="run the bundled RocketMQ 4.9.8 broker stub (python -m broker_stub)",
                        add_help=False)
@@ -408,7 +411,7 @@ def _dispatch(args, extra: list[str]) -> int:
     if args.command == "inspect-commitlog":
         from streaming_apps.inspect_commitlog import run
 
-        return run(args.directory, args.from_offset, args.format)
+        return run(args.directory, args.from_offset, args.format, stop_at_first=args.stop_at_first)
     if args.command == "broker":
         from broker_stub.__main__ import main as broker_main
 

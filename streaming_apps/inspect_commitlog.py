@@ -3,10 +3,17 @@
 Files are the 20-digit mapped files of one CommitLog (docs/protocol.md §1.1); each is walked record by record with
 connector.protocol.commitlog, END_FILE blanks skipped, stopping at the end of written data. A folder
 with a missing middle file (a gap between neighbouring files) is refused before anything is printed.
+
+A record whose body does not match its BODYCRC, or whose compressed body does not decompress, is still
+listed (its stored body; in jsonl a ``"bodyError"`` key, in the table the ``check`` column), its offset and
+file are named on stderr, and the walk goes on: an offline inspector shows all the damage. The exit code is
+2 at the end when any record was bad (``stop_at_first``: at the first one, the former behaviour). A header
+that breaks the record chain (MAGICCODE, TOTALSIZE...) stops the walk: nothing after it can be found.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import mmap
@@ -16,7 +23,15 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from connector.protocol.commitlog import BlankRecord, EndOfData, MessageRecord, iter_records, record_to_json
+from connector.protocol.commitlog import (
+    BlankRecord,
+    EndOfData,
+    MessageRecord,
+    body_crc,
+    iter_records,
+    record_to_json,
+)
+from connector.protocol.commitlog.layout import COMPRESSED_FLAG
 from connector.protocol.errors import CommitLogFormatError
 from connector.protocol.mapped_files import is_file_name
 
@@ -105,16 +120,70 @@ def _ms(ts: int) -> str:
     return datetime.fromtimestamp(ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def run(directory: str, from_offset: int = 0, fmt: str = "jsonl", out=None) -> int:
-    """Print the records; returns the process exit code (0 ok, 2 invalid data, 1 bad folder)."""
+def body_error(rec: MessageRecord) -> str | None:
+    """Why ``rec``'s body is bad — ``BODYCRC mismatch: stored S, computed C`` (docs/protocol.md §1.6), or
+    ``BODY: ...`` when a compressed body does not decompress — else None."""
+    computed = body_crc(rec.body)
+    if computed != rec.body_crc:
+        return f"BODYCRC mismatch: stored {rec.body_crc}, computed {computed}"
+    try:
+        rec.decompressed_body()
+    except (CommitLogFormatError, ValueError) as exc:
+        return f"BODY: {exc}"
+    return None
+
+
+def iter_checked_records(directory: Path, from_offset: int = 0) -> Iterator[tuple[str, MessageRecord, str | None]]:
+    """(file name, record, :func:`body_error`) for every message at or after ``from_offset``: the walk of
+    :func:`iter_commitlog_dir` without stopping at a bad body. Raises CommitLogFormatError for a header that
+    breaks the record chain."""
+    for name, rec in iter_commitlog_dir(directory, from_offset, check_crc=False):
+        yield name, rec, body_error(rec)
+
+
+def _json_line(name: str, rec: MessageRecord, error: str | None) -> str:
+    """One jsonl line: messages.jsonl's fields; a bad record has its stored body only and ``bodyError``."""
+    if error is None:
+        doc = record_to_json(rec, file=name, file_start=int(name))
+    else:
+        doc = record_to_json(dataclasses.replace(rec, sys_flag=rec.sys_flag & ~COMPRESSED_FLAG), file=name,
+                             file_start=int(name))
+        doc["sysFlag"] = rec.sys_flag
+        doc["bodyDecompressedBase64"] = None
+        doc["bodyError"] = error
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def run(directory: str, from_offset: int = 0, fmt: str = "jsonl", out=None, *, stop_at_first: bool = False) -> int:
+    """Print every record; returns the process exit code (0 ok, 2 invalid data, 1 bad folder).
+
+    Each bad body is named on stderr (``error: CommitLog offset N, file F: BODYCRC mismatch ...``) as it is
+    met; a summary line ends the run. ``stop_at_first``: exit 2 at the first bad record instead.
+    """
     out = out or sys.stdout
+    bad = total = 0
+
+    def checked() -> Iterator[tuple[str, MessageRecord, str | None]]:
+        nonlocal bad, total
+        for name, rec, error in iter_checked_records(Path(directory), from_offset):
+            total += 1
+            if error is not None:
+                bad += 1
+                out.flush()
+                print(f"error: CommitLog offset {rec.commit_log_offset}, file {name}: {error}", file=sys.stderr)
+                if stop_at_first:
+                    raise _StopAtFirst
+            yield name, rec, error
+
     try:
         if fmt == "jsonl":
-            for name, rec in iter_commitlog_dir(Path(directory), from_offset):
-                out.write(json.dumps(record_to_json(rec, file=name, file_start=int(name)), ensure_ascii=False,
-                                     separators=(",", ":")) + "\n")
+            for name, rec, error in checked():
+                out.write(_json_line(name, rec, error))
         else:
-            _print_table(iter_commitlog_dir(Path(directory), from_offset), out)
+            _print_table(checked(), out)
+    except _StopAtFirst:
+        out.flush()
+        return 2
     except CommitLogFormatError as exc:
         out.flush()
         print(f"error: {exc}", file=sys.stderr)
@@ -124,16 +193,25 @@ def run(directory: str, from_offset: int = 0, fmt: str = "jsonl", out=None) -> i
         return 1
     except BrokenPipeError:  # e.g. piped into `head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    if bad:
+        out.flush()
+        print(f"error: {bad} of {total} records have a bad body (listed above with offset and file)", file=sys.stderr)
+        return 2
     return 0
 
 
-def _print_table(records: Iterator[tuple[str, MessageRecord]], out) -> None:
+class _StopAtFirst(Exception):
+    """Internal: ``stop_at_first`` met a bad record."""
+
+
+def _print_table(records: Iterator[tuple[str, MessageRecord, str | None]], out) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console(file=out, width=1000, no_color=True, highlight=False)
     columns = ("commitLogOffset", "storeSize", "topic", "queueId", "queueOffset", "sysFlag", "storeTimestamp",
-               "tags", "keys", "bodyLength")
+               "tags", "keys", "bodyLength", "check")
 
     def new_table(first: bool) -> Table:
         t = Table(show_header=first, box=None, pad_edge=False)
@@ -143,10 +221,10 @@ def _print_table(records: Iterator[tuple[str, MessageRecord]], out) -> None:
         return t
 
     table, rows, first = new_table(True), 0, True
-    for _, rec in records:
+    for _, rec, error in records:
         table.add_row(str(rec.commit_log_offset), str(rec.store_size), rec.topic, str(rec.queue_id),
                       str(rec.queue_offset), f"0x{rec.sys_flag:X}", _ms(rec.store_timestamp), rec.tags or "",
-                      rec.keys or "", str(len(rec.body)))
+                      rec.keys or "", str(len(rec.body)), "ok" if error is None else error.split(":")[0])
         rows += 1
         if rows == TABLE_PAGE_ROWS:  # print in pages: memory stays bounded on 1 GiB files
             console.print(table)

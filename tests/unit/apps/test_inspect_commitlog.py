@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import shutil
@@ -55,3 +56,50 @@ def test_corrupt_record_exits_2_naming_offset_and_file_after_printing_valid_reco
 def test_missing_folder_exits_1(tmp_path, capsys):
     assert main(["inspect-commitlog", str(tmp_path / "nope")]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+def _flip_body_bytes(folder, victims):
+    """Corrupt one body byte of each victim record (its BODYCRC then no longer matches)."""
+    for v in victims:
+        path = folder / v["file"]
+        path.chmod(0o644)
+        data = bytearray(path.read_bytes())
+        # a V1 record ends BODY, TOPIC (1-byte length + topic), PROPERTIES (2-byte length + properties)
+        tail = 1 + len(v["topic"].encode()) + 2 + len(base64.b64decode(v["propertiesRawBase64"]))
+        data[v["filePosition"] + v["storeSize"] - tail - 1] ^= 0xFF  # the body's last byte
+        path.write_bytes(bytes(data))
+
+
+def test_every_record_is_listed_and_each_bad_body_named_then_exit_2(fixture_dir, tmp_path, capsys):
+    """Issue 22 item 7: the inspector stopped at the first BODYCRC mismatch."""
+    folder = tmp_path / "commitlog"
+    shutil.copytree(fixture_dir / "commitlog", folder)
+    expected = [json.loads(line) for line in (fixture_dir / "messages.jsonl").read_text().splitlines()]
+    victims = [e for e in expected if e["bodyLength"] > 0 and not e["sysFlag"] & 1][5:400:60]
+    assert len(victims) >= 5
+    _flip_body_bytes(folder, victims)
+    assert main(["inspect-commitlog", str(folder)]) == 2
+    captured = capsys.readouterr()
+    got = [json.loads(line) for line in captured.out.splitlines()]
+    assert [g["commitLogOffset"] for g in got] == [e["commitLogOffset"] for e in expected]  # every record
+    flagged = {g["commitLogOffset"]: g["bodyError"] for g in got if "bodyError" in g}
+    assert sorted(flagged) == [v["commitLogOffset"] for v in victims]
+    assert all(e.startswith("BODYCRC mismatch: stored ") for e in flagged.values())
+    errors = captured.err.strip().splitlines()
+    assert errors[:-1] == [f"error: CommitLog offset {v['commitLogOffset']}, file {v['file']}: "
+                           f"{flagged[v['commitLogOffset']]}" for v in victims]
+    assert errors[-1] == f"error: {len(victims)} of {len(expected)} records have a bad body (listed above with " \
+                         "offset and file)"
+    good = [g for g in got if "bodyError" not in g]
+    assert good == [e for e in expected if e["commitLogOffset"] not in flagged]  # the rest byte for byte
+
+    assert main(["inspect-commitlog", "--stop-at-first", str(folder)]) == 2
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == expected.index(victims[0])
+    assert captured.err.strip().splitlines() == errors[:1]
+
+    buf = io.StringIO()
+    assert run(str(folder), 0, "table", buf) == 2
+    rows = buf.getvalue().splitlines()[1:]
+    assert len(rows) == len(expected)
+    assert sum(r.rstrip().endswith("BODYCRC mismatch") for r in rows) == len(victims)
