@@ -47,6 +47,8 @@ FINGERPRINT_KEY = "@lastRecord"
 TAIL_WINDOW_BYTES = 256 * 1024
 #: bytes the driver scans after a rewritten checkpoint for the next record boundary
 RESYNC_WINDOW_BYTES = 4 * 1024 * 1024 + 64 * 1024
+#: the most bytes the driver reads back from a rewritten checkpoint to find where the rewrite began
+REWRITE_SEARCH_MAX_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,15 +215,72 @@ class Rewrite:
     """What :func:`check_start` found: the broker's bytes before ``start`` are not what the query landed."""
 
     start: int  # the checkpointed offset (bytes)
-    lost_from: int  # the first offset known to be affected (the fingerprinted record's start, or ``start``)
+    lost_from: int  # the first offset affected: where the rewrite began (see :func:`rewritten_from`)
     resume: int  # the next real record boundary at or after ``start``
     problems: tuple[str, ...]
+    exact: bool = True  # False: the rewrite may begin below ``lost_from`` (the search was cut short)
 
     def describe(self, broker: str) -> str:
-        """One sentence naming the broker, the range and what was found."""
+        """One sentence naming the broker, the rewritten range [lost_from, start) and what was found; the
+        rows landed there are those with ``lost_from <= commitLogOffset < start`` (docs/source.md
+        "Rewritten history")."""
+        at_least = "" if self.exact else " (at least)"
         return (f"broker {broker}: the CommitLog was rewritten below the query's offset {self.start}: "
-                f"{'; '.join(self.problems)}. Rows already landed for [{self.lost_from}, {self.start}) (at least) "
-                "describe messages the broker no longer holds, and messages written there since are not read")
+                f"{'; '.join(self.problems)}. Rows already landed for [{self.lost_from}, {self.start}){at_least} "
+                f"describe messages the broker no longer holds (broker = '{broker}' AND commitLogOffset >= "
+                f"{self.lost_from} AND commitLogOffset < {self.start}), and messages written there since are not read")
+
+
+def _messages_from(buf: bytes, base: int, first: int, end: int, mapped_file_size: int) -> list[MessageRecord]:
+    """The messages walked from the boundary ``first`` in ``buf`` (bytes from ``base``) up to ``end``, one mapped
+    file at most; a record cut off by ``end`` or an END_FILE blank ends the walk."""
+    out: list[MessageRecord] = []
+    pos, file_end = first - base, next_file_start(first, mapped_file_size) - base
+    while base + pos < end:
+        rec = _record_at(buf, pos, base, file_end=min(file_end, len(buf)))
+        if not isinstance(rec, MessageRecord) or base + pos + rec.store_size > end:
+            break
+        out.append(rec)
+        pos += rec.store_size
+    return out
+
+
+def rewritten_from(read, start: int, landed_until_ms: int, lowest_known: int, min_offset: int,
+                   mapped_file_size: int) -> tuple[int, bool]:
+    """Where a rewrite below ``start`` began: the first record below ``start`` stored *after* the newest
+    landed record (storeTimestamp > ``landed_until_ms``), found by reading back from ``start``.
+
+    A broker stores records in storeTimestamp order, and everything it wrote after losing its tail is newer
+    than every record a query landed before (the query landed them before the crash). So the records below
+    ``start`` that are newer than the fingerprinted record are exactly the rewritten ones, and the first of
+    them starts the range whose landed rows the broker no longer holds. Windows grow backwards from
+    ``start`` (:data:`TAIL_WINDOW_BYTES`, ×4 each time, across mapped files) until an older record is found,
+    the broker's ``min_offset`` is reached, or :data:`REWRITE_SEARCH_MAX_BYTES` were read.
+
+    Returns ``(offset, exact)``: ``offset`` is at most ``lowest_known`` (what the caller already knows is
+    rewritten); ``exact`` is False when the search stopped at its byte bound with no older record found.
+    ``read(lo, hi)`` returns CommitLog bytes ``[lo, hi)``.
+    """
+    lowest, hi, window, searched = lowest_known, start, TAIL_WINDOW_BYTES, 0
+    while hi > min_offset:
+        if searched >= REWRITE_SEARCH_MAX_BYTES:
+            return lowest, False
+        file_start = (hi - 1) - (hi - 1) % mapped_file_size
+        lo = max(file_start, min_offset, hi - window)
+        buf = read(lo, hi)
+        searched += hi - lo
+        first = lo if lo == file_start else first_boundary_at_or_after(buf, lo, lo, mapped_file_size)
+        records = _messages_from(buf, lo, first, hi, mapped_file_size) if first is not None and first < hi else []
+        if records and records[0].store_timestamp <= landed_until_ms:
+            newer = next((r for r in records if r.store_timestamp > landed_until_ms), None)
+            return (min(lowest, newer.commit_log_offset) if newer else lowest), True
+        if records:
+            lowest = min(lowest, records[0].commit_log_offset)
+            hi = records[0].commit_log_offset
+        elif lo == file_start:
+            hi = lo  # nothing in this file's part below `hi`: the previous file
+        window = TAIL_WINDOW_BYTES if hi == file_start else window * 4
+    return lowest, True
 
 
 HEAD_BYTES = 64
@@ -265,7 +324,11 @@ def check_start(read, start: int, fingerprint: RecordFingerprint | None, min_off
         found = first_boundary_at_or_after(window, start, start, mapped_file_size)
         resume = found if found is not None else min(next_file_start(start, mapped_file_size), max_offset)
     lost_from = fingerprint.offset if fingerprint is not None and fingerprint.end == start else start
-    return Rewrite(start, lost_from, resume, tuple(problems))
+    exact = fingerprint is not None
+    if fingerprint is not None:
+        lost_from, exact = rewritten_from(read, start, fingerprint.store_timestamp, lost_from, min_offset,
+                                          mapped_file_size)
+    return Rewrite(start, lost_from, resume, tuple(problems), exact)
 
 
 def end_fingerprint(read, begin: int, end: int, mapped_file_size: int, lowest_report: int) -> RecordFingerprint | None:

@@ -82,8 +82,11 @@ def test_rewritten_history_fails_naming_the_range_or_resynchronises(source_spark
 
     with pytest.raises(StreamingQueryException,
                        match=rf"broker broker-a: the CommitLog was rewritten below the query's offset {checkpoint}: "
-                             rf"the record \[{old[-1].commit_log_offset}, {checkpoint}\) it was taken after"):
+                             rf"the record \[{old[-1].commit_log_offset}, {checkpoint}\) it was taken after") as info:
         run_stream(source_spark, tmp_path / "cp", options)
+    # the whole rewritten range, from the first lost record, and how to find its landed rows (issue 22 item 5)
+    assert (f"Rows already landed for [{cut}, {checkpoint}) describe messages the broker no longer holds "
+            f"(broker = 'broker-a' AND commitLogOffset >= {cut} AND commitLogOffset < {checkpoint})") in str(info.value)
 
     rest = run_stream(source_spark, tmp_path / "cp", {**options, "failOnDataLoss": "false"})
     resume = min(s for s in starts if s >= checkpoint)

@@ -196,3 +196,40 @@ def test_boundaries_and_checks_know_the_5x_v2_record(fixture_dir: Path):
     after = v2["commitLogOffset"] + v2["storeSize"]
     assert check_start(reader(data), after, fp(v2), 0, len(data), size) is None
     assert check_start(reader(data), v2["commitLogOffset"], fp(before), 0, len(data), size) is None
+
+
+def _restamp(data: bytearray, message: dict, store_timestamp: int) -> None:
+    """Give one record another storeTimestamp (as a record the broker wrote later at that offset)."""
+    from connector.protocol.commitlog import field_positions
+
+    at = message["commitLogOffset"] + field_positions(message["magic"])["STORETIMESTAMP"]
+    data[at:at + 8] = store_timestamp.to_bytes(8, "big", signed=True)
+
+
+@pytest.mark.parametrize("first_rewritten", [30, 39, 1])
+def test_a_rewrite_is_named_from_its_first_rewritten_record_not_only_the_fingerprinted_one(commitlog, messages,
+                                                                                           first_rewritten):
+    """Issue 22 item 5: the broker lost records [first_rewritten, 41) and wrote newer ones of the same sizes;
+    the range named (and so the landed rows to look at) starts at the first of them, exactly."""
+    m, nxt = messages[40], messages[41]["commitLogOffset"]
+    later = max(x["storeTimestamp"] for x in messages[:41]) + 60_000
+    changed = bytearray(commitlog)
+    for i in range(first_rewritten, 41):
+        _restamp(changed, messages[i], later + i)
+    found = check_start(reader(bytes(changed)), nxt, fp(m), 0, len(changed), SIZE)
+    lost_from = messages[first_rewritten]["commitLogOffset"]
+    assert found is not None and found.exact and found.lost_from == lost_from and found.resume == nxt
+    text = found.describe("broker-a")
+    assert f"Rows already landed for [{lost_from}, {nxt}) describe messages the broker no longer holds" in text
+    assert f"commitLogOffset >= {lost_from} AND commitLogOffset < {nxt}" in text and "(at least)" not in text
+
+
+def test_a_rewrite_across_a_mapped_file_start_is_found_in_the_earlier_file(commitlog, messages):
+    first_of_file1 = next(i for i, x in enumerate(messages) if x["commitLogOffset"] >= SIZE)
+    m, nxt = messages[first_of_file1 + 3], messages[first_of_file1 + 4]["commitLogOffset"]
+    later = max(x["storeTimestamp"] for x in messages) + 60_000
+    changed = bytearray(commitlog)
+    for i in range(first_of_file1 - 2, first_of_file1 + 4):
+        _restamp(changed, messages[i], later + i)
+    found = check_start(reader(bytes(changed)), nxt, fp(m), 0, len(changed), SIZE)
+    assert found is not None and found.exact and found.lost_from == messages[first_of_file1 - 2]["commitLogOffset"]
