@@ -19,6 +19,7 @@ import struct
 import time
 
 from broker_stub.config import BrokerConfigError, BrokerStubConfig
+from broker_stub.exposure import open_exposure
 from broker_stub.ha.allow_list import HAAddressPolicy
 from broker_stub.ha.client import HAClient
 from broker_stub.ha.service import HAService
@@ -161,6 +162,9 @@ class BrokerController:
                                                    name="printMasterAndSlaveDiff"))
         log.info("broker started brokerName=%s maxOffset=%d", cfg.broker.brokerName,
                  self.message_store.commit_log.max_offset)
+        exposure = open_exposure(cfg)
+        if exposure:  # once, at start (docs/security.md "Hardening checklist")
+            log.warning("%s", exposure)
 
     async def shutdown(self) -> None:
         """Stop accepting, close connections, flush and close the store (idempotent)."""
