@@ -84,7 +84,7 @@ def test_offsets_of_bad_names_and_groups_past_the_cap_are_not_stored(broker_fact
     assert update("cg_ok", "OffTopic").code == ResponseCode.SUCCESS
     assert update("../x", "OffTopic").code == ResponseCode.SYSTEM_ERROR
     assert update("cg_ok", "../y").code == ResponseCode.SYSTEM_ERROR
-    capped = broker_factory("capped", maxSubscriptionGroupNums=12)  # the 8 system groups + 4
+    capped = broker_factory("capped", maxSubscriptionGroupNums=11)  # the 7 system groups + 4
 
     def update_capped(group: str) -> int:
         return remoting_request(capped.remoting_addr, RemotingCommand.request(
