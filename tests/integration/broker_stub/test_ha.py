@@ -97,7 +97,8 @@ def test_nothing_is_sent_before_the_first_report(ha_broker):
 
 
 def test_new_data_is_pushed_after_an_append(broker_factory):
-    broker = broker_factory(mappedFileSizeCommitLog=FILE, haSendHeartbeatInterval=60000)
+    broker = broker_factory(mappedFileSizeCommitLog=FILE, haSendHeartbeatInterval=60000,
+                            haHousekeepingInterval=120000)  # above the heartbeat period (config_rules)
     end = _fill(broker, n=3)
     with HASocket(broker.ha_addr) as ha, Producer(broker.remoting_addr) as p:
         ha.report(end)
@@ -143,7 +144,8 @@ def test_housekeeping_closes_a_silent_connection(broker_factory):
 
 
 def test_a_stalled_reader_does_not_block_other_connections(broker_factory):
-    broker = broker_factory(mappedFileSizeCommitLog=1048576, haSendHeartbeatInterval=60000)
+    broker = broker_factory(mappedFileSizeCommitLog=1048576, haSendHeartbeatInterval=60000,
+                            haHousekeepingInterval=120000)  # above the heartbeat period (config_rules)
     stalled = socket.socket()
     stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     host, _, port = broker.ha_addr.rpartition(":")
