@@ -172,7 +172,8 @@ def hash_map_copy_capacity(size: int) -> int:
 
 def hash_map_order(keys: list, hash_of, initial_capacity: int = _HASHMAP_DEFAULT_CAPACITY) -> list:
     """Iteration order of a ``java.util.HashMap``/``HashSet`` made with ``new HashMap<>(initial_capacity)`` after
-    ``put`` of the distinct ``keys`` in the given order (``hash_of(key)`` is the key's Java ``hashCode()``).
+    ``put`` of the distinct ``keys`` in the given order (``hash_of(key)`` is the key's Java ``hashCode()``;
+    docs/protocol.md §4.7).
 
     Buckets in index order (``(h ^ h >>> 16) & (capacity - 1)``), insertion order inside a bucket; the capacity
     starts at ``tableSizeFor(initial_capacity)`` and doubles whenever the size passes 0.75 × capacity. Treeified
@@ -186,7 +187,8 @@ def hash_map_order(keys: list, hash_of, initial_capacity: int = _HASHMAP_DEFAULT
 
 
 class JavaConcurrentHashMap:
-    """The iteration order of a ``java.util.concurrent.ConcurrentHashMap`` (JDK 8–17), simulated bin by bin.
+    """The iteration order of a ``java.util.concurrent.ConcurrentHashMap`` (JDK 8–17), simulated bin by bin
+    (docs/protocol.md §4.7).
 
     Only keys are kept. ``put`` appends to the key's bin (``spread(h) & (n - 1)``); a table grows when the count
     reaches 0.75 × length, and the move (``transfer``) splits each bin into a low and a high list, keeping the
@@ -280,7 +282,8 @@ class JavaConcurrentHashMap:
 
 
 class JavaHashMapTable:
-    """The iteration order of a ``java.util.HashMap`` driven call by call, for maps whose history matters.
+    """The iteration order of a ``java.util.HashMap`` driven call by call, for maps whose history matters
+    (docs/protocol.md §4.7).
 
     Only keys are kept, in real bins. ``put`` appends a new key to its bin and then doubles the table when the
     size passes 0.75 × length; ``compute_if_absent`` first doubles a table whose size already passed that
