@@ -77,13 +77,13 @@ def encode_consume_stats(offsets: Mapping[MessageQueue, tuple[int, int, int]], c
 def subscription_data(sub: Mapping) -> Bean:
     """A SubscriptionData as a broker re-serialises it from a heartbeat: the seven properties fastjson writes
     (``filterClassSource`` is not serialised), with 4.9.8's defaults for missing ones; ``tagsSet`` and
-    ``codeSet`` are ``HashSet``s filled in the heartbeat's order."""
-    codes = list(dict.fromkeys(int(c) for c in sub.get("codeSet") or []))
+    ``codeSet`` are ``HashSet``s filled in the heartbeat's order (items of another type are dropped)."""
+    codes = list(dict.fromkeys(c for c in sub.get("codeSet") or [] if isinstance(c, int) and not isinstance(c, bool)))
+    tags = [t for t in sub.get("tagsSet") or [] if isinstance(t, str)]
     return Bean(classFilterMode=bool(sub.get("classFilterMode", False)),
                 codeSet=JavaSet(hash_map_order(codes, java_int_hash)),
                 expressionType=str(sub.get("expressionType") or "TAG"), subString=sub.get("subString"),
-                subVersion=int(sub.get("subVersion") or 0), tagsSet=_string_set(sub.get("tagsSet") or []),
-                topic=sub.get("topic"))
+                subVersion=int(sub.get("subVersion") or 0), tagsSet=_string_set(tags), topic=sub.get("topic"))
 
 
 def encode_consumer_connection(connections: Iterable[tuple[str, str, str, int]], consume_type: str,
