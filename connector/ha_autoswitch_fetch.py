@@ -12,30 +12,44 @@ stalls probed for data loss, chunks yielded in order, reports that carry ``start
   file, so no byte is supplied locally; a first frame above 0 means bytes ``[0, frame offset)`` are gone
   (DataLossError, or skipped with ``fail_on_data_loss=False``).
 * **Epochs.** Each data frame's ``(epoch, epochStartOffset)`` must be the handshake entry that covers its
-  offset, and its body must end inside that entry (the master cuts frames at epoch ends, §10.5); anything
-  else is HAProtocolError naming the frame and the entry: the master's history is not the one it announced.
+  offset, and its body must end inside that entry (the master cuts frames at epoch ends, §10.5) — except the
+  frame that ends exactly at an entry's end, which a real master tags with the *next* entry; anything else
+  is HAProtocolError naming the frame and the entry: the master's history is not the one it announced.
 * **confirmOffset** of the newest frame is kept in :attr:`AutoSwitchRangeFetcher.confirm_offset`.
+* **Master switches** (``locate_master``): a reconnect first asks which member of the broker set is master
+  now and connects to it. Its handshake must agree with the epochs the range was planned under
+  (``planned_epochs``) up to the range end (RocketMQ's consistent point, docs/protocol.md §10.4); bytes past
+  the point where they agree were never on the new master and are lost (DataLossError naming them, or
+  skipped with ``fail_on_data_loss=False``).
 """
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from connector.client.admin import BrokerAdminClient
 from connector.client.net import open_connection
 from connector.ha_fetch import RECV_BUFFER_BYTES, HARangeFetcher, NotAnHAPortError, _Stall, _Wire
 from connector.options import DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_READ_TIMEOUT_MS
 from connector.protocol.errors import HAProtocolError
 from connector.protocol.ha_autoswitch import (
     AutoSwitchFrameReader,
+    EpochEntry,
     EpochHistory,
     HandshakeReply,
     SlaveHandshake,
     TransferHeader,
     encode_slave_report,
 )
+
+log = logging.getLogger(__name__)
+
+#: finds the broker set's current master: ``(ha_addr, remoting_addr)``, or None while none is elected
+MasterLocator = Callable[[], "tuple[str, str] | None"]
 
 #: the handshake hareplica sends: an async learner without broker id (docs/protocol.md §10.7)
 LEARNER_HANDSHAKE = SlaveHandshake()
@@ -45,18 +59,71 @@ class AutoSwitchRangeFetcher(HARangeFetcher):
     """Fetch CommitLog bytes ``[start, end)`` from a controller-mode master's HA port (AutoSwitch HA).
 
     Arguments, iteration, errors and :func:`connector.ha_fetch.prefetch_chunks` use as for
-    :class:`connector.ha_fetch.HARangeFetcher` (offsets in bytes, times in ms). After a connection's
-    handshake, :attr:`handshake` holds the master's reply (:class:`HandshakeReply`); :attr:`confirm_offset`
-    the confirmOffset of the newest frame (None before one).
+    :class:`connector.ha_fetch.HARangeFetcher` (offsets in bytes, times in ms), plus ``locate_master`` (see
+    the module doc; None: always ``ha_addr``), ``planned_epochs`` (the ``(epoch, startOffset)`` entries the
+    range was planned under; empty: not checked) and ``credentials`` (for the offsets probe of a new
+    master). After a connection's handshake, :attr:`handshake` holds the master's reply
+    (:class:`HandshakeReply`); :attr:`confirm_offset` the confirmOffset of the newest frame (None before one);
+    :attr:`switches` the ``(old, new)`` HA addresses of each master switch followed.
     """
 
     protocol = "autoswitch"
 
-    def __init__(self, ha_addr: str, start: int, end: int, **kwargs):
+    def __init__(self, ha_addr: str, start: int, end: int, *, locate_master: MasterLocator | None = None,
+                 planned_epochs: Sequence[tuple[int, int]] = (), credentials=None, **kwargs):
         super().__init__(ha_addr, start, end, **kwargs)
         self.report_offset = start  # 0 is legal here: the master then starts at its min offset
         self.handshake: HandshakeReply | None = None
         self.confirm_offset: int | None = None
+        self.locate_master = locate_master
+        self.planned_epochs = tuple(planned_epochs)
+        self.credentials = credentials
+        self.switches: list[tuple[str, str]] = []
+        self._sessions = 0
+        self._admin: BrokerAdminClient | None = None
+        self._cap, self._cap_why = end, ""  # where this connection's bytes stop being the planned ones
+
+    def close(self) -> None:
+        """Stop keep-alives and close the connection (idempotent)."""
+        super().close()
+        if self._admin is not None:
+            self._admin.close()
+
+    def _follow_master(self) -> None:
+        """Before a reconnect: connect to whichever member is master now (raises ConnectionRefusedError, an
+        outage to wait out, while none is)."""
+        found = self.locate_master()
+        if found is None:
+            raise ConnectionRefusedError(f"no member of broker set {self.broker} is master (an election under way?)")
+        if found[0] != self.ha_addr:
+            log.warning("%s: the master switched to %s; reading the rest of the range from it", self._where(),
+                        found[0])
+            self.switches.append((self.ha_addr, found[0]))
+            self.ha_addr = found[0]
+            if self._admin is not None:
+                self._admin.close()
+            self._admin = BrokerAdminClient(found[1], self.read_timeout_ms, self.credentials)
+            self.offsets_probe = self._admin.commit_log_offsets
+
+    def _check_planned(self, reply: HandshakeReply) -> None:
+        """The master's epochs must agree with the planned ones up to the range end: past the point where they
+        agree, its bytes are not the planned ones. Sets :attr:`_cap` there (the bytes from it to the range end
+        are reported lost once reached, see the module doc)."""
+        self._cap, self._cap_why = self.end, ""
+        if not self.planned_epochs:
+            return
+        planned = EpochHistory([EpochEntry(e, o) for e, o in self.planned_epochs],
+                               max(self.end, self.planned_epochs[-1][1]))
+        common = max(planned.common_point(reply.history()), self.start)
+        if common >= self.end:
+            return
+        already = ""
+        if self.delivered > common:
+            already = f"; [{common}, {self.delivered}) of them were already read from the old master"
+        self._cap = max(common, self.delivered)
+        self._cap_why = (f"master {self.ha_addr} (epoch {reply.last_epoch}) agrees with the epochs the range was "
+                         f"planned under ({list(self.planned_epochs)}) only up to offset {common}: the bytes "
+                         f"[{common}, {self.end}) never reached it{already}")
 
     def _send_report(self) -> None:
         sock = self._sock
@@ -104,14 +171,23 @@ class AutoSwitchRangeFetcher(HARangeFetcher):
                                 f"answered the 16-byte handshake with {first[:32]!r}, {what}")
 
     def _session(self) -> Iterator[tuple[int, bytes | memoryview]]:
+        self._sessions += 1
+        if self.locate_master is not None and self._sessions > 1:
+            self._follow_master()
         sock = open_connection(self.ha_addr, self.connect_timeout_ms / 1000)
         self._sock = sock
         self.connections += 1
         sock.settimeout(self.read_timeout_ms / 1000)
         reader = AutoSwitchFrameReader(buffer_bytes=RECV_BUFFER_BYTES)
-        history = self._handshake(sock, reader).history()
+        reply = self._handshake(sock, reader)
+        self._check_planned(reply)
+        history = reply.history()
         wire = _Wire(self.report_offset)
         while self.delivered < self.end:
+            if self.delivered >= self._cap:
+                self._lost(self.delivered, self.end, self._cap_why)
+                yield self.delivered, b""  # marks the skip for the consumer
+                break
             spans, resume = self._parse_transfer(reader, wire, history)
             if spans and self.outage.active:
                 self.outage.recovered()
@@ -124,7 +200,7 @@ class AutoSwitchRangeFetcher(HARangeFetcher):
                 yield resume, b""
                 self.close()
                 return
-            if self.delivered < self.end:
+            if self._cap > self.delivered:
                 self._receive(sock, reader, wire)
         self.close()
 
@@ -132,7 +208,7 @@ class AutoSwitchRangeFetcher(HARangeFetcher):
                         history: EpochHistory) -> tuple[list[tuple[int, memoryview]], int | None]:
         """Like HARangeFetcher._parse, for transfer frames (36-byte headers) checked against ``history``."""
         spans: list[tuple[int, memoryview]] = []
-        while self.delivered < self.end:
+        while self.delivered < self._cap:
             try:
                 header = reader.peek_transfer()
             except HAProtocolError as exc:
@@ -166,7 +242,7 @@ class AutoSwitchRangeFetcher(HARangeFetcher):
             wire.stalls = 0
             first = wire.offset
             wire.offset += len(body)
-            lo, hi = max(first, self.delivered), min(wire.offset, self.end)
+            lo, hi = max(first, self.delivered), min(wire.offset, self._cap)
             if hi > lo:
                 spans.append((lo, body[lo - first:hi - first]))
                 self.delivered = hi
@@ -180,6 +256,10 @@ class AutoSwitchRangeFetcher(HARangeFetcher):
             entry, entry_end = covering
             if ((entry.epoch, entry.start_offset) == (header.epoch, header.epoch_start_offset)
                     and (entry_end is None or end <= entry_end)):
+                return
+            # the frame with an epoch's last bytes is tagged with the next epoch, which starts where it ends
+            # (the master moves to the next entry before building the header, docs/protocol.md §10.5)
+            if end == entry_end == header.epoch_start_offset and EpochEntry(header.epoch, end) in history.entries:
                 return
             announced = f"epoch {entry.epoch} from offset {entry.start_offset} to {entry_end or 'the end'}"
         else:

@@ -27,6 +27,9 @@ slaves                     (none)        the slaves of the broker sets, same syn
                                          slave (a name may repeat):
                                          ``broker-a=10.0.0.11:10912,broker-a=10.0.0.12:10912``.
                                          Needed by ``readFrom=slave`` and ``minInSyncSlaves``.
+                                         For a 5.x controller-mode broker set: its other members;
+                                         the source follows the master the controller elects
+                                         among them (docs/source.md).
 readFrom                   master        ``master``: executors read the master's HA port.
                                          ``slave``: they read a slave's HA port (the one holding
                                          the most; the master only for bytes no slave holds) and

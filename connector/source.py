@@ -54,10 +54,11 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from connector.client.admin import HA_PROTOCOL_AUTOSWITCH, HA_PROTOCOL_CLASSIC, BrokerAdminClient
 from connector.client.consume_queue import ConsumeQueueReader
 from connector.client.remoting import BrokerAdminError, BrokerUnreachableError
+from connector.controller_mode import SWITCH_KEY, ControllerModeSet, master_locator
 from connector.data_loss import on_data_loss
 from connector.decode.schema import column_subset, spark_schema
 from connector.decode.stream import CommitLogArrowDecoder
-from connector.ha_autoswitch_fetch import AutoSwitchRangeFetcher, probe_master
+from connector.ha_autoswitch_fetch import AutoSwitchRangeFetcher
 from connector.ha_fetch import HARangeFetcher, prefetch_chunks
 from connector.history import FINGERPRINT_KEY, check_start, end_fingerprint, fetch_range, fingerprints_of
 from connector.options import (
@@ -104,6 +105,10 @@ class HAReplicaInputPartition(InputPartition):
     transform: str | None = None
     #: the HA protocol of ``ha_addr``: ``"classic"`` or ``"autoswitch"`` (5.x controller mode)
     ha_protocol: str = HA_PROTOCOL_CLASSIC
+    #: controller mode: ``(ha_addr, remoting_addr)`` of every member (a fetch follows a master switch among
+    #: them) and the master's ``(epoch, startOffset)`` entries when the batch was planned
+    members: tuple[tuple[str, str], ...] = ()
+    epochs: tuple[tuple[int, int], ...] = ()
 
 
 class HAReplicaDataSource(DataSource):
@@ -155,6 +160,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._trusted: dict[str, int] = {}  # batch ends this reader computed, while the log never went back
         self._verified: dict[tuple, int] = {}  # (broker, start, fingerprint) -> where reading really starts
         self._protocols: dict[str, str] = {}  # broker set name -> HA protocol of its master
+        self._sets: dict[str, ControllerModeSet] = {}  # controller-mode broker sets by name
 
     def __getstate__(self) -> dict:
         # the reader is pickled to executors for read(); connections and caches stay on the driver
@@ -190,9 +196,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         view = self._views.get(broker.name)
         if view is not None:
             return view
-        candidates = [broker]
-        if self.options.read_from == READ_FROM_SLAVE:
-            candidates += self.options.slaves_of(broker.name)
+        candidates = [broker, *self.options.slaves_of(broker.name)]  # any of them tells the set's mode
         wait = self._outage(broker)
         while True:
             errors: list[BrokerAdminError] = []
@@ -209,7 +213,18 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     raise HAReplicaOptionError("readFrom", self.options.read_from,
                                                f"broker {broker.name} runs in controller mode (AutoSwitch HA): "
                                                "hareplica reads controller-mode brokers from the master only")
+                if protocol == HA_PROTOCOL_AUTOSWITCH and self.options.min_in_sync_slaves:
+                    raise HAReplicaOptionError("minInSyncSlaves", self.options.min_in_sync_slaves,
+                                               f"broker {broker.name} runs in controller mode: batches end at the "
+                                               "master's confirmOffset; set allAckInSyncStateSet=true on the brokers "
+                                               "to have it held by every in-sync replica")
                 self._protocols[broker.name] = protocol
+                if protocol == HA_PROTOCOL_AUTOSWITCH:
+                    fetch = self.options.fetch
+                    members = [(e.ha_addr, e.remoting_addr) for e in (broker, *self.options.slaves_of(broker.name))]
+                    self._sets[broker.name] = ControllerModeSet(
+                        broker.name, members, connect_timeout_ms=fetch.connect_timeout_ms,
+                        read_timeout_ms=fetch.read_timeout_ms, credentials=fetch.credentials)
                 view = BrokerSetView(broker.name, admin.mapped_file_size(config), ack_window_ms=ack_window_ms(config))
                 self._views[broker.name] = view
                 return view
@@ -237,8 +252,17 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         """
         view = self._view(broker)
         wait = self._outage(broker)
+        cset = self._sets.get(broker.name)
         while True:
-            master = self._sample(broker, "master")
+            master = self._sample(self._master_endpoint(broker), "master")
+            if cset is not None and (not master.reachable or not cset.current_is_master()):
+                if cset.follow_switch(view):
+                    self._trusted.pop(broker.name, None)  # the checkpoint is checked against the new master
+                    continue  # sample the new master
+                if master.reachable:
+                    master = ServerOffsets(master.endpoint, "master", down=True,
+                                           error=f"broker {broker.name}: {master.endpoint.remoting_addr} is no longer "
+                                                 "master and the controller has not elected another one yet")
             if master.reachable or self.options.read_from == READ_FROM_SLAVE:
                 break
             if not master.down:
@@ -269,6 +293,11 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     log.warning("broker %s: slave %s unreachable: %s", broker.name, s.endpoint.ha_addr, s.error)
                 view.note_slave_sample(previous.get(s.endpoint.ha_addr), s)
         return view
+
+    def _master_endpoint(self, broker: BrokerEndpoint) -> BrokerEndpoint:
+        """The endpoint to ask as master: ``broker``, or for a controller-mode set its current master."""
+        cset = self._sets.get(broker.name)
+        return broker if cset is None else cset.endpoint((broker, *self.options.slaves_of(broker.name)))
 
     @staticmethod
     def _bounds(view: BrokerSetView) -> tuple[int, int]:
@@ -355,33 +384,14 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 target = min(target, view.floor_boundary(best.max_offset, begin))
         if self._trigger_target is not None and view.name in self._trigger_target:
             target = min(target, self._trigger_target[view.name])
-        if target > begin and self._protocols.get(view.name) == HA_PROTOCOL_AUTOSWITCH:
-            target = min(target, self._confirmed_end(view, begin))
+        if target > begin and view.name in self._sets:
+            target = min(target, self._sets[view.name].confirmed_end(view, begin))
         target = max(begin, target)
         safe = view.ack_safe_end(begin, target, time.monotonic())
         if safe < target:
             log.info("broker %s: SYNC_MASTER bytes below %d were appended less than %d ms ago; the batch ends "
                      "there so no reader acknowledges them before they land", view.name, safe, view.ack_window_ms)
         return safe
-
-    def _confirmed_end(self, view: BrokerSetView, begin: int) -> int:
-        """A controller-mode master's confirmOffset (docs/protocol.md §10.6) rounded down to a known record
-        boundary, asked over AutoSwitch HA with a report of ``begin`` (already landed); ``begin`` when the
-        master cannot be asked (the batch waits)."""
-        fetch = self.options.fetch
-        try:
-            state = probe_master(view.master.endpoint.ha_addr, begin, connect_timeout_ms=fetch.connect_timeout_ms,
-                                 read_timeout_ms=fetch.read_timeout_ms)
-        except (OSError, HAReplicaError) as exc:
-            log.warning("broker %s: cannot ask the controller-mode master %s for its confirmOffset (%s); the batch "
-                        "waits", view.name, view.master.endpoint.ha_addr, exc)
-            return begin
-        confirm = state.confirm_offset
-        if confirm is None or confirm >= view.master.max_offset:
-            return view.master.max_offset
-        log.info("broker %s: confirmOffset %d is below commitLogMaxOffset %d; the batch ends at or below it",
-                 view.name, confirm, view.master.max_offset)
-        return view.floor_boundary(confirm, begin)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """End offset of the next micro-batch (see the module doc for how the read limit cuts it)."""
@@ -390,6 +400,8 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             view = self._refresh(broker)
             min_offset, max_offset = self._bounds(view)
             begin = self._check_min(broker, self._start_of(broker, start, min_offset), min_offset)
+            if broker.name in self._sets:
+                self._sets[broker.name].check_landed(begin, self.options.fail_on_data_loss)
             begin = self._verified_begin(broker, view, start, begin, min_offset, max_offset)
             if begin > max_offset:
                 message = (f"broker {broker.name}: the query is at CommitLog offset {begin} but the broker's "
@@ -404,7 +416,11 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             if not isinstance(limit, ReadAllAvailable):
                 log.warning("read limit %r is not supported by hareplica; reading all available bytes", limit)
             ends = {name: end for name, (_, end) in spans.items()}
-        return self._with_fingerprints(start, spans, ends)
+        out = self._with_fingerprints(start, spans, ends)
+        switches = {name: cset.records() for name, cset in self._sets.items() if cset.switches}
+        if switches:  # recorded in the batch's end offset (and so in the query progress)
+            out[SWITCH_KEY] = switches
+        return out
 
     # --- rewritten history (connector.history, docs/source.md "Rewritten history") -------------------
     def _read_bytes(self, view: BrokerSetView, broker: BrokerEndpoint, lo: int, hi: int) -> bytes:
@@ -521,7 +537,8 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     broker=view.name, ha_addr=server.endpoint.ha_addr, remoting_addr=server.endpoint.remoting_addr,
                     start=begin, end=slice_end, mapped_file_size=view.mapped_file_size, fetch=self.options.fetch,
                     server_role=server.role, columns=self.columns, transform=self.options.batch_transform,
-                    ha_protocol=self._protocols.get(view.name, HA_PROTOCOL_CLASSIC)))
+                    ha_protocol=self._protocols.get(view.name, HA_PROTOCOL_CLASSIC),
+                    **(self._sets[view.name].partition_fields() if view.name in self._sets else {})))
         log.info("planned %d partition(s) for %s -> %s", len(parts), start, end)
         return parts
 
@@ -559,8 +576,11 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def commit(self, end: dict) -> None:
         """Forget boundaries below the committed offsets."""
+        if SWITCH_KEY in (end or {}):
+            for cset in self._sets.values():
+                cset.committed()
         for name, offset in (end or {}).items():
-            if name == FINGERPRINT_KEY:
+            if name.startswith("@"):  # FINGERPRINT_KEY, SWITCH_KEY
                 continue
             view = self._views.get(name)
             if view is not None:
@@ -605,6 +625,10 @@ def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatc
         max_bytes_per_batch=fetch.max_bytes_per_batch, topic_filter=fetch.topic_filter, mode=fetch.mode,
         verify_body_crc=fetch.verify_body_crc, max_inflated_body_bytes=fetch.max_inflated_body_bytes)
     fetcher_class = AutoSwitchRangeFetcher if partition.ha_protocol == HA_PROTOCOL_AUTOSWITCH else HARangeFetcher
+    extra = {} if not partition.members else {
+        "locate_master": master_locator(partition.members, fetch.connect_timeout_ms, fetch.read_timeout_ms,
+                                        fetch.credentials),
+        "planned_epochs": partition.epochs, "credentials": fetch.credentials}
     fetcher = fetcher_class(
         partition.ha_addr, partition.start, partition.end, broker=partition.broker,
         connect_timeout_ms=fetch.connect_timeout_ms, read_timeout_ms=fetch.read_timeout_ms,
@@ -612,7 +636,7 @@ def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatc
         offsets_probe=admin.commit_log_offsets, fail_on_data_loss=fetch.fail_on_data_loss,
         server_is_slave=partition.server_role == "slave", copy_chunks=fetch.prefetch_chunks > 0,
         reconnect_backoff_ms=fetch.reconnect_backoff_ms, reconnect_backoff_max_ms=fetch.reconnect_backoff_max_ms,
-        max_outage_ms=fetch.max_outage_ms)
+        max_outage_ms=fetch.max_outage_ms, **extra)
     chunks = prefetch_chunks(fetcher, fetch.prefetch_chunks) if fetch.prefetch_chunks else fetcher
     try:
         for offset, data in chunks:

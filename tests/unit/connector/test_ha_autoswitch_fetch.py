@@ -103,6 +103,20 @@ def test_a_range_across_an_epoch_boundary_reads_as_a_learner_reporting_its_start
     assert master.handshakes == [SlaveHandshake(-1, False, True)] and set(master.reports) == {100}
 
 
+def test_the_frame_with_an_epochs_last_bytes_may_carry_the_next_epoch_as_a_real_master_sends_it(scripted):
+    """Seen from a real 5.5.0 master: it moves to the next epoch entry before building the header of the frame
+    that ends the current one, so that frame says (2, 6000) although its bytes are epoch 1's."""
+    def frames(r):
+        last = TransferHeader(4096, 6000 - 4096, 2, 6000, 6000).encode() + BYTES[4096:6000]
+        return frames_from(r, 4096, 1, 0) + last + frames_from(6000, len(BYTES), 2, 6000)
+    assert fetch(scripted(TWO_EPOCHS, frames), 0, 9000) == BYTES[:9000]
+    # but only for a frame ending exactly where that next epoch starts
+    def early(r):
+        return frames_from(r, 4096, 1, 0) + TransferHeader(4096, 1000, 2, 6000, 6000).encode() + BYTES[4096:5096]
+    with pytest.raises(HAProtocolError, match=r"frame \[4096, 5096\) is tagged epoch 2 starting at 6000"):
+        fetch(scripted(TWO_EPOCHS, early), 0, 9000)
+
+
 @pytest.mark.parametrize(("frames", "match"), [
     # bytes of epoch 2's range tagged epoch 1: the master's history is not the one it announced
     (lambda r: frames_from(r, 6000) + frames_from(6000, len(BYTES), 1, 0),
@@ -143,3 +157,49 @@ def test_probe_reads_the_confirm_offset_of_the_first_frame(scripted):
     state = probe_master(master.addr, 500)
     assert (state.confirm_offset, state.handshake.master_max_offset, master.reports[:1]) == (7777, len(BYTES), [500])
     assert probe_master(master.addr, len(BYTES)).confirm_offset is None  # nothing past it: no frame awaited
+
+
+class DyingMaster(ScriptedMaster):
+    """Sends ``frames(report)`` and then closes the connection and stops listening (a master killed mid-range)."""
+
+    def _serve(self):
+        try:
+            conn, _ = self.server.accept()
+        except OSError:
+            return
+        with conn:
+            self.handshakes += decode_slave_frames(self._read(conn, 16))[0]
+            conn.sendall(self.reply)
+            self.reports.append(decode_slave_frames(self._read(conn, 12))[0][0])
+            conn.sendall(self.frames(self.reports[-1]))
+        self.server.close()
+
+
+def test_a_fetch_follows_a_master_switch_and_reads_the_rest_from_the_new_master(scripted):
+    old = DyingMaster(ONE_EPOCH, lambda r: frames_from(r, 4096))
+    new = scripted(TWO_EPOCHS, lambda r: frames_from(r, 6000) + frames_from(6000, len(BYTES), 2, 6000))
+    located = []
+
+    def locate():
+        located.append(new.addr)
+        return new.addr, "127.0.0.1:1"
+
+    with AutoSwitchRangeFetcher(old.addr, 100, 6000, broker="b", planned_epochs=[(1, 0)], locate_master=locate,
+                                reconnect_backoff_ms=1, max_outage_ms=10000) as fetcher:
+        got = b"".join(bytes(c) for _, c in fetcher)
+    assert got == BYTES[100:6000] and fetcher.switches == [(old.addr, new.addr)]
+    assert old.reports == [100] and new.reports[:1] == [100]  # the new master is asked for the range start again
+
+
+def test_bytes_the_new_master_never_received_are_lost_and_named(scripted):
+    # planned under epoch 1 up to 9000, but the new master's epoch 1 ended at 6000 (its epoch 2 starts there)
+    master = scripted(TWO_EPOCHS, lambda r: frames_from(r, 6000) + frames_from(6000, len(BYTES), 2, 6000))
+    with pytest.raises(DataLossError, match=r"no longer holds CommitLog bytes \[6000, 9000\).*agrees with the epochs "
+                                            r"the range was planned under \(\[\(1, 0\)\]\) only up to offset 6000"):
+        fetch(master, 5000, 9000, planned_epochs=[(1, 0)])
+    with AutoSwitchRangeFetcher(master.addr, 5000, 9000, broker="b", planned_epochs=[(1, 0)],
+                                fail_on_data_loss=False) as fetcher:
+        chunks = list(fetcher)
+    assert b"".join(bytes(c) for _, c in chunks) == BYTES[5000:6000]  # read up to the switch point, then skipped
+    assert chunks[-1] == (9000, b"") and fetcher.lost_ranges == [(6000, 9000)]
+    assert fetch(master, 5000, 6000, planned_epochs=[(1, 0)]) == BYTES[5000:6000]  # below the switch: agreed

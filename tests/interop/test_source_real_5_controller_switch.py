@@ -1,0 +1,194 @@
+"""A query that follows real RocketMQ 5.5.0 master switches (issue 20 §3).
+
+A real 5.5.0 name server and controller and two real 5.5.0 brokers in controller mode of one broker set
+(``broker-a``, ``allAckInSyncStateSet=true``, 1 MiB CommitLog files): the controller elects one master, the other
+replicates from it over AutoSwitch HA. A producer keeps sending to whichever broker is master while a
+``format("hareplica")`` query (``brokers`` = the first broker, ``slaves`` = the second: the set's members) runs
+with a processing-time trigger. Five times, a batch's sink SIGKILLs the master *before* the batch's data is read,
+so the batch planned against the old master is fetched after its death: the tasks find the broker the
+controller elected (a new epoch) and read the rest from it, the driver plans on from it, and the killed broker is
+restarted and rejoins as a slave (truncating to the common point). In the end every message the producer got
+SEND_OK for is in the rows once, the rows are exactly what 5.5.0's ``MessageDecoder`` decodes from the final
+master's CommitLog (nothing lost, nothing twice, no byte of a truncated tail), and every switch is recorded in
+the batch end offsets with its epoch and the old master's lost tail (if any).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from connector.client.producer import Producer
+from connector.controller_mode import SWITCH_KEY
+from tests.interop.peers import FILE_SIZE, message_decoder_rows
+from tests.interop.test_source_real_peers import assert_rows_equal_decoder
+from tests.support.brokers import broker_config, max_offset, wait_for
+from tests.support.jvm_peers import ROCKETMQ5_LIB, RealBroker, RealController, RealNameServer, killed_at_exit
+
+pytestmark = pytest.mark.spark
+
+SWITCHES = 5
+TOPIC = "Interop5Switch"
+
+
+def _role(broker: RealBroker) -> str | None:
+    try:
+        return broker_config(broker.remoting_addr).get("brokerRole")
+    except Exception:  # noqa: BLE001 - down or starting
+        return None
+
+
+def _max(broker: RealBroker) -> int | None:
+    try:
+        return max_offset(broker.remoting_addr)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+class Sender(threading.Thread):
+    """Sends ``seq=<n>`` messages one at a time to whichever broker says it is master; keeps the SEND_OK ones."""
+
+    def __init__(self, brokers: list[RealBroker]):
+        super().__init__(daemon=True, name="switch-sender")
+        self.brokers = brokers
+        self.stop = threading.Event()
+        self.ok: list[bytes] = []
+        self.failed = 0
+        self.seq = 0
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            master = next((b for b in self.brokers if b.is_running() and (_role(b) or "").endswith("MASTER")), None)
+            if master is None:
+                self.stop.wait(0.2)
+                continue
+            try:
+                with Producer(master.remoting_addr, "interop5_switch_pg") as producer:
+                    while not self.stop.is_set():
+                        body = f"seq={self.seq};".encode() + bytes(400)
+                        self.seq += 1
+                        result = producer.send(TOPIC, body, keys=f"k{self.seq}")
+                        if result.send_status != "SEND_OK":
+                            self.failed += 1
+                            break
+                        self.ok.append(body)
+                        self.stop.wait(0.01)
+            except Exception:  # noqa: BLE001 - the master died or was demoted: find the new one
+                self.failed += 1
+                self.stop.wait(0.2)
+
+
+@pytest.fixture
+def broker_set(tmp_path):
+    """(name server, controller, [two controller-mode brokers of broker-a]) — all SIGKILLed at the end."""
+    with killed_at_exit(RealNameServer.start(tmp_path / "ns")) as ns, \
+            killed_at_exit(RealController.start(tmp_path / "ctl")) as ctl:
+        common = dict(version="5", namesrvAddr=ns.addr, enableControllerMode=True, controllerAddr=ctl.addr,
+                      brokerName="broker-a", mappedFileSizeCommitLog=FILE_SIZE, allAckInSyncStateSet=True,
+                      waitTimeMillsInSendQueue=10000)
+        brokers = [RealBroker.start(tmp_path / f"b{i}", **common) for i in (1, 2)]
+        try:
+            yield ns, ctl, brokers
+        finally:
+            for b in brokers:
+                b.kill9()
+
+
+def _snapshot_offsets(checkpoint, into: dict[int, dict]) -> None:
+    """Add the source's end offset of every batch in the checkpoint's offset log (one JSON line per source) to
+    ``into`` by batch id: Spark keeps only the newest 100 batches there, so the test snapshots it as it goes."""
+    for path in (checkpoint / "offsets").iterdir():
+        if path.name.isdigit() and int(path.name) not in into:
+            lines = path.read_text().splitlines()
+            if len(lines) >= 3:
+                into[int(path.name)] = json.loads(lines[2])
+
+
+def _in_sync(brokers: list[RealBroker]) -> bool | None:
+    """Both up, one master, and the slave holds what the master holds."""
+    roles = [_role(b) for b in brokers]
+    offsets = [_max(b) for b in brokers]
+    return (sorted(roles) == ["SLAVE", "SYNC_MASTER"] and None not in offsets and offsets[0] == offsets[1]) or None
+
+
+def test_the_query_follows_five_master_switches_losing_and_duplicating_nothing(hareplica_spark_session, broker_set,
+                                                                               tmp_path):
+    _, _, brokers = broker_set
+    wait_for(lambda: _in_sync(brokers), "the controller to elect a master and the other to follow it", timeout_s=90,
+             interval_s=0.5)
+    sender = Sender(brokers)
+    sender.start()
+    wait_for(lambda: len(sender.ok) >= 50 or None, "the first sends", timeout_s=60, interval_s=0.2)
+
+    end_offsets: dict[int, dict] = {}  # batch id -> the source's end offset
+    kill_next = threading.Event()
+    killed: list[tuple[int, RealBroker]] = []
+    batches: list[tuple[int, list[dict]]] = []
+
+    def collect(df, batch_id):
+        if kill_next.is_set():
+            kill_next.clear()
+            master = next(b for b in brokers if _role(b) == "SYNC_MASTER")
+            master.kill9()  # the batch was planned against it; its data is read only below
+            killed.append((batch_id, master))
+        batches.append((batch_id, [r.asDict(recursive=False) for r in df.selectExpr(
+            "*", "unix_millis(bornTimestamp) AS bornMs", "unix_millis(storeTimestamp) AS storeMs").collect()]))
+
+    b1, b2 = brokers
+    query = (hareplica_spark_session.readStream.format("hareplica")
+             .option("brokers", f"broker-a={b1.ha_addr}/{b1.remoting_addr}")
+             .option("slaves", f"broker-a={b2.ha_addr}/{b2.remoting_addr}")
+             .option("maxBytesPerTrigger", str(256 * 1024))
+             .option("maxOutageMs", "60000")
+             .load().writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(processingTime="1 second").start())
+    try:
+        for n in range(SWITCHES):
+            wait_for(lambda: _in_sync(brokers), f"both brokers in sync before switch {n + 1}", timeout_s=120,
+                     interval_s=0.5)
+            seen = len(batches)
+            wait_for(lambda s=seen: len(batches) > s + 1 or None, "the query to go on", timeout_s=120, interval_s=0.2)
+            kill_next.set()
+            wait_for(lambda k=n: len(killed) > k or None, f"a batch to kill the master (switch {n + 1})",
+                     timeout_s=120, interval_s=0.2)
+            victim = killed[-1][1]
+            wait_for(lambda v=victim: any(_role(b) == "SYNC_MASTER" for b in brokers if b is not v) or None,
+                     f"the controller to elect a new master (switch {n + 1})", timeout_s=120, interval_s=0.2)
+            victim.restart()  # rejoins as a slave of the new master, truncating to the common point
+            assert query.isActive, query.exception()
+            _snapshot_offsets(tmp_path / "cp", end_offsets)
+        wait_for(lambda: _in_sync(brokers), "both brokers in sync at the end", timeout_s=120, interval_s=0.5)
+        sender.stop.set()
+        sender.join(30)
+        master = next(b for b in brokers if _role(b) == "SYNC_MASTER")
+        wait_for(lambda: _in_sync(brokers), "the last sends replicated", timeout_s=60, interval_s=0.5)
+        end = max_offset(master.remoting_addr)
+
+        def reached():
+            progress = query.lastProgress
+            return progress and json.loads(progress["sources"][0]["endOffset"]).get("broker-a") == end or None
+
+        wait_for(reached, "the query to read up to the final master's max offset", timeout_s=180, interval_s=0.5)
+        assert query.isActive, query.exception()
+        _snapshot_offsets(tmp_path / "cp", end_offsets)
+    finally:
+        query.stop()
+        sender.stop.set()
+
+    rows = [r for _, rs in batches for r in rs]
+    offsets = [r["commitLogOffset"] for r in rows]
+    assert len(offsets) == len(set(offsets)), "a record was landed twice"
+    assert_rows_equal_decoder(rows, message_decoder_rows(master.commitlog_dir, ROCKETMQ5_LIB))
+    bodies = [bytes(r["body"]) for r in rows if r["topic"] == TOPIC]
+    assert set(sender.ok) <= set(bodies), "a message acknowledged SEND_OK is missing"
+    assert len(killed) == SWITCHES and sender.failed > 0  # sends failed while there was no master
+
+    switches = [s for _, end_offset in sorted(end_offsets.items()) for s in end_offset.get(SWITCH_KEY, {}).get(
+        "broker-a", [])]
+    unique = {(s["epoch"], s["to"]): s for s in switches}
+    epochs = sorted(e for e, _ in unique)
+    assert len(epochs) >= SWITCHES and epochs == sorted(set(epochs)), switches
+    for s in unique.values():
+        assert s["lost"] is None or (s["lost"][0] <= s["epochStartOffset"] and s["lost"][1] > s["lost"][0]), s
