@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CDS_STAMP := $(VENV)/.spark-cds
 
-.PHONY: demo test lint bench clean-venv check-java jvm-peers env-archive
+.PHONY: demo test lint bench clean-venv check-java jvm-peers env-archive lock dist
 
 # Real JVM peers for the interoperability tests and format("delta"): Maven stages the jars named in
 # jvm/*.pom.xml into the git-ignored .jvm/<name>/lib (once; again when a pom changes). docs/real_peers.md
@@ -27,12 +27,25 @@ MVN_STAGE  = mvn -q -B -f $< dependency:copy-dependencies -DoutputDirectory=$(CU
 
 jvm-peers: $(JVM_PEERS)
 
-$(STAMP): pyproject.toml setup.py connector/_decode_kernel.c
+# The project's own environment: pyproject.toml's ranges, resolved to the exact versions of requirements/lock.txt.
+$(STAMP): pyproject.toml setup.py connector/_decode_kernel.c requirements/lock.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hareplica needs Python >= 3.11")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c requirements/lock.txt -e '.[dev]'
 	@touch $(STAMP)
+
+# Re-resolve the locks after a range in pyproject.toml or a requirements/*.in changed: lock.txt keeps its versions
+# unless they leave the ranges (uv prefers the pins already in an output file); the per-Spark locks of tests/compat
+# are pyproject.toml's runtime ranges plus their .in file. README "Install into your Spark".
+LOCK = $(BIN)/uv pip compile --quiet --python-version 3.11 --no-annotate --custom-compile-command 'make lock'
+lock: $(STAMP)
+	$(LOCK) pyproject.toml --extra dev -o requirements/lock.txt
+	for v in 4.0 4.1 4.2 4.3; do $(LOCK) pyproject.toml requirements/spark-$$v.in -o requirements/spark-$$v.txt || exit 1; done
+
+# The sdist and the wheel (native decode kernel compiled in) that users install into their Spark: dist/
+dist: $(STAMP)
+	$(BIN)/python -m build --outdir dist .
 
 # The Spark driver JVM's class-data-sharing archive (streaming_apps/jvm_cds.py; docs/deployment.md "Start-up").
 # Built once per environment; a failure only costs start-up time and is reported in one line.
@@ -47,7 +60,7 @@ demo: check-java $(STAMP) $(CDS_STAMP)
 	$(BIN)/hareplica demo
 
 test: check-java $(STAMP) $(CDS_STAMP) $(JVM_PEERS)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 # The packed environment Spark executors run hareplica from (--archives build/hareplica-env.tar.gz#environment).
 # docs/deployment.md

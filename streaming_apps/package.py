@@ -7,7 +7,8 @@ source checkout, does what PySpark's "Python Package Management" guide describes
    ``connector._decode_kernel`` compiled by setup.py (refused when the compiler left it out, unless
    ``allow_pure_python``: executors then decode with the NumPy path, same rows, slower);
 2. ``python -m venv --without-pip`` and ``pip --python`` installs the wheel and its runtime dependencies
-   into that fresh environment, except those Spark itself puts on every Python worker's path
+   into that fresh environment, at the exact versions of the checkout's ``requirements/lock.txt`` (the versions
+   ``make test`` runs; the wheel itself only names ranges), except those Spark itself puts on every Python worker's path
    (:data:`PROVIDED_BY_SPARK`: pyspark and py4j come from ``SPARK_HOME/python/lib``; delta-spark is
    the JVM-side Delta Lake's Python wrapper, which executors never import);
 3. ``venv-pack`` writes the environment as a ``.tar.gz`` that ``spark.archives`` / ``--archives
@@ -40,6 +41,8 @@ log = logging.getLogger(__name__)
 PROVIDED_BY_SPARK = frozenset({"pyspark", "py4j", "delta-spark"})
 #: The checkout this module was imported from.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: The exact versions the packed environment installs (pip constraints; README "Install into your Spark").
+LOCK_FILE = Path("requirements") / "lock.txt"
 #: What ``spark.pyspark.python`` names inside the unpacked archive (the ``#environment`` alias).
 EXECUTOR_PYTHON = "./environment/bin/python"
 NATIVE_KERNEL_RE = re.compile(r"^connector/_decode_kernel\.[^/]*\.so$")
@@ -113,8 +116,10 @@ def runtime_requirements(wheel: Path) -> list[str]:
     return out
 
 
-def make_env(env_dir: Path, wheel: Path, requirements: list[str], *, python: str | None = None) -> None:
-    """A fresh ``python -m venv --without-pip`` at ``env_dir`` holding ``wheel`` and ``requirements``.
+def make_env(env_dir: Path, wheel: Path, requirements: list[str], *, python: str | None = None,
+             constraints: Path | None = None) -> None:
+    """A fresh ``python -m venv --without-pip`` at ``env_dir`` holding ``wheel`` and ``requirements``, resolved
+    within the pip constraints file ``constraints`` when given (the lock).
 
     ``python`` (default this interpreter's base one) makes the venv; the installs use this interpreter's
     pip (``pip --python``), so the environment carries no pip of its own.
@@ -126,7 +131,8 @@ def make_env(env_dir: Path, wheel: Path, requirements: list[str], *, python: str
     target = str(env_dir / "bin" / "python")
     pip = [sys.executable, "-m", "pip", "--python", target, "install", "--quiet", "--no-input",
            "--disable-pip-version-check"]
-    _run([*pip, *requirements], "installing the runtime dependencies")
+    pinned = ["-c", str(constraints)] if constraints else []
+    _run([*pip, *pinned, *requirements], "installing the runtime dependencies")
     _run([*pip, "--no-deps", str(wheel)], "installing the hareplica wheel")
 
 
@@ -161,7 +167,8 @@ def build_env_archive(output: Path, *, project_root: Path = PROJECT_ROOT, work_d
         started = time.monotonic()
         requirements = runtime_requirements(wheel)
         env_dir = scratch / "env"
-        make_env(env_dir, wheel, requirements, python=python)
+        lock = project_root / LOCK_FILE
+        make_env(env_dir, wheel, requirements, python=python, constraints=lock if lock.exists() else None)
         seconds["venv"] = time.monotonic() - started
         started = time.monotonic()
         path = pack_env(env_dir, Path(output).resolve(), compress_level=compress_level, python_prefix=python_prefix)

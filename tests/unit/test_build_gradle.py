@@ -1,4 +1,5 @@
-"""build.gradle names the Delta jars that match the Python pins in pyproject.toml (issue 2 item 1)."""
+"""build.gradle names the Delta jars that match the locked Python versions (requirements/lock.txt), and the locks
+agree with the ranges pyproject.toml declares (README "Install into your Spark")."""
 
 from __future__ import annotations
 
@@ -9,18 +10,51 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _pins() -> dict[str, str]:
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+def _pins(lock: str = "lock.txt") -> dict[str, str]:
+    """name -> exact version of a lock in requirements/ (``name==version`` lines)."""
     pins = {}
-    for dep in deps:
-        m = re.match(r"^([A-Za-z0-9_.-]+)(?:\[[A-Za-z0-9_,.-]+\])?==([0-9.]+)", dep)  # extras: pyspark[connect]
+    for line in (ROOT / "requirements" / lock).read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+)==([^\s;]+)", line)
         if m:
             pins[m.group(1).lower()] = m.group(2)
     return pins
+
+
+def _ranges() -> dict[str, SpecifierSet]:
+    """name -> the SpecifierSet of every requirement in pyproject.toml, extras' included."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = [Requirement(r) for r in project["dependencies"]]
+    reqs += [Requirement(r) for extra in project["optional-dependencies"].values() for r in extra]
+    return {r.name.lower(): r.specifier for r in reqs if r.name != "hareplica"}
+
+
+def test_the_metadata_declares_ranges_and_every_lock_lies_inside_them():
+    ranges = _ranges()
+    runtime = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert not [r for r in runtime if "==" in r], "exact pins belong in requirements/lock.txt"
+    for name in ("pyspark", "pyarrow", "numpy", "deltalake", "delta-spark"):
+        assert any(s.operator == "<" for s in ranges[name]), f"{name} has no upper bound"
+    for lock in ["lock.txt", *(f"spark-{m}.txt" for m in ("4.0", "4.1", "4.2", "4.3"))]:
+        pins = _pins(lock)
+        for name, spec in ranges.items():
+            if name in pins:
+                assert pins[name] in spec, f"requirements/{lock}: {name}=={pins[name]} is outside {spec}"
+        assert pins["pyspark"].startswith(lock.removeprefix("spark-").removesuffix(".txt") + ".") or lock == "lock.txt"
+
+
+def test_the_oldest_versions_are_the_lower_bounds_spark_4_0_tests():
+    ranges, pins = _ranges(), _pins("spark-4.0.txt")
+    for name in ("pyarrow", "numpy", "deltalake", "pyspark"):
+        (lower,) = [s.version for s in ranges[name] if s.operator == ">="]
+        if name == "pyspark":  # the newest patch release of the oldest minor
+            lower = lower.removesuffix(".0")
+        assert pins[name] == lower or pins[name].startswith(lower + "."), (name, pins[name], lower)
 
 
 def _gradle_ext() -> dict[str, str]:
