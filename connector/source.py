@@ -49,7 +49,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 
 from connector.client.admin import HA_PROTOCOL_AUTOSWITCH, HA_PROTOCOL_CLASSIC, BrokerAdminClient
 from connector.client.consume_queue import ConsumeQueueReader
@@ -76,6 +75,14 @@ from connector.planning import ACK_WINDOW_MARGIN_MS, BrokerSetView, ServerOffset
 from connector.protocol.errors import HAReplicaError
 from connector.protocol.mapped_files import next_file_start
 from connector.reconnect import OutageWait
+from connector.spark_compat import (
+    ADMISSION_CONTROL,
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    SupportsTriggerAvailableNow,
+    available_now_problem,
+)
 from connector.splits import find_boundaries, partition_counts, pick_splits
 from connector.transform import transform_batches
 
@@ -133,6 +140,7 @@ class HAReplicaDataSource(DataSource):
         return spark_schema()
 
     def streamReader(self, schema) -> HAReplicaStreamReader:
+        warn_without_admission_control(self.source_options)
         if self.source_options.batch_transform is not None:  # the schema is the transform's output
             return HAReplicaStreamReader(self.source_options, columns=tuple(f.name for f in schema.fields))
         try:
@@ -156,6 +164,9 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._admins: dict[str, BrokerAdminClient] = {}  # by remoting address
         self._views: dict[str, BrokerSetView] = {}
         self._trigger_target: dict[str, int] | None = None
+        # Spark < 4.2 (connector.spark_compat): the last end offset Spark showed this reader, and the initial offset
+        self._last_seen: dict | None = None
+        self._initial: dict | None = None
         self._outages: dict[str, OutageWait] = {}  # by broker set name
         self._trusted: dict[str, int] = {}  # batch ends this reader computed, while the log never went back
         self._verified: dict[tuple, int] = {}  # (broker, start, fingerprint) -> where reading really starts
@@ -314,8 +325,11 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def initialOffset(self) -> dict:
         """Per broker: commitLogMinOffset (earliest), commitLogMaxOffset (latest) or the JSON offset.
 
-        Raises HAReplicaOptionError for a JSON offset past the broker's commitLogMaxOffset.
+        Raises HAReplicaOptionError for a JSON offset past the broker's commitLogMaxOffset. Computed once per
+        reader: a second call (Spark < 4.2, where :meth:`latestOffset` may need it first) returns the same offsets.
         """
+        if self._initial is not None:
+            return dict(self._initial)
         starting = self.options.starting_offsets
         out = {}
         for broker in self.options.brokers:
@@ -336,6 +350,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                                                f"commitLogMaxOffset {max_offset}")
             out[broker.name] = value
         log.info("initial offsets %s", out)
+        self._initial = dict(out)
         return out
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -393,8 +408,18 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                      "there so no reader acknowledges them before they land", view.name, safe, view.ack_window_ms)
         return safe
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        """End offset of the next micro-batch (see the module doc for how the read limit cuts it)."""
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
+        """End offset of the next micro-batch (see the module doc for how the read limit cuts it).
+
+        Spark 4.2+ passes the batch's start and read limit. Spark 4.0/4.1 pass neither
+        (:mod:`connector.spark_compat`): the batch then starts at the last end offset Spark showed this reader
+        (:meth:`partitions`, also called with an empty range when a query resumes from its checkpoint) or at the
+        initial offset, and :meth:`getDefaultReadLimit` applies, so ``maxBytesPerTrigger`` bounds it the same way.
+        """
+        if start is None:
+            start = self._last_seen if self._last_seen is not None else self.initialOffset()
+        if limit is None:
+            limit = self.getDefaultReadLimit()
         spans: dict[str, tuple[int, int]] = {}
         for broker in self.options.brokers:
             view = self._refresh(broker)
@@ -506,6 +531,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         ConsumeQueue-given record boundaries when ``minPartitions`` / ``maxBytesPerPartition`` ask for it
         (:mod:`connector.splits`); each is read from the master, or with ``readFrom=slave`` from a slave that
         holds it."""
+        self._last_seen = dict(end)
         prefer_slave = self.options.read_from == READ_FROM_SLAVE
         slices: list[tuple[BrokerSetView, int, int]] = []
         for broker in self.options.brokers:
@@ -591,6 +617,15 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         for client in self._admins.values():
             client.close()
         self._admins.clear()
+
+
+def warn_without_admission_control(options: SourceOptions) -> None:
+    """On Spark < 4.2, one WARNING when ``maxBytesPerTrigger`` is set: it bounds processing-time micro-batches,
+    but Trigger.AvailableNow there is a single micro-batch that would stop at the first cut
+    (:func:`connector.spark_compat.available_now_problem`)."""
+    problem = None if ADMISSION_CONTROL else available_now_problem(options.max_bytes_per_trigger)
+    if problem:
+        log.warning("%s (processing-time triggers are bounded as on Spark 4.2+)", problem)
 
 
 def ack_window_ms(config: dict[str, str]) -> int:

@@ -9,6 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from connector import register_data_sources  # noqa: F401 - re-exported: the apps and tests call it from here
 from streaming_apps.jvm_cds import driver_java_options
 from streaming_apps.spark_home import leave_spark_home_view, pip_pyspark_dir, use_spark_home_view
 
@@ -147,15 +148,6 @@ def driver_launch_dir(executor_python: str | None):
         os.chdir(previous)
 
 
-def register_data_sources(spark) -> None:
-    """Register hareplica's Python data sources on ``spark`` (idempotent)."""
-    from connector.delta.landing import HAReplicaLandingDataSource
-    from connector.delta.sink import DeltaLakeDataSource
-    from connector.source import HAReplicaDataSource
-
-    spark.dataSource.register(HAReplicaDataSource)
-    spark.dataSource.register(HAReplicaLandingDataSource)
-    spark.dataSource.register(DeltaLakeDataSource)
 
 
 #: Session-level Spark SQL conf a Spark Connect session gets (runtime conf, settable per session over Connect;

@@ -65,7 +65,12 @@ from connector.delta.messages import MESSAGE_COLUMN, message_bytes, messages_of_
 from connector.delta.options import DeltaSinkOptions
 from connector.delta.sink import DeltaLakeStreamWriter, checked_stream_writer
 from connector.options import HAReplicaOptionError, SourceOptions, import_function
-from connector.source import HAReplicaInputPartition, HAReplicaStreamReader, read_partition
+from connector.source import (
+    HAReplicaInputPartition,
+    HAReplicaStreamReader,
+    read_partition,
+    warn_without_admission_control,
+)
 
 log = logging.getLogger(__name__)
 
@@ -278,6 +283,7 @@ class HAReplicaLandingDataSource(DataSource):
         if schema is not None and schema != self.schema():
             raise HAReplicaOptionError("schema", schema.simpleString(), "format(\"hareplica-landing\") has a fixed "
                                        "schema; do not call .schema() on the reader")
+        warn_without_admission_control(self.source_options)
         return HAReplicaLandingStreamReader(self.source_options, *landing_writers(self.sink_options))
 
 

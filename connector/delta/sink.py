@@ -1,9 +1,11 @@
 """The streaming sink ``writeStream.format("deltalake")``: Parquet on executors, one Delta commit per batch.
 
 docs/delta.md "2. The sink". Spark's own Delta sink needs the delta-spark jars; this sink needs none. It follows the
-Python data source API of pyspark 4.2 (``DataSourceStreamArrowWriter``):
+Python data source API of pyspark 4.1+ (``DataSourceStreamArrowWriter``; on 4.0 a plain stream writer, see
+connector.spark_compat):
 
-- ``write(iterator)`` runs on executors. It receives the micro-batch partition as pyarrow RecordBatches,
+- ``write(iterator)`` runs on executors. It receives the micro-batch partition as pyarrow RecordBatches (Rows
+  on pyspark 4.0, converted to Arrow),
   writes Parquet files into the table folder (connector.delta.parquet: Hive-style ``col=value/``
   sub-folders for partition columns, files rolled at about ``targetFileSize`` bytes) and returns a
   :class:`connector.delta.messages.DeltaLakeCommitMessage` describing every file: path relative to the
@@ -23,7 +25,7 @@ import logging
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSource, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from connector.delta.commit import DeltaBatchCommitter, open_target_table, target_partition_by
@@ -33,6 +35,7 @@ from connector.delta.file_names import task_file_prefix
 from connector.delta.messages import DeltaLakeCommitMessage
 from connector.delta.options import DeltaSinkOptions
 from connector.delta.parquet import TaskFileWriter
+from connector.spark_compat import StreamWriterBase, arrow_batches
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ log = logging.getLogger(__name__)
 SPARK_BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
 
-class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
+class DeltaLakeStreamWriter(StreamWriterBase):
     """Writes micro-batches to a Delta table with exactly-once semantics (docs/delta.md "2. The sink"; module
     docstring).
 
@@ -68,7 +71,7 @@ class DeltaLakeStreamWriter(DataSourceStreamArrowWriter):
         """
         task = self.open_task()
         try:
-            for batch in iterator:
+            for batch in arrow_batches(iterator, self.schema):
                 task.write(batch)
             return task.close()
         except BaseException:

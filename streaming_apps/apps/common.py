@@ -34,6 +34,7 @@ from connector.delta.merge import FinalizeRows, MergeResult, merge_batch, spark_
 from connector.delta.options import app_id_from_checkpoint
 from connector.progress_listener import ProgressFileListener
 from connector.protocol.errors import HAReplicaError
+from connector.spark_compat import available_now_problem
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,11 @@ class AppConfig:
                            "tasks: it is for the bronze and silver apps with --sink deltalake")
         if self.maintenance_every < 0:
             raise AppError(f"--maintenance-every {self.maintenance_every} must be >= 0")
-        trigger_kwargs(self.trigger)
+        if trigger_kwargs(self.trigger).get("availableNow"):
+            limit = self.source_option_map().get("maxBytesPerTrigger")
+            problem = available_now_problem(int(limit) if limit and limit.isdigit() else None)
+            if problem:
+                raise AppError(problem)
 
     def table_path(self, table: str) -> Path:
         """The folder of table ``table`` (``tables_root/table``)."""
