@@ -26,13 +26,16 @@ from tests.support.brokers import broker_config, max_offset, wait_for
 from tests.support.jvm_peers import ROCKETMQ5_LIB, RealBroker, RealController, killed_at_exit
 
 
-def _sendable(addr: str) -> bool | None:
-    """True once the broker stores a send (right after election it answers TIMEOUT_CLEAN_QUEUE for a moment)."""
+def _sendable(addr: str) -> bool:
+    """True once the broker stores a send (right after election it answers TIMEOUT_CLEAN_QUEUE for a moment);
+    raises AssertionError with the refusal (wait_for shows the last one)."""
     try:
         with Producer(addr, "interop5_ctl_probe_pg") as producer:
-            return producer.send("Interop5CtlProbe", b"probe").send_status == "SEND_OK" or None
-    except Exception:  # noqa: BLE001 - any refusal: not yet
-        return None
+            status = producer.send("Interop5CtlProbe", b"probe").send_status
+    except Exception as exc:  # noqa: BLE001 - any refusal: not yet
+        raise AssertionError(f"send refused: {exc!r}") from None
+    assert status == "SEND_OK", status
+    return True
 
 
 @pytest.fixture(scope="module")

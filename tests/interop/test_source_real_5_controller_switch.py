@@ -22,12 +22,15 @@ import pytest
 
 from connector.client.producer import Producer
 from connector.controller_mode import SWITCH_KEY
-from tests.interop.peers import FILE_SIZE, message_decoder_rows
+from connector.data_loss import DataLossError
+from connector.ha_autoswitch_fetch import probe_master
+from connector.options import SourceOptions
+from connector.source import HAReplicaStreamReader, read_partition
+from tests.interop.peers import FILE_SIZE, message_decoder_rows, produce_bytes
+from tests.interop.test_source_real_5_controller import _sendable
 from tests.interop.test_source_real_peers import assert_rows_equal_decoder
 from tests.support.brokers import broker_config, max_offset, wait_for
 from tests.support.jvm_peers import ROCKETMQ5_LIB, RealBroker, RealController, RealNameServer, killed_at_exit
-
-pytestmark = pytest.mark.spark
 
 SWITCHES = 5
 TOPIC = "Interop5Switch"
@@ -113,6 +116,7 @@ def _in_sync(brokers: list[RealBroker]) -> bool | None:
     return (sorted(roles) == ["SLAVE", "SYNC_MASTER"] and None not in offsets and offsets[0] == offsets[1]) or None
 
 
+@pytest.mark.spark
 def test_the_query_follows_five_master_switches_losing_and_duplicating_nothing(hareplica_spark_session, broker_set,
                                                                                tmp_path):
     _, _, brokers = broker_set
@@ -192,3 +196,74 @@ def test_the_query_follows_five_master_switches_losing_and_duplicating_nothing(h
     assert len(epochs) >= SWITCHES and epochs == sorted(set(epochs)), switches
     for s in unique.values():
         assert s["lost"] is None or (s["lost"][0] <= s["epochStartOffset"] and s["lost"][1] > s["lost"][0]), s
+
+
+@pytest.fixture
+def async_broker_set(tmp_path):
+    """As :func:`broker_set`, with 5.x's default ``allAckInSyncStateSet=false``: a send is SEND_OK (and below
+    confirmOffset) once the master has it, whether or not the slave does."""
+    with killed_at_exit(RealNameServer.start(tmp_path / "ns")) as ns, \
+            killed_at_exit(RealController.start(tmp_path / "ctl")) as ctl:
+        common = dict(version="5", namesrvAddr=ns.addr, enableControllerMode=True, controllerAddr=ctl.addr,
+                      brokerName="broker-a", mappedFileSizeCommitLog=FILE_SIZE, waitTimeMillsInSendQueue=10000)
+        brokers = [RealBroker.start(tmp_path / f"b{i}", **common) for i in (1, 2)]
+        try:
+            yield brokers
+        finally:
+            for b in brokers:
+                b.kill9()
+
+
+def _land(reader, start: dict) -> tuple[dict, list[dict]]:
+    """Plan one batch from ``start``, read its partitions as the executors would, commit it: (end, rows)."""
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    rows = [row for p in reader.partitions(start, end) for batch in read_partition(p) for row in batch.to_pylist()]
+    reader.commit(end)
+    return end, rows
+
+
+def test_a_tail_the_new_master_never_received_is_named_lost(async_broker_set):
+    """The slave is frozen while the master stores and the query lands more; the master is killed and the
+    controller elects the (resumed) slave: the landed bytes past the new epoch's start were never on the new
+    master. The next batch fails naming that range (failOnDataLoss), or with failOnDataLoss=false logs it and
+    records the switch with the old master's lost tail in the end offset."""
+    b1, b2 = async_broker_set
+    wait_for(lambda: _in_sync([b1, b2]), "the controller to elect a master and the other to follow it",
+             timeout_s=90, interval_s=0.5)
+    master, slave = (b1, b2) if _role(b1) == "SYNC_MASTER" else (b2, b1)
+    wait_for(lambda: _sendable(master.remoting_addr), "the master to store a send", timeout_s=60, interval_s=0.5)
+    produce_bytes(master.remoting_addr, 100_000, seed=71)
+    wait_for(lambda: _in_sync([b1, b2]), "the slave to catch up", timeout_s=60, interval_s=0.5)
+    options = {"brokers": f"broker-a={master.ha_addr}/{master.remoting_addr}",
+               "slaves": f"broker-a={slave.ha_addr}/{slave.remoting_addr}", "maxOutageMs": "60000"}
+    strict = HAReplicaStreamReader(SourceOptions.from_options(options))
+    lenient = HAReplicaStreamReader(SourceOptions.from_options({**options, "failOnDataLoss": "false"}))
+    start = strict.initialOffset()
+    end1, rows1 = _land(strict, start)
+    assert end1 == _land(lenient, start)[0] and rows1
+    replicated = _max(slave)
+    slave.sigstop()  # the slave stops replicating; it stays in the sync state set for haMaxTimeSlaveNotCatchup
+    try:
+        produce_bytes(master.remoting_addr, 60_000, seed=72, start_seq=10_000)
+        tail_end = _max(master)
+        end2, rows2 = _land(strict, end1)
+        assert _land(lenient, end1)[0] == end2
+        assert end2["broker-a"] == tail_end > replicated  # landed: the master's confirmOffset is its max offset
+        master.kill9()
+    finally:
+        slave.sigcont()
+    wait_for(lambda: _role(slave) == "SYNC_MASTER" or None, "the controller to elect the slave", timeout_s=60,
+             interval_s=0.2)
+    # the new epoch starts where the slave's log ended: what it had before the freeze, plus what was already in
+    # its socket buffer when it resumed
+    epoch = probe_master(slave.ha_addr, 1 << 62).handshake.entries[-1]
+    assert epoch.epoch == 2 and replicated <= epoch.start_offset < tail_end, (epoch, replicated, tail_end)
+    with pytest.raises(DataLossError) as err:
+        strict.latestOffset(end2, strict.getDefaultReadLimit())
+    assert f"the query landed CommitLog bytes [{epoch.start_offset}, {tail_end}) from master {master.ha_addr}, " \
+           f"which the new master {slave.ha_addr} (epoch 2 from offset {epoch.start_offset}) never received" \
+           in str(err.value)
+    end3 = lenient.latestOffset(end2, lenient.getDefaultReadLimit())
+    assert end3[SWITCH_KEY] == {"broker-a": [{"from": master.ha_addr, "to": slave.ha_addr, "epoch": 2,
+                                              "epochStartOffset": epoch.start_offset,
+                                              "lost": [epoch.start_offset, tail_end]}]}
