@@ -441,8 +441,17 @@ def check_table_locations(config: AppConfig, tables: Sequence[str]) -> None:
 #: Spark's conf naming the class that writes checkpoint files (offsets, commits, state store files)
 CHECKPOINT_FILE_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
 #: writes through Hadoop's FileSystem API; Spark's default, FileContext, forks ``readlink`` per rename on a local disk
+#: (the class's package since Spark 4.1; 4.0's is in :func:`file_system_checkpoint_file_manager`)
 FILE_SYSTEM_CHECKPOINT_FILE_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager")
+
+
+def file_system_checkpoint_file_manager(spark_version: str) -> str:
+    """:data:`FILE_SYSTEM_CHECKPOINT_FILE_MANAGER` as Spark ``spark_version`` ("4.0.5") names it: Spark 4.0 keeps
+    the class in ``org.apache.spark.sql.execution.streaming``, 4.1 moved it to ``…streaming.checkpointing``."""
+    if tuple(int(x) for x in spark_version.split(".")[:2]) < (4, 1):
+        return FILE_SYSTEM_CHECKPOINT_FILE_MANAGER.replace(".checkpointing.", ".")
+    return FILE_SYSTEM_CHECKPOINT_FILE_MANAGER
 
 
 def use_file_system_checkpoints(spark) -> None:
@@ -453,7 +462,7 @@ def use_file_system_checkpoints(spark) -> None:
     gold micro-batch, and 40-90 ms of every batch's offset and commit log writes. Both do the same
     check-then-rename on a local disk."""
     if not spark.conf.get(CHECKPOINT_FILE_MANAGER_CONF, None):
-        spark.conf.set(CHECKPOINT_FILE_MANAGER_CONF, FILE_SYSTEM_CHECKPOINT_FILE_MANAGER)
+        spark.conf.set(CHECKPOINT_FILE_MANAGER_CONF, file_system_checkpoint_file_manager(spark.version))
 
 
 def start_app(spark, config: AppConfig, app_module) -> RunningApp:
