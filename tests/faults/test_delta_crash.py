@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -34,13 +33,13 @@ from streaming_apps.apps import AppConfig
 from streaming_apps.inspect_commitlog import iter_commitlog_dir
 from streaming_apps.query import query_tables
 from streaming_apps.workload import ORDER_TOPICS, order_events
+from tests.support.processes import kill_session
 
 MAPPED_FILE_SIZE = 96 * 1024
 ORDERS = 300
 BAD_BODIES = [b"\x01 definitely not msgpack", msgpack.packb(["a", "list"]), msgpack.packb({"orderId": 5})]
 MARKER_TIMEOUT_S = 240
 RUN_TIMEOUT_S = 300
-KILL_TIMEOUT_S = 30
 
 
 @pytest.fixture(scope="module")
@@ -68,40 +67,6 @@ def _command(app: str, broker, workdir: Path, *extra: str) -> list[str]:
             "--max-bytes-per-trigger", str(MAPPED_FILE_SIZE), "--maintenance-every", "0", *extra]
 
 
-def _session_pids(sid: int) -> list[int]:
-    pids = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if os.getsid(int(name)) == sid:
-                    pids.append(int(name))
-            except (ProcessLookupError, PermissionError):
-                pass
-    return pids
-
-
-def _kill_session(proc: subprocess.Popen) -> None:
-    """SIGKILL every process of the subprocess's session (driver, JVM, Python workers) and reap them."""
-    sid = proc.pid
-    deadline = time.monotonic() + KILL_TIMEOUT_S
-    while True:
-        pids = _session_pids(sid)
-        if not pids:
-            break
-        assert time.monotonic() < deadline, f"processes of session {sid} survive SIGKILL: {pids}"
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            proc.wait(timeout=0.2)
-        except subprocess.TimeoutExpired:
-            pass
-        time.sleep(0.05)
-    proc.wait(timeout=KILL_TIMEOUT_S)
-
-
 def _tail(path: Path, n: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else "(no log)"
 
@@ -123,7 +88,7 @@ def run_until_fault(app: str, broker, workdir: Path, fault: str, *extra: str, fa
             assert time.monotonic() < deadline, f"{fault} not reached in {MARKER_TIMEOUT_S} s:\n{_tail(log_path)}"
             time.sleep(0.05)
     finally:
-        _kill_session(proc)
+        kill_session(proc)
     return json.loads(marker.read_text())
 
 
@@ -139,7 +104,7 @@ def run_to_completion(app: str, broker, workdir: Path, *extra: str) -> None:
     except subprocess.TimeoutExpired:
         code = None
     finally:
-        _kill_session(proc)
+        kill_session(proc)
     assert code == 0, f"restart exited {code}:\n{_tail(log_path)}"
 
 

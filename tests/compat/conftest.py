@@ -1,0 +1,98 @@
+"""Fixtures of the Spark-version compatibility module: the built sdist and wheel, and one fresh environment per
+supported Spark minor holding that minor's locked runtime (requirements/spark-X.Y.txt, made with uv from its cache)
+with the wheel installed on top, outside the checkout.
+
+Each environment stands for a user's existing Spark runtime: the lock is installed first (uv, fast from its cache),
+then the wheel alone with that environment's own ``pip install hareplica-*.whl``, so the fixture also checks that
+installing hareplica keeps the runtime's pyspark.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+#: Every Spark minor hareplica supports, each with its lock requirements/spark-X.Y.txt (README "Install into
+#: your Spark").
+SPARK_MINORS = ("4.0", "4.1", "4.2", "4.3")
+UV = Path(sys.executable).parent / "uv"
+INSTALL_TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class Dist:
+    wheel: Path
+    sdist: Path
+
+
+@dataclass(frozen=True)
+class SparkRuntime:
+    """A user's Spark environment with hareplica installed: ``minor`` ("4.0"), its ``bin`` folder and the
+    ``pyspark`` version the lock installed."""
+
+    minor: str
+    root: Path
+    pyspark: str
+
+    @property
+    def bin(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def python(self) -> Path:
+        return self.bin / "python"
+
+    def env(self) -> dict[str, str]:
+        """The environment of a shell where this venv is activated: nothing of the test run's Spark, Python path
+        or fault injection leaks in."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("SPARK_", "PYSPARK_", "PYTHON", "HAREPLICA_", "VIRTUAL_ENV"))}
+        env["PATH"] = f"{self.bin}{os.pathsep}{env.get('PATH', '')}"
+        env["VIRTUAL_ENV"] = str(self.root)
+        return env
+
+
+def _run(cmd: list[str], **kwargs) -> str:
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, **kwargs)
+    assert done.returncode == 0, f"{' '.join(map(str, cmd))} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory) -> Dist:
+    """``python -m build``'s sdist and wheel of the checkout; the wheel carries the compiled decode kernel."""
+    out = tmp_path_factory.mktemp("dist")
+    _run([sys.executable, "-m", "build", "--outdir", str(out), str(CHECKOUT)])
+    (wheel,) = out.glob("hareplica-*.whl")
+    (sdist,) = out.glob("hareplica-*.tar.gz")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+    assert any(n.startswith("connector/_decode_kernel") and n.endswith(".so") for n in names), names
+    assert not any(n.startswith("tests/") for n in names)
+    return Dist(wheel, sdist)
+
+
+@pytest.fixture(scope="module", params=SPARK_MINORS, ids=[f"spark-{m}" for m in SPARK_MINORS])
+def runtime(request, dist, tmp_path_factory) -> SparkRuntime:
+    """A fresh venv with requirements/spark-X.Y.txt, then ``pip install`` of the wheel on top (pyspark must stay)."""
+    minor = request.param
+    assert UV.exists(), f"{UV} is missing: the dev extra installs uv (make test does)"
+    root = tmp_path_factory.mktemp(f"spark-{minor}-env")
+    _run([str(UV), "venv", "--quiet", "--seed", "--python", sys.executable, str(root)])  # --seed: with pip
+    python = str(root / "bin" / "python")
+    _run([str(UV), "pip", "install", "--quiet", "--python", python, "-r",
+          str(CHECKOUT / "requirements" / f"spark-{minor}.txt")])
+    version = "import importlib.metadata as m; print(m.version('pyspark'))"
+    before = _run([python, "-c", version]).strip()
+    assert before.startswith(f"{minor}."), before
+    _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(dist.wheel)])
+    after = _run([python, "-c", version]).strip()
+    assert after == before, f"installing the wheel replaced pyspark {before} with {after}"
+    return SparkRuntime(minor, root, after)
