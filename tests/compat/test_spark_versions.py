@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from connector.protocol.topics import is_system_topic
 from tests.compat.conftest import CHECKOUT, SparkRuntime
 from tests.integration.connector.conftest import MAPPED_FILE_SIZE, start_fixture_master
 from tests.support.brokers import max_offset
-from tests.support.processes import kill_session
+from tests.support.processes import kill_at_marker, kill_session, log_tail
 
 pytestmark = pytest.mark.compat
 
@@ -59,10 +58,6 @@ def landed(table: Path) -> Counter:
     return Counter(read_table(str(table), columns=["commitLogOffset"]).column("commitLogOffset").to_pylist())
 
 
-def _tail(path: Path, n: int = 30) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else "(no log)"
-
-
 def _user_app(runtime: SparkRuntime, work: Path, broker, *, fault: str | None = None) -> subprocess.Popen:
     """Start the user's script with this runtime's spark-submit, from a folder outside the checkout."""
     app = work / "user_app.py"
@@ -89,15 +84,9 @@ def test_the_wheel_keeps_the_runtime_pyspark_and_answers_version(runtime):
 def test_user_app_lands_every_message_once_through_a_driver_kill(runtime, broker, expected, tmp_path):
     marker = tmp_path / "fault-marker.json"
     proc = _user_app(runtime, tmp_path, broker, fault="before-delta-commit:1")
-    try:
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while not marker.exists():
-            assert proc.poll() is None, f"exited {proc.returncode} before the fault:\n{_tail(tmp_path / 'crash.log')}"
-            assert time.monotonic() < deadline, f"fault not reached:\n{_tail(tmp_path / 'crash.log')}"
-            time.sleep(0.1)
-    finally:
-        kill_session(proc)
-    assert json.loads(marker.read_text())["batchId"] == 1
+    reached = kill_at_marker(proc, marker, tmp_path / "crash.log", what="before-delta-commit:1",
+                             timeout_s=RUN_TIMEOUT_S)
+    assert json.loads(reached)["batchId"] == 1
     before = landed(tmp_path / "table")
     assert before and max(before.values()) == 1 and set(before) < set(expected), "only batch 0 is in the table"
 
@@ -106,7 +95,7 @@ def test_user_app_lands_every_message_once_through_a_driver_kill(runtime, broker
         out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
     finally:
         kill_session(proc)
-    assert proc.returncode == 0, _tail(tmp_path / "run.log")
+    assert proc.returncode == 0, log_tail(tmp_path / "run.log")
     (line,) = [ln for ln in out.decode().splitlines() if ln.startswith("RESULT ")]
     result = json.loads(line[len("RESULT "):])
     assert result["pyspark"] == runtime.pyspark and "site-packages" in result["connector"]
@@ -141,5 +130,5 @@ def test_bronze_app_lands_every_message_once(runtime, broker, expected, tmp_path
         code = proc.wait(timeout=RUN_TIMEOUT_S)
     finally:
         kill_session(proc)
-    assert code == 0, _tail(tmp_path / "bronze.log")
+    assert code == 0, log_tail(tmp_path / "bronze.log")
     assert landed(tmp_path / "tables" / "bronze") == expected

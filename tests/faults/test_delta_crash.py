@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from streaming_apps.apps import AppConfig
 from streaming_apps.inspect_commitlog import iter_commitlog_dir
 from streaming_apps.query import query_tables
 from streaming_apps.workload import ORDER_TOPICS, order_events
-from tests.support.processes import kill_session
+from tests.support.processes import kill_at_marker, kill_session, log_tail
 
 MAPPED_FILE_SIZE = 96 * 1024
 ORDERS = 300
@@ -67,10 +66,6 @@ def _command(app: str, broker, workdir: Path, *extra: str) -> list[str]:
             "--max-bytes-per-trigger", str(MAPPED_FILE_SIZE), "--maintenance-every", "0", *extra]
 
 
-def _tail(path: Path, n: int = 40) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.exists() else "(no log)"
-
-
 def run_until_fault(app: str, broker, workdir: Path, fault: str, *extra: str, fault_env: str = FAULT_INJECTION_ENV,
                     marker_env: str = FAULT_MARKER_ENV, env: dict[str, str] | None = None) -> dict:
     """Start the app with the fault armed, wait for the marker, SIGKILL the whole session; the marker JSON."""
@@ -81,15 +76,7 @@ def run_until_fault(app: str, broker, workdir: Path, fault: str, *extra: str, fa
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(_command(app, broker, workdir, *extra), env=env, stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + MARKER_TIMEOUT_S
-        while not marker.exists():
-            assert proc.poll() is None, f"the app ended (exit {proc.returncode}) before {fault}:\n{_tail(log_path)}"
-            assert time.monotonic() < deadline, f"{fault} not reached in {MARKER_TIMEOUT_S} s:\n{_tail(log_path)}"
-            time.sleep(0.05)
-    finally:
-        kill_session(proc)
-    return json.loads(marker.read_text())
+    return json.loads(kill_at_marker(proc, marker, log_path, what=fault, timeout_s=MARKER_TIMEOUT_S))
 
 
 def run_to_completion(app: str, broker, workdir: Path, *extra: str) -> None:
@@ -105,7 +92,7 @@ def run_to_completion(app: str, broker, workdir: Path, *extra: str) -> None:
         code = None
     finally:
         kill_session(proc)
-    assert code == 0, f"restart exited {code}:\n{_tail(log_path)}"
+    assert code == 0, f"restart exited {code}:\n{log_tail(log_path)}"
 
 
 def parquet_on_disk(table: Path) -> set[str]:

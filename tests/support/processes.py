@@ -47,3 +47,25 @@ def kill_session(proc: subprocess.Popen, timeout_s: float = KILL_TIMEOUT_S) -> N
             pass
         time.sleep(0.05)
     proc.wait(timeout=timeout_s)
+
+
+def kill_at_marker(proc: subprocess.Popen, marker, log_path, *, what: str, timeout_s: float) -> str:
+    """Wait until ``proc`` (started with ``start_new_session=True``) writes the file ``marker`` — a fault point it
+    reached (connector.delta.faults) — then SIGKILL its whole session; return the marker's text.
+
+    Fails the test, with the tail of ``log_path``, when ``proc`` exits first or ``timeout_s`` seconds pass.
+    """
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not marker.exists():
+            assert proc.poll() is None, f"exited {proc.returncode} before {what}:\n{log_tail(log_path)}"
+            assert time.monotonic() < deadline, f"{what} not reached in {timeout_s} s:\n{log_tail(log_path)}"
+            time.sleep(0.05)
+    finally:
+        kill_session(proc)
+    return marker.read_text()
+
+
+def log_tail(path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a log file, or ``(no log)``."""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else "(no log)"
