@@ -276,15 +276,18 @@ class FakeRemotingBroker:
 
 
 @pytest.mark.parametrize("config, message", [
-    ({"enableDLegerCommitLog": "true", "brokerRole": "ASYNC_MASTER"}, "DLedger CommitLog"),
-    ({"enableControllerMode": "true", "brokerRole": "SLAVE"}, "controller \\(AutoSwitch\\) mode"),
+    ({"enableDLegerCommitLog": "true", "brokerRole": "ASYNC_MASTER"}, "UnsupportedBrokerModeError: .*DLedger"),
+    # controller mode is read (tests/interop/test_source_real_5_controller.py), from the member that is master:
+    # a set whose only member says SLAVE is waited for (maxOutageMs), then fails naming why
+    ({"enableControllerMode": "true", "brokerRole": "SLAVE"},
+     "is no longer master and the controller has not elected another one yet"),
 ])
 def test_dledger_and_controller_mode_brokers_fail_fast(hareplica_spark, tmp_path, config, message):
     fake = FakeRemotingBroker(config)
     try:
         host, port = fake.addr.split(":")
         with pytest.raises(StreamingQueryException, match=message):
-            run_stream(hareplica_spark, tmp_path / "cp", {"brokers": f"broker-a={host}:{int(port) + 1}/{fake.addr}"},
-                       timeout_s=60)
+            run_stream(hareplica_spark, tmp_path / "cp", {"brokers": f"broker-a={host}:{int(port) + 1}/{fake.addr}",
+                                                          "maxOutageMs": "1000"}, timeout_s=60)
     finally:
         fake.close()
