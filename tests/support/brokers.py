@@ -246,6 +246,12 @@ __all__ = ["BrokerProcess", "BrokerProcessError", "BrokerStartError", "HASocket"
            "wait_for_offset"]
 
 
+#: broker.conf keys of a stub master serving the golden fixture store unchanged: the fixture holds transaction half
+#: messages that were never ended, which the transaction check service would move to TRANS_CHECK_MAX_TIME_TOPIC
+#: (new records past the fixture's end) once ``transactionCheckInterval`` (60 s by default) has passed.
+FIXTURE_MASTER_PROPS = {"transactionCheckInterval": 24 * 3600 * 1000}
+
+
 def write_delivered_delay_offsets(store_root: Path, fixture_dir: Path) -> Path:
     """Write ``{store_root}/config/delayOffset.json`` saying every delayed message of the golden fixture
     was delivered, as it was on the real 4.9.8 master that recorded it (its re-puts are in the CommitLog).

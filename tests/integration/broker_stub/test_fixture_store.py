@@ -7,7 +7,13 @@ import shutil
 
 from connector.client.producer import Producer
 from connector.protocol.ha import TransferFrameReader
-from tests.support.brokers import HASocket, read_commitlog, runtime_info, write_delivered_delay_offsets
+from tests.support.brokers import (
+    FIXTURE_MASTER_PROPS,
+    HASocket,
+    read_commitlog,
+    runtime_info,
+    write_delivered_delay_offsets,
+)
 
 FIXTURE_MAX_OFFSET = 3402931
 
@@ -17,7 +23,7 @@ def _fixture_broker(broker_factory, tmp_path, fixture_dir, name="fixture"):
     shutil.copytree(fixture_dir / "commitlog", store / "commitlog")
     write_delivered_delay_offsets(store, fixture_dir)
     return broker_factory(name, mappedFileSizeCommitLog=1048576, brokerClusterName="LocalCluster",
-                          storePathRootDir=store, haSendHeartbeatInterval=1000)
+                          storePathRootDir=store, haSendHeartbeatInterval=1000, **FIXTURE_MASTER_PROPS)
 
 
 def _recorded_data_frames(path):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.brokers import BrokerProcess, write_delivered_delay_offsets
+from tests.support.brokers import FIXTURE_MASTER_PROPS, BrokerProcess, write_delivered_delay_offsets
 from tests.support.fixtures import broker_factory  # noqa: F401 - re-exported fixture
 
 MAPPED_FILE_SIZE = 1048576
@@ -34,7 +34,7 @@ def start_fixture_master(workdir: Path, fixture_dir: Path, files: list[str] | No
             shutil.copyfile(f, commitlog / f.name)
     write_delivered_delay_offsets(workdir / "store", fixture_dir)
     return BrokerProcess.start(workdir, mappedFileSizeCommitLog=MAPPED_FILE_SIZE, storePathCommitLog=str(commitlog),
-                               haSendHeartbeatInterval=1000)
+                               haSendHeartbeatInterval=1000, **FIXTURE_MASTER_PROPS)
 
 
 @pytest.fixture(scope="module")
