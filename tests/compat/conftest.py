@@ -79,9 +79,16 @@ def dist(tmp_path_factory) -> Dist:
     return Dist(wheel, sdist)
 
 
-@pytest.fixture(scope="module", params=SPARK_MINORS, ids=[f"spark-{m}" for m in SPARK_MINORS])
+def spark_minors(*minors: str):
+    """Parametrize a test over the :func:`runtime` of each of ``minors`` (default: every one hareplica supports)."""
+    chosen = minors or SPARK_MINORS
+    return pytest.mark.parametrize("runtime", chosen, indirect=True, ids=[f"spark-{m}" for m in chosen])
+
+
+@pytest.fixture(scope="module")
 def runtime(request, dist, tmp_path_factory) -> SparkRuntime:
-    """A fresh venv with requirements/spark-X.Y.txt, then ``pip install`` of the wheel on top (pyspark must stay)."""
+    """A fresh venv with requirements/spark-X.Y.txt, then ``pip install`` of the wheel on top (pyspark must stay);
+    the minor comes from :func:`spark_minors`."""
     minor = request.param
     assert UV.exists(), f"{UV} is missing: the dev extra installs uv (make test does)"
     root = tmp_path_factory.mktemp(f"spark-{minor}-env")

@@ -25,7 +25,7 @@ import pytest
 from connector.delta.faults import FAULT_INJECTION_ENV, FAULT_MARKER_ENV, FAULT_PAUSE_ENV
 from connector.delta.reading import read_table
 from connector.protocol.topics import is_system_topic
-from tests.compat.conftest import CHECKOUT, SparkRuntime
+from tests.compat.conftest import CHECKOUT, SparkRuntime, spark_minors
 from tests.integration.connector.conftest import MAPPED_FILE_SIZE, start_fixture_master
 from tests.support.brokers import max_offset
 from tests.support.processes import kill_at_marker, kill_session, log_tail
@@ -74,6 +74,7 @@ def _user_app(runtime: SparkRuntime, work: Path, broker, *, fault: str | None = 
                             stdin=subprocess.DEVNULL, start_new_session=True)
 
 
+@spark_minors()
 def test_the_wheel_keeps_the_runtime_pyspark_and_answers_version(runtime):
     assert runtime.pyspark.startswith(runtime.minor + ".")
     out = subprocess.run([str(runtime.bin / "hareplica"), "--version"], capture_output=True, text=True,
@@ -81,6 +82,7 @@ def test_the_wheel_keeps_the_runtime_pyspark_and_answers_version(runtime):
     assert out.returncode == 0 and out.stdout.startswith("hareplica "), out
 
 
+@spark_minors()
 def test_user_app_lands_every_message_once_through_a_driver_kill(runtime, broker, expected, tmp_path):
     marker = tmp_path / "fault-marker.json"
     proc = _user_app(runtime, tmp_path, broker, fault="before-delta-commit:1")
@@ -108,6 +110,7 @@ def test_user_app_lands_every_message_once_through_a_driver_kill(runtime, broker
     assert ends[-1] == max_offset(broker.remoting_addr)
 
 
+@spark_minors("4.0", "4.1", "4.3")  # 4.2: the whole suite runs the apps on 4.2.0 (tests/integration/apps)
 def test_bronze_app_lands_every_message_once(runtime, broker, expected, tmp_path):
     hareplica = [str(runtime.bin / "hareplica"), "--log-level", "WARNING", "run", "bronze",
                  "--brokers", f"broker-a={broker.ha_addr}", "--workdir", str(tmp_path), "--trigger", "available-now",
