@@ -42,11 +42,10 @@ def _sendable(addr: str) -> bool:
 def elected(tmp_path_factory):
     """(real 5.5.0 master elected by a real controller, [(topic, body)] sent, commitLogMaxOffset)."""
     workdir = tmp_path_factory.mktemp("real-5-controller-source")
-    # waitTimeMillsInSendQueue: on 2 busy cores the 200 ms default turns pipelined sends into TIMEOUT_CLEAN_QUEUE
     with killed_at_exit(RealController.start(workdir / "controller")) as controller, \
             killed_at_exit(RealBroker.start(workdir / "broker", version="5", namesrvAddr="", enableControllerMode=True,
-                                            controllerAddr=controller.addr, mappedFileSizeCommitLog=FILE_SIZE,
-                                            waitTimeMillsInSendQueue=10000)) as master:
+                                            controllerAddr=controller.addr,
+                                            mappedFileSizeCommitLog=FILE_SIZE)) as master:
         wait_for(lambda: broker_config(master.remoting_addr).get("brokerRole") == "SYNC_MASTER" or None,
                  "the controller to elect the 5.x broker master", timeout_s=60, interval_s=0.5)
         wait_for(lambda: _sendable(master.remoting_addr), "the elected master to store a send", timeout_s=60,

@@ -89,8 +89,7 @@ def broker_set(tmp_path):
     with killed_at_exit(RealNameServer.start(tmp_path / "ns")) as ns, \
             killed_at_exit(RealController.start(tmp_path / "ctl")) as ctl:
         common = dict(version="5", namesrvAddr=ns.addr, enableControllerMode=True, controllerAddr=ctl.addr,
-                      brokerName="broker-a", mappedFileSizeCommitLog=FILE_SIZE, allAckInSyncStateSet=True,
-                      waitTimeMillsInSendQueue=10000)
+                      brokerName="broker-a", mappedFileSizeCommitLog=FILE_SIZE, allAckInSyncStateSet=True)
         brokers = [RealBroker.start(tmp_path / f"b{i}", **common) for i in (1, 2)]
         try:
             yield ns, ctl, brokers
@@ -109,11 +108,20 @@ def _snapshot_offsets(checkpoint, into: dict[int, dict]) -> None:
                 into[int(path.name)] = json.loads(lines[2])
 
 
-def _in_sync(brokers: list[RealBroker]) -> bool | None:
-    """Both up, one master, and the slave holds what the master holds."""
+def _in_sync(brokers: list[RealBroker]) -> bool:
+    """Both up, one master, and the slave holds what the master held a moment before: the master is read first,
+    the slave after it, so sends going on meanwhile do not hide a slave in sync. Raises AssertionError naming
+    the roles and offsets seen otherwise (``wait_for`` shows the last one on a time-out)."""
     roles = [_role(b) for b in brokers]
-    offsets = [_max(b) for b in brokers]
-    return (sorted(roles) == ["SLAVE", "SYNC_MASTER"] and None not in offsets and offsets[0] == offsets[1]) or None
+    if sorted(roles, key=str) != ["SLAVE", "SYNC_MASTER"]:
+        raise AssertionError(f"roles {roles}")
+    master, slave = (brokers, brokers[::-1])[roles[1] == "SYNC_MASTER"]
+    master_max = _max(master)
+    slave_max = _max(slave)
+    if master_max is None or slave_max is None or slave_max < master_max:
+        raise AssertionError(f"master {master.remoting_addr} at {master_max}, "
+                             f"slave {slave.remoting_addr} at {slave_max}")
+    return True
 
 
 @pytest.mark.spark
@@ -205,7 +213,7 @@ def async_broker_set(tmp_path):
     with killed_at_exit(RealNameServer.start(tmp_path / "ns")) as ns, \
             killed_at_exit(RealController.start(tmp_path / "ctl")) as ctl:
         common = dict(version="5", namesrvAddr=ns.addr, enableControllerMode=True, controllerAddr=ctl.addr,
-                      brokerName="broker-a", mappedFileSizeCommitLog=FILE_SIZE, waitTimeMillsInSendQueue=10000)
+                      brokerName="broker-a", mappedFileSizeCommitLog=FILE_SIZE)
         brokers = [RealBroker.start(tmp_path / f"b{i}", **common) for i in (1, 2)]
         try:
             yield brokers

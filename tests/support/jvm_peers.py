@@ -470,7 +470,8 @@ class RealBroker(_JavaProcess):
         names as 4.9; the HA port is ``listenPort + 1`` when ``haListenPort`` is unset).
 
         ``props`` are RocketMQ property names (``brokerRole="SLAVE", brokerId=1, namesrvAddr=...``); a SLAVE
-        gets ``brokerId=1`` unless given. Raises JvmPeersMissing, JvmStartError (after retrying twice with
+        gets ``brokerId=1`` unless given; ``waitTimeMillsInSendQueue`` is 10 s unless given. Raises
+        JvmPeersMissing, JvmStartError (after retrying twice with
         other ports when the chosen ones were taken meanwhile).
         """
         workdir = Path(workdir)
@@ -481,6 +482,9 @@ class RealBroker(_JavaProcess):
         text.setdefault("brokerClusterName", "TestCluster")
         text.setdefault("brokerName", "broker-a")
         text.setdefault("storePathRootDir", str(workdir / "store"))
+        # the 200 ms default refuses pipelined sends with TIMEOUT_CLEAN_QUEUE (SYSTEM_BUSY) whenever a busy 2-core
+        # machine keeps a request queued longer (BrokerFastFailure); tests and benchmarks measure other things
+        text.setdefault("waitTimeMillsInSendQueue", "10000")
         if text.get("brokerRole") == "SLAVE":
             text.setdefault("brokerId", "1")
         if version == "5":
