@@ -7,8 +7,8 @@ messages of a batch's tasks to :meth:`DeltaBatchCommitter.commit`, and a failed 
 
 - ``commit`` adds every file of the batch in ONE Delta transaction that also carries
   ``txn(appId, version=batchId)`` (Delta protocol "Transaction Identifiers"), using the ``deltalake``
-  (delta-rs) library. The first commit creates the table. If the table's transaction version for
-  ``appId`` is already ``>= batchId``, the batch is a replay (the process died after the Delta commit
+  (delta-rs) library. The first commit creates the table. If the table already holds the batch
+  (:func:`batch_already_committed`), the batch is a replay (the process died after the Delta commit
   and before Spark wrote its commit log): the files this replay wrote are removed and nothing is
   committed. Together with Spark's checkpoint this gives exactly-once.
 - ``abort`` removes the files listed in the messages and, unless the batch did commit, every other file
@@ -60,6 +60,23 @@ MAX_COMMIT_ATTEMPTS = 10
 
 class DeltaCommitError(DeltaSinkError):
     """The Delta transaction of a batch could not be committed (after retries on concurrent commits)."""
+
+
+def batch_already_committed(txn_version: int | None, batch_id: int) -> bool:
+    """The replay rule: True when a table whose txn version for the writer's appId is ``txn_version`` already
+    holds micro-batch ``batch_id``, so the batch must not be written again.
+
+    docs/delta.md "2. The sink", "The replay rule": every commit of batch N records ``txn(appId,
+    version=N)`` and batches commit in order, so a version ``>= batch_id`` means the batch is in the table.
+    Every writer of this project asks this one function: the committer's commit and abort, ``write_batch``
+    (connector.delta.foreach_batch) and ``merge_batch`` (connector.delta.merge).
+
+    Args:
+        txn_version: ``DeltaTable.transaction_version(appId)``; None when the table has no txn for the
+            appId (or there is no table yet).
+        batch_id: the micro-batch id (>= 0).
+    """
+    return txn_version is not None and txn_version >= batch_id
 
 
 # --- before the first task: the target table --------------------------------------------------------
@@ -146,7 +163,7 @@ class DeltaBatchCommitter:
                     delete_unreferenced_files(uri, paths, table)
                     raise
                 committed = table.transaction_version(app_id)
-                if committed is not None and committed >= batch_id:
+                if batch_already_committed(committed, batch_id):
                     self._skip_replay(table, committed, batch_id, paths, attempt)
                     return
                 try:
@@ -179,7 +196,7 @@ class DeltaBatchCommitter:
         candidates = {f.path for f in files_of(messages)}
         table = open_delta_table(uri)
         committed = table.transaction_version(app_id) if table is not None else None
-        if committed is None or committed < batch_id:
+        if not batch_already_committed(committed, batch_id):
             candidates.update(list_batch_files(uri, batch_file_prefix(app_id, batch_id)))
         deleted = delete_unreferenced_files(uri, sorted(candidates), table)
         log.warning("aborted batch %d of appId %s on %s (txn version %s): removed %d of %d candidate files",

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from connector.delta.commit import commit_task_messages, open_target_table, target_partition_by
+from connector.delta.commit import (
+    batch_already_committed,
+    commit_task_messages,
+    open_target_table,
+    target_partition_by,
+)
 from connector.delta.errors import DeltaSinkConfigError
 from connector.delta.location import CREATE_IN_NON_EMPTY_OPTION
 from connector.delta.messages import MESSAGE_COLUMN, files_of, message_bytes
@@ -61,8 +66,8 @@ def write_batch(df, path: str, app_id: str, batch_id: int, *, partition_by: Sequ
 
     For ``foreachBatch`` functions that write more than one table per micro-batch. Executors write the
     Parquet files (``df.mapInArrow``, same files and statistics as the streaming sink), the driver
-    commits them in one transaction carrying ``txn(app_id, batch_id)``. When the table's txn version
-    for ``app_id`` is already ``>= batch_id`` (a micro-batch replayed after a crash) nothing is written.
+    commits them in one transaction carrying ``txn(app_id, batch_id)``. When the table already holds the
+    batch (a micro-batch replayed after a crash; docs/delta.md "The replay rule") nothing is written.
     A failed job removes what its tasks wrote (the abort path of the sink).
 
     Args:
@@ -94,7 +99,7 @@ def write_batch(df, path: str, app_id: str, batch_id: int, *, partition_by: Sequ
     table = open_target_table(opts, schema)
     if table is not None:
         committed = table.transaction_version(app_id)
-        if committed is not None and committed >= batch_id:
+        if batch_already_committed(committed, batch_id):
             log.warning("batch %d of appId %s is already in Delta table %s (txn version %d): skipped", batch_id,
                         app_id, opts.table_uri, committed)
             return BatchWriteResult(opts.table_uri, batch_id, skipped=True)

@@ -5,10 +5,11 @@ hold the full current value of each changed key (Spark's streaming aggregation):
 replaces the table's row with the same key, or is inserted. One Delta commit per batch does it, and
 the same commit can also set a flag column on table rows the batch does not hold (:class:`FinalizeRows`,
 e.g. gold marking the windows the watermark has passed). The commit records ``txn(appId, batchId)``
-like every writer of this project (connector.delta.commit), and a batch whose txn the table already
-holds (a replay after a crash between the Delta commit and Spark's commit log) is skipped, so a batch
-lands once. Replaying a batch that did not commit is harmless anyway: its rows are the full values of
-its keys, and upserting them again gives the same table.
+like every writer of this project (connector.delta.commit), and a batch the table already holds (a replay
+after a crash between the Delta commit and Spark's commit log; docs/delta.md "The replay rule",
+:func:`connector.delta.commit.batch_already_committed`) is skipped, so a batch lands once. Replaying a
+batch that did not commit is harmless anyway: its rows are the full values of its keys, and upserting
+them again gives the same table.
 
 Two writers, one rule:
 
@@ -35,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from connector.delta.commit import DeltaCommitError
+from connector.delta.commit import DeltaCommitError, batch_already_committed
 from connector.delta.faults import fault_point
 from connector.delta.features import check_writable
 from connector.delta.location import check_new_table_location, normalize_table_uri, open_delta_table
@@ -143,7 +144,7 @@ def merge_batch(rows, schema, path: str, app_id: str, batch_id: int, *, keys: Se
             check_schema_matches(uri, table.schema().to_json(), table.metadata().partition_columns, schema,
                                  partition_by or None)
             committed = table.transaction_version(app_id)
-            if committed is not None and committed >= batch_id:
+            if batch_already_committed(committed, batch_id):
                 log.warning("batch %d of appId %s is already in Delta table %s (txn version %d): replay skipped",
                             batch_id, app_id, uri, committed)
                 return MergeResult(uri, batch_id, skipped=True)
