@@ -32,8 +32,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from connector.retry import poll_until
 
 log = logging.getLogger(__name__)
 
@@ -122,18 +123,17 @@ def _wait_for_writers(dump: Path, timeout_s: float) -> None:
     """Wait until no process started with ``-XX:ArchiveClassesAtExit=<dump>`` runs: the JVM writes the archive
     as it exits, which may be after the Python process that started it has ended."""
     needle = f"-XX:ArchiveClassesAtExit={dump}".encode()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        writers = []
+
+    def no_writer() -> bool:
         for pid in (p for p in os.listdir("/proc") if p.isdigit()):
             try:
                 if needle in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    writers.append(pid)
+                    return False
             except OSError:
                 continue
-        if not writers:
-            return
-        time.sleep(0.2)
+        return True
+
+    poll_until(no_writer, timeout_s, 0.2)
 
 
 def _pyspark_dir() -> Path:

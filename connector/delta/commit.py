@@ -32,6 +32,7 @@ import logging
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
@@ -51,6 +52,7 @@ from connector.delta.schema import (
     check_schema_matches,
     delta_schema_of,
 )
+from connector.retry import retry_attempts
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,10 @@ MAX_COMMIT_ATTEMPTS = 10
 
 class DeltaCommitError(DeltaSinkError):
     """The Delta transaction of a batch could not be committed (after retries on concurrent commits)."""
+
+
+class _LostCommitRace(Exception):
+    """Another writer committed (or created the table) first; ``__cause__`` is delta-rs's error. Retried."""
 
 
 def batch_already_committed(txn_version: int | None, batch_id: int) -> bool:
@@ -138,7 +144,6 @@ class DeltaBatchCommitter:
             DeltaSchemaMismatchError: the table's schema changed under the stream (the batch's files are removed).
             DeltaCommitError: no commit after MAX_COMMIT_ATTEMPTS concurrent-commit conflicts.
         """
-        from deltalake.exceptions import CommitFailedError
 
         uri, app_id = self.options.table_uri, self.options.app_id
         files = files_of(messages)
@@ -146,44 +151,58 @@ class DeltaBatchCommitter:
         actions = [f.to_add_action() for f in files]
         rows = sum(f.num_records for f in files)
         fault_point("before-delta-commit", batch_id, uri)
-        last_error: Exception | None = None
-        for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
-            table = open_delta_table(uri)
-            if table is None:
-                last_error = self._create_table(actions, batch_id)
-                if last_error is not None:
-                    continue
-                log.info("created Delta table %s with batch %d of appId %s: %d files, %d rows", uri, batch_id,
-                         app_id, len(files), rows)
-            else:
-                try:
-                    check_schema_matches(uri, table.schema().to_json(), table.metadata().partition_columns,
-                                         self.schema, self.partition_by)
-                except DeltaSchemaMismatchError:
-                    delete_unreferenced_files(uri, paths, table)
-                    raise
-                committed = table.transaction_version(app_id)
-                if batch_already_committed(committed, batch_id):
-                    self._skip_replay(table, committed, batch_id, paths, attempt)
-                    return
-                try:
-                    table.create_write_transaction(actions, mode="append", schema=delta_schema_of(self.schema),
-                                                   partition_by=list(self.partition_by) or None,
-                                                   commit_properties=self._commit_properties(batch_id))
-                except CommitFailedError as e:
-                    log.info("commit of batch %d of appId %s to %s conflicted (attempt %d): %s", batch_id, app_id,
-                             uri, attempt, e)
-                    last_error = e
-                    continue
-                except Exception as e:  # delta-rs reports a full disk as a plain error with the OS text
-                    self._raise_if_no_space(e, batch_id)
-                    raise
-                log.info("committed batch %d of appId %s to %s: %d files, %d rows", batch_id, app_id, uri,
-                         len(files), rows)
-            fault_point("after-delta-commit", batch_id, uri)
-            self._remove_earlier_attempts(batch_id, paths)
-            return
-        self._give_up(batch_id, paths, last_error)
+        try:
+            for attempt in retry_attempts(MAX_COMMIT_ATTEMPTS, _LostCommitRace):
+                with attempt:
+                    table = open_delta_table(uri)
+                    if table is None:
+                        self._create_table(actions, batch_id)
+                        log.info("created Delta table %s with batch %d of appId %s: %d files, %d rows", uri,
+                                 batch_id, app_id, len(files), rows)
+                    elif not self._append(table, actions, rows, batch_id, paths,
+                                          attempt.retry_state.attempt_number):
+                        return  # a replay: skipped
+        except _LostCommitRace as e:
+            self._give_up(batch_id, paths, e.__cause__)
+        fault_point("after-delta-commit", batch_id, uri)
+        self._remove_earlier_attempts(batch_id, paths)
+
+    def _append(self, table, actions: list, rows: int, batch_id: int, paths: Sequence[str], attempt: int) -> bool:
+        """Append the batch's files to ``table`` with the txn; False when the table already holds the batch
+        (a replay: this attempt's files are removed, nothing is committed).
+
+        Raises:
+            DeltaSchemaMismatchError: the table's schema changed under the stream (the batch's files are removed).
+            _LostCommitRace: another writer committed first (delta-rs's CommitFailedError).
+            DeltaCommitError: the file system is full.
+        """
+        from deltalake.exceptions import CommitFailedError
+
+        uri, app_id = self.options.table_uri, self.options.app_id
+        try:
+            check_schema_matches(uri, table.schema().to_json(), table.metadata().partition_columns,
+                                 self.schema, self.partition_by)
+        except DeltaSchemaMismatchError:
+            delete_unreferenced_files(uri, paths, table)
+            raise
+        committed = table.transaction_version(app_id)
+        if batch_already_committed(committed, batch_id):
+            self._skip_replay(table, committed, batch_id, paths, attempt)
+            return False
+        try:
+            table.create_write_transaction(actions, mode="append", schema=delta_schema_of(self.schema),
+                                           partition_by=list(self.partition_by) or None,
+                                           commit_properties=self._commit_properties(batch_id))
+        except CommitFailedError as e:
+            log.info("commit of batch %d of appId %s to %s conflicted (attempt %d): %s", batch_id, app_id, uri,
+                     attempt, e)
+            raise _LostCommitRace() from e
+        except Exception as e:  # delta-rs reports a full disk as a plain error with the OS text
+            self._raise_if_no_space(e, batch_id)
+            raise
+        log.info("committed batch %d of appId %s to %s: %d files, %d rows", batch_id, app_id, uri, len(actions),
+                 rows)
+        return True
 
     def abort(self, messages: Iterable[WriterCommitMessage | None], batch_id: int) -> None:
         """Remove the files of a failed batch, never a file the table references.
@@ -210,10 +229,11 @@ class DeltaBatchCommitter:
             custom_metadata={"hareplica.appId": self.options.app_id, "hareplica.batchId": batch_id},
         )
 
-    def _create_table(self, actions: list, batch_id: int) -> Exception | None:
-        """Create the table with the batch's files; the error to retry on when another writer created it first.
+    def _create_table(self, actions: list, batch_id: int) -> None:
+        """Create the table with the batch's files.
 
         Raises:
+            _LostCommitRace: another writer created the table first (the commit is tried again as an append).
             DeltaCommitError: the creation failed and there is still no table.
         """
         from deltalake.exceptions import DeltaError
@@ -230,8 +250,7 @@ class DeltaBatchCommitter:
                 raise DeltaCommitError(f"could not create Delta table {uri} with batch {batch_id} of appId "
                                        f"{self.options.app_id}: {e}") from e
             log.info("Delta table %s was created concurrently; retrying batch %d as an append", uri, batch_id)
-            return e
-        return None
+            raise _LostCommitRace() from e
 
     def _raise_if_no_space(self, error: Exception, batch_id: int) -> None:
         """Raise DeltaCommitError naming the full disk when ``error`` says the table's file system is full."""
@@ -255,7 +274,7 @@ class DeltaBatchCommitter:
             log.info("batch %d of appId %s was committed to %s concurrently (txn version %d); %d files "
                      "of this attempt removed", batch_id, app_id, uri, committed, len(deleted))
 
-    def _give_up(self, batch_id: int, paths: Sequence[str], last_error: Exception | None) -> None:
+    def _give_up(self, batch_id: int, paths: Sequence[str], last_error: BaseException | None) -> NoReturn:
         """Remove the batch's files after MAX_COMMIT_ATTEMPTS failed commits, then raise DeltaCommitError."""
         uri = self.options.table_uri
         try:

@@ -41,6 +41,7 @@ from connector.delta.faults import fault_point
 from connector.delta.features import check_writable
 from connector.delta.location import check_new_table_location, normalize_table_uri, open_delta_table
 from connector.delta.schema import check_schema_matches, delta_schema_of
+from connector.retry import retry_attempts
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,10 @@ class MergeResult:
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
+class _TableCreatedConcurrently(Exception):
+    """Another writer created the table between the check and this batch's creation; retried as a merge."""
+
+
 def key_condition(keys: Sequence[str], *, partition_by: Sequence[str] = (), quote: str = "") -> str:
     """``t.k = s.k AND ...`` for the merge's ON clause.
 
@@ -137,53 +142,61 @@ def merge_batch(rows, schema, path: str, app_id: str, batch_id: int, *, keys: Se
     rows = rows.select(list(schema.fieldNames())).cast(pa.schema(delta_schema.to_arrow()))
     props = CommitProperties(app_transactions=[Transaction(app_id, batch_id)],
                              custom_metadata={"hareplica.appId": app_id, "hareplica.batchId": batch_id})
-    for attempt in range(1, MAX_MERGE_ATTEMPTS + 1):
-        table = open_delta_table(uri)
-        if table is not None:
-            check_writable(table, uri, "merge")
-            check_schema_matches(uri, table.schema().to_json(), table.metadata().partition_columns, schema,
-                                 partition_by or None)
-            committed = table.transaction_version(app_id)
-            if batch_already_committed(committed, batch_id):
-                log.warning("batch %d of appId %s is already in Delta table %s (txn version %d): replay skipped",
-                            batch_id, app_id, uri, committed)
-                return MergeResult(uri, batch_id, skipped=True)
-        else:
-            check_new_table_location(uri)
-        fault_point("before-delta-commit", batch_id, uri)
-        try:
-            if table is None:
-                write_deltalake(uri, rows, mode="error", partition_by=list(partition_by) or None,
-                                commit_properties=props)
-                metrics: dict[str, Any] = {}
-            else:
-                merger = (table.merge(rows, key_condition(keys, partition_by=partition_by), source_alias=SOURCE_ALIAS,
-                                      target_alias=TARGET_ALIAS, commit_properties=props)
-                          .when_matched_update_all().when_not_matched_insert_all())
-                if finalize is not None:
-                    merger = merger.when_not_matched_by_source_update({finalize.flag: "true"},
-                                                                      finalize.delta_rs_predicate())
-                before = table.version()  # execute() moves ``table`` to the version it commits
-                metrics = merger.execute()
-                if open_delta_table(uri).version() == before:  # nothing changed: delta-rs made no commit
-                    table.create_write_transaction([], mode="append", schema=delta_schema,
-                                                   partition_by=list(partition_by) or None, commit_properties=props)
-        except CommitFailedError as e:  # another commit won; read the table again and retry
-            if attempt == MAX_MERGE_ATTEMPTS:
-                raise
+    def log_conflict(attempt: int, error: BaseException) -> None:
+        if isinstance(error, CommitFailedError):  # another commit won; read the table again and retry
             log.info("merge of batch %d of appId %s into %s conflicted (attempt %d): %s", batch_id, app_id, uri,
-                     attempt, e)
-            continue
-        except Exception:
-            if table is None and open_delta_table(uri) is not None:
-                continue  # created concurrently: merge into it
-            raise
-        log.info("merged batch %d of appId %s into %s: %s", batch_id, app_id, uri, metrics or f"{rows.num_rows} rows")
-        fault_point("after-delta-commit", batch_id, uri)
-        return MergeResult(uri, batch_id, created=table is None, metrics=metrics)
-    raise DeltaCommitError(f"could not merge batch {batch_id} of appId {app_id} into Delta table {uri}: it was "
-                           f"created concurrently {MAX_MERGE_ATTEMPTS} times")
+                     attempt, error)
 
+    try:
+        for attempt in retry_attempts(MAX_MERGE_ATTEMPTS, (CommitFailedError, _TableCreatedConcurrently),
+                                      on_retry=log_conflict):
+            with attempt:
+                table = open_delta_table(uri)
+                if table is not None:
+                    check_writable(table, uri, "merge")
+                    check_schema_matches(uri, table.schema().to_json(), table.metadata().partition_columns, schema,
+                                         partition_by or None)
+                    committed = table.transaction_version(app_id)
+                    if batch_already_committed(committed, batch_id):
+                        log.warning("batch %d of appId %s is already in Delta table %s (txn version %d): replay "
+                                    "skipped", batch_id, app_id, uri, committed)
+                        return MergeResult(uri, batch_id, skipped=True)
+                else:
+                    check_new_table_location(uri)
+                fault_point("before-delta-commit", batch_id, uri)
+                try:
+                    if table is None:
+                        write_deltalake(uri, rows, mode="error", partition_by=list(partition_by) or None,
+                                        commit_properties=props)
+                        metrics: dict[str, Any] = {}
+                    else:
+                        merger = (table.merge(rows, key_condition(keys, partition_by=partition_by),
+                                              source_alias=SOURCE_ALIAS, target_alias=TARGET_ALIAS,
+                                              commit_properties=props)
+                                  .when_matched_update_all().when_not_matched_insert_all())
+                        if finalize is not None:
+                            merger = merger.when_not_matched_by_source_update({finalize.flag: "true"},
+                                                                              finalize.delta_rs_predicate())
+                        before = table.version()  # execute() moves ``table`` to the version it commits
+                        metrics = merger.execute()
+                        if open_delta_table(uri).version() == before:  # nothing changed: delta-rs made no commit
+                            table.create_write_transaction([], mode="append", schema=delta_schema,
+                                                           partition_by=list(partition_by) or None,
+                                                           commit_properties=props)
+                except CommitFailedError:
+                    raise  # retried (log_conflict)
+                except Exception as e:
+                    if table is None and open_delta_table(uri) is not None:
+                        raise _TableCreatedConcurrently() from e  # retried: merge into it
+                    raise
+                log.info("merged batch %d of appId %s into %s: %s", batch_id, app_id, uri,
+                         metrics or f"{rows.num_rows} rows")
+                fault_point("after-delta-commit", batch_id, uri)
+                return MergeResult(uri, batch_id, created=table is None, metrics=metrics)
+    except _TableCreatedConcurrently as e:
+        raise DeltaCommitError(f"could not merge batch {batch_id} of appId {app_id} into Delta table {uri}: it was "
+                               f"created concurrently {MAX_MERGE_ATTEMPTS} times") from e.__cause__
+    raise AssertionError("unreachable: the last attempt returned or raised")
 
 def spark_merge_batch(df, path: str, app_id: str, batch_id: int, *, keys: Sequence[str],
                       partition_by: Sequence[str] = (), finalize: FinalizeRows | None = None) -> MergeResult:
@@ -227,15 +240,15 @@ def _spark_merge(df, uri: str, app_id: str, batch_id: int, *, keys: Sequence[str
     spark.conf.set(SPARK_TXN_APP_ID_CONF, app_id)
     spark.conf.set(SPARK_TXN_VERSION_CONF, str(batch_id))
     try:
-        for attempt in range(1, MAX_MERGE_ATTEMPTS + 1):
-            try:
+        def log_conflict(attempt: int, error: BaseException) -> None:
+            log.info("MERGE of batch %d of appId %s into %s conflicted (attempt %d): %s", batch_id, app_id, uri,
+                     attempt, str(error).splitlines()[0])
+
+        # py4j/PySpark wrap Delta's exceptions: a lost race is recognised by the Java class name in the text
+        for attempt in retry_attempts(MAX_MERGE_ATTEMPTS, lambda e: SPARK_CONFLICT_MARK in str(e),
+                                      on_retry=log_conflict):
+            with attempt:
                 spark.sql(sql)
-                break
-            except Exception as e:  # noqa: BLE001 - py4j/PySpark wrap Delta's exceptions
-                if attempt == MAX_MERGE_ATTEMPTS or SPARK_CONFLICT_MARK not in str(e):
-                    raise
-                log.info("MERGE of batch %d of appId %s into %s conflicted (attempt %d): %s", batch_id, app_id,
-                         uri, attempt, str(e).splitlines()[0])
     finally:
         spark.conf.unset(SPARK_TXN_APP_ID_CONF)
         spark.conf.unset(SPARK_TXN_VERSION_CONF)

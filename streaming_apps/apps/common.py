@@ -34,6 +34,7 @@ from connector.delta.merge import FinalizeRows, MergeResult, merge_batch, spark_
 from connector.delta.options import app_id_from_checkpoint
 from connector.progress_listener import ProgressFileListener
 from connector.protocol.errors import HAReplicaError
+from connector.retry import poll_until
 from connector.spark_compat import available_now_problem
 
 log = logging.getLogger(__name__)
@@ -399,12 +400,8 @@ class RunningApp:
         """Stop queries, let the listener record their end, wait for maintenance, remove the listener."""
         self.stop()
         names = {q.name for q in self.queries}
-        deadline = time.monotonic() + CLOSE_WAIT_S
-        while time.monotonic() < deadline:
-            ended = {r.get("query") for r in list(self.listener.records) if r.get("event") == "terminated"}
-            if names <= ended:
-                break
-            time.sleep(0.05)
+        poll_until(lambda: names <= {r.get("query") for r in list(self.listener.records)
+                                     if r.get("event") == "terminated"}, CLOSE_WAIT_S, 0.05)
         if not self.maintainer.wait(CLOSE_WAIT_S):
             log.warning("maintenance still running after %.0f s; leaving it in the background", CLOSE_WAIT_S)
         try:
