@@ -15,7 +15,6 @@ import asyncio
 import json
 import logging
 import signal
-import struct
 import time
 
 from broker_stub.config import BrokerConfigError, BrokerStubConfig
@@ -44,7 +43,7 @@ from broker_stub.store.schedule import ScheduleMessageService
 from broker_stub.store.stats import BrokerStats
 from broker_stub.store.transaction_check import TransactionalMessageCheckService
 from broker_stub.topic_config import TopicConfigManager
-from connector.protocol.commitlog import BORNHOST_V6_FLAG, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+from connector.protocol.commitlog import V4_HEADER_BYTES, read_record_head
 
 log = logging.getLogger(__name__)
 
@@ -250,14 +249,11 @@ class BrokerController:
     def earliest_message_time(self) -> int:
         """Store timestamp (ms) of the record at commitLogMinOffset, −1 when there is none."""
         cl = self.message_store.commit_log
-        data = cl.get_data(cl.min_offset, 80) if cl.min_offset >= 0 else None
-        if not data or len(data) < 76:
+        data = cl.get_data(cl.min_offset, V4_HEADER_BYTES) if cl.min_offset >= 0 else None
+        head = read_record_head(data) if data else None
+        if head is None or head.store_timestamp is None or head.total_size <= 0:
             return -1
-        size, magic, sys_flag = struct.unpack_from(">ii", data, 0) + struct.unpack_from(">i", data, 36)
-        if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or size <= 0:
-            return -1
-        pos = 56 + (12 if sys_flag & BORNHOST_V6_FLAG else 0)
-        return struct.unpack_from(">q", data, pos)[0]
+        return head.store_timestamp
 
 
 async def run_broker(config: BrokerStubConfig, *, ready: asyncio.Event | None = None) -> int:

@@ -54,6 +54,7 @@ from pathlib import Path
 
 from broker_stub.config_rules import DEFAULT_MAX_MESSAGE_SIZE_BYTES, BrokerConfigError, check_ranges, resolve_host
 from broker_stub.javautil import parse_java_properties
+from connector.protocol.broker import MASTER_ID, PERM_READ_WRITE, ha_listen_port, vip_listen_port
 from connector.protocol.ha import (
     HA_HOUSEKEEPING_INTERVAL_MS,
     HA_MAX_TRANSFER_BODY_BYTES,
@@ -71,7 +72,6 @@ _CPUS = os.cpu_count() or 1
 
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 FLUSH_DISK_TYPES = ("SYNC_FLUSH", "ASYNC_FLUSH")
-MASTER_ID = 0
 DEFAULT_LISTEN_PORT = 10911  # BrokerStartup: nettyServerConfig.setListenPort(10911)
 DEFAULT_BROKER_IP = "127.0.0.1"
 
@@ -95,7 +95,7 @@ class BrokerConfig:
     brokerName: str = field(default_factory=_local_host_name)
     brokerClusterName: str = "DefaultCluster"
     brokerId: int = MASTER_ID
-    brokerPermission: int = 6  # PERM_READ | PERM_WRITE
+    brokerPermission: int = PERM_READ_WRITE
     defaultTopicQueueNums: int = 8
     autoCreateTopicEnable: bool = True
     clusterTopicEnable: bool = True
@@ -399,7 +399,7 @@ class BrokerStubConfig:
         """The HA port: an explicitly configured ``haListenPort``, else ``listenPort + 1`` (see module doc)."""
         if self.store.haListenPort is not None:
             return self.store.haListenPort
-        return self.netty_server.listenPort + 1
+        return ha_listen_port(self.netty_server.listenPort)
 
     @property
     def listen_port(self) -> int:
@@ -409,7 +409,7 @@ class BrokerStubConfig:
     def vip_listen_port(self) -> int:
         """The VIP ("fast") remoting port, ``listenPort - 2`` as BrokerController sets it (docs/protocol.md §2.1,
         §3.2)."""
-        return self.netty_server.listenPort - 2
+        return vip_listen_port(self.netty_server.listenPort)
 
     @property
     def is_slave(self) -> bool:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import javaproperties
 
+from connector.protocol.broker import broker_ports, ha_listen_port, vip_listen_port
+
 log = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT_S = 15.0
@@ -82,7 +84,7 @@ def free_port_pair(host: str = "127.0.0.1", attempts: int = 200, *, vip: bool = 
     low, high = LISTEN_PORT_RANGE
     for _ in range(attempts):
         port = random.randrange(low + 2, high - 1)
-        if all(_bindable(host, p) for p in [port, port + 1] + ([port - 2] if vip else [])):
+        if all(_bindable(host, p) for p in broker_ports(port, vip=vip)):
             return port
     raise OSError(f"no free listenPort/haListenPort/VIP port set found on {host}")
 
@@ -173,7 +175,7 @@ class BrokerProcess(_ChildProcess):
 
     @property
     def ha_port(self) -> int:
-        return int(self.props.get("haListenPort", self.listen_port + 1))
+        return int(self.props.get("haListenPort", ha_listen_port(self.listen_port)))
 
     @property
     def remoting_addr(self) -> str:
@@ -182,7 +184,7 @@ class BrokerProcess(_ChildProcess):
     @property
     def vip_addr(self) -> str:
         """The VIP remoting port, ``listenPort - 2`` (GET_ALL_TOPIC_CONFIG for slaves)."""
-        return _addr(self.host, self.listen_port - 2)
+        return _addr(self.host, vip_listen_port(self.listen_port))
 
     @property
     def ha_addr(self) -> str:
@@ -234,7 +236,7 @@ class BrokerProcess(_ChildProcess):
                 taken = {text_props[k] for k in _PORT_KEYS if k in text_props}
                 while True:
                     port = free_port_pair() if not explicit_ha else free_port()
-                    if not {str(port), str(port + 1), str(port - 2)} & taken:
+                    if not {str(p) for p in broker_ports(port)} & taken:
                         break
                 text_props["listenPort"] = str(port)
             broker._write_conf()

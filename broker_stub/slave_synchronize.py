@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from broker_stub.javautil import fastjson_loads
 from broker_stub.metadata import ConsumerOffsetManager
 from broker_stub.remoting.client import RemotingClientError
-from connector.protocol.address import AddressError, shift_port, vip_channel_address
+from connector.protocol.address import AddressError, remoting_address_of_ha, vip_channel_address
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class SlaveSynchronize:
         pinned = c.config.fixed_ha_master_address
         if pinned and not c.outer_api.name_servers:
             try:
-                return shift_port(pinned, -1)  # haListenPort = listenPort + 1
+                return remoting_address_of_ha(pinned)
             except AddressError:
                 return None
         return None

@@ -22,6 +22,7 @@ from pathlib import Path
 from broker_stub.config import BrokerConfig
 from broker_stub.javautil import fastjson_loads
 from broker_stub.metadata import data_version_bean
+from connector.protocol.broker import PERM_INHERIT, PERM_READ, PERM_READ_WRITE, PERM_WRITE
 from connector.protocol.fastjson import Bean, dumps
 from connector.protocol.java_hash_map import JavaConcurrentHashMap, java_string_hash
 from connector.protocol.topics import (
@@ -35,10 +36,6 @@ from connector.protocol.topics import (
 log = logging.getLogger(__name__)
 
 SCHEDULE_TOPIC_QUEUE_NUM = 18
-PERM_PRIORITY = 0x8
-PERM_READ = 0x4
-PERM_WRITE = 0x2
-PERM_INHERIT = 0x1
 TOPIC_CONFIG_TABLE_CAPACITY = 1024  # TopicConfigManager.topicConfigTable = new ConcurrentHashMap<>(1024)
 
 
@@ -49,7 +46,7 @@ class TopicConfig:
     topicName: str
     readQueueNums: int = 16
     writeQueueNums: int = 16
-    perm: int = PERM_READ | PERM_WRITE
+    perm: int = PERM_READ_WRITE
     topicFilterType: str = "SINGLE_TAG"
     topicSysFlag: int = 0
     order: bool = False

@@ -34,6 +34,7 @@ from connector.protocol.commitlog import (
     BlankRecord,
     MessageRecord,
     decode_record,
+    read_record_head,
 )
 from connector.protocol.errors import CommitLogFormatError
 from connector.protocol.mapped_files import is_file_start, next_file_start
@@ -197,17 +198,16 @@ def starts_record(head: bytes, offset: int, mapped_file_size: int) -> bool:
     """True when ``head`` (the first bytes at CommitLog ``offset``, at least 36 unless a blank) is the start of
     a record: a message (MessageVersion V1 or V2, docs/protocol.md §8) whose PHYSICALOFFSET is ``offset`` and
     that fits in its mapped file, or an END_FILE blank reaching exactly to the file's end."""
-    if len(head) < 8:
+    peek = read_record_head(head)
+    if peek is None:
         return False
-    total = int.from_bytes(head[0:4], "big", signed=True)
-    magic = int.from_bytes(head[4:8], "big", signed=True)
     file_end = next_file_start(offset, mapped_file_size)
-    if magic == BLANK_MAGIC_CODE:
-        return offset + total == file_end
-    if (magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or len(head) < 36 or total < MIN_RECORD_SIZE_BYTES
-            or offset + total > file_end):
+    if peek.magic == BLANK_MAGIC_CODE:
+        return offset + peek.total_size == file_end
+    if (not peek.is_message or peek.physical_offset is None or peek.total_size < MIN_RECORD_SIZE_BYTES
+            or offset + peek.total_size > file_end):
         return False
-    return int.from_bytes(head[28:36], "big", signed=True) == offset
+    return peek.physical_offset == offset
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,6 +118,7 @@ from dataclasses import dataclass, field
 from connector.decode.bodies import BAD_RECORD_MODES, MAX_MAX_INFLATED_BODY_BYTES, MODE_PERMISSIVE
 from connector.protocol.acl import AclCredentials, credentials
 from connector.protocol.address import AddressError, join_host_port, split_host_port
+from connector.protocol.broker import listen_port_of_ha
 from connector.protocol.commitlog import DEFAULT_MAX_INFLATED_BODY_BYTES
 from connector.protocol.errors import HAReplicaError
 from connector.protocol.ha import HA_CONNECT_TIMEOUT_MS, HA_HOUSEKEEPING_INTERVAL_MS, HA_SEND_HEARTBEAT_INTERVAL_MS
@@ -444,7 +445,7 @@ def parse_endpoints(value: str, option: str, *, unique_names: bool) -> tuple[Bro
             if ha_port < 2:
                 raise HAReplicaOptionError(option, value, f"HA port {ha_port} of {name} leaves no remoting port "
                                            "(haPort - 1); give it as name=host:haPort/host:remotingPort")
-            rem_host, rem_port = ha_host, ha_port - 1
+            rem_host, rem_port = ha_host, listen_port_of_ha(ha_port)
         if unique_names and any(b.name == name for b in out):
             raise HAReplicaOptionError(option, value, f"broker name {name!r} appears twice")
         out.append(BrokerEndpoint(name, ha_host, ha_port, rem_host, rem_port))

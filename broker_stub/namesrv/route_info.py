@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from broker_stub.javautil import fastjson_loads
 from broker_stub.remoting.server import RequestContext
+from connector.protocol.broker import MASTER_ID, PERM_READ_WRITE
 from connector.protocol.fastjson import Bean, JavaSet, encode
 from connector.protocol.java_hash_map import (
     JavaConcurrentHashMap,
@@ -50,10 +51,8 @@ from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCo
 
 log = logging.getLogger(__name__)
 
-MASTER_ID = 0
 BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
 SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS = 10_000
-PERM_WRITE = 0x2
 # RouteInfoManager's HashMap initial capacities (Java iteration order depends on them)
 TOPIC_QUEUE_TABLE_CAPACITY = 1024
 BROKER_ADDR_TABLE_CAPACITY = 128
@@ -165,7 +164,7 @@ class RouteInfoManager:
 
     def _create_and_update_queue_data(self, broker_name: str, tc: dict) -> None:
         topic = str(tc.get("topicName"))
-        queue_data = {"brokerName": broker_name, "perm": int(tc.get("perm", 6)),
+        queue_data = {"brokerName": broker_name, "perm": int(tc.get("perm", PERM_READ_WRITE)),
                       "readQueueNums": int(tc.get("readQueueNums", 16)),
                       "topicSysFlag": int(tc.get("topicSysFlag", 0)),
                       "writeQueueNums": int(tc.get("writeQueueNums", 16))}

@@ -46,7 +46,11 @@ log = logging.getLogger(__name__)
 DENY, ANY, PUB, SUB = 1, 2, 4, 8  # 4.9.8 Permission bits
 ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
 # 4.9.8 Permission.ADMIN_CODE, plus DELETE_EXPIRED_COMMITLOG (the stub serves it; a 4.9.8 broker does not)
-ADMIN_CODES = frozenset({17, 25, 215, 200, 207, RequestCode.DELETE_EXPIRED_COMMITLOG})
+ADMIN_CODES = frozenset({
+    RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_BROKER_CONFIG, RequestCode.DELETE_TOPIC_IN_BROKER,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
+    RequestCode.DELETE_EXPIRED_COMMITLOG,
+})
 RELOAD_CHECK_INTERVAL_S = 0.5
 
 

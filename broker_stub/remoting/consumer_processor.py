@@ -34,7 +34,7 @@ from broker_stub.javautil import fastjson_loads
 from broker_stub.name_rules import validate_group
 from broker_stub.remoting.admin_bodies import encode_consumer_id_list
 from broker_stub.remoting.server import RequestContext
-from broker_stub.topic_config import PERM_READ, PERM_WRITE
+from connector.protocol.broker import PERM_READ, PERM_WRITE
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.topics import RETRY_GROUP_TOPIC_PREFIX, validate_topic
 

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING
 
 from broker_stub.javautil import java_string_hash
 from broker_stub.remoting.server import RequestContext
-from broker_stub.topic_config import PERM_READ
-from connector.protocol.remoting import RemotingCommand, ResponseCode
+from connector.protocol.broker import PERM_READ
+from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
 if TYPE_CHECKING:
     from broker_stub.broker import BrokerController
@@ -112,7 +112,7 @@ class PullRequestHoldService:
 class PullMessageProcessor:
     """Serves PULL_MESSAGE for one :class:`BrokerController` (see module doc)."""
 
-    CODES = (11,)  # RequestCode.PULL_MESSAGE
+    CODES = (RequestCode.PULL_MESSAGE,)
 
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 from broker_stub.javautil import JavaHashMap, parse_boolean
 from broker_stub.remoting.server import RequestContext
 from broker_stub.store.commit_log import MessageExtBrokerInner, PutMessageStatus
-from broker_stub.topic_config import PERM_READ, PERM_WRITE
+from connector.protocol.broker import PERM_READ, PERM_WRITE
 from connector.protocol.commitlog import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_WAIT_STORE_MSG_OK, MessageRecord
 from connector.protocol.commitlog.properties import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode

@@ -24,29 +24,24 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 
 from broker_stub.store.mapped_file import MappedFile, MappedFileQueue
+from connector.protocol.consume_queue import (
+    CQ_ENTRY,
+    CQ_ENTRY_FIELDS,
+    CQ_STORE_UNIT_SIZE,
+    PLACEHOLDER_ENTRY,
+    PLACEHOLDER_SIZE,
+)
 from connector.protocol.mapped_files import file_start
 
 log = logging.getLogger(__name__)
 
-CQ_STORE_UNIT_SIZE = 20
-PLACEHOLDER_SIZE = 2**31 - 1  # Integer.MAX_VALUE: fillPreBlank entries
-_ENTRY = struct.Struct(">qiq")
-_PLACEHOLDER = _ENTRY.pack(0, PLACEHOLDER_SIZE, 0)
-_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-
-
-def iter_cq_entries(buf: bytes, count: int) -> Iterator[tuple[int, int, int]]:
-    """The first ``count`` whole 20-byte entries of ``buf`` as ``(CommitLog offset, size, tagsCode)``,
-    placeholders included (docs/protocol.md §5.1)."""
-    for pos in range(0, min(len(buf) // CQ_STORE_UNIT_SIZE, count) * CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE):
-        yield _ENTRY.unpack_from(buf, pos)
+_DTYPE = np.dtype([(name, ">" + code) for name, code in CQ_ENTRY_FIELDS])
 
 
 def consume_queue_file_size(configured: int) -> int:
@@ -122,7 +117,7 @@ class ConsumeQueue:
                 continue
             real = _find(mf, mf.wrote_position, _real, last=True)
             if real is not None:
-                return _ENTRY.unpack_from(mf.read(real * CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE), 0)
+                return CQ_ENTRY.unpack_from(mf.read(real * CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE), 0)
         return None
 
     def correct_min_offset(self, commit_log_min_offset: int) -> None:
@@ -199,9 +194,9 @@ class ConsumeQueue:
                       "QID: %d; filling the gap with placeholder entries", expect, current, self.topic, self.queue_id)
             while queue.max_offset < expect:
                 mf = self._writable_file()
-                mf.append(_PLACEHOLDER)
+                mf.append(PLACEHOLDER_ENTRY)
         mf = self._writable_file()
-        mf.append(_ENTRY.pack(offset, size, tags_code))
+        mf.append(CQ_ENTRY.pack(offset, size, tags_code))
         self.max_physic_offset = offset + size
         return True
 
@@ -215,7 +210,7 @@ class ConsumeQueue:
     def _fill_placeholders(mf: MappedFile, until_logic_offset: int) -> None:
         count = (until_logic_offset - mf.file_from_offset) // CQ_STORE_UNIT_SIZE
         if count > 0:
-            mf.append(_PLACEHOLDER * count)
+            mf.append(PLACEHOLDER_ENTRY * count)
 
     # --- read ----------------------------------------------------------------------------------------
     def get_index_buffer(self, queue_offset: int) -> bytes | None:
@@ -236,7 +231,7 @@ class ConsumeQueue:
         buf = self.get_index_buffer(queue_offset)
         if not buf:
             return None
-        return _ENTRY.unpack_from(buf, 0)
+        return CQ_ENTRY.unpack_from(buf, 0)
 
     def get_offset_in_queue_by_time(self, timestamp: int, min_physic_offset: int,
                                     store_time: Callable[[int, int], int]) -> int:
@@ -258,7 +253,7 @@ class ConsumeQueue:
         left_time = right_time = -1
         while high >= low:
             mid = (low + high) // (2 * CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
-            phy, size, _ = _ENTRY.unpack_from(buf, mid)
+            phy, size, _ = CQ_ENTRY.unpack_from(buf, mid)
             if phy < min_physic_offset:
                 low, left = mid + CQ_STORE_UNIT_SIZE, mid
                 continue
@@ -300,7 +295,7 @@ class ConsumeQueue:
             mf = files[0]
             if mf.wrote_position < CQ_STORE_UNIT_SIZE:
                 break
-            last_offset = _ENTRY.unpack_from(mf.read(mf.wrote_position - CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE))[0]
+            last_offset = CQ_ENTRY.unpack_from(mf.read(mf.wrote_position - CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE))[0]
             if last_offset >= commit_log_min_offset:
                 break
             mf.destroy()

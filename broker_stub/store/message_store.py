@@ -15,7 +15,6 @@ import fcntl
 import logging
 import os
 import shutil
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 from broker_stub.config import BrokerStubConfig
 from broker_stub.store.checkpoint import StoreCheckpoint
 from broker_stub.store.commit_log import CommitLog
-from broker_stub.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueueStore
+from broker_stub.store.consume_queue import ConsumeQueueStore
 from broker_stub.store.flush import FlushRealTimeService, GroupCommitService
 from broker_stub.store.index import IndexService
 from broker_stub.store.mapped_file import MappedFileQueue
@@ -32,6 +31,7 @@ from broker_stub.store.recovery import RecoveryReport, recover_commit_log
 from broker_stub.store.reput import ReputMessageService
 from broker_stub.store.retention import CleanCommitLogService, disk_partition_used_ratio
 from broker_stub.store.stats import StoreStatsService
+from connector.protocol.consume_queue import CQ_ENTRY, CQ_STORE_UNIT_SIZE
 from connector.protocol.errors import HAReplicaError
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,6 @@ def _total_physical_memory_bytes() -> int:
 
 
 TOTAL_PHYSICAL_MEMORY_BYTES = _total_physical_memory_bytes()
-_CQ_ENTRY = struct.Struct(">qiq")
 
 
 @dataclass
@@ -318,7 +317,7 @@ class DefaultMessageStore:
             max_phy_pulling = 0
             i = 0
             while i < len(buf) and i < max_filter:
-                offset_py, size_py, tag = _CQ_ENTRY.unpack_from(buf, i)
+                offset_py, size_py, tag = CQ_ENTRY.unpack_from(buf, i)
                 max_phy_pulling = offset_py
                 if next_phy_file_start is not None and offset_py < next_phy_file_start:
                     i += CQ_STORE_UNIT_SIZE

@@ -26,7 +26,6 @@ stored for it, NOT/COMMIT types only) and serves as a cross-check in tests.
 from __future__ import annotations
 
 import logging
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,27 +33,20 @@ from broker_stub.store.checkpoint import StoreCheckpoint
 from broker_stub.store.mapped_file import MappedFile, MappedFileQueue
 from broker_stub.store.quarantine import plan_cut, quarantine_cut, refusal, save_torn_tail
 from connector.protocol.commitlog import (
-    BLANK_MAGIC_CODE,
-    BORNHOST_V6_FLAG,
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
-    STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
-    TRANSACTION_TYPE_MASK,
     BlankRecord,
+    DispatchInfo,
     MessageRecord,
+    decode_dispatch_info,
     decode_record,
+    read_record_head,
 )
 from connector.protocol.errors import CommitLogFormatError
 
 log = logging.getLogger(__name__)
 
-_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE..BORNTIMESTAMP
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 _SKIP_TYPES = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
-_MESSAGE_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)  # V2: 5.x's 2-byte TOPIC length (docs/protocol.md §8)
 
 
 @dataclass
@@ -167,12 +159,8 @@ def _abnormal_start_index(files: list[MappedFile], checkpoint: StoreCheckpoint |
     """isMappedFileMatchedRecover: the last file whose first record's store time ≤ the checkpoint time."""
     min_ts = checkpoint.min_timestamp_for_recovery() if checkpoint else 0
     for index in range(len(files) - 1, -1, -1):
-        buf = files[index].mapping
-        if _I32.unpack_from(buf, 4)[0] not in _MESSAGE_MAGICS:
-            continue
-        sys_flag = _I32.unpack_from(buf, 36)[0]
-        store_ts_pos = 56 + (12 if sys_flag & BORNHOST_V6_FLAG else 0)
-        store_ts = _I64.unpack_from(buf, store_ts_pos)[0]
+        head = read_record_head(files[index].mapping)
+        store_ts = head.store_timestamp if head is not None else None
         if store_ts and store_ts <= min_ts:
             return index
     return 0
@@ -189,26 +177,20 @@ def rebuild_topic_queue_table(queue: MappedFileQueue) -> dict[str, int]:
         buf = mf.mapping
         end = mf.wrote_position
         pos = 0
-        while pos + 8 <= end:
-            total, magic = struct.unpack_from(">ii", buf, pos)
-            if magic == BLANK_MAGIC_CODE:
+        while pos < end:
+            try:
+                rec = decode_dispatch_info(buf, pos, base_offset=mf.file_from_offset, file=mf.file_name, file_end=end)
+            except CommitLogFormatError as exc:
+                log.warning("topicQueueTable rebuild: unreadable header file=%s position=%d (%s)", mf.file_name,
+                            pos, exc)
                 break
-            if magic not in _MESSAGE_MAGICS or total <= 0 or pos + total > end:
-                log.warning("topicQueueTable rebuild: unreadable header file=%s position=%d", mf.file_name, pos)
+            if not isinstance(rec, DispatchInfo):  # the END_FILE blank, or the end of written data
                 break
-            (_, _, _, queue_id, _, queue_offset, _, sys_flag, _) = _HEAD.unpack_from(buf, pos)
-            p = pos + 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8) + 8
-            p += (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8) + 12
-            body_len = _I32.unpack_from(buf, p)[0]
-            p += 4 + body_len
-            prefix = 2 if magic == MESSAGE_MAGIC_CODE_V2 else 1
-            topic_len = int.from_bytes(buf[p:p + prefix], "big")
-            topic = bytes(buf[p + prefix:p + prefix + topic_len]).decode("utf-8", "replace")
-            if sys_flag & TRANSACTION_TYPE_MASK not in _SKIP_TYPES:
-                key = f"{topic}-{queue_id}"
-                if queue_offset + 1 > table.get(key, 0):
-                    table[key] = queue_offset + 1
+            if rec.transaction_type not in _SKIP_TYPES:
+                key = f"{rec.topic}-{rec.queue_id}"
+                if rec.queue_offset + 1 > table.get(key, 0):
+                    table[key] = rec.queue_offset + 1
             records += 1
-            pos += total
+            pos += rec.store_size
     log.info("topicQueueTable rebuilt queues=%d records=%d", len(table), records)
     return table

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import struct
 import time
 from typing import TYPE_CHECKING
 
@@ -44,6 +43,7 @@ from connector.protocol.commitlog import (
     MessageRecord,
     decode_record,
 )
+from connector.protocol.consume_queue import CQ_ENTRY, CQ_STORE_UNIT_SIZE
 from connector.protocol.errors import CommitLogFormatError
 from connector.protocol.fastjson import Bean, dumps
 from connector.protocol.java_hash_map import JavaConcurrentHashMap, java_int_hash
@@ -59,7 +59,6 @@ FIRST_DELAY_MS = 1000
 DELAY_FOR_A_WHILE_MS = 100
 DELAY_FOR_A_PERIOD_MS = 10000
 PERSIST_FIRST_DELAY_MS = 10000
-_CQ_ENTRY = struct.Struct(">qiq")
 DELAY_OFFSET_TABLE_CAPACITY = 32  # ScheduleMessageService.offsetTable = new ConcurrentHashMap<>(32)
 _ENTRY_RE = re.compile(r'"?(\d+)"?\s*:\s*(-?\d+)')
 
@@ -192,9 +191,9 @@ class ScheduleMessageService:
                 self.offset_table[level] = cq.min_offset_in_queue
             return DELAY_FOR_A_WHILE_MS
         max_ahead = self.delay_levels_ms[level - 1]
-        for i in range(0, len(buf) - len(buf) % _CQ_ENTRY.size, _CQ_ENTRY.size):
-            offset_py, size_py, deliver_ts = _CQ_ENTRY.unpack_from(buf, i)
-            entry = offset + i // _CQ_ENTRY.size
+        for i in range(0, len(buf) - len(buf) % CQ_STORE_UNIT_SIZE, CQ_STORE_UNIT_SIZE):
+            offset_py, size_py, deliver_ts = CQ_ENTRY.unpack_from(buf, i)
+            entry = offset + i // CQ_STORE_UNIT_SIZE
             if deliver_ts > now_ms + max_ahead:  # correctDeliverTimestamp
                 deliver_ts = now_ms
             if deliver_ts > now_ms:
@@ -203,7 +202,7 @@ class ScheduleMessageService:
             if not self._deliver_one(level, entry, offset_py, size_py):
                 self.offset_table[level] = entry
                 return DELAY_FOR_A_PERIOD_MS
-        self.offset_table[level] = offset + len(buf) // _CQ_ENTRY.size
+        self.offset_table[level] = offset + len(buf) // CQ_STORE_UNIT_SIZE
         return DELAY_FOR_A_WHILE_MS
 
     def _deliver_one(self, level: int, entry: int, offset_py: int, size_py: int) -> bool:

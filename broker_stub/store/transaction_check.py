@@ -33,14 +33,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import struct
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.javautil import JavaHashMap
 from broker_stub.store.commit_log import MessageExtBrokerInner, PutMessageStatus
-from broker_stub.topic_config import PERM_READ, PERM_WRITE
+from connector.protocol.broker import PERM_READ, PERM_WRITE
 from connector.protocol.commitlog import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -49,6 +48,7 @@ from connector.protocol.commitlog import (
     encode_record,
     offset_msg_id,
 )
+from connector.protocol.consume_queue import CQ_ENTRY, CQ_STORE_UNIT_SIZE
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from connector.protocol.topics import (
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
@@ -69,7 +69,6 @@ PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 REMOVE_TAG = "d"  # TransactionalMessageUtil.REMOVETAG
 TCMT_QUEUE_NUMS = 1  # DefaultTransactionalMessageCheckListener: queues of TRANS_CHECK_MAX_TIME_TOPIC
 MAX_PROCESS_TIME_LIMIT_MS = 60_000  # one queue's walk stops after this long
-_CQ_ENTRY = struct.Struct(">qiq")
 
 
 class ProducerChannel(Protocol):
@@ -170,9 +169,9 @@ class TransactionalMessageCheckService:
         """The message at ``offset`` of the queue, None past its end or when unreadable."""
         cq = self.store.cq_store.find(topic, queue_id)
         buf = cq.get_index_buffer(offset) if cq is not None else None
-        if not buf or len(buf) < _CQ_ENTRY.size:
+        if not buf or len(buf) < CQ_STORE_UNIT_SIZE:
             return None
-        offset_py, _size, _tags = _CQ_ENTRY.unpack_from(buf, 0)
+        offset_py, _size, _tags = CQ_ENTRY.unpack_from(buf, 0)
         return self.store.commit_log.look_message_by_offset(offset_py)
 
     def check(self) -> None:

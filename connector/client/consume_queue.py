@@ -15,10 +15,9 @@ from dataclasses import dataclass
 
 from connector.client.remoting import BrokerAdminError, MQClientException, PipelinedConnection, describe_request
 from connector.protocol.acl import AclCredentials
+from connector.protocol.consume_queue import is_placeholder
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
-#: ConsumeQueue placeholders carry this size (docs/protocol.md §5.1); they point at no record
-PLACEHOLDER_SIZE = 2**31 - 1
 _MAX_IN_FLIGHT = 256
 
 
@@ -129,7 +128,7 @@ class ConsumeQueueReader:
             try:
                 data = json.loads(body.decode("utf-8")).get("queueData") or []
                 out.append([(int(e["physicOffset"]), index + i) for i, e in enumerate(data)
-                            if int(e.get("physicSize", 0)) != PLACEHOLDER_SIZE and int(e["physicOffset"]) >= 0])
+                            if not is_placeholder(int(e.get("physicSize", 0))) and int(e["physicOffset"]) >= 0])
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise BrokerAdminError(f"{describe_request(RequestCode.QUERY_CONSUME_QUEUE, self.addr)}: malformed "
                                        f"answer ({exc})") from exc

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ipaddress
 
+from connector.protocol.broker import listen_port_of_ha, vip_listen_port
+
 
 class AddressError(ValueError):
     """Text that is not ``host:port``; the message names what the address was for (an option or key)."""
@@ -52,15 +54,24 @@ def join_host_port(host: str, port: int) -> str:
 
 
 def shift_port(addr: str, delta: int) -> str:
-    """The same host with ``port + delta``: e.g. a broker's VIP channel (``MixAll.brokerVIPChannel``, port − 2)
-    or its remoting port from its HA port (``haListenPort`` = ``listenPort`` + 1). Raises AddressError."""
+    """The same host with ``port + delta``. Raises AddressError."""
     host, port = split_host_port(addr, bare_ipv6=True)
     return join_host_port(host, port + delta)
 
 
 def vip_channel_address(addr: str) -> str:
-    """``MixAll.brokerVIPChannel(true, addr)``: the same host with port − 2, the broker's VIP remoting port."""
-    return shift_port(addr, -2)
+    """``MixAll.brokerVIPChannel(true, addr)``: the same host with the broker's VIP remoting port
+    (:func:`connector.protocol.broker.vip_listen_port`). Raises AddressError."""
+    host, port = split_host_port(addr, bare_ipv6=True)
+    return join_host_port(host, vip_listen_port(port))
+
+
+def remoting_address_of_ha(addr: str) -> str:
+    """The remoting address of the broker whose HA address is ``addr``: the same host with
+    :func:`connector.protocol.broker.listen_port_of_ha` (``haListenPort`` = ``listenPort + 1``). Raises
+    AddressError."""
+    host, port = split_host_port(addr, bare_ipv6=True)
+    return join_host_port(host, listen_port_of_ha(port))
 
 
 def _is_ipv6(host: str) -> bool:

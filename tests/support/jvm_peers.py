@@ -48,6 +48,7 @@ from broker_stub.launcher import (
     free_port_pair,
 )
 from connector.client.remoting import BrokerAdminError
+from connector.protocol.broker import ha_listen_port, vip_listen_port
 from tests.support.brokers import runtime_info
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -417,7 +418,7 @@ class RealBroker(_JavaProcess):
 
     @property
     def ha_port(self) -> int:
-        return self.listen_port + 1  # BrokerStartup overwrites haListenPort with listenPort + 1
+        return ha_listen_port(self.listen_port)  # BrokerStartup overwrites a configured haListenPort
 
     @property
     def remoting_addr(self) -> str:
@@ -425,7 +426,7 @@ class RealBroker(_JavaProcess):
 
     @property
     def vip_addr(self) -> str:
-        return _addr(self.host, self.listen_port - 2)
+        return _addr(self.host, vip_listen_port(self.listen_port))
 
     @property
     def ha_addr(self) -> str:

@@ -10,6 +10,7 @@ import base64
 import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from connector.protocol.commitlog.bodies import Buffer, body_crc, decompress_body
 from connector.protocol.commitlog.hosts import HostAddress, offset_msg_id
@@ -21,6 +22,7 @@ from connector.protocol.commitlog.layout import (
     MAGICCODE_POSITION,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
+    PHY_POS_POSITION,
     PROPERTIES_MAX_LENGTH_BYTES,
     QUEUE_OFFSET_POSITION,
     QUEUEID_POSITION,
@@ -48,6 +50,8 @@ _INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
 #: TOTALSIZE..BORNTIMESTAMP (the fields before the first host), from the layout table.
 _HEAD = struct.Struct(">" + "".join(_INT_FORMATS[f.width] for f in RECORD_FIELDS[:RECORD_FIELDS.index(
     next(f for f in RECORD_FIELDS if f.v6_flag))]))
+#: TOTALSIZE and MAGICCODE, the first two fields.
+_HEAD_PEEK = struct.Struct(">ii")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
@@ -312,6 +316,42 @@ def decode_dispatch_info(buf: Buffer, pos: int = 0, *, base_offset: int = 0, fil
     props_raw = bytes(buf[lay.props_pos:lay.props_pos + lay.props_len])
     return DispatchInfo(offset, lay.total_size, lay.topic, queue_id, queue_offset, lay.sys_flag,
                         _I64.unpack_from(buf, pos + lay.at["STORETIMESTAMP"])[0], props_raw)
+
+
+class RecordHead(NamedTuple):
+    """The fixed-position header fields of whatever starts at a CommitLog position (:func:`read_record_head`).
+
+    ``physical_offset`` (PHYSICALOFFSET) and ``store_timestamp`` (STORETIMESTAMP, epoch ms) are None when the
+    buffer ends before them or ``magic`` is not a MESSAGE magic code (docs/protocol.md §1.2, §1.3).
+    """
+
+    total_size: int
+    magic: int
+    physical_offset: int | None
+    store_timestamp: int | None
+
+    @property
+    def is_message(self) -> bool:
+        """True when ``magic`` is MESSAGE_MAGIC_CODE or MESSAGE_MAGIC_CODE_V2."""
+        return self.magic in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
+
+
+def read_record_head(buf: Buffer, pos: int = 0) -> RecordHead | None:
+    """TOTALSIZE, MAGICCODE and, for a message, PHYSICALOFFSET and STORETIMESTAMP of the record at ``buf[pos]``,
+    read at the positions of docs/protocol.md §1.2 without validating anything (a peek: callers decide what
+    a bad value means). None when fewer than 8 bytes are left. Never raises for short or foreign bytes."""
+    if len(buf) - pos < _HEAD_PEEK.size:
+        return None
+    total_size, magic = _HEAD_PEEK.unpack_from(buf, pos + TOTALSIZE_POSITION)
+    physical_offset = store_timestamp = None
+    if magic in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
+        if len(buf) - pos >= PHY_POS_POSITION + _I64.size:
+            physical_offset = _I64.unpack_from(buf, pos + PHY_POS_POSITION)[0]
+        if len(buf) - pos >= SYSFLAG_POSITION + _I32.size:
+            at = field_positions(_I32.unpack_from(buf, pos + SYSFLAG_POSITION)[0])["STORETIMESTAMP"]
+            if len(buf) - pos >= at + _I64.size:
+                store_timestamp = _I64.unpack_from(buf, pos + at)[0]
+    return RecordHead(total_size, magic, physical_offset, store_timestamp)
 
 
 def iter_records(buf: Buffer, *, base_offset: int, check_crc: bool = False, file: str | None = None,
