@@ -10,98 +10,9 @@ for the same idea: how many slaves must hold the bytes.
 ``subscribe``, ``topicPattern`` for ``subscribePattern``, ``minReplicas`` for ``minInSyncSlaves``
 (:data:`OPTION_ALIASES`). Giving a name and its alias together is an error naming both.
 
-=========================  ============  ==========================================================
-option                     default       meaning
-=========================  ============  ==========================================================
-brokers                    (required)    broker sets to read, ``name=host:haPort[/host:remotingPort]``
-                                         joined by commas, e.g.
-                                         ``broker-a=10.0.0.1:10912,broker-b=10.0.0.2:10912``: each
-                                         brokerName with the HA address of its *master*.
-                                         The remoting address (GET_BROKER_RUNTIME_INFO /
-                                         GET_BROKER_CONFIG) defaults to the HA host with port
-                                         ``haPort - 1``, as RocketMQ derives ``haListenPort =
-                                         listenPort + 1`` (docs/protocol.md §2.1); give it after a ``/`` when
-                                         it differs, e.g. ``broker-a=10.0.0.1:10912/10.0.0.9:10911``.
-                                         IPv6 hosts go in brackets: ``broker-a=[::1]:10912``.
-slaves                     (none)        the slaves of the broker sets, same syntax, one entry per
-                                         slave (a name may repeat):
-                                         ``broker-a=10.0.0.11:10912,broker-a=10.0.0.12:10912``.
-                                         Needed by ``readFrom=slave`` and ``minInSyncSlaves``.
-                                         For a 5.x controller-mode broker set: its other members;
-                                         the source follows the master the controller elects
-                                         among them (docs/source.md).
-readFrom                   master        ``master``: executors read the master's HA port.
-                                         ``slave``: they read a slave's HA port (the one holding
-                                         the most; the master only for bytes no slave holds) and
-                                         batches end at what a slave holds.
-minInSyncSlaves            0             a batch ends no later than what at least this many
-                                         slaves of the broker set hold (commitLogMaxOffset over
-                                         remoting, rounded down to a record boundary the driver
-                                         has seen): Kafka's high watermark for RocketMQ.
-                                         Alias: ``minReplicas``.
-startingOffsets            earliest      ``earliest`` (the broker's commitLogMinOffset), ``latest``
-                                         (commitLogMaxOffset) or JSON ``{"broker-a": 12345}`` with
-                                         one entry per broker: a CommitLog offset that is a record
-                                         boundary, or -2 (earliest) / -1 (latest) as in Kafka.
-maxBytesPerTrigger         none          soft cap in bytes of CommitLog per micro-batch, over all
-                                         brokers (see ``connector.source`` for why it is soft).
-minPartitions              none          desired minimum number of InputPartitions per micro-batch
-                                         (Spark's Kafka option): large slices are split inside a
-                                         mapped file at record boundaries the broker's ConsumeQueues
-                                         give (``connector.splits``), in proportion to their size.
-maxBytesPerPartition       none          split slices of CommitLog larger than this many bytes the
-                                         same way. Pieces are never below 1 MiB.
-failOnDataLoss             true          fail when CommitLog bytes the query needs are gone from the
-                                         broker; ``false`` logs the lost range and goes on.
-subscribe                  (all)         comma-separated topic names to keep (exact match); other
-                                         records are skipped on the executors. Alias: ``topics``.
-subscribePattern           (all)         regular expression (Python ``re``) a topic must match as a
-                                         whole to be kept. Not together with ``subscribe``.
-                                         Alias: ``topicPattern``.
-includeSystemTopics        false         keep RocketMQ's system topics (SCHEDULE_TOPIC_XXXX,
-                                         RMQ_SYS_*, TBW102, ... see ``connector.topic_filter``) when
-                                         ``subscribe`` is not given.
-decompressBody             true          inflate bodies stored compressed (sysFlag COMPRESSED_FLAG).
-mode                       PERMISSIVE    what a bad body does (BODYCRC mismatch, does not
-                                         decompress, unknown compression type, past
-                                         maxInflatedBodyBytes): ``PERMISSIVE`` keeps the record as
-                                         a row with its stored body and the reason in
-                                         ``decodeError``; ``FAILFAST`` fails the query naming
-                                         broker, offset, file and field (Spark's file-source
-                                         ``mode``; DROPMALFORMED is not offered: rows never vanish).
-verifyBodyCRC              true          check every body against its BODYCRC.
-maxInflatedBodyBytes       67108864      bytes a compressed body may decompress to (1..1 GiB);
-                                         a larger one is a bad record, never allocated whole.
-connectTimeoutMs           5000          TCP connect timeout, HA and remoting (RemotingUtil.connect).
-readTimeoutMs              20000         no byte from the broker for this long means a dead
-                                         connection (haHousekeepingInterval); also the remoting
-                                         request timeout.
-fetchRetries               3             heartbeat stalls in a row (a live broker sending no data
-                                         although it holds the bytes) before a task fails;
-                                         connection failures are governed by maxOutageMs.
-reconnectBackoffMs         50            first wait (ms) before reconnecting to a broker that is
-                                         down; doubles per failed attempt (Kafka's
-                                         reconnect.backoff.ms), with +-20% jitter.
-reconnectBackoffMaxMs      1000          largest wait (ms) between reconnect attempts (Kafka's
-                                         reconnect.backoff.max.ms).
-maxOutageMs                300000        how long a task (HA fetch) and the driver (remoting)
-                                         wait for a broker that is down before the query fails.
-haSendHeartbeatInterval    5000          ms between keep-alive reports on an HA connection (must be
-                                         below the master's haHousekeepingInterval, 20000).
-arrowMaxRecordsPerBatch    10000         rows per pyarrow.RecordBatch a task yields.
-arrowMaxBytesPerBatch      8388608       stored CommitLog bytes per RecordBatch (soft: one record);
-                                         also the cap on inflated body bytes per RecordBatch.
-fetchPrefetchChunks        4             received chunks (<= 1 MiB each) a task's receive thread
-                                         holds ahead of decoding; 0 receives on the task's thread.
-batchTransform             (none)        ``package.module:function`` the tasks apply to every
-                                         decoded batch before Spark sees it
-                                         (:mod:`connector.transform`); ``.schema(...)`` gives
-                                         the function's output columns.
-accessKey / secretKey      (none)        an ACL account of a broker with ``aclEnable=true``: every
-                                         remoting request is signed as RocketMQ 4.9.8's
-                                         AclClientRPCHook signs it (both or neither; the secret is
-                                         never logged). The HA port has no authentication.
-=========================  ============  ==========================================================
+**Options, defaults and meanings** are listed in docs/source.md "Options" (and, shorter, in README's
+source section). The defaults are defined once, here, in :data:`OPTION_DEFAULTS`: the parser reads no
+other, and tests/unit/test_option_docs.py checks both tables against it.
 
 Errors: :class:`HAReplicaOptionError` (a ``ValueError``) naming the option and the bad value.
 """
@@ -142,20 +53,62 @@ DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS = HA_SEND_HEARTBEAT_INTERVAL_MS
 DEFAULT_ARROW_MAX_RECORDS_PER_BATCH = 10000  # spark.sql.execution.arrow.maxRecordsPerBatch
 DEFAULT_ARROW_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
 DEFAULT_FETCH_PREFETCH_CHUNKS = 4  # received chunks waiting for the decoder (connector.ha_fetch.prefetch_chunks)
+DEFAULT_FAIL_ON_DATA_LOSS = True
+DEFAULT_DECOMPRESS_BODY = True
+DEFAULT_VERIFY_BODY_CRC = True
+DEFAULT_INCLUDE_SYSTEM_TOPICS = False
+DEFAULT_MIN_IN_SYNC_SLAVES = 0  # replicated-only reads off
+READ_FROM_MASTER = "master"
+READ_FROM_SLAVE = "slave"
+
+
+class _Required:
+    """The default of an option that has none: it must be given."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED = _Required()
+
+#: Every option of the source and its default, the one definition (docs/source.md "Options" documents them).
+#: ``REQUIRED``: must be given; ``None``: unset unless given (the tables say "(none)" or "(all)").
+OPTION_DEFAULTS: Mapping[str, object] = {
+    "brokers": REQUIRED,
+    "slaves": None,
+    "readFrom": READ_FROM_MASTER,
+    "minInSyncSlaves": DEFAULT_MIN_IN_SYNC_SLAVES,
+    "startingOffsets": STARTING_OFFSETS_EARLIEST,
+    "maxBytesPerTrigger": None,
+    "minPartitions": None,
+    "maxBytesPerPartition": None,
+    "failOnDataLoss": DEFAULT_FAIL_ON_DATA_LOSS,
+    "subscribe": None,
+    "subscribePattern": None,
+    "includeSystemTopics": DEFAULT_INCLUDE_SYSTEM_TOPICS,
+    "decompressBody": DEFAULT_DECOMPRESS_BODY,
+    "mode": MODE_PERMISSIVE,
+    "verifyBodyCRC": DEFAULT_VERIFY_BODY_CRC,
+    "maxInflatedBodyBytes": DEFAULT_MAX_INFLATED_BODY_BYTES,
+    "connectTimeoutMs": DEFAULT_CONNECT_TIMEOUT_MS,
+    "readTimeoutMs": DEFAULT_READ_TIMEOUT_MS,
+    "fetchRetries": DEFAULT_FETCH_RETRIES,
+    "reconnectBackoffMs": DEFAULT_RECONNECT_BACKOFF_MS,
+    "reconnectBackoffMaxMs": DEFAULT_RECONNECT_BACKOFF_MAX_MS,
+    "maxOutageMs": DEFAULT_MAX_OUTAGE_MS,
+    "haSendHeartbeatInterval": DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS,
+    "arrowMaxRecordsPerBatch": DEFAULT_ARROW_MAX_RECORDS_PER_BATCH,
+    "arrowMaxBytesPerBatch": DEFAULT_ARROW_MAX_BYTES_PER_BATCH,
+    "fetchPrefetchChunks": DEFAULT_FETCH_PREFETCH_CHUNKS,
+    "batchTransform": None,
+    "accessKey": None,
+    "secretKey": None,
+}
 
 _BROKER_NAME = re.compile(r"^[A-Za-z0-9_.%-]+$")
 #: earlier option names accepted as they are (no warning): alias -> option
 OPTION_ALIASES = {"topics": "subscribe", "topicPattern": "subscribePattern", "minReplicas": "minInSyncSlaves"}
-_KNOWN = {name.lower(): name for name in (
-    "brokers", "slaves", "readFrom", "minInSyncSlaves", "startingOffsets", "maxBytesPerTrigger", "failOnDataLoss",
-    "minPartitions", "maxBytesPerPartition",
-    "subscribe", "subscribePattern", "includeSystemTopics", "decompressBody", "mode", "verifyBodyCRC",
-    "maxInflatedBodyBytes", "connectTimeoutMs", "readTimeoutMs",
-    "fetchRetries", "haSendHeartbeatInterval", "arrowMaxRecordsPerBatch", "arrowMaxBytesPerBatch",
-    "fetchPrefetchChunks", "reconnectBackoffMs", "reconnectBackoffMaxMs", "maxOutageMs", "accessKey", "secretKey",
-    "batchTransform", *OPTION_ALIASES)}
-READ_FROM_MASTER = "master"
-READ_FROM_SLAVE = "slave"
+_KNOWN = {name.lower(): name for name in (*OPTION_DEFAULTS, *OPTION_ALIASES)}
 
 
 class HAReplicaOptionError(HAReplicaError, ValueError):
@@ -200,10 +153,10 @@ class FetchSettings:
     read_timeout_ms: int = DEFAULT_READ_TIMEOUT_MS
     fetch_retries: int = DEFAULT_FETCH_RETRIES
     heartbeat_interval_ms: int = DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS
-    fail_on_data_loss: bool = True
-    decompress_body: bool = True
+    fail_on_data_loss: bool = DEFAULT_FAIL_ON_DATA_LOSS
+    decompress_body: bool = DEFAULT_DECOMPRESS_BODY
     mode: str = MODE_PERMISSIVE  # bad-record policy: PERMISSIVE or FAILFAST
-    verify_body_crc: bool = True
+    verify_body_crc: bool = DEFAULT_VERIFY_BODY_CRC
     max_inflated_body_bytes: int = DEFAULT_MAX_INFLATED_BODY_BYTES
     max_records_per_batch: int = DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
     max_bytes_per_batch: int = DEFAULT_ARROW_MAX_BYTES_PER_BATCH
@@ -232,7 +185,7 @@ class SourceOptions:
     fetch: FetchSettings = field(default_factory=FetchSettings)
     slaves: tuple[BrokerEndpoint, ...] = ()
     read_from: str = READ_FROM_MASTER
-    min_in_sync_slaves: int = 0
+    min_in_sync_slaves: int = DEFAULT_MIN_IN_SYNC_SLAVES
     min_partitions: int | None = None
     max_bytes_per_partition: int | None = None
     #: ``batchTransform``: ``package.module:function`` the tasks apply to each batch (connector.transform)
@@ -275,9 +228,9 @@ class SourceOptions:
         brokers = parse_brokers(opts.get("brokers"))
         names = [b.name for b in brokers]
         slaves = parse_slaves(opts.get("slaves"), names)
-        read_from = _choice(opts, "readFrom", (READ_FROM_MASTER, READ_FROM_SLAVE), READ_FROM_MASTER)
+        read_from = _choice(opts, "readFrom", (READ_FROM_MASTER, READ_FROM_SLAVE))
         slaves_option = _spelling(opts, "minInSyncSlaves")
-        min_in_sync_slaves = _int(opts, slaves_option, 0, minimum=0)
+        min_in_sync_slaves = _int(opts, slaves_option, minimum=0)
         for name in names:
             count = sum(1 for s in slaves if s.name == name)
             if read_from == READ_FROM_SLAVE and count == 0:
@@ -288,23 +241,23 @@ class SourceOptions:
                                            f"{min_in_sync_slaves} slave(s) of broker {name} in the slaves option, "
                                            f"found {count}")
         fetch = FetchSettings(
-            connect_timeout_ms=_positive_int(opts, "connectTimeoutMs", DEFAULT_CONNECT_TIMEOUT_MS),
-            read_timeout_ms=_positive_int(opts, "readTimeoutMs", DEFAULT_READ_TIMEOUT_MS),
-            fetch_retries=_int(opts, "fetchRetries", DEFAULT_FETCH_RETRIES, minimum=0),
-            heartbeat_interval_ms=_positive_int(opts, "haSendHeartbeatInterval", DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS),
-            fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
-            decompress_body=_bool(opts, "decompressBody", True),
-            mode=_choice(opts, "mode", tuple(m.lower() for m in BAD_RECORD_MODES), MODE_PERMISSIVE.lower()).upper(),
-            verify_body_crc=_bool(opts, "verifyBodyCRC", True),
-            max_inflated_body_bytes=_int(opts, "maxInflatedBodyBytes", DEFAULT_MAX_INFLATED_BODY_BYTES, minimum=1,
+            connect_timeout_ms=_positive_int(opts, "connectTimeoutMs"),
+            read_timeout_ms=_positive_int(opts, "readTimeoutMs"),
+            fetch_retries=_int(opts, "fetchRetries", minimum=0),
+            heartbeat_interval_ms=_positive_int(opts, "haSendHeartbeatInterval"),
+            fail_on_data_loss=_bool(opts, "failOnDataLoss"),
+            decompress_body=_bool(opts, "decompressBody"),
+            mode=_choice(opts, "mode", BAD_RECORD_MODES).upper(),
+            verify_body_crc=_bool(opts, "verifyBodyCRC"),
+            max_inflated_body_bytes=_int(opts, "maxInflatedBodyBytes", minimum=1,
                                          maximum=MAX_MAX_INFLATED_BODY_BYTES),
-            max_records_per_batch=_positive_int(opts, "arrowMaxRecordsPerBatch", DEFAULT_ARROW_MAX_RECORDS_PER_BATCH),
-            max_bytes_per_batch=_positive_int(opts, "arrowMaxBytesPerBatch", DEFAULT_ARROW_MAX_BYTES_PER_BATCH),
+            max_records_per_batch=_positive_int(opts, "arrowMaxRecordsPerBatch"),
+            max_bytes_per_batch=_positive_int(opts, "arrowMaxBytesPerBatch"),
             topic_filter=parse_topic_filter(opts),
-            prefetch_chunks=_int(opts, "fetchPrefetchChunks", DEFAULT_FETCH_PREFETCH_CHUNKS, minimum=0),
-            reconnect_backoff_ms=_positive_int(opts, "reconnectBackoffMs", DEFAULT_RECONNECT_BACKOFF_MS),
-            reconnect_backoff_max_ms=_positive_int(opts, "reconnectBackoffMaxMs", DEFAULT_RECONNECT_BACKOFF_MAX_MS),
-            max_outage_ms=_int(opts, "maxOutageMs", DEFAULT_MAX_OUTAGE_MS, minimum=0),
+            prefetch_chunks=_int(opts, "fetchPrefetchChunks", minimum=0),
+            reconnect_backoff_ms=_positive_int(opts, "reconnectBackoffMs"),
+            reconnect_backoff_max_ms=_positive_int(opts, "reconnectBackoffMaxMs"),
+            max_outage_ms=_int(opts, "maxOutageMs", minimum=0),
             credentials=_credentials(opts),
         )
         if fetch.reconnect_backoff_max_ms < fetch.reconnect_backoff_ms:
@@ -316,14 +269,10 @@ class SourceOptions:
                 "haSendHeartbeatInterval", opts.get("hasendheartbeatinterval"),
                 f"must be below the master's haHousekeepingInterval ({HA_HOUSEKEEPING_INTERVAL_MS} ms) "
                 "or the master closes the connection")
-        max_bytes = None
-        if opts.get("maxbytespertrigger") is not None:
-            max_bytes = _positive_int(opts, "maxBytesPerTrigger", 0)
-        min_partitions = _positive_int(opts, "minPartitions", 0) if opts.get("minpartitions") is not None else None
-        max_part = None
-        if opts.get("maxbytesperpartition") is not None:
-            max_part = _positive_int(opts, "maxBytesPerPartition", 0)
-        transform = opts.get("batchtransform")
+        max_bytes = _positive_int(opts, "maxBytesPerTrigger")
+        min_partitions = _positive_int(opts, "minPartitions")
+        max_part = _positive_int(opts, "maxBytesPerPartition")
+        transform = opts.get("batchtransform", OPTION_DEFAULTS["batchTransform"])
         if transform is not None:
             import_function("batchTransform", transform)  # fails here, on the driver, not in every task
         return cls(brokers=brokers, starting_offsets=parse_starting_offsets(opts.get("startingoffsets"), names),
@@ -358,7 +307,7 @@ def parse_topic_filter(opts: Mapping[str, str]) -> TopicFilter:
     TopicValidator). Raises HAReplicaOptionError for an empty list, a bad name, a pattern that does
     not compile, or both options at once.
     """
-    include = _bool(opts, "includeSystemTopics", False)
+    include = _bool(opts, "includeSystemTopics")
     topics_option, pattern_option = _spelling(opts, "subscribe"), _spelling(opts, "subscribePattern")
     raw_topics = opts.get(topics_option.lower())
     raw_pattern = opts.get(pattern_option.lower())
@@ -459,7 +408,7 @@ def parse_starting_offsets(value: str | None, broker_names: list[str]) -> str | 
     misses a configured broker or names one that is not configured.
     """
     if value is None:
-        return STARTING_OFFSETS_EARLIEST
+        return OPTION_DEFAULTS["startingOffsets"]
     text = str(value).strip()
     if text.lower() in (STARTING_OFFSETS_EARLIEST, STARTING_OFFSETS_LATEST):
         return text.lower()
@@ -493,10 +442,16 @@ def _split_host_port(text: str, whole: str, what: str, option: str = "brokers") 
         raise HAReplicaOptionError(option, whole, str(exc)) from None
 
 
-def _int(opts: Mapping[str, str], name: str, default: int, *, minimum: int, maximum: int | None = None) -> int:
+def _default(name: str):
+    """The default of option ``name`` or of the option it is an alias of (:data:`OPTION_DEFAULTS`)."""
+    return OPTION_DEFAULTS[OPTION_ALIASES.get(name, name)]
+
+
+def _int(opts: Mapping[str, str], name: str, *, minimum: int, maximum: int | None = None) -> int | None:
+    """Integer option ``name`` (lower-cased keys in ``opts``), its default when absent. Raises HAReplicaOptionError."""
     raw = opts.get(name.lower())
     if raw is None:
-        return default
+        return _default(name)
     text = str(raw).strip()
     try:
         value = int(text)
@@ -518,24 +473,27 @@ def _credentials(opts: Mapping[str, str]) -> AclCredentials | None:
         raise HAReplicaOptionError(missing, None, "accessKey and secretKey must be given together") from None
 
 
-def _positive_int(opts: Mapping[str, str], name: str, default: int) -> int:
-    return _int(opts, name, default, minimum=1)
+def _positive_int(opts: Mapping[str, str], name: str) -> int | None:
+    return _int(opts, name, minimum=1)
 
 
-def _choice(opts: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+def _choice(opts: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices`` (compared case-insensitively; returned as the choice is written), its default when
+    absent."""
     raw = opts.get(name.lower())
     if raw is None:
-        return default
+        return _default(name)
     text = str(raw).strip().lower()
-    if text not in choices:
-        raise HAReplicaOptionError(name, raw, f"must be one of {', '.join(choices)}")
-    return text
+    by_lower = {c.lower(): c for c in choices}
+    if text not in by_lower:
+        raise HAReplicaOptionError(name, raw, f"must be one of {', '.join(by_lower)}")
+    return by_lower[text]
 
 
-def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+def _bool(opts: Mapping[str, str], name: str) -> bool:
     raw = opts.get(name.lower())
     if raw is None:
-        return default
+        return _default(name)
     text = str(raw).strip().lower()
     if text in ("true", "false"):
         return text == "true"
