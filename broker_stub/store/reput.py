@@ -33,8 +33,6 @@ from broker_stub.store.commit_log import CommitLog
 from broker_stub.store.consume_queue import ConsumeQueueStore
 from broker_stub.store.index import IndexService
 from connector.protocol.commitlog import (
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
     MIN_RECORD_SIZE_BYTES,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_TAGS,
@@ -45,6 +43,7 @@ from connector.protocol.commitlog import (
     EndOfData,
     decode_dispatch_info,
     parse_properties,
+    read_record_head,
 )
 from connector.protocol.errors import CommitLogFormatError
 from connector.protocol.topics import RMQ_SYS_SCHEDULE_TOPIC
@@ -190,12 +189,11 @@ class ReputMessageService:
         file_size = mf.file_size
         cq_store = self.cq_store
         while pos < end and pos - (start - base) < budget:
-            if end - pos < 8:
+            head = read_record_head(buf, pos, end=end)
+            if head is None:
                 break  # a slave's partial header
-            total = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
-            magic = int.from_bytes(buf[pos + 4:pos + 8], "big", signed=True)
-            if ((magic == MESSAGE_MAGIC_CODE or magic == MESSAGE_MAGIC_CODE_V2)  # V2: docs/protocol.md §8
-                    and MIN_RECORD_SIZE_BYTES <= total <= file_size - pos and pos + total > end):
+            total = head.total_size
+            if head.is_message and MIN_RECORD_SIZE_BYTES <= total <= file_size - pos and pos + total > end:
                 break  # a record cut short at a slave's tail: wait for the rest
             try:
                 info = decode_dispatch_info(buf, pos, base_offset=base, file=mf.file_name, file_end=file_size)

@@ -336,20 +336,22 @@ class RecordHead(NamedTuple):
         return self.magic in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 
 
-def read_record_head(buf: Buffer, pos: int = 0) -> RecordHead | None:
+def read_record_head(buf: Buffer, pos: int = 0, *, end: int | None = None) -> RecordHead | None:
     """TOTALSIZE, MAGICCODE and, for a message, PHYSICALOFFSET and STORETIMESTAMP of the record at ``buf[pos]``,
     read at the positions of docs/protocol.md §1.2 without validating anything (a peek: callers decide what
-    a bad value means). None when fewer than 8 bytes are left. Never raises for short or foreign bytes."""
-    if len(buf) - pos < _HEAD_PEEK.size:
+    a bad value means). Bytes at or past ``end`` (default ``len(buf)``, e.g. a file's write position) are not
+    read. None when fewer than 8 bytes are left. Never raises for short or foreign bytes."""
+    left = (len(buf) if end is None else end) - pos
+    if left < _HEAD_PEEK.size:
         return None
     total_size, magic = _HEAD_PEEK.unpack_from(buf, pos + TOTALSIZE_POSITION)
     physical_offset = store_timestamp = None
     if magic in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
-        if len(buf) - pos >= PHY_POS_POSITION + _I64.size:
+        if left >= PHY_POS_POSITION + _I64.size:
             physical_offset = _I64.unpack_from(buf, pos + PHY_POS_POSITION)[0]
-        if len(buf) - pos >= SYSFLAG_POSITION + _I32.size:
+        if left >= SYSFLAG_POSITION + _I32.size:
             at = field_positions(_I32.unpack_from(buf, pos + SYSFLAG_POSITION)[0])["STORETIMESTAMP"]
-            if len(buf) - pos >= at + _I64.size:
+            if left >= at + _I64.size:
                 store_timestamp = _I64.unpack_from(buf, pos + at)[0]
     return RecordHead(total_size, magic, physical_offset, store_timestamp)
 
