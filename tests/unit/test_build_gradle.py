@@ -50,7 +50,7 @@ def test_the_metadata_declares_ranges_and_every_lock_lies_inside_them():
 
 def test_the_oldest_versions_are_the_lower_bounds_spark_4_0_tests():
     ranges, pins = _ranges(), _pins("spark-4.0.txt")
-    for name in ("pyarrow", "numpy", "deltalake", "pyspark"):
+    for name in ("pyarrow", "numpy", "deltalake", "tenacity", "pyspark"):
         (lower,) = [s.version for s in ranges[name] if s.operator == ">="]
         if name == "pyspark":  # the newest patch release of the oldest minor
             lower = lower.removesuffix(".0")
