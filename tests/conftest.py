@@ -1,4 +1,5 @@
-"""Shared fixtures: the golden RocketMQ 4.9.8 data folder and one Spark session per test run."""
+"""Shared fixtures: the golden RocketMQ 4.9.8 data folder and one Spark session per test run; the tests' groups
+across pytest-xdist workers."""
 
 from __future__ import annotations
 
@@ -12,6 +13,30 @@ import pytest
 from tests.support.fixtures import broker_factory  # noqa: F401 - shared fixture: stub brokers in tmp_path
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rocketmq-4.9.8"
+TESTS = Path(__file__).parent
+#: test folders whose tests share session fixtures that build from the checkout (the wheel, the packed environment,
+#: a Spark standalone cluster): one worker runs them all
+PACKAGING = ("cluster", "compat")
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The pytest-xdist group of a test (``make test`` runs ``-n 2 --dist loadgroup``; README "Tests").
+
+    Every test that uses the Spark session is in one group, so one worker holds the run's only session; the
+    tests of tests/cluster and tests/compat form another; every other test is grouped with its module, so
+    module-scoped fixtures (a broker, a real peer) start once.
+    """
+    if "spark" in item.fixturenames:
+        return "spark-session"
+    parts = item.path.relative_to(TESTS).parts
+    if parts[0] in PACKAGING:
+        return "packaging"
+    return "/".join(parts)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
 
 
 @pytest.fixture(scope="session")
