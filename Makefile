@@ -60,7 +60,7 @@ demo: check-java $(STAMP) $(CDS_STAMP)
 	$(BIN)/hareplica demo
 
 test: check-java $(STAMP) $(CDS_STAMP) $(JVM_PEERS)
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope --durations=25
 
 # The packed environment Spark executors run hareplica from (--archives build/hareplica-env.tar.gz#environment).
 # docs/deployment.md

@@ -1,5 +1,5 @@
-"""Shared fixtures: the golden RocketMQ 4.9.8 data folder and one Spark session per test run; the tests' groups
-across pytest-xdist workers."""
+"""Shared fixtures: the golden RocketMQ 4.9.8 data folder and one Spark session per test run (per pytest-xdist
+worker); how modules are shared out between the workers."""
 
 from __future__ import annotations
 
@@ -13,30 +13,25 @@ import pytest
 from tests.support.fixtures import broker_factory  # noqa: F401 - shared fixture: stub brokers in tmp_path
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rocketmq-4.9.8"
-TESTS = Path(__file__).parent
 #: test folders whose tests share session fixtures that build from the checkout (the wheel, the packed environment,
-#: a Spark standalone cluster): one worker runs them all
-PACKAGING = ("cluster", "compat")
+#: a Spark standalone cluster): one pytest-xdist worker runs them all
+PACKAGING = ("tests/cluster/", "tests/compat/")
 
 
-def xdist_group(item: pytest.Item) -> str:
-    """The pytest-xdist group of a test (``make test`` runs ``-n 2 --dist loadgroup``; README "Tests").
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``make test`` runs ``-n 2 --dist loadscope`` (README "Tests"): each module goes to one worker whole, so
+    its module-scoped fixtures (a broker, a real peer) start once; tests/cluster and tests/compat go to one
+    worker together. Each worker holds one Spark session, started by the first test that needs it."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
 
-    Every test that uses the Spark session is in one group, so one worker holds the run's only session; the
-    tests of tests/cluster and tests/compat form another; every other test is grouped with its module, so
-    module-scoped fixtures (a broker, a real peer) start once.
-    """
-    if "spark" in item.fixturenames:
-        return "spark-session"
-    parts = item.path.relative_to(TESTS).parts
-    if parts[0] in PACKAGING:
-        return "packaging"
-    return "/".join(parts)
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "packaging" if nodeid.startswith(PACKAGING) else super()._split_scope(nodeid)
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+    return Scheduling(config, log)
 
 
 @pytest.fixture(scope="session")
@@ -47,7 +42,8 @@ def fixture_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    """The one Spark session of the test run (local[2]; start-up takes ~20 s), with Spark's own Delta Lake.
+    """The one Spark session of the test run, or of its pytest-xdist worker (local[2]; start-up takes ~20 s), with
+    Spark's own Delta Lake.
 
     The staged delta-spark/delta-storage jars (``make jvm-peers`` → .jvm/delta/lib) and the Delta SQL
     extension and catalog are always on, so any test can use ``format("delta")``; missing jars fail.
