@@ -1,0 +1,68 @@
+"""Executors: fetch one InputPartition's CommitLog bytes over the HA port and decode them into Arrow.
+
+:func:`read_partition` is the whole executor side of the source: an HA fetch (:mod:`connector.ha_fetch`, or
+:mod:`connector.ha_autoswitch_fetch` for a 5.x controller-mode set) feeding the CommitLog decoder
+(:mod:`connector.decode.stream`); docs/source.md "Rows" and "Offsets, batches, partitions".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from connector.client.admin import HA_PROTOCOL_AUTOSWITCH, BrokerAdminClient
+from connector.controller_mode import master_locator
+from connector.decode.stream import CommitLogArrowDecoder
+from connector.ha_autoswitch_fetch import AutoSwitchRangeFetcher
+from connector.ha_fetch import HARangeFetcher, prefetch_chunks
+from connector.source.partitions import HAReplicaInputPartition
+
+log = logging.getLogger(__name__)
+
+
+def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
+    """Fetch ``[partition.start, partition.end)`` over the HA port and decode it into RecordBatches.
+
+    Bytes are received on a background thread (:func:`connector.ha_fetch.prefetch_chunks`) while the
+    previous ones are decoded, unless ``fetchPrefetchChunks`` is 0. Memory stays bounded by one batch
+    plus ``fetchPrefetchChunks`` + 2 receive buffers (1 MiB each) whatever the partition size. Records
+    whose topic the query's filter drops are skipped before their columns are built. Raises
+    DataLossError, HAFetchError, HAProtocolError or CommitLogFormatError (each naming offsets).
+    """
+    fetch = partition.fetch
+    admin = BrokerAdminClient(partition.remoting_addr, fetch.read_timeout_ms, fetch.credentials)
+    decoder = CommitLogArrowDecoder(
+        partition.start, partition.end, partition.mapped_file_size, broker=partition.broker,
+        decompress_body=fetch.decompress_body, max_records_per_batch=fetch.max_records_per_batch,
+        max_bytes_per_batch=fetch.max_bytes_per_batch, topic_filter=fetch.topic_filter, mode=fetch.mode,
+        verify_body_crc=fetch.verify_body_crc, max_inflated_body_bytes=fetch.max_inflated_body_bytes)
+    fetcher_class = AutoSwitchRangeFetcher if partition.ha_protocol == HA_PROTOCOL_AUTOSWITCH else HARangeFetcher
+    extra = {} if not partition.members else {
+        "locate_master": master_locator(partition.members, fetch.connect_timeout_ms, fetch.read_timeout_ms,
+                                        fetch.credentials),
+        "planned_epochs": partition.epochs, "credentials": fetch.credentials}
+    fetcher = fetcher_class(
+        partition.ha_addr, partition.start, partition.end, broker=partition.broker,
+        connect_timeout_ms=fetch.connect_timeout_ms, read_timeout_ms=fetch.read_timeout_ms,
+        fetch_retries=fetch.fetch_retries, heartbeat_interval_ms=fetch.heartbeat_interval_ms,
+        offsets_probe=admin.commit_log_offsets, fail_on_data_loss=fetch.fail_on_data_loss,
+        server_is_slave=partition.server_role == "slave", copy_chunks=fetch.prefetch_chunks > 0,
+        reconnect_backoff_ms=fetch.reconnect_backoff_ms, reconnect_backoff_max_ms=fetch.reconnect_backoff_max_ms,
+        max_outage_ms=fetch.max_outage_ms, **extra)
+    chunks = prefetch_chunks(fetcher, fetch.prefetch_chunks) if fetch.prefetch_chunks else fetcher
+    try:
+        for offset, data in chunks:
+            if offset != decoder.stream_offset:
+                yield from decoder.jump(offset, "lost on the broker")
+            if data:
+                yield from decoder.feed(offset, data)
+        yield from decoder.finish()
+        log.info("broker %s (%s %s): read [%d, %d): %d records kept, %d filtered out by topic, %d END_FILE "
+                 "blanks, %d HA connection(s)", partition.broker, partition.server_role, partition.ha_addr,
+                 partition.start, partition.end, decoder.records_emitted, decoder.records_filtered,
+                 decoder.blanks_skipped, fetcher.connections)
+    finally:
+        fetcher.close()
+        admin.close()
