@@ -12,8 +12,8 @@ offset, TOTALSIZE, storeTimestamp and BODYCRC. Every record stores its own Commi
 partitions"), which makes a record start recognisable in a window of bytes without knowing where
 the previous record began (:func:`last_record_before`, :func:`first_boundary_at_or_after`).
 
-Pure functions over bytes here; the driver fetches the few bytes it needs over the HA port with
-:func:`fetch_range` (a small :class:`connector.ha_fetch.HARangeFetcher` read).
+Pure functions over bytes here: each takes ``read(lo, hi) -> bytes``; the driver fetches the few bytes it
+needs over the HA port (:func:`connector.source.read.fetch_range`, a small HA read).
 """
 
 from __future__ import annotations
@@ -23,9 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from connector.client.admin import HA_PROTOCOL_AUTOSWITCH, HA_PROTOCOL_CLASSIC
-from connector.ha_autoswitch_fetch import AutoSwitchRangeFetcher
-from connector.ha_fetch import HARangeFetcher
 from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
@@ -172,26 +169,6 @@ def first_boundary_at_or_after(buf: bytes, base: int, start: int, mapped_file_si
                 continue
         return offset
     return None
-
-
-def fetch_range(ha_addr: str, start: int, end: int, *, broker: str, fetch, server_is_slave: bool,
-                protocol: str = HA_PROTOCOL_CLASSIC) -> bytes:
-    """CommitLog bytes ``[start, end)`` over the HA port (reporting ``start``; see connector.ha_fetch for
-    why a report acknowledges nothing new when ``start`` is already landed). ``fetch`` is the query's
-    :class:`connector.options.FetchSettings`; ``protocol`` the port's HA protocol (``"classic"`` or
-    ``"autoswitch"``, :meth:`connector.client.admin.BrokerAdminClient.ha_protocol`). Raises what
-    HARangeFetcher raises."""
-    if end <= start:
-        return b""
-    fetcher_class = AutoSwitchRangeFetcher if protocol == HA_PROTOCOL_AUTOSWITCH else HARangeFetcher
-    fetcher = fetcher_class(ha_addr, start, end, broker=broker, connect_timeout_ms=fetch.connect_timeout_ms,
-                             read_timeout_ms=fetch.read_timeout_ms, fetch_retries=fetch.fetch_retries,
-                             heartbeat_interval_ms=fetch.heartbeat_interval_ms, fail_on_data_loss=True,
-                             server_is_slave=server_is_slave, reconnect_backoff_ms=fetch.reconnect_backoff_ms,
-                             reconnect_backoff_max_ms=fetch.reconnect_backoff_max_ms,
-                             max_outage_ms=fetch.max_outage_ms)
-    with fetcher:
-        return b"".join(bytes(chunk) for _, chunk in fetcher)
 
 
 def starts_record(head: bytes, offset: int, mapped_file_size: int) -> bool:

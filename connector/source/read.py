@@ -12,14 +12,42 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from connector.client.admin import HA_PROTOCOL_AUTOSWITCH, BrokerAdminClient
+from connector.client.admin import HA_PROTOCOL_AUTOSWITCH, HA_PROTOCOL_CLASSIC, BrokerAdminClient
 from connector.controller_mode import master_locator
 from connector.decode.stream import CommitLogArrowDecoder
 from connector.ha_autoswitch_fetch import AutoSwitchRangeFetcher
 from connector.ha_fetch import HARangeFetcher, prefetch_chunks
+from connector.options import FetchSettings
 from connector.source.partitions import HAReplicaInputPartition
 
 log = logging.getLogger(__name__)
+
+
+def open_fetcher(fetch: FetchSettings, ha_addr: str, start: int, end: int, *, broker: str, protocol: str,
+                 server_is_slave: bool, fail_on_data_loss: bool, **extra) -> HARangeFetcher:
+    """The HA fetcher of CommitLog bytes ``[start, end)`` at ``ha_addr``, configured from the query's ``fetch``
+    settings (timeouts, retries, heartbeat, reconnect backoff, ``maxOutageMs``): a :class:`HARangeFetcher`, or
+    for ``protocol`` ``"autoswitch"`` (5.x controller mode) an :class:`AutoSwitchRangeFetcher`. ``extra``: the
+    fetcher's other keywords (``offsets_probe``, ``copy_chunks``, controller-mode ``locate_master``, ...)."""
+    fetcher_class = AutoSwitchRangeFetcher if protocol == HA_PROTOCOL_AUTOSWITCH else HARangeFetcher
+    return fetcher_class(
+        ha_addr, start, end, broker=broker, connect_timeout_ms=fetch.connect_timeout_ms,
+        read_timeout_ms=fetch.read_timeout_ms, fetch_retries=fetch.fetch_retries,
+        heartbeat_interval_ms=fetch.heartbeat_interval_ms, fail_on_data_loss=fail_on_data_loss,
+        server_is_slave=server_is_slave, reconnect_backoff_ms=fetch.reconnect_backoff_ms,
+        reconnect_backoff_max_ms=fetch.reconnect_backoff_max_ms, max_outage_ms=fetch.max_outage_ms, **extra)
+
+
+def fetch_range(fetch: FetchSettings, ha_addr: str, start: int, end: int, *, broker: str, server_is_slave: bool,
+                protocol: str = HA_PROTOCOL_CLASSIC) -> bytes:
+    """CommitLog bytes ``[start, end)`` over the HA port, for the driver's history checks (:mod:`connector.history`),
+    reporting ``start`` (see :mod:`connector.ha_fetch` for why a report acknowledges nothing new when ``start`` is
+    already landed); ``protocol``: ``"classic"`` or ``"autoswitch"``. Raises what HARangeFetcher raises."""
+    if end <= start:
+        return b""
+    with open_fetcher(fetch, ha_addr, start, end, broker=broker, protocol=protocol, server_is_slave=server_is_slave,
+                      fail_on_data_loss=True) as fetcher:
+        return b"".join(bytes(chunk) for _, chunk in fetcher)
 
 
 def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
@@ -38,19 +66,14 @@ def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatc
         decompress_body=fetch.decompress_body, max_records_per_batch=fetch.max_records_per_batch,
         max_bytes_per_batch=fetch.max_bytes_per_batch, topic_filter=fetch.topic_filter, mode=fetch.mode,
         verify_body_crc=fetch.verify_body_crc, max_inflated_body_bytes=fetch.max_inflated_body_bytes)
-    fetcher_class = AutoSwitchRangeFetcher if partition.ha_protocol == HA_PROTOCOL_AUTOSWITCH else HARangeFetcher
     extra = {} if not partition.members else {
         "locate_master": master_locator(partition.members, fetch.connect_timeout_ms, fetch.read_timeout_ms,
                                         fetch.credentials),
         "planned_epochs": partition.epochs, "credentials": fetch.credentials}
-    fetcher = fetcher_class(
-        partition.ha_addr, partition.start, partition.end, broker=partition.broker,
-        connect_timeout_ms=fetch.connect_timeout_ms, read_timeout_ms=fetch.read_timeout_ms,
-        fetch_retries=fetch.fetch_retries, heartbeat_interval_ms=fetch.heartbeat_interval_ms,
-        offsets_probe=admin.commit_log_offsets, fail_on_data_loss=fetch.fail_on_data_loss,
-        server_is_slave=partition.server_role == "slave", copy_chunks=fetch.prefetch_chunks > 0,
-        reconnect_backoff_ms=fetch.reconnect_backoff_ms, reconnect_backoff_max_ms=fetch.reconnect_backoff_max_ms,
-        max_outage_ms=fetch.max_outage_ms, **extra)
+    fetcher = open_fetcher(fetch, partition.ha_addr, partition.start, partition.end, broker=partition.broker,
+                           protocol=partition.ha_protocol, server_is_slave=partition.server_role == "slave",
+                           fail_on_data_loss=fetch.fail_on_data_loss, offsets_probe=admin.commit_log_offsets,
+                           copy_chunks=fetch.prefetch_chunks > 0, **extra)
     chunks = prefetch_chunks(fetcher, fetch.prefetch_chunks) if fetch.prefetch_chunks else fetcher
     try:
         for offset, data in chunks:

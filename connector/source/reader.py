@@ -19,7 +19,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from connector.controller_mode import SWITCH_KEY
 from connector.data_loss import on_data_loss
 from connector.decode.schema import column_subset, spark_schema
-from connector.history import FINGERPRINT_KEY, check_start, end_fingerprint, fetch_range, fingerprints_of
+from connector.history import FINGERPRINT_KEY, check_start, end_fingerprint, fingerprints_of
 from connector.options import (
     EARLIEST_OFFSET_SENTINEL,
     LATEST_OFFSET_SENTINEL,
@@ -35,7 +35,7 @@ from connector.protocol.errors import HAReplicaError
 from connector.source.batch_ends import apply_byte_limit, batch_target, check_min, start_of
 from connector.source.brokers import BrokerSets, bounds
 from connector.source.partitions import HAReplicaInputPartition, build_partitions, file_slices
-from connector.source.read import read_partition
+from connector.source.read import fetch_range, read_partition
 from connector.spark_compat import (
     ADMISSION_CONTROL,
     ReadAllAvailable,
@@ -213,7 +213,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     # --- rewritten history (connector.history, docs/source.md "Rewritten history") -------------------
     def _read_bytes(self, view: BrokerSetView, broker: BrokerEndpoint, lo: int, hi: int) -> bytes:
         server = view.server_for(lo, hi, self.options.read_from == READ_FROM_SLAVE)
-        return fetch_range(server.endpoint.ha_addr, lo, hi, broker=broker.name, fetch=self.options.fetch,
+        return fetch_range(self.options.fetch, server.endpoint.ha_addr, lo, hi, broker=broker.name,
                            server_is_slave=server.role == "slave", protocol=self._brokers.protocol(broker.name))
 
     def _verified_begin(self, broker: BrokerEndpoint, view: BrokerSetView, start: dict | None, begin: int,
