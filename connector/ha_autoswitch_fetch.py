@@ -33,8 +33,15 @@ from dataclasses import dataclass
 
 from connector.client.admin import BrokerAdminClient
 from connector.client.net import open_connection
-from connector.ha_fetch import RECV_BUFFER_BYTES, HARangeFetcher, NotAnHAPortError, _Stall, _Wire
-from connector.options import DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_READ_TIMEOUT_MS
+from connector.ha_fetch import (
+    DEFAULT_CONNECT_TIMEOUT_MS,
+    DEFAULT_READ_TIMEOUT_MS,
+    RECV_BUFFER_BYTES,
+    HARangeFetcher,
+    NotAnHAPortError,
+    _Stall,
+    _Wire,
+)
 from connector.protocol.errors import HAProtocolError
 from connector.protocol.ha_autoswitch import (
     AutoSwitchFrameReader,

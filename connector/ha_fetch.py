@@ -52,21 +52,27 @@ from collections.abc import Callable, Iterator
 
 from connector.client.net import open_connection
 from connector.data_loss import on_data_loss
-from connector.options import (
-    DEFAULT_CONNECT_TIMEOUT_MS,
-    DEFAULT_FETCH_PREFETCH_CHUNKS,
-    DEFAULT_FETCH_RETRIES,
-    DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS,
-    DEFAULT_MAX_OUTAGE_MS,
-    DEFAULT_READ_TIMEOUT_MS,
-    DEFAULT_RECONNECT_BACKOFF_MAX_MS,
-    DEFAULT_RECONNECT_BACKOFF_MS,
-)
 from connector.protocol.errors import HAProtocolError, HAReplicaError
-from connector.protocol.ha import TransferFrameReader, encode_report
+from connector.protocol.ha import (
+    HA_CONNECT_TIMEOUT_MS,
+    HA_HOUSEKEEPING_INTERVAL_MS,
+    HA_SEND_HEARTBEAT_INTERVAL_MS,
+    TransferFrameReader,
+    encode_report,
+)
 from connector.reconnect import OutageWait
 
 log = logging.getLogger(__name__)
+
+# The fetch defaults: the source's options of the same meaning take them (connector.options.OPTION_DEFAULTS).
+DEFAULT_CONNECT_TIMEOUT_MS = HA_CONNECT_TIMEOUT_MS  # RemotingUtil.connect
+DEFAULT_READ_TIMEOUT_MS = HA_HOUSEKEEPING_INTERVAL_MS
+DEFAULT_FETCH_RETRIES = 3
+DEFAULT_RECONNECT_BACKOFF_MS = 50  # Kafka's reconnect.backoff.ms
+DEFAULT_RECONNECT_BACKOFF_MAX_MS = 1000  # Kafka's reconnect.backoff.max.ms
+DEFAULT_MAX_OUTAGE_MS = 5 * 60 * 1000  # a broker restart of a minute is waited out with room to spare
+DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS = HA_SEND_HEARTBEAT_INTERVAL_MS
+DEFAULT_FETCH_PREFETCH_CHUNKS = 4  # received chunks waiting for the decoder (prefetch_chunks)
 
 RECV_BUFFER_BYTES = 1024 * 1024  # the reader's buffer: one recv_into, frames parsed in place, bodies copied once
 PREFETCH_POLL_S = 0.2

@@ -11,8 +11,10 @@ for the same idea: how many slaves must hold the bytes.
 (:data:`OPTION_ALIASES`). Giving a name and its alias together is an error naming both.
 
 **Options, defaults and meanings** are listed in docs/source.md "Options" (and, shorter, in README's
-source section). The defaults are defined once, here, in :data:`OPTION_DEFAULTS`: the parser reads no
-other, and tests/unit/test_option_docs.py checks both tables against it.
+source section). The defaults are gathered in :data:`OPTION_DEFAULTS`: the parser reads no other, and
+tests/unit/test_option_docs.py checks both tables against it. Where a lower module uses a default itself, it
+defines it and this table takes it from there (the fetch defaults from :mod:`connector.ha_fetch`, the Arrow
+batch bounds from :mod:`connector.decode.stream`, ``maxInflatedBodyBytes`` from :mod:`connector.protocol.commitlog`).
 
 Errors: :class:`HAReplicaOptionError` (a ``ValueError``) naming the option and the bad value.
 """
@@ -27,12 +29,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from connector.decode.bodies import BAD_RECORD_MODES, MAX_MAX_INFLATED_BODY_BYTES, MODE_PERMISSIVE
+from connector.decode.stream import DEFAULT_ARROW_MAX_BYTES_PER_BATCH, DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
+from connector.ha_fetch import (
+    DEFAULT_CONNECT_TIMEOUT_MS,
+    DEFAULT_FETCH_PREFETCH_CHUNKS,
+    DEFAULT_FETCH_RETRIES,
+    DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_MAX_OUTAGE_MS,
+    DEFAULT_READ_TIMEOUT_MS,
+    DEFAULT_RECONNECT_BACKOFF_MAX_MS,
+    DEFAULT_RECONNECT_BACKOFF_MS,
+)
 from connector.protocol.acl import AclCredentials, credentials
 from connector.protocol.address import AddressError, join_host_port, split_host_port
 from connector.protocol.broker import listen_port_of_ha
 from connector.protocol.commitlog import DEFAULT_MAX_INFLATED_BODY_BYTES
 from connector.protocol.errors import HAReplicaError
-from connector.protocol.ha import HA_CONNECT_TIMEOUT_MS, HA_HOUSEKEEPING_INTERVAL_MS, HA_SEND_HEARTBEAT_INTERVAL_MS
+from connector.protocol.ha import HA_HOUSEKEEPING_INTERVAL_MS
 from connector.protocol.topics import TOPIC_MAX_LENGTH, VALID_TOPIC
 from connector.topic_filter import TopicFilter
 
@@ -43,16 +56,6 @@ STARTING_OFFSETS_LATEST = "latest"
 EARLIEST_OFFSET_SENTINEL = -2  # Kafka's convention in startingOffsets JSON
 LATEST_OFFSET_SENTINEL = -1
 
-DEFAULT_CONNECT_TIMEOUT_MS = HA_CONNECT_TIMEOUT_MS  # RemotingUtil.connect
-DEFAULT_READ_TIMEOUT_MS = HA_HOUSEKEEPING_INTERVAL_MS
-DEFAULT_FETCH_RETRIES = 3
-DEFAULT_RECONNECT_BACKOFF_MS = 50  # Kafka's reconnect.backoff.ms
-DEFAULT_RECONNECT_BACKOFF_MAX_MS = 1000  # Kafka's reconnect.backoff.max.ms
-DEFAULT_MAX_OUTAGE_MS = 5 * 60 * 1000  # a broker restart of a minute is waited out with room to spare
-DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS = HA_SEND_HEARTBEAT_INTERVAL_MS
-DEFAULT_ARROW_MAX_RECORDS_PER_BATCH = 10000  # spark.sql.execution.arrow.maxRecordsPerBatch
-DEFAULT_ARROW_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
-DEFAULT_FETCH_PREFETCH_CHUNKS = 4  # received chunks waiting for the decoder (connector.ha_fetch.prefetch_chunks)
 DEFAULT_FAIL_ON_DATA_LOSS = True
 DEFAULT_DECOMPRESS_BODY = True
 DEFAULT_VERIFY_BODY_CRC = True

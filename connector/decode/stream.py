@@ -24,7 +24,6 @@ from connector.decode.bodies import BAD_RECORD_MODES, MODE_FAILFAST, MODE_PERMIS
 from connector.decode.columns import iter_record_batches
 from connector.decode.errors import record_error
 from connector.decode.kernels import active
-from connector.options import DEFAULT_ARROW_MAX_BYTES_PER_BATCH, DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
 from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
     DEFAULT_MAX_INFLATED_BODY_BYTES,
@@ -36,6 +35,10 @@ from connector.protocol.mapped_files import next_file_start
 from connector.topic_filter import TopicFilter
 
 log = logging.getLogger(__name__)
+
+#: the decoder's batch bounds by default (the options arrowMaxRecordsPerBatch / arrowMaxBytesPerBatch take them)
+DEFAULT_ARROW_MAX_RECORDS_PER_BATCH = 10000  # spark.sql.execution.arrow.maxRecordsPerBatch
+DEFAULT_ARROW_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
 
 WALK_MIN_BYTES = 1024 * 1024  # unwalked bytes gathered before a walk (fewer, larger numpy passes)
 
