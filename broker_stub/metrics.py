@@ -30,44 +30,57 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 if TYPE_CHECKING:
-    from broker_stub.broker import BrokerController
+    from broker_stub.config import BrokerStubConfig
+    from broker_stub.ha.client import HAClient
+    from broker_stub.ha.service import HAService
+    from broker_stub.store.message_store import DefaultMessageStore
+
+
+class MetricsContext(Protocol):
+    """What metrics uses of the broker (BrokerController satisfies it; docs/architecture.md
+    "The broker stub's shape")."""
+
+    config: BrokerStubConfig
+    message_store: DefaultMessageStore
+    ha_service: HAService
+    ha_client: HAClient | None
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_TIMEOUT_S = 2.0
 
 
-def snapshot(controller: BrokerController) -> dict:
+def snapshot(context: MetricsContext) -> dict:
     """The figures a scrape reports, read on the event loop (plain data, safe to hand to another thread)."""
-    store = controller.message_store
-    cfg = controller.config
+    store = context.message_store
+    cfg = context.config
     return {
         "brokerName": cfg.broker.brokerName, "brokerRole": cfg.store.brokerRole, "brokerId": cfg.broker.brokerId,
         "cluster": cfg.broker.brokerClusterName,
         "minOffset": store.commit_log.min_offset, "maxOffset": store.commit_log.max_offset,
         "dispatchBehindBytes": store.reput.dispatch_behind_bytes,
         "putMessages": store.stats.put_message_times_total, "putFailed": store.stats.put_message_failed_times,
-        "ha": controller.ha_service.status(),
-        "client": controller.ha_client.status() if controller.ha_client is not None else None,
+        "ha": context.ha_service.status(),
+        "client": context.ha_client.status() if context.ha_client is not None else None,
     }
 
 
 class BrokerCollector:
     """A prometheus-client collector that snapshots one broker per scrape."""
 
-    def __init__(self, controller: BrokerController, loop: asyncio.AbstractEventLoop) -> None:
-        self.controller = controller
+    def __init__(self, context: MetricsContext, loop: asyncio.AbstractEventLoop) -> None:
+        self.context = context
         self.loop = loop
 
     def _snapshot(self) -> dict | None:
         async def take() -> dict:
-            return snapshot(self.controller)
+            return snapshot(self.context)
 
         try:
             return asyncio.run_coroutine_threadsafe(take(), self.loop).result(timeout=SNAPSHOT_TIMEOUT_S)
@@ -124,15 +137,15 @@ class BrokerCollector:
 class MetricsExporter:
     """Starts and stops the HTTP endpoint for one broker."""
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, context: MetricsContext) -> None:
+        self.context = context
         self._server = None
         self._thread = None
 
     def start(self, host: str, port: int) -> None:
         """Serve ``/metrics`` on ``host:port`` in a daemon thread. Raises OSError when the port is taken."""
         registry = CollectorRegistry()
-        registry.register(BrokerCollector(self.controller, asyncio.get_running_loop()))
+        registry.register(BrokerCollector(self.context, asyncio.get_running_loop()))
         self._server, self._thread = start_http_server(port, addr=host, registry=registry)
         log.info("prometheus exporter listening host=%s metricsPromExporterPort=%d", host, port)
 

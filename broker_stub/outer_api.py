@@ -25,14 +25,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.remoting.client import RemotingClientError
 from connector.protocol.fastjson import Bean, encode
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
 if TYPE_CHECKING:
-    from broker_stub.broker import BrokerController
+    from broker_stub.config import BrokerStubConfig
+    from broker_stub.ha.client import HAClient
+    from broker_stub.remoting.client import RemotingClient
+    from broker_stub.topic_config import TopicConfigManager
+
+
+class OuterAPIContext(Protocol):
+    """What outer_api uses of the broker (BrokerController satisfies it; docs/architecture.md
+    "The broker stub's shape")."""
+
+    config: BrokerStubConfig
+    topic_config_manager: TopicConfigManager
+    remoting_client: RemotingClient
+    ha_client: HAClient | None
 
 log = logging.getLogger(__name__)
 
@@ -50,19 +63,19 @@ def name_server_addresses(namesrv_addr: str | None) -> list[str]:
 class BrokerOuterAPI:
     """Registers the broker with its name servers (see module doc). ``await run()`` until cancelled."""
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
-        self.name_servers = name_server_addresses(controller.config.broker.namesrvAddr)
+    def __init__(self, context: OuterAPIContext) -> None:
+        self.context = context
+        self.name_servers = name_server_addresses(context.config.broker.namesrvAddr)
         self.master_addr: str | None = None  # learned from registration (slaves)
         self.master_ha_addr: str | None = None
         self.registrations = 0
         self.last_error: str | None = None
 
     def _body(self) -> bytes:
-        return register_broker_body(self.controller.topic_config_manager.wrapper())
+        return register_broker_body(self.context.topic_config_manager.wrapper())
 
     def _header(self) -> dict:
-        cfg = self.controller.config
+        cfg = self.context.config
         return {"brokerAddr": cfg.store_host, "brokerId": cfg.broker.brokerId, "brokerName": cfg.broker.brokerName,
                 "clusterName": cfg.broker.brokerClusterName,
                 "haServerAddr": _join(cfg.broker_ip2, cfg.ha_listen_port)}
@@ -73,7 +86,7 @@ class BrokerOuterAPI:
             return
         body = self._body()
         header = dict(self._header(), compressed=False, bodyCrc32=zlib.crc32(body) & 0x7FFFFFFF)
-        timeout = self.controller.config.broker.registerBrokerTimeoutMills
+        timeout = self.context.config.broker.registerBrokerTimeoutMills
         results = await asyncio.gather(*(self._register_one(addr, header, body, timeout) for addr in self.name_servers))
         for resp in results:
             if resp is None:
@@ -85,7 +98,7 @@ class BrokerOuterAPI:
 
     async def _register_one(self, addr: str, header: dict, body: bytes, timeout_ms: int) -> RemotingCommand | None:
         try:
-            resp = await self.controller.remoting_client.invoke(
+            resp = await self.context.remoting_client.invoke(
                 addr, RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body), timeout_ms)
         except (RemotingClientError, ValueError) as exc:
             self.last_error = str(exc)
@@ -101,7 +114,7 @@ class BrokerOuterAPI:
         return resp
 
     def _apply(self, master_addr: str | None, ha_server_addr: str | None) -> None:
-        c = self.controller
+        c = self.context
         if not c.config.is_slave:
             return
         if master_addr and master_addr != self.master_addr:
@@ -116,12 +129,12 @@ class BrokerOuterAPI:
         """Register at start, then periodically (slaves without a master: sooner, see module doc)."""
         if not self.name_servers:
             return
-        period = min(max(self.controller.config.broker.registerNameServerPeriod, REGISTER_PERIOD_MIN_MS),
+        period = min(max(self.context.config.broker.registerNameServerPeriod, REGISTER_PERIOD_MIN_MS),
                      REGISTER_PERIOD_MAX_MS)
         retry = SLAVE_RETRY_START_MS
         while True:
             await self.register_broker_all()
-            if self.controller.config.is_slave and self.master_addr is None:
+            if self.context.config.is_slave and self.master_addr is None:
                 await asyncio.sleep(retry / 1000)
                 retry = min(retry * 2, period)
                 continue
@@ -136,7 +149,7 @@ class BrokerOuterAPI:
 
         async def one(addr: str) -> None:
             try:
-                await self.controller.remoting_client.invoke(
+                await self.context.remoting_client.invoke(
                     addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, header), UNREGISTER_TIMEOUT_MS)
             except (RemotingClientError, ValueError) as exc:
                 log.info("unregister broker failed namesrv=%s error=%s", addr, exc)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.javautil import fastjson_loads
 from broker_stub.metadata import ConsumerOffsetManager
@@ -30,7 +30,24 @@ from connector.protocol.address import AddressError, remoting_address_of_ha, vip
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
 if TYPE_CHECKING:
-    from broker_stub.broker import BrokerController
+    from broker_stub.config import BrokerStubConfig
+    from broker_stub.metadata import DelayOffsetStore, SubscriptionGroupManager
+    from broker_stub.outer_api import BrokerOuterAPI
+    from broker_stub.remoting.client import RemotingClient
+    from broker_stub.topic_config import TopicConfigManager
+
+
+class SlaveSynchronizeContext(Protocol):
+    """What slave_synchronize uses of the broker (BrokerController satisfies it; docs/architecture.md
+    "The broker stub's shape")."""
+
+    config: BrokerStubConfig
+    topic_config_manager: TopicConfigManager
+    consumer_offset_manager: ConsumerOffsetManager
+    subscription_group_manager: SubscriptionGroupManager
+    delay_offset_store: DelayOffsetStore
+    remoting_client: RemotingClient
+    outer_api: BrokerOuterAPI
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +59,15 @@ SYNC_TIMEOUT_MS = 3000
 class SlaveSynchronize:
     """Pulls the master's metadata tables (see module doc). ``await run()`` until cancelled."""
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, context: SlaveSynchronizeContext) -> None:
+        self.context = context
         self.rounds = 0
         self.last_error: str | None = None
 
     @property
     def master_addr(self) -> str | None:
         """The master's remoting address: learned from the name server, else derived from haMasterAddress."""
-        c = self.controller
+        c = self.context
         if c.outer_api.master_addr:
             return c.outer_api.master_addr
         pinned = c.config.fixed_ha_master_address
@@ -70,7 +87,7 @@ class SlaveSynchronize:
     async def sync_all(self) -> None:
         """The four steps, in order (skipped without a master address or when it is this broker)."""
         addr = self.master_addr
-        if not addr or addr == self.controller.config.store_host:
+        if not addr or addr == self.context.config.store_host:
             return
         for step in (self.sync_topic_config, self.sync_consumer_offset, self.sync_delay_offset,
                      self.sync_subscription_group_config):
@@ -82,7 +99,7 @@ class SlaveSynchronize:
         self.rounds += 1
 
     async def _fetch(self, addr: str, code: int) -> bytes:
-        resp = await self.controller.remoting_client.invoke(addr, RemotingCommand.request(code), SYNC_TIMEOUT_MS)
+        resp = await self.context.remoting_client.invoke(addr, RemotingCommand.request(code), SYNC_TIMEOUT_MS)
         if resp.code != ResponseCode.SUCCESS:
             raise ValueError(f"request code {code} to {addr} answered {resp.code}: {resp.remark}")
         return resp.body
@@ -93,12 +110,12 @@ class SlaveSynchronize:
         except RemotingClientError as exc:
             log.info("VIP channel of the master unavailable, using its main port error=%s", exc)
             body = await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
-        if self.controller.topic_config_manager.replace_from_master(fastjson_loads(body)):
+        if self.context.topic_config_manager.replace_from_master(fastjson_loads(body)):
             log.info("update slave topic config from master masterAddr=%s", addr)
 
     async def sync_consumer_offset(self, addr: str) -> None:
         body = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
-        manager = self.controller.consumer_offset_manager
+        manager = self.context.consumer_offset_manager
         manager.put_all(ConsumerOffsetManager.decode(body))
         manager.persist()
 
@@ -106,9 +123,9 @@ class SlaveSynchronize:
         body = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
         text = body.decode("utf-8")
         fastjson_loads(text)  # refuse to persist something that is not JSON
-        self.controller.delay_offset_store.write_verbatim(text)
+        self.context.delay_offset_store.write_verbatim(text)
 
     async def sync_subscription_group_config(self, addr: str) -> None:
         body = await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        if self.controller.subscription_group_manager.replace_from_master(fastjson_loads(body)):
+        if self.context.subscription_group_manager.replace_from_master(fastjson_loads(body)):
             log.info("update slave subscription group from master masterAddr=%s", addr)

@@ -35,12 +35,25 @@ import asyncio
 import logging
 import socket
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from connector.protocol.ha import ReportReader, encode_transfer_header
 
 if TYPE_CHECKING:
-    from broker_stub.ha.service import HAService
+    from broker_stub.config import MessageStoreConfig
+    from broker_stub.store.commit_log import CommitLog
+
+
+class HAConnectionOwner(Protocol):
+    """What an HAConnection uses of its HAService: the CommitLog it serves, the store config (batch size,
+    housekeeping interval), the slave-ack wake-up and the connection set (HAService satisfies it)."""
+
+    commit_log: CommitLog
+    store_config: MessageStoreConfig
+
+    def notify_transfer_some(self, offset: int, conn: HAConnection | None = None) -> None: ...
+
+    def remove_connection(self, conn: HAConnection) -> None: ...
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +69,7 @@ def _now_ms() -> float:
 class HAConnection:
     """Serves one slave (or hareplica reader) on an accepted socket: ``await run()`` until it closes."""
 
-    def __init__(self, service: HAService, sock: socket.socket, peer) -> None:
+    def __init__(self, service: HAConnectionOwner, sock: socket.socket, peer) -> None:
         self.service = service
         self.sock = sock
         sock.setblocking(False)

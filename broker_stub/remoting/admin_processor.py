@@ -30,7 +30,7 @@ The rest of 4.9.8's ``AdminBrokerProcessor`` that ``mqadmin`` needs: topic admin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.metadata import data_version_bean
 from broker_stub.remoting.admin_bodies import encode_consume_queue_body
@@ -49,13 +49,35 @@ from connector.protocol.remoting import (
 )
 
 if TYPE_CHECKING:
-    from broker_stub.broker import BrokerController
+    from broker_stub.config import BrokerStubConfig
+    from broker_stub.metadata import ConsumerOffsetManager, DelayOffsetStore, SubscriptionGroupManager
+    from broker_stub.store.message_store import DefaultMessageStore
+    from broker_stub.store.schedule import ScheduleMessageService
+    from broker_stub.store.stats import BrokerStats
+    from broker_stub.topic_config import TopicConfigManager
+
+
+class AdminContext(Protocol):
+    """What admin_processor uses of the broker (BrokerController satisfies it; docs/architecture.md
+    "The broker stub's shape")."""
+
+    config: BrokerStubConfig
+    config_data_version: dict[str, int]
+    message_store: DefaultMessageStore
+    broker_stats: BrokerStats
+    topic_config_manager: TopicConfigManager
+    consumer_offset_manager: ConsumerOffsetManager
+    subscription_group_manager: SubscriptionGroupManager
+    delay_offset_store: DelayOffsetStore
+    schedule_message_service: ScheduleMessageService | None
+    def ha_runtime_info(self) -> dict[str, str]: ...
+    def earliest_message_time(self) -> int: ...
 
 BROKER_VERSION_DESC = "V4_9_8"
 
 
 class AdminBrokerProcessor:
-    """Serves the admin and metadata requests for one :class:`BrokerController` (see module doc)."""
+    """Serves the admin and metadata requests for one broker (see module doc)."""
 
     CODES = (RequestCode.GET_BROKER_CONFIG, RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.GET_MAX_OFFSET,
              RequestCode.GET_MIN_OFFSET, RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFFSET,
@@ -63,8 +85,8 @@ class AdminBrokerProcessor:
              RequestCode.DELETE_EXPIRED_COMMITLOG, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
              RequestCode.QUERY_CONSUME_QUEUE)
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, context: AdminContext) -> None:
+        self.context = context
 
     def __call__(self, ctx: RequestContext, request: RemotingCommand):
         code = request.code
@@ -78,7 +100,7 @@ class AdminBrokerProcessor:
             return self.delete_expired_commit_log(request)
         if code == RequestCode.QUERY_CONSUME_QUEUE:
             return self.query_consume_queue(request)
-        c = self.controller
+        c = self.context
         content = {
             RequestCode.GET_ALL_TOPIC_CONFIG: c.topic_config_manager.encode,
             RequestCode.GET_ALL_CONSUMER_OFFSET: c.consumer_offset_manager.encode,
@@ -98,7 +120,7 @@ class AdminBrokerProcessor:
             timestamp = int(ext["timestamp"]) if request.code == RequestCode.SEARCH_OFFSET_BY_TIMESTAMP else 0
         except (KeyError, ValueError) as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad header, topic and queueId needed: {exc}")
-        store = self.controller.message_store
+        store = self.context.message_store
         if request.code == RequestCode.SEARCH_OFFSET_BY_TIMESTAMP:
             offset = store.get_offset_in_queue_by_time(topic, queue_id, timestamp)
         elif request.code == RequestCode.GET_MAX_OFFSET:
@@ -119,7 +141,7 @@ class AdminBrokerProcessor:
         except (KeyError, ValueError) as exc:
             return request.response(ResponseCode.SYSTEM_ERROR,
                                     remark=f"bad header, topic, queueId, index and count needed: {exc}")
-        cq = self.controller.message_store.cq_store.find(topic, queue_id)
+        cq = self.context.message_store.cq_store.find(topic, queue_id)
         if cq is None:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=f"{queue_id}@{topic} is not exist!")
         buf = cq.get_index_buffer(index)
@@ -133,7 +155,7 @@ class AdminBrokerProcessor:
         """GET_ALL_DELAY_OFFSET: ``ScheduleMessageService.encode()`` (compact) of a master's offsets; a slave has
         no running service and answers with the offsets its ``delayOffset.json`` holds (the file's own text
         when it cannot be read as delay offsets)."""
-        c = self.controller
+        c = self.context
         if c.schedule_message_service is not None:
             return c.schedule_message_service.encode(pretty=False)
         text = c.delay_offset_store.encode()
@@ -147,19 +169,19 @@ class AdminBrokerProcessor:
 
         The response carries (stub extras) ``deletedFiles`` and the new ``commitLogMinOffset``.
         """
-        store = self.controller.message_store
+        store = self.context.message_store
         deleted = await store.clean_commit_log_service.execute_delete_files_manually()
         return request.response(ResponseCode.SUCCESS, {"deletedFiles": deleted,
                                                        "commitLogMinOffset": store.commit_log.min_offset})
 
     def get_broker_config(self, request: RemotingCommand) -> RemotingCommand:
-        body = encode_properties_body(self.controller.config.all_properties())
-        version = dumps(data_version_bean(self.controller.config_data_version))
+        body = encode_properties_body(self.context.config.all_properties())
+        version = dumps(data_version_bean(self.context.config_data_version))
         return request.response(ResponseCode.SUCCESS, {"version": version}, body=body)
 
     def runtime_info(self) -> dict[str, str]:
         """The GET_BROKER_RUNTIME_INFO table (string values)."""
-        c = self.controller
+        c = self.context
         store = c.message_store
         bc = c.config.broker
         info = store.runtime_info()

@@ -23,7 +23,7 @@ closes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.metadata import TOPIC_GROUP_SEPARATOR
 from broker_stub.remoting.admin_bodies import (
@@ -37,7 +37,22 @@ from broker_stub.remoting.topic_admin_processor import message_store_timestamp
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
 if TYPE_CHECKING:
-    from broker_stub.broker import BrokerController
+    from broker_stub.config import BrokerStubConfig
+    from broker_stub.metadata import ConsumerOffsetManager
+    from broker_stub.remoting.consumer_processor import ConsumerManager
+    from broker_stub.store.message_store import DefaultMessageStore
+    from broker_stub.topic_config import TopicConfigManager
+
+
+class ConsumerAdminContext(Protocol):
+    """What consumer_admin_processor uses of the broker (BrokerController satisfies it; docs/architecture.md
+    "The broker stub's shape")."""
+
+    config: BrokerStubConfig
+    message_store: DefaultMessageStore
+    topic_config_manager: TopicConfigManager
+    consumer_offset_manager: ConsumerOffsetManager
+    consumer_manager: ConsumerManager
 
 
 class ConsumerAdminProcessor:
@@ -46,8 +61,8 @@ class ConsumerAdminProcessor:
     CODES = (RequestCode.GET_CONSUME_STATS, RequestCode.GET_CONSUMER_CONNECTION_LIST,
              RequestCode.QUERY_TOPIC_CONSUME_BY_WHO)
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, context: ConsumerAdminContext) -> None:
+        self.context = context
 
     def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
@@ -64,7 +79,7 @@ class ConsumerAdminProcessor:
     def _offset_keys(self) -> list[tuple[str, str]]:
         """``(topic, group)`` of every committed-offset entry (keys ``topic@group``)."""
         keys = []
-        for key in list(self.controller.consumer_offset_manager.offset_table):
+        for key in list(self.context.consumer_offset_manager.offset_table):
             topic, sep, group = key.partition(TOPIC_GROUP_SEPARATOR)
             if sep:
                 keys.append((topic, group))
@@ -72,7 +87,7 @@ class ConsumerAdminProcessor:
 
     def get_consume_stats(self, request: RemotingCommand, group: str, topic: str | None) -> RemotingCommand:
         """GET_CONSUME_STATS (see module doc)."""
-        c = self.controller
+        c = self.context
         if topic is None or not topic.strip():
             topics = sorted({t for t, g in self._offset_keys() if g == group})
         else:
@@ -96,7 +111,7 @@ class ConsumerAdminProcessor:
 
     def get_consumer_connection_list(self, request: RemotingCommand, group: str) -> RemotingCommand:
         """GET_CONSUMER_CONNECTION_LIST (see module doc)."""
-        manager = self.controller.consumer_manager
+        manager = self.context.consumer_manager
         info = manager.online_group(group)
         if info is None:
             return request.response(ResponseCode.CONSUMER_NOT_ONLINE, remark=f"the consumer group[{group}] not online")
@@ -111,7 +126,7 @@ class ConsumerAdminProcessor:
 
     def query_topic_consume_by_who(self, request: RemotingCommand, topic: str) -> RemotingCommand:
         """QUERY_TOPIC_CONSUME_BY_WHO (see module doc)."""
-        groups = self.controller.consumer_manager.query_topic_consume_by_who(topic)
+        groups = self.context.consumer_manager.query_topic_consume_by_who(topic)
         groups |= {g for t, g in self._offset_keys() if t == topic}
         return request.response(ResponseCode.SUCCESS, body=encode_group_list(sorted(groups)))
 

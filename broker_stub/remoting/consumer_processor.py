@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.javautil import fastjson_loads
 from broker_stub.name_rules import validate_group
@@ -39,7 +39,22 @@ from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCo
 from connector.protocol.topics import RETRY_GROUP_TOPIC_PREFIX, validate_topic
 
 if TYPE_CHECKING:
-    from broker_stub.broker import BrokerController
+    from broker_stub.config import BrokerStubConfig
+    from broker_stub.metadata import ConsumerOffsetManager, SubscriptionGroupManager
+    from broker_stub.store.message_store import DefaultMessageStore
+    from broker_stub.topic_config import TopicConfigManager
+
+
+class ConsumerContext(Protocol):
+    """What consumer_processor uses of the broker (BrokerController satisfies it; docs/architecture.md
+    "The broker stub's shape")."""
+
+    config: BrokerStubConfig
+    message_store: DefaultMessageStore
+    topic_config_manager: TopicConfigManager
+    consumer_offset_manager: ConsumerOffsetManager
+    subscription_group_manager: SubscriptionGroupManager
+    consumer_manager: ConsumerManager
 
 log = logging.getLogger(__name__)
 
@@ -145,8 +160,8 @@ class ConsumerProcessor:
     CODES = (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
              RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.CHECK_CLIENT_CONFIG)
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, context: ConsumerContext) -> None:
+        self.context = context
 
     def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         handler = {
@@ -175,7 +190,7 @@ class ConsumerProcessor:
         except (UnicodeDecodeError, ValueError) as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad HeartbeatData body: {exc}")
         client_id = str(data.get("clientID") or ctx.peer_text)
-        c = self.controller
+        c = self.context
         refused = self._refused_groups(data)
         if refused is not None:
             log.warning("heartbeat refused: %s client=%s", refused, ctx.peer_text)
@@ -209,8 +224,8 @@ class ConsumerProcessor:
         for consumer in data.get("consumerDataSet") or []:
             if isinstance(consumer, dict) and consumer.get("groupName"):
                 group = str(consumer["groupName"])
-                refused = (self.controller.subscription_group_manager.creation_refused(group)
-                           if self.controller.subscription_group_manager.auto_create else validate_group(group))
+                refused = (self.context.subscription_group_manager.creation_refused(group)
+                           if self.context.subscription_group_manager.auto_create else validate_group(group))
                 if refused is not None:
                     return refused
         for producer in data.get("producerDataSet") or []:
@@ -232,7 +247,7 @@ class ConsumerProcessor:
         expression_type = sub.get("expressionType")
         if not expression_type or str(expression_type) == "TAG":  # ExpressionType.isTagType
             return request.response(ResponseCode.SUCCESS)
-        if not self.controller.config.broker.enablePropertyFilter:
+        if not self.context.config.broker.enablePropertyFilter:
             return request.response(ResponseCode.SYSTEM_ERROR, remark="The broker does not support consumer to "
                                     f"filter message by {expression_type}")
         log.warning("client filter refused: the stub cannot compile %s expressions client=%s sub=%s",
@@ -242,7 +257,7 @@ class ConsumerProcessor:
 
     def unregister_client(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
-        self.controller.consumer_manager.unregister(ext.get("clientID", ""), ext.get("producerGroup"),
+        self.context.consumer_manager.unregister(ext.get("clientID", ""), ext.get("producerGroup"),
                                                     ext.get("consumerGroup"))
         return request.response(ResponseCode.SUCCESS)
 
@@ -251,7 +266,7 @@ class ConsumerProcessor:
             ext = self._header(request, "consumerGroup")
         except ValueError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
-        clients = self.controller.consumer_manager.alive_clients(ext["consumerGroup"])
+        clients = self.context.consumer_manager.alive_clients(ext["consumerGroup"])
         if not clients:
             return request.response(ResponseCode.SYSTEM_ERROR, remark="no consumer for this group, "
                                     + ext["consumerGroup"])
@@ -263,7 +278,7 @@ class ConsumerProcessor:
             queue_id = int(ext["queueId"])
         except ValueError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
-        c = self.controller
+        c = self.context
         offset = c.consumer_offset_manager.query_offset(ext["consumerGroup"], ext["topic"], queue_id)
         if offset >= 0:
             return request.response(ResponseCode.SUCCESS, {"offset": offset})
@@ -278,7 +293,7 @@ class ConsumerProcessor:
             queue_id, offset = int(ext["queueId"]), int(ext["commitOffset"])
         except ValueError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
-        c = self.controller
+        c = self.context
         group, topic = ext["consumerGroup"], ext["topic"]
         refused = validate_group(group) or validate_topic(topic)
         if refused is not None:

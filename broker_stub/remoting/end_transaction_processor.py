@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.javautil import JavaHashMap, parse_boolean
 from broker_stub.remoting.server import RequestContext
@@ -48,7 +48,16 @@ from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCo
 from connector.protocol.topics import RMQ_SYS_TRANS_OP_HALF_TOPIC
 
 if TYPE_CHECKING:
-    from broker_stub.broker import BrokerController
+    from broker_stub.config import BrokerStubConfig
+    from broker_stub.store.message_store import DefaultMessageStore
+
+
+class EndTransactionContext(Protocol):
+    """What end_transaction_processor uses of the broker (BrokerController satisfies it; docs/architecture.md
+    "The broker stub's shape")."""
+
+    config: BrokerStubConfig
+    message_store: DefaultMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -95,12 +104,12 @@ class EndTransactionProcessor:
 
     CODES = (RequestCode.END_TRANSACTION,)
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
-        self.store_host = HostAddress.parse(controller.config.store_host)
+    def __init__(self, context: EndTransactionContext) -> None:
+        self.context = context
+        self.store_host = HostAddress.parse(context.config.store_host)
 
     def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        if self.controller.config.is_slave:
+        if self.context.config.is_slave:
             log.warning("message store is slave mode, so end transaction is forbidden peer=%s", ctx.peer_text)
             return request.response(ResponseCode.SLAVE_NOT_AVAILABLE)
         ext = request.ext_fields
@@ -116,7 +125,7 @@ class EndTransactionProcessor:
                 log.info("end transaction with unknown state, nothing to do peer=%s check=%s", ctx.peer_text,
                          parse_boolean(ext.get("fromTransactionCheck") or "false"))
             return None
-        half = self.controller.message_store.commit_log.look_message_by_offset(commit_log_offset)
+        half = self.context.message_store.commit_log.look_message_by_offset(commit_log_offset)
         error = _check_half(half, group, state_offset, commit_log_offset)
         if error is not None:
             log.warning("end transaction refused peer=%s commitLogOffset=%d reason=%s", ctx.peer_text,
@@ -128,11 +137,11 @@ class EndTransactionProcessor:
                 msg = committed_message(half)
             except (KeyError, ValueError) as exc:
                 return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad half message: {exc}")
-            put = self.controller.message_store.commit_log.put_message(msg)
+            put = self.context.message_store.commit_log.put_message(msg)
             if put.status not in _OK_STATUSES:
                 return request.response(ResponseCode.SYSTEM_ERROR, remark=f"storing the committed message "
                                         f"failed: {put.status.name}")
-        self.controller.message_store.commit_log.put_message(
+        self.context.message_store.commit_log.put_message(
             op_message(half, self.store_host, time.time_ns() // 1_000_000))
         return request.response(ResponseCode.SUCCESS)
 

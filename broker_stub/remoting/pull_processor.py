@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.javautil import java_string_hash
 from broker_stub.remoting.server import RequestContext
@@ -38,7 +38,25 @@ from connector.protocol.broker import PERM_READ
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
 if TYPE_CHECKING:
-    from broker_stub.broker import BrokerController
+    from broker_stub.config import BrokerStubConfig
+    from broker_stub.metadata import ConsumerOffsetManager, SubscriptionGroupManager
+    from broker_stub.remoting.consumer_processor import ConsumerManager
+    from broker_stub.store.message_store import DefaultMessageStore
+    from broker_stub.store.stats import BrokerStats
+    from broker_stub.topic_config import TopicConfigManager
+
+
+class PullContext(Protocol):
+    """What pull_processor uses of the broker (BrokerController satisfies it; docs/architecture.md
+    "The broker stub's shape")."""
+
+    config: BrokerStubConfig
+    message_store: DefaultMessageStore
+    broker_stats: BrokerStats
+    topic_config_manager: TopicConfigManager
+    consumer_offset_manager: ConsumerOffsetManager
+    subscription_group_manager: SubscriptionGroupManager
+    consumer_manager: ConsumerManager
 
 log = logging.getLogger(__name__)
 
@@ -110,14 +128,14 @@ class PullRequestHoldService:
 
 
 class PullMessageProcessor:
-    """Serves PULL_MESSAGE for one :class:`BrokerController` (see module doc)."""
+    """Serves PULL_MESSAGE for one broker (see module doc)."""
 
     CODES = (RequestCode.PULL_MESSAGE,)
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, context: PullContext) -> None:
+        self.context = context
         self.hold_service = PullRequestHoldService()
-        controller.message_store.arrival_listeners.append(self.hold_service.notify_arrivals)
+        context.message_store.arrival_listeners.append(self.hold_service.notify_arrivals)
 
     def __call__(self, ctx: RequestContext, request: RemotingCommand):
         ext = request.ext_fields or {}
@@ -141,7 +159,7 @@ class PullMessageProcessor:
         return self._pull(request, header, tag_filter, group_cfg)
 
     def _check(self, ctx: RequestContext, request: RemotingCommand, header: dict):
-        c = self.controller
+        c = self.context
         bc = c.config.broker
         if not bc.brokerPermission & PERM_READ:
             return request.response(ResponseCode.NO_PERMISSION,
@@ -187,7 +205,7 @@ class PullMessageProcessor:
 
     def _pull(self, request: RemotingCommand, header: dict, tag_filter, group_cfg):
         response, not_found = self._get(request, header, tag_filter, group_cfg)
-        bc = self.controller.config.broker
+        bc = self.context.config.broker
         if not_found and header["sysFlag"] & FLAG_SUSPEND:
             timeout_ms = header["suspendTimeoutMillis"] if bc.longPollingEnable else bc.shortPollingTimeMills
             return self._hold(request, header, tag_filter, group_cfg, timeout_ms)
@@ -211,13 +229,13 @@ class PullMessageProcessor:
         return response
 
     def _store_commit_offset(self, header: dict) -> None:
-        c = self.controller
+        c = self.context
         if header["sysFlag"] & FLAG_COMMIT_OFFSET and not c.config.is_slave:
             c.consumer_offset_manager.commit_offset(header["consumerGroup"], header["topic"], header["queueId"],
                                                     header["commitOffset"])
 
     def _get(self, request: RemotingCommand, header: dict, tag_filter, group_cfg) -> tuple[RemotingCommand, bool]:
-        c = self.controller
+        c = self.context
         result = c.message_store.get_message(header["topic"], header["queueId"], header["queueOffset"],
                                              header["maxMsgNums"], tag_filter)
         if c.config.broker.slaveReadEnable:

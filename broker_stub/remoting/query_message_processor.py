@@ -16,14 +16,23 @@ Masters and slaves answer both (each reads its own store and index).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.remoting.server import RequestContext
 from connector.protocol.acl import UNIQUE_MSG_QUERY_FLAG
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
 if TYPE_CHECKING:
-    from broker_stub.broker import BrokerController
+    from broker_stub.config import BrokerStubConfig
+    from broker_stub.store.message_store import DefaultMessageStore
+
+
+class QueryMessageContext(Protocol):
+    """What query_message_processor uses of the broker (BrokerController satisfies it; docs/architecture.md
+    "The broker stub's shape")."""
+
+    config: BrokerStubConfig
+    message_store: DefaultMessageStore
 
 _QUERY_FIELDS = ("topic", "key", "maxNum", "beginTimestamp", "endTimestamp")
 
@@ -33,8 +42,8 @@ class QueryMessageProcessor:
 
     CODES = (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID)
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, context: QueryMessageContext) -> None:
+        self.context = context
 
     def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         if request.code == RequestCode.QUERY_MESSAGE:
@@ -51,10 +60,10 @@ class QueryMessageProcessor:
             max_num, begin, end = int(ext["maxNum"]), int(ext["beginTimestamp"]), int(ext["endTimestamp"])
         except ValueError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad query header: {exc}")
-        store_cfg = self.controller.config.store
+        store_cfg = self.context.config.store
         if ext.get(UNIQUE_MSG_QUERY_FLAG) == "true":
             max_num = store_cfg.defaultQueryMaxNum
-        result = self.controller.message_store.query_message(ext["topic"], ext["key"], max_num, begin, end)
+        result = self.context.message_store.query_message(ext["topic"], ext["key"], max_num, begin, end)
         header = {"indexLastUpdateTimestamp": result.index_last_update_timestamp,
                   "indexLastUpdatePhyoffset": result.index_last_update_phyoffset}
         if result.messages:
@@ -71,7 +80,7 @@ class QueryMessageProcessor:
             offset = int(text)
         except ValueError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=f"bad offset: {exc}")
-        data = self.controller.message_store.select_one_message_by_offset(offset)
+        data = self.context.message_store.select_one_message_by_offset(offset)
         if data is None:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=f"can not find message by the offset, {offset}")
         return request.response(ResponseCode.SUCCESS, body=data)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.javautil import JavaHashMap, parse_boolean
 from broker_stub.remoting.server import RequestContext
@@ -47,9 +47,20 @@ from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCo
 from connector.protocol.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
 if TYPE_CHECKING:
-    from broker_stub.broker import BrokerController
-    from broker_stub.metadata import SubscriptionGroupConfig
+    from broker_stub.config import BrokerStubConfig
+    from broker_stub.metadata import SubscriptionGroupConfig, SubscriptionGroupManager
+    from broker_stub.store.message_store import DefaultMessageStore
     from broker_stub.topic_config import TopicConfig, TopicConfigManager
+
+
+class SendBackContext(Protocol):
+    """What send_back_processor uses of the broker (BrokerController satisfies it; docs/architecture.md
+    "The broker stub's shape")."""
+
+    config: BrokerStubConfig
+    message_store: DefaultMessageStore
+    topic_config_manager: TopicConfigManager
+    subscription_group_manager: SubscriptionGroupManager
 
 log = logging.getLogger(__name__)
 
@@ -128,26 +139,26 @@ def send_back_message(looked: MessageRecord, topic: str, queue_id: int, delay_le
         reconsume_times=looked.reconsume_times + 1)
 
 
-def _group_config(controller: BrokerController, group: str) -> SubscriptionGroupConfig:
-    cfg = controller.subscription_group_manager.find(group)
+def _group_config(context: SendBackContext, group: str) -> SubscriptionGroupConfig:
+    cfg = context.subscription_group_manager.find(group)
     if cfg is None:
         raise SendBackRefused(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                               f"subscription group not exist, {group}")
     return cfg
 
 
-def dead_letter_queue(controller: BrokerController, group: str) -> tuple[str, int]:
+def dead_letter_queue(context: SendBackContext, group: str) -> tuple[str, int]:
     """``%DLQ%group`` (created when missing: 1 queue, perm read+write) and a queue of it.
 
     Raises SendBackRefused (SYSTEM_ERROR) when the topic cannot be created (the topic table is full)."""
     topic = DLQ_GROUP_TOPIC_PREFIX + group
-    if controller.topic_config_manager.create_topic_in_send_message_back_method(
+    if context.topic_config_manager.create_topic_in_send_message_back_method(
             topic, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ) is None:
         raise SendBackRefused(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] not exist")
     return topic, _RANDOM.randrange(99999999) % DLQ_NUMS_PER_GROUP
 
 
-def retry_send_target(controller: BrokerController, topic: str, reconsume_times: int | None,
+def retry_send_target(context: SendBackContext, topic: str, reconsume_times: int | None,
                       header_max_reconsume_times: int | None, request_version: int) -> tuple[str, int] | None:
     """handleRetryAndDLQ for a plain send: the dead-letter (topic, queue) a send to ``%RETRY%group`` goes to
     instead when its reconsumeTimes reached the maximum, None when it is stored as sent.
@@ -157,10 +168,10 @@ def retry_send_target(controller: BrokerController, topic: str, reconsume_times:
     if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         return None
     group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
-    cfg = _group_config(controller, group)
+    cfg = _group_config(context, group)
     if (reconsume_times or 0) < max_reconsume_times(cfg, header_max_reconsume_times, request_version):
         return None
-    return dead_letter_queue(controller, group)
+    return dead_letter_queue(context, group)
 
 
 def retry_topic_for_send(topics: TopicConfigManager, topic: str, topic_sys_flag: int) -> TopicConfig | None:
@@ -176,8 +187,8 @@ class ConsumerSendMsgBackProcessor:
 
     CODES = (RequestCode.CONSUMER_SEND_MSG_BACK,)
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, context: SendBackContext) -> None:
+        self.context = context
 
     def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         try:
@@ -187,11 +198,11 @@ class ConsumerSendMsgBackProcessor:
             return request.response(exc.code, remark=exc.remark)
         if msg is None:
             return request.response(ResponseCode.SUCCESS)
-        if self.controller.config.is_slave:  # DefaultMessageStore.checkStoreStatus
+        if self.context.config.is_slave:  # DefaultMessageStore.checkStoreStatus
             return request.response(ResponseCode.SYSTEM_ERROR, remark=PutMessageStatus.SERVICE_NOT_AVAILABLE.name)
-        put = self.controller.message_store.commit_log.put_message(msg)
+        put = self.context.message_store.commit_log.put_message(msg)
         if put.status is not PutMessageStatus.PUT_OK:
-            self.controller.message_store.stats.on_put_failed()
+            self.context.message_store.stats.on_put_failed()
             return request.response(ResponseCode.SYSTEM_ERROR, remark=put.status.name)
         # no msgPutTotal* count: 4.9.8 counts sends only (incBrokerPutNums), the store counts every put
         log.debug("message sent back topic=%s queueId=%d reconsumeTimes=%d peer=%s", msg.topic, msg.queue_id,
@@ -201,7 +212,7 @@ class ConsumerSendMsgBackProcessor:
     def _retry_copy(self, request: RemotingCommand) -> MessageExtBrokerInner | None:
         """Steps 1–5: the copy to store, None when the group keeps no retries. Raises SendBackRefused."""
         header = SendBackHeader.parse(request)
-        c = self.controller
+        c = self.context
         group = _group_config(c, header.group)
         if not c.config.broker.brokerPermission & PERM_WRITE:
             raise SendBackRefused(ResponseCode.NO_PERMISSION,

@@ -30,7 +30,7 @@ import asyncio
 import logging
 import random
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.javautil import JavaHashMap, parse_boolean
 from broker_stub.remoting.send_back_processor import SendBackRefused, retry_send_target, retry_topic_for_send
@@ -66,7 +66,24 @@ from connector.protocol.topics import (
 )
 
 if TYPE_CHECKING:
-    from broker_stub.broker import BrokerController
+    from broker_stub.config import BrokerStubConfig
+    from broker_stub.ha.service import HAService
+    from broker_stub.metadata import SubscriptionGroupManager
+    from broker_stub.store.message_store import DefaultMessageStore
+    from broker_stub.store.stats import BrokerStats
+    from broker_stub.topic_config import TopicConfigManager
+
+
+class SendContext(Protocol):
+    """What send_processor uses of the broker (BrokerController satisfies it; docs/architecture.md
+    "The broker stub's shape")."""
+
+    config: BrokerStubConfig
+    message_store: DefaultMessageStore
+    broker_stats: BrokerStats
+    topic_config_manager: TopicConfigManager
+    subscription_group_manager: SubscriptionGroupManager
+    ha_service: HAService
 
 log = logging.getLogger(__name__)
 
@@ -122,14 +139,14 @@ def parse_send_request_header(cmd: RemotingCommand) -> dict:
 
 
 class SendMessageProcessor:
-    """Handles the three send codes for one :class:`BrokerController`."""
+    """Handles the three send codes for one broker."""
 
     CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
-        self.config = controller.config
-        self.store_host = HostAddress.parse(controller.config.store_host)
+    def __init__(self, context: SendContext) -> None:
+        self.context = context
+        self.config = context.config
+        self.store_host = HostAddress.parse(context.config.store_host)
         self._random = random.Random()
 
     def __call__(self, ctx: RequestContext, request: RemotingCommand):
@@ -141,7 +158,7 @@ class SendMessageProcessor:
                         PROPERTY_TRACE_SWITCH: "true" if self.config.broker.traceOn else "false"}
         if self.config.is_slave:  # DefaultMessageStore.checkStoreStatus: a slave never takes writes
             log.warning("message store is slave mode, so putMessage is forbidden producer=%s", ctx.peer_text)
-            self.controller.message_store.stats.on_put_failed()
+            self.context.message_store.stats.on_put_failed()
             return self._response(request, PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE), 0,
                                   response_ext)
         error = self._pre_send(ctx, request, header, response_ext)
@@ -165,7 +182,7 @@ class SendMessageProcessor:
         if topic in NOT_ALLOWED_SEND_TOPICS:
             return request.response(ResponseCode.NO_PERMISSION, ext,
                                     remark=f"Sending message to topic[{topic}] is forbidden.")
-        topics = self.controller.topic_config_manager
+        topics = self.context.topic_config_manager
         tc = topics.select_topic_config(topic)
         if tc is None:
             refused = topics.creation_refused(topic)
@@ -207,10 +224,10 @@ class SendMessageProcessor:
 
     # --- single message ------------------------------------------------------------------------------
     def _send_single(self, ctx: RequestContext, request: RemotingCommand, header: dict, ext: dict):
-        tc = self.controller.topic_config_manager.select_topic_config(header["topic"])
+        tc = self.context.topic_config_manager.select_topic_config(header["topic"])
         queue_id = self._queue_id(header, tc)
         try:  # handleRetryAndDLQ: a retry copy past maxReconsumeTimes goes to %DLQ%group (response: queue_id)
-            dead_letter = retry_send_target(self.controller, header["topic"], header.get("reconsumeTimes"),
+            dead_letter = retry_send_target(self.context, header["topic"], header.get("reconsumeTimes"),
                                             header.get("maxReconsumeTimes"), request.version)
         except SendBackRefused as exc:
             return request.response(exc.code, ext, remark=exc.remark)
@@ -234,7 +251,7 @@ class SendMessageProcessor:
                     f"the broker[{self.config.broker.brokerIP1}] sending transaction message is forbidden"))
             _to_half_message(msg)
         try:
-            result = self.controller.message_store.commit_log.put_message(msg)
+            result = self.context.message_store.commit_log.put_message(msg)
         except ValueError as exc:  # DELAY that is not a number (NumberFormatException upstream)
             return request.response(ResponseCode.SYSTEM_ERROR, ext, remark=f"bad message property: {exc}")
         wait = (props.get(PROPERTY_WAIT_STORE_MSG_OK) or "true").lower() == "true"
@@ -242,7 +259,7 @@ class SendMessageProcessor:
 
     # --- batch ---------------------------------------------------------------------------------------
     def _send_batch(self, ctx: RequestContext, request: RemotingCommand, header: dict, ext: dict):
-        tc = self.controller.topic_config_manager.select_topic_config(header["topic"])
+        tc = self.context.topic_config_manager.select_topic_config(header["topic"])
         queue_id = self._queue_id(header, tc)
         topic = header["topic"]
         if len(topic) > 127:
@@ -255,9 +272,9 @@ class SendMessageProcessor:
             sys_flag=self._sys_flag(header, tc), born_timestamp=header["bornTimestamp"], born_host=ctx.peer,
             store_host=self.store_host, reconsume_times=header.get("reconsumeTimes") or 0)
         try:
-            result = self.controller.message_store.commit_log.put_messages(batch)
+            result = self.context.message_store.commit_log.put_messages(batch)
         except PutMessageException as exc:
-            self.controller.message_store.stats.on_put_failed()
+            self.context.message_store.stats.on_put_failed()
             return request.response(ResponseCode.SYSTEM_ERROR, ext, remark=str(exc))
         except ValueError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, ext, remark=f"bad message property: {exc}")
@@ -267,9 +284,9 @@ class SendMessageProcessor:
     # --- results -------------------------------------------------------------------------------------
     def _respond(self, request: RemotingCommand, put: PutMessageResult, queue_id: int, ext: dict, wait: bool):
         if put.status is not PutMessageStatus.PUT_OK or put.result is None:
-            self.controller.message_store.stats.on_put_failed()
+            self.context.message_store.stats.on_put_failed()
             return self._response(request, put, queue_id, ext)
-        self.controller.broker_stats.on_put(put.result.msg_num)
+        self.context.broker_stats.on_put(put.result.msg_num)
         store_cfg = self.config.store
         sync_flush = store_cfg.flushDiskType == "SYNC_FLUSH" and wait
         sync_master = store_cfg.brokerRole == "SYNC_MASTER" and wait
@@ -283,12 +300,12 @@ class SendMessageProcessor:
         concurrently; the replica status overrides the flush status when it is not PUT_OK."""
         assert put.result is not None
         next_offset = put.result.next_offset
-        store = self.controller.message_store
+        store = self.context.message_store
         waits = []
         if sync_flush:
             waits.append(store.flush_service.wait_flush(next_offset))
         if sync_master:
-            waits.append(self.controller.ha_service.wait_for_replicas(next_offset))
+            waits.append(self.context.ha_service.wait_for_replicas(next_offset))
         statuses = await asyncio.gather(*waits)
         status = PutMessageStatus.PUT_OK
         for s in statuses:  # flush first, replica last: a non-OK replica status wins

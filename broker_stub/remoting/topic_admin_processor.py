@@ -21,7 +21,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.remoting.admin_bodies import MessageQueue, encode_topic_stats_table
 from broker_stub.remoting.server import RequestContext
@@ -31,7 +31,19 @@ from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCo
 from connector.protocol.topics import is_system_topic, validate_topic
 
 if TYPE_CHECKING:
-    from broker_stub.broker import BrokerController
+    from broker_stub.config import BrokerStubConfig
+    from broker_stub.outer_api import BrokerOuterAPI
+    from broker_stub.topic_config import TopicConfigManager
+
+
+class TopicAdminContext(Protocol):
+    """What topic_admin_processor uses of the broker (BrokerController satisfies it; docs/architecture.md
+    "The broker stub's shape")."""
+
+    config: BrokerStubConfig
+    message_store: DefaultMessageStore
+    topic_config_manager: TopicConfigManager
+    outer_api: BrokerOuterAPI
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +68,8 @@ class TopicAdminProcessor:
 
     CODES = (RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.GET_TOPIC_STATS_INFO)
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, context: TopicAdminContext) -> None:
+        self.context = context
 
     def __call__(self, ctx: RequestContext, request: RemotingCommand):
         if request.code == RequestCode.UPDATE_AND_CREATE_TOPIC:
@@ -88,7 +100,7 @@ class TopicAdminProcessor:
 
     async def update_and_create_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """UPDATE_AND_CREATE_TOPIC (see module doc)."""
-        c = self.controller
+        c = self.context
         if c.config.is_slave:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=SLAVE_REFUSAL)
         tc = self._topic_config_from_header(request)
@@ -108,7 +120,7 @@ class TopicAdminProcessor:
     def get_topic_stats_info(self, request: RemotingCommand) -> RemotingCommand:
         """GET_TOPIC_STATS_INFO (see module doc)."""
         topic = (request.ext_fields or {}).get("topic")
-        c = self.controller
+        c = self.context
         tc = c.topic_config_manager.select_topic_config(topic) if topic is not None else None
         if tc is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{topic}] not exist")

@@ -57,7 +57,20 @@ from connector.protocol.topics import (
 )
 
 if TYPE_CHECKING:
-    from broker_stub.broker import BrokerController
+    from broker_stub.config import BrokerStubConfig
+    from broker_stub.metadata import ConsumerOffsetManager
+    from broker_stub.store.message_store import DefaultMessageStore
+    from broker_stub.topic_config import TopicConfigManager
+
+
+class TransactionCheckContext(Protocol):
+    """What transaction_check uses of the broker (BrokerController satisfies it; docs/architecture.md
+    "The broker stub's shape")."""
+
+    config: BrokerStubConfig
+    message_store: DefaultMessageStore
+    topic_config_manager: TopicConfigManager
+    consumer_offset_manager: ConsumerOffsetManager
 
 log = logging.getLogger(__name__)
 
@@ -128,13 +141,13 @@ class TransactionalMessageCheckService:
     runs one pass.
 
     Args:
-        controller: the broker (its store, consumer offsets, topic configs and ``BrokerConfig``).
+        context: the broker (its store, consumer offsets, topic configs and ``BrokerConfig``).
         find_channel: ``group → connection`` of a live producer of that group, or None.
     """
 
-    def __init__(self, controller: BrokerController, find_channel: Callable[[str], ProducerChannel | None]) -> None:
-        self.controller = controller
-        self.store = controller.message_store
+    def __init__(self, context: TransactionCheckContext, find_channel: Callable[[str], ProducerChannel | None]) -> None:
+        self.context = context
+        self.store = context.message_store
         self.find_channel = find_channel
         self.checks_sent = 0
         self._task: asyncio.Task | None = None
@@ -152,7 +165,7 @@ class TransactionalMessageCheckService:
                 pass
 
     async def _run(self) -> None:
-        bc = self.controller.config.broker
+        bc = self.context.config.broker
         while True:
             await asyncio.sleep(bc.transactionCheckInterval / 1000)
             try:
@@ -162,7 +175,7 @@ class TransactionalMessageCheckService:
 
     def _offset(self, topic: str, queue_id: int) -> int:
         """TransactionalMessageBridge.fetchConsumeOffset: the group's offset, else the queue's min offset."""
-        offset = self.controller.consumer_offset_manager.query_offset(CID_SYS_RMQ_TRANS, topic, queue_id)
+        offset = self.context.consumer_offset_manager.query_offset(CID_SYS_RMQ_TRANS, topic, queue_id)
         return offset if offset != -1 else self.store.get_min_offset_in_queue(topic, queue_id)
 
     def _read(self, topic: str, queue_id: int, offset: int) -> MessageRecord | None:
@@ -199,7 +212,7 @@ class TransactionalMessageCheckService:
         return remove, done
 
     def _check_queue(self, queue_id: int, start_ms: int) -> None:
-        bc = self.controller.config.broker
+        bc = self.context.config.broker
         half_offset = self._offset(RMQ_SYS_TRANS_HALF_TOPIC, queue_id)
         op_offset = self._offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, queue_id)
         if half_offset < 0 or op_offset < 0:
@@ -218,7 +231,7 @@ class TransactionalMessageCheckService:
             props = JavaHashMap.from_properties_string(half.properties_raw.decode("utf-8"))
             now_ms = time.time_ns() // 1_000_000
             if self._need_discard(props) or now_ms - half.born_timestamp > \
-                    self.controller.config.store.fileReservedTime * 3_600_000:
+                    self.context.config.store.fileReservedTime * 3_600_000:
                 self._discard(half, props)
                 i += 1
                 continue
@@ -243,7 +256,7 @@ class TransactionalMessageCheckService:
             else:  # exactly at the immunity time: upstream reads more op records first; look next pass
                 break
             i += 1
-        offsets = self.controller.consumer_offset_manager
+        offsets = self.context.consumer_offset_manager
         if i != half_offset:
             offsets.commit_offset(CID_SYS_RMQ_TRANS, RMQ_SYS_TRANS_HALF_TOPIC, queue_id, i)
         new_op_offset = op_offset
@@ -260,7 +273,7 @@ class TransactionalMessageCheckService:
         times = 1
         if text is not None:
             times = _java_long(text)
-            if times >= self.controller.config.broker.transactionCheckMax:
+            if times >= self.context.config.broker.transactionCheckMax:
                 return True
             times += 1
         props.put(PROPERTY_TRANSACTION_CHECK_TIMES, str(times))
@@ -268,7 +281,7 @@ class TransactionalMessageCheckService:
 
     def _discard(self, half: MessageRecord, props: JavaHashMap) -> None:
         """resolveDiscardMsg: keep the message in TRANS_CHECK_MAX_TIME_TOPIC (a failed put is logged)."""
-        tcm = self.controller.topic_config_manager
+        tcm = self.context.topic_config_manager
         if tcm.create_topic_in_send_message_back_method(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, TCMT_QUEUE_NUMS,
                                                         PERM_READ | PERM_WRITE) is None:
             log.error("half message discard failed: topic %s cannot be created", RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC)

@@ -1,5 +1,6 @@
-"""No import cycles between the project's modules (issue 11): every ``import`` counts, module-level or inside a
-function, except those under ``if TYPE_CHECKING:`` (annotations only, never executed)."""
+"""No import cycles between the project's modules: every ``import`` counts, module-level or inside a function
+(issue 11); the second test counts those under ``if TYPE_CHECKING:`` too (issue 23: annotations are
+dependencies of the design even when never executed)."""
 
 from __future__ import annotations
 
@@ -25,12 +26,13 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imported_names(tree: ast.AST) -> set[str]:
+def _imported_names(tree: ast.AST, *, type_checking: bool = False) -> set[str]:
+    """Module names ``tree`` imports; ``type_checking`` also counts the ``if TYPE_CHECKING:`` branch."""
     names: set[str] = set()
     stack = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if not type_checking and isinstance(node, ast.If) and _is_type_checking(node):
             stack.extend(node.orelse)
             continue
         if isinstance(node, ast.Import):
@@ -42,7 +44,7 @@ def _imported_names(tree: ast.AST) -> set[str]:
     return names
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(*, type_checking: bool = False) -> dict[str, set[str]]:
     modules = _modules()
 
     def owner(name: str) -> str | None:
@@ -52,7 +54,8 @@ def _graph() -> dict[str, set[str]]:
 
     graph = {}
     for name, path in modules.items():
-        deps = {owner(n) for n in _imported_names(ast.parse(path.read_text(encoding="utf-8")))}
+        deps = {owner(n) for n in _imported_names(ast.parse(path.read_text(encoding="utf-8")),
+                                                 type_checking=type_checking)}
         # a package's own submodules import it implicitly; that edge is not a cycle of the code
         graph[name] = {d for d in deps if d and d != name and not name.startswith(d + ".")}
     return graph
@@ -106,3 +109,7 @@ def test_the_checker_finds_a_cycle():
 
 def test_no_import_cycles():
     assert _cycles(_graph()) == []
+
+
+def test_no_import_cycles_counting_type_checking_imports():
+    assert _cycles(_graph(type_checking=True)) == []
