@@ -40,9 +40,10 @@ around batch ends, to fingerprint and check the record before each offset (:mod:
   UnsupportedBrokerModeError.
 
 Modules, each using only those after it: :mod:`connector.source.reader` (the Spark classes) →
-:mod:`connector.source.brokers` (remoting samples of each broker set) and :mod:`connector.source.batch_ends`
-(offsets, read limits, batch ends) → :mod:`connector.source.partitions` (the InputPartition and its building) →
-:mod:`connector.source.read` (the executors' :func:`read_partition`).
+:mod:`connector.source.brokers` (remoting samples of each broker set), :mod:`connector.source.batch_ends`
+(offsets, read limits, batch ends) and :mod:`connector.source.offsets` (the offset JSON) →
+:mod:`connector.source.partitions` (the InputPartition and its building) → :mod:`connector.source.read`
+(the executors' :func:`read_partition`).
 """
 
 from connector.source.brokers import ack_window_ms

@@ -19,7 +19,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from connector.controller_mode import SWITCH_KEY
 from connector.data_loss import on_data_loss
 from connector.decode.schema import column_subset, spark_schema
-from connector.history import FINGERPRINT_KEY, check_start, end_fingerprint, fingerprints_of
+from connector.history import FINGERPRINT_KEY, check_start, end_fingerprint
 from connector.options import (
     EARLIEST_OFFSET_SENTINEL,
     LATEST_OFFSET_SENTINEL,
@@ -34,6 +34,7 @@ from connector.planning import BrokerSetView
 from connector.protocol.errors import HAReplicaError
 from connector.source.batch_ends import apply_byte_limit, batch_target, check_min, start_of
 from connector.source.brokers import BrokerSets, bounds
+from connector.source.offsets import SourceOffset
 from connector.source.partitions import HAReplicaInputPartition, build_partitions, file_slices
 from connector.source.read import fetch_range, read_partition
 from connector.spark_compat import (
@@ -199,11 +200,11 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             if not isinstance(limit, ReadAllAvailable):
                 log.warning("read limit %r is not supported by hareplica; reading all available bytes", limit)
             ends = {name: end for name, (_, end) in spans.items()}
-        out = self._with_fingerprints(start, spans, ends)
+        out = SourceOffset.from_json(self._with_fingerprints(start, spans, ends))
         switches = {name: cset.records() for name, cset in self._sets.items() if cset.switches}
         if switches:  # recorded in the batch's end offset (and so in the query progress)
-            out[SWITCH_KEY] = switches
-        return out
+            out.extras[SWITCH_KEY] = switches
+        return out.to_json()
 
     def _apply_byte_limit(self, spans: dict[str, tuple[int, int]], max_bytes: int) -> dict[str, int]:
         for broker in self.options.brokers:
@@ -223,7 +224,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         DataLossError (``failOnDataLoss``) or is logged and skipped to the next real record boundary."""
         if begin > max_offset:
             return begin
-        fingerprint = fingerprints_of(start or {}).get(broker.name)
+        fingerprint = SourceOffset.from_json(start).fingerprints.get(broker.name)
         key = (broker.name, begin, fingerprint)
         if self._trusted.get(broker.name) == begin:
             self._verified[key] = begin
@@ -242,7 +243,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def _with_fingerprints(self, start: dict | None, spans: dict[str, tuple[int, int]], ends: dict[str, int]) -> dict:
         """``ends`` plus, under :data:`FINGERPRINT_KEY`, the fingerprint of the last record before each end."""
-        previous = fingerprints_of(start or {})
+        previous = SourceOffset.from_json(start).fingerprints
         prints = {}
         for broker in self.options.brokers:
             begin, end = spans[broker.name][0], ends[broker.name]
@@ -260,7 +261,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 prints[broker.name] = fingerprint.to_json()
             if end <= self._bounds(view)[1]:  # not while waiting for a broker that lost its tail to pass `end`
                 self._trusted[broker.name] = end
-        return {**ends, FINGERPRINT_KEY: prints} if prints else dict(ends)
+        return SourceOffset(dict(ends), {FINGERPRINT_KEY: prints} if prints else {}).to_json()
 
     def reportLatestOffset(self) -> dict:
         """The brokers' latest commitLogMaxOffset seen (StreamingQueryProgress ``latestOffset``): with the
@@ -311,16 +312,15 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return (batch.select(list(partition.columns)) for batch in read_partition(partition))
 
     def commit(self, end: dict) -> None:
-        """Forget boundaries below the committed offsets."""
-        if SWITCH_KEY in (end or {}):
+        """Forget boundaries below the committed offsets (and, once recorded, pending master switches)."""
+        offset = SourceOffset.from_json(end)
+        if offset.has_switches:
             for cset in self._sets.values():
                 cset.committed()
-        for name, offset in (end or {}).items():
-            if name.startswith("@"):  # FINGERPRINT_KEY, SWITCH_KEY
-                continue
+        for name, position in offset.positions.items():
             view = self._views.get(name)
             if view is not None:
-                view.forget_boundaries(below=int(offset))
+                view.forget_boundaries(below=position)
 
     def stop(self) -> None:
         """Close the driver's remoting connections."""
