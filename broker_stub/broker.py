@@ -97,15 +97,15 @@ class BrokerController:
             raise BrokerConfigError(f"config key aclEnable: {exc}") from None
         for server in (self.remoting_server, self.fast_remoting_server):
             server.access_validator = self.access_validator
-            server.register(SendMessageProcessor.CODES, SendMessageProcessor(self))
-            server.register(AdminBrokerProcessor.CODES, self.admin_processor)
-            server.register(PullMessageProcessor.CODES, self.pull_processor)
-            server.register(ConsumerProcessor.CODES, ConsumerProcessor(self))
-            server.register(EndTransactionProcessor.CODES, EndTransactionProcessor(self))
-            server.register(TopicAdminProcessor.CODES, TopicAdminProcessor(self))
-            server.register(ConsumerAdminProcessor.CODES, ConsumerAdminProcessor(self))
-            server.register(ConsumerSendMsgBackProcessor.CODES, ConsumerSendMsgBackProcessor(self))
-            server.register(QueryMessageProcessor.CODES, QueryMessageProcessor(self))
+            server.register_handlers(SendMessageProcessor(self).handlers())
+            server.register_handlers(self.admin_processor.handlers())
+            server.register_handlers(self.pull_processor.handlers())
+            server.register_handlers(ConsumerProcessor(self).handlers())
+            server.register_handlers(EndTransactionProcessor(self).handlers())
+            server.register_handlers(TopicAdminProcessor(self).handlers())
+            server.register_handlers(ConsumerAdminProcessor(self).handlers())
+            server.register_handlers(ConsumerSendMsgBackProcessor(self).handlers())
+            server.register_handlers(QueryMessageProcessor(self).handlers())
         self.ha_client: HAClient | None = None
         if config.is_slave:
             self.ha_client = HAClient(self.message_store.commit_log, config.store, config.fixed_ha_master_address)

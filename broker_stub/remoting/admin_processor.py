@@ -30,11 +30,13 @@ The rest of 4.9.8's ``AdminBrokerProcessor`` that ``mqadmin`` needs: topic admin
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.metadata import data_version_bean
 from broker_stub.remoting.admin_bodies import encode_consume_queue_body
-from broker_stub.remoting.server import RequestContext
+from broker_stub.remoting.server import Processor, request_only
 from broker_stub.store.message_store import human_readable_byte_count
 from broker_stub.store.schedule import decode_delay_offsets, encode_delay_offsets
 from connector.protocol.consume_queue import iter_cq_entries
@@ -79,34 +81,33 @@ BROKER_VERSION_DESC = "V4_9_8"
 class AdminBrokerProcessor:
     """Serves the admin and metadata requests for one broker (see module doc)."""
 
-    CODES = (RequestCode.GET_BROKER_CONFIG, RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.GET_MAX_OFFSET,
-             RequestCode.GET_MIN_OFFSET, RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFFSET,
-             RequestCode.GET_ALL_DELAY_OFFSET, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-             RequestCode.DELETE_EXPIRED_COMMITLOG, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-             RequestCode.QUERY_CONSUME_QUEUE)
-
     def __init__(self, context: AdminContext) -> None:
         self.context = context
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand):
-        code = request.code
-        if code == RequestCode.GET_BROKER_CONFIG:
-            return self.get_broker_config(request)
-        if code == RequestCode.GET_BROKER_RUNTIME_INFO:
-            return self.get_broker_runtime_info(request)
-        if code in (RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP):
-            return self.get_queue_offset(request)
-        if code == RequestCode.DELETE_EXPIRED_COMMITLOG:
-            return self.delete_expired_commit_log(request)
-        if code == RequestCode.QUERY_CONSUME_QUEUE:
-            return self.query_consume_queue(request)
+    def handlers(self) -> dict[int, Processor]:
+        """The code → handler table the remoting server dispatches on."""
         c = self.context
-        content = {
-            RequestCode.GET_ALL_TOPIC_CONFIG: c.topic_config_manager.encode,
-            RequestCode.GET_ALL_CONSUMER_OFFSET: c.consumer_offset_manager.encode,
-            RequestCode.GET_ALL_DELAY_OFFSET: self.delay_offsets,
-            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: c.subscription_group_manager.encode,
-        }[code]()
+        by_request = {
+            RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
+            RequestCode.GET_MAX_OFFSET: self.get_queue_offset,
+            RequestCode.GET_MIN_OFFSET: self.get_queue_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.get_queue_offset,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
+            RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
+        }
+        table: dict[int, Processor] = {code: request_only(fn) for code, fn in by_request.items()}
+        for code, content in ((RequestCode.GET_ALL_TOPIC_CONFIG, c.topic_config_manager.encode),
+                              (RequestCode.GET_ALL_CONSUMER_OFFSET, c.consumer_offset_manager.encode),
+                              (RequestCode.GET_ALL_DELAY_OFFSET, self.delay_offsets),
+                              (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, c.subscription_group_manager.encode)):
+            table[code] = request_only(functools.partial(self.get_all_content, content))
+        return table
+
+    @staticmethod
+    def get_all_content(content_of: Callable[[], str], request: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_* of one metadata table: its JSON as the body, SYSTEM_ERROR when there is none."""
+        content = content_of()
         if not content:
             return request.response(ResponseCode.SYSTEM_ERROR, remark="No content in this broker")
         return request.response(ResponseCode.SUCCESS, body=content.encode("utf-8"))

@@ -23,6 +23,7 @@ closes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.metadata import TOPIC_GROUP_SEPARATOR
@@ -32,7 +33,7 @@ from broker_stub.remoting.admin_bodies import (
     encode_consumer_connection,
     encode_group_list,
 )
-from broker_stub.remoting.server import RequestContext
+from broker_stub.remoting.server import Processor, RequestContext
 from broker_stub.remoting.topic_admin_processor import message_store_timestamp
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
@@ -55,26 +56,30 @@ class ConsumerAdminContext(Protocol):
     consumer_manager: ConsumerManager
 
 
+def _needing(name: str, handler: Callable[[RemotingCommand, str], RemotingCommand]) -> Processor:
+    """A handler called with the request's ``name`` header field; SYSTEM_ERROR naming it when it is absent."""
+    def handle(_ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        value = (request.ext_fields or {}).get(name)
+        if value is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=f"the custom field <{name}> is null")
+        return handler(request, value)
+    return handle
+
+
 class ConsumerAdminProcessor:
     """Serves GET_CONSUME_STATS, GET_CONSUMER_CONNECTION_LIST and QUERY_TOPIC_CONSUME_BY_WHO (module doc)."""
-
-    CODES = (RequestCode.GET_CONSUME_STATS, RequestCode.GET_CONSUMER_CONNECTION_LIST,
-             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO)
 
     def __init__(self, context: ConsumerAdminContext) -> None:
         self.context = context
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        ext = request.ext_fields or {}
-        name = "topic" if request.code == RequestCode.QUERY_TOPIC_CONSUME_BY_WHO else "consumerGroup"
-        value = ext.get(name)
-        if value is None:
-            return request.response(ResponseCode.SYSTEM_ERROR, remark=f"the custom field <{name}> is null")
-        if request.code == RequestCode.GET_CONSUME_STATS:
-            return self.get_consume_stats(request, value, ext.get("topic"))
-        if request.code == RequestCode.GET_CONSUMER_CONNECTION_LIST:
-            return self.get_consumer_connection_list(request, value)
-        return self.query_topic_consume_by_who(request, value)
+    def handlers(self) -> dict[int, Processor]:
+        """The code → handler table the remoting server dispatches on; each needs one header field."""
+        return {
+            RequestCode.GET_CONSUME_STATS: _needing("consumerGroup", lambda request, group: self.get_consume_stats(
+                request, group, (request.ext_fields or {}).get("topic"))),
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: _needing("consumerGroup", self.get_consumer_connection_list),
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: _needing("topic", self.query_topic_consume_by_who),
+        }
 
     def _offset_keys(self) -> list[tuple[str, str]]:
         """``(topic, group)`` of every committed-offset entry (keys ``topic@group``)."""

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 from broker_stub.javautil import fastjson_loads
 from broker_stub.name_rules import validate_group
 from broker_stub.remoting.admin_bodies import encode_consumer_id_list
-from broker_stub.remoting.server import RequestContext
+from broker_stub.remoting.server import Processor, RequestContext
 from connector.protocol.broker import PERM_READ, PERM_WRITE
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.topics import RETRY_GROUP_TOPIC_PREFIX, validate_topic
@@ -157,22 +157,19 @@ class ConsumerManager:
 class ConsumerProcessor:
     """Serves HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, QUERY/UPDATE_CONSUMER_OFFSET."""
 
-    CODES = (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-             RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.CHECK_CLIENT_CONFIG)
-
     def __init__(self, context: ConsumerContext) -> None:
         self.context = context
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        handler = {
+    def handlers(self) -> dict[int, Processor]:
+        """The code → handler table the remoting server dispatches on."""
+        return {
             RequestCode.HEART_BEAT: self.heart_beat,
             RequestCode.UNREGISTER_CLIENT: self.unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
             RequestCode.QUERY_CONSUMER_OFFSET: self.query_consumer_offset,
             RequestCode.UPDATE_CONSUMER_OFFSET: self.update_consumer_offset,
             RequestCode.CHECK_CLIENT_CONFIG: self.check_client_config,
-        }[request.code]
-        return handler(ctx, request)
+        }
 
     @staticmethod
     def _header(request: RemotingCommand, *names: str) -> dict[str, str]:

@@ -29,7 +29,7 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.javautil import JavaHashMap, parse_boolean
-from broker_stub.remoting.server import RequestContext
+from broker_stub.remoting.server import Processor, RequestContext
 from broker_stub.store.commit_log import MessageExtBrokerInner, PutMessageStatus
 from connector.protocol.commitlog import (
     PROPERTY_REAL_QUEUE_ID,
@@ -108,7 +108,11 @@ class EndTransactionProcessor:
         self.context = context
         self.store_host = HostAddress.parse(context.config.store_host)
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+    def handlers(self) -> dict[int, Processor]:
+        """The code → handler table the remoting server dispatches on."""
+        return dict.fromkeys(self.CODES, self.end_transaction)
+
+    def end_transaction(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         if self.context.config.is_slave:
             log.warning("message store is slave mode, so end transaction is forbidden peer=%s", ctx.peer_text)
             return request.response(ResponseCode.SLAVE_NOT_AVAILABLE)

@@ -33,7 +33,7 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.javautil import java_string_hash
-from broker_stub.remoting.server import RequestContext
+from broker_stub.remoting.server import Processor, RequestContext
 from connector.protocol.broker import PERM_READ
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
@@ -137,7 +137,11 @@ class PullMessageProcessor:
         self.hold_service = PullRequestHoldService()
         context.message_store.arrival_listeners.append(self.hold_service.notify_arrivals)
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand):
+    def handlers(self) -> dict[int, Processor]:
+        """The code → handler table the remoting server dispatches on."""
+        return dict.fromkeys(self.CODES, self.pull_message)
+
+    def pull_message(self, ctx: RequestContext, request: RemotingCommand):
         ext = request.ext_fields or {}
         missing = [k for k in _REQUIRED if ext.get(k) is None]
         if missing:

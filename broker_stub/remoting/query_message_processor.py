@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from broker_stub.remoting.server import RequestContext
+from broker_stub.remoting.server import Processor, request_only
 from connector.protocol.acl import UNIQUE_MSG_QUERY_FLAG
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
@@ -40,15 +40,13 @@ _QUERY_FIELDS = ("topic", "key", "maxNum", "beginTimestamp", "endTimestamp")
 class QueryMessageProcessor:
     """Serves QUERY_MESSAGE and VIEW_MESSAGE_BY_ID (see module doc)."""
 
-    CODES = (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID)
-
     def __init__(self, context: QueryMessageContext) -> None:
         self.context = context
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        if request.code == RequestCode.QUERY_MESSAGE:
-            return self.query_message(request)
-        return self.view_message_by_id(request)
+    def handlers(self) -> dict[int, Processor]:
+        """The code → handler table the remoting server dispatches on."""
+        return {RequestCode.QUERY_MESSAGE: request_only(self.query_message),
+                RequestCode.VIEW_MESSAGE_BY_ID: request_only(self.view_message_by_id)}
 
     def query_message(self, request: RemotingCommand) -> RemotingCommand:
         """QUERY_MESSAGE (see module doc)."""

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.javautil import JavaHashMap, parse_boolean
-from broker_stub.remoting.server import RequestContext
+from broker_stub.remoting.server import Processor, RequestContext
 from broker_stub.store.commit_log import MessageExtBrokerInner, PutMessageStatus
 from connector.protocol.broker import PERM_READ, PERM_WRITE
 from connector.protocol.commitlog import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_WAIT_STORE_MSG_OK, MessageRecord
@@ -190,7 +190,11 @@ class ConsumerSendMsgBackProcessor:
     def __init__(self, context: SendBackContext) -> None:
         self.context = context
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def handlers(self) -> dict[int, Processor]:
+        """The code → handler table the remoting server dispatches on."""
+        return dict.fromkeys(self.CODES, self.consumer_send_msg_back)
+
+    def consumer_send_msg_back(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         try:
             msg = self._retry_copy(request)
         except SendBackRefused as exc:

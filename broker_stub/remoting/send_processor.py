@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.javautil import JavaHashMap, parse_boolean
 from broker_stub.remoting.send_back_processor import SendBackRefused, retry_send_target, retry_topic_for_send
-from broker_stub.remoting.server import RequestContext
+from broker_stub.remoting.server import Processor, RequestContext
 from broker_stub.store.commit_log import (
     MessageExtBatch,
     MessageExtBrokerInner,
@@ -149,7 +149,11 @@ class SendMessageProcessor:
         self.store_host = HostAddress.parse(context.config.store_host)
         self._random = random.Random()
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand):
+    def handlers(self) -> dict[int, Processor]:
+        """The code → handler table the remoting server dispatches on."""
+        return dict.fromkeys(self.CODES, self.send_message)
+
+    def send_message(self, ctx: RequestContext, request: RemotingCommand):
         try:
             header = parse_send_request_header(request)
         except SendRequestHeaderError as exc:

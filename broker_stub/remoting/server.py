@@ -5,6 +5,7 @@ Frames are decoded with :func:`connector.protocol.remoting.decode_frame` (16 MiB
 dispatched by code to registered processors; each processor returns a response command, an awaitable
 of one (replies may then go out of order, matched by ``opaque`` as upstream), or None for "no reply".
 
+* Dispatch looks the request code up in one code → handler table (each broker processor's ``handlers()``).
 * Unknown codes → REQUEST_CODE_NOT_SUPPORTED (3) with remark `` request type N not supported``.
 * Oneway requests (flag bit 1) never get a response.
 * A processor exception → SYSTEM_ERROR (1) with the exception text as remark; the connection stays up.
@@ -29,7 +30,7 @@ import inspect
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from connector.protocol.commitlog import HostAddress
@@ -117,6 +118,12 @@ class RequestContext:
 
 
 Processor = Callable[[RequestContext, RemotingCommand], "RemotingCommand | Awaitable[RemotingCommand | None] | None"]
+"""A request handler: ``(channel context, request) → response | awaitable of one | None`` (no reply)."""
+
+
+def request_only(handler: Callable[[RemotingCommand], RemotingCommand | None]) -> Processor:
+    """A :data:`Processor` for a handler that needs only the request, not the channel it came on."""
+    return lambda _ctx, request: handler(request)
 
 
 def peer_host_address(peername) -> HostAddress:
@@ -156,6 +163,10 @@ class RemotingServer:
         """Route requests with these codes to ``processor`` (a later registration wins)."""
         for code in (codes,) if isinstance(codes, int) else codes:
             self.processors[code] = processor
+
+    def register_handlers(self, handlers: Mapping[int, Processor]) -> None:
+        """Add a processor's code → handler table (``handlers()`` of a broker processor; a later one wins)."""
+        self.processors.update(handlers)
 
     async def start(self) -> None:
         """Bind and listen. Raises OSError when the port is taken."""

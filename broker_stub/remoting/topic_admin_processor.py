@@ -24,7 +24,7 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 from broker_stub.remoting.admin_bodies import MessageQueue, encode_topic_stats_table
-from broker_stub.remoting.server import RequestContext
+from broker_stub.remoting.server import Processor, RequestContext, request_only
 from broker_stub.store.message_store import DefaultMessageStore
 from broker_stub.topic_config import TopicConfig
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
@@ -66,15 +66,13 @@ def message_store_timestamp(store: DefaultMessageStore, topic: str, queue_id: in
 class TopicAdminProcessor:
     """Serves UPDATE_AND_CREATE_TOPIC and GET_TOPIC_STATS_INFO for one broker (see module doc)."""
 
-    CODES = (RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.GET_TOPIC_STATS_INFO)
-
     def __init__(self, context: TopicAdminContext) -> None:
         self.context = context
 
-    def __call__(self, ctx: RequestContext, request: RemotingCommand):
-        if request.code == RequestCode.UPDATE_AND_CREATE_TOPIC:
-            return self.update_and_create_topic(ctx, request)
-        return self.get_topic_stats_info(request)
+    def handlers(self) -> dict[int, Processor]:
+        """The code → handler table the remoting server dispatches on."""
+        return {RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+                RequestCode.GET_TOPIC_STATS_INFO: request_only(self.get_topic_stats_info)}
 
     def _topic_config_from_header(self, request: RemotingCommand) -> TopicConfig | str:
         """The TopicConfig a CreateTopicRequestHeader asks for, or the refusal remark."""
