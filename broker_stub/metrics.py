@@ -51,6 +51,7 @@ class MetricsContext(Protocol):
     ha_service: HAService
     ha_client: HAClient | None
 
+
 log = logging.getLogger(__name__)
 
 SNAPSHOT_TIMEOUT_S = 2.0

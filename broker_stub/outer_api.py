@@ -47,6 +47,7 @@ class OuterAPIContext(Protocol):
     remoting_client: RemotingClient
     ha_client: HAClient | None
 
+
 log = logging.getLogger(__name__)
 
 REGISTER_PERIOD_MIN_MS = 10_000

@@ -49,6 +49,7 @@ class SlaveSynchronizeContext(Protocol):
     remoting_client: RemotingClient
     outer_api: BrokerOuterAPI
 
+
 log = logging.getLogger(__name__)
 
 SYNC_INITIAL_DELAY_MS = 3000

@@ -75,6 +75,7 @@ class AdminContext(Protocol):
     def ha_runtime_info(self) -> dict[str, str]: ...
     def earliest_message_time(self) -> int: ...
 
+
 BROKER_VERSION_DESC = "V4_9_8"
 
 

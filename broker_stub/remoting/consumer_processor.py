@@ -56,6 +56,7 @@ class ConsumerContext(Protocol):
     subscription_group_manager: SubscriptionGroupManager
     consumer_manager: ConsumerManager
 
+
 log = logging.getLogger(__name__)
 
 CHANNEL_EXPIRED_TIMEOUT_MS = 120_000

@@ -59,6 +59,7 @@ class EndTransactionContext(Protocol):
     config: BrokerStubConfig
     message_store: DefaultMessageStore
 
+
 log = logging.getLogger(__name__)
 
 REMOVE_TAG = "d"  # TransactionalMessageUtil.REMOVETAG

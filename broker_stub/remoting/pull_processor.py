@@ -58,6 +58,7 @@ class PullContext(Protocol):
     subscription_group_manager: SubscriptionGroupManager
     consumer_manager: ConsumerManager
 
+
 log = logging.getLogger(__name__)
 
 FLAG_COMMIT_OFFSET = 0x1  # PullSysFlag

@@ -34,6 +34,7 @@ class QueryMessageContext(Protocol):
     config: BrokerStubConfig
     message_store: DefaultMessageStore
 
+
 _QUERY_FIELDS = ("topic", "key", "maxNum", "beginTimestamp", "endTimestamp")
 
 

@@ -62,6 +62,7 @@ class SendBackContext(Protocol):
     topic_config_manager: TopicConfigManager
     subscription_group_manager: SubscriptionGroupManager
 
+
 log = logging.getLogger(__name__)
 
 MQ_VERSION_V3_4_9 = 121  # MQVersion.Version.V3_4_9.ordinal(): clients from here on send maxReconsumeTimes

@@ -85,6 +85,7 @@ class SendContext(Protocol):
     subscription_group_manager: SubscriptionGroupManager
     ha_service: HAService
 
+
 log = logging.getLogger(__name__)
 
 _REQUIRED = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",

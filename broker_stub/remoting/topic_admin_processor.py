@@ -45,6 +45,7 @@ class TopicAdminContext(Protocol):
     topic_config_manager: TopicConfigManager
     outer_api: BrokerOuterAPI
 
+
 log = logging.getLogger(__name__)
 
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")  # TopicFilterType

@@ -72,6 +72,7 @@ class TransactionCheckContext(Protocol):
     topic_config_manager: TopicConfigManager
     consumer_offset_manager: ConsumerOffsetManager
 
+
 log = logging.getLogger(__name__)
 
 CID_SYS_RMQ_TRANS = "CID_RMQ_SYS_TRANS"  # MixAll.CID_SYS_RMQ_TRANS: the system group holding check progress
