@@ -8,7 +8,7 @@ import sys
 import time
 
 from connector.client.producer import Producer
-from tests.support.brokers import BrokerProcess, broker_config, free_port, runtime_info
+from tests.support.brokers import BrokerProcess, broker_config, free_port, runtime_info, wait_for
 
 
 def test_sigterm_flushes_removes_abort_and_exits_zero(broker_factory):
@@ -119,6 +119,10 @@ def test_ha_port_defaults_to_listen_port_plus_one_and_honours_an_explicit_value(
 
 def test_broker_log_lines_are_single_line_key_values(broker_factory):
     broker = broker_factory()
-    lines = [line for line in broker.log_path.read_text().splitlines() if line.startswith("ts=")]
-    assert any("level=INFO logger=broker_stub.broker broker started" in line for line in lines)
+
+    def started() -> list[str] | None:  # written after the ports open, which is when the launcher returns
+        lines = [line for line in broker.log_path.read_text().splitlines() if line.startswith("ts=")]
+        return lines if any("level=INFO logger=broker_stub.broker broker started" in ln for ln in lines) else None
+
+    lines = wait_for(started, "the 'broker started' log line")
     assert all(" level=" in line and " logger=" in line for line in lines)
