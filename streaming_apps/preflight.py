@@ -132,8 +132,8 @@ def check_starting_offsets(options: SourceOptions, checkpoint: Path, timeout_ms:
                     f"commitLogMaxOffset {max_offset}")))
             if value < min_offset or value == max_offset or value % file_size == 0:
                 continue  # below the min: the source's failOnDataLoss rules; the others are record starts
-            head = fetch_range(broker.ha_addr, value, min(value + HEAD_BYTES, max_offset), broker=broker.name,
-                               fetch=fetch, server_is_slave=False, protocol=protocol)
+            head = fetch_range(fetch, broker.ha_addr, value, min(value + HEAD_BYTES, max_offset), broker=broker.name,
+                               server_is_slave=False, protocol=protocol)
         except PreflightError:
             raise
         except HAReplicaError:
