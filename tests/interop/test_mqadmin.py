@@ -29,7 +29,7 @@ from connector.protocol.remoting import FrameDecoder, RemotingCommand, RequestCo
 from tests.interop.java_fixtures import wait_for_route
 from tests.interop.peers import commit_consumer_offset
 from tests.support.brokers import BrokerProcess, NameServerProcess, remoting_request
-from tests.support.jvm_peers import RealBroker, killed_at_exit
+from tests.support.jvm_peers import REAL_BROKER_DEFAULTS, RealBroker, killed_at_exit
 from tests.support.mqadmin import (
     MqadminRun,
     parse_colon_pairs,
@@ -128,7 +128,8 @@ def sides(tmp_path_factory, real_namesrv) -> Iterator[tuple[Side, Side]]:
     """(stub side, real side), loaded (module doc)."""
     root = tmp_path_factory.mktemp("mqadmin")
     with NameServerProcess.start(root / "stub-namesrv") as ns, \
-            BrokerProcess.start(root / "stub-broker", namesrvAddr=ns.addr) as stub, \
+            BrokerProcess.start(root / "stub-broker", namesrvAddr=ns.addr,  # RealBroker's value (tests/support)
+                                waitTimeMillsInSendQueue=REAL_BROKER_DEFAULTS["waitTimeMillsInSendQueue"]) as stub, \
             killed_at_exit(RealBroker.start(root / "real-broker", namesrvAddr=real_namesrv.addr)) as real:
         pair = (Side("stub", ns.addr, stub.remoting_addr, stub.store_dir, root / "stub-mqadmin"),
                 Side("real", real_namesrv.addr, real.remoting_addr, real.store_dir, root / "real-mqadmin"))
