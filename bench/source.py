@@ -43,9 +43,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from bench.common import arrow_file_source, report
+from connector.client.ha import HARangeFetcher, prefetch_chunks
 from connector.decode.schema import ARROW_SCHEMA
 from connector.decode.stream import CommitLogArrowDecoder
-from connector.ha_fetch import HARangeFetcher, prefetch_chunks
 from connector.protocol.address import split_host_port
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,

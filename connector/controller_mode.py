@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from connector.client.admin import BrokerAdminClient
+from connector.client.ha_autoswitch import AutoSwitchMasterState, probe_master
 from connector.client.remoting import BrokerAdminError
 from connector.data_loss import on_data_loss
-from connector.ha_autoswitch_fetch import AutoSwitchMasterState, probe_master
 from connector.protocol.acl import AclCredentials
 from connector.protocol.errors import HAReplicaError
 from connector.protocol.ha_autoswitch import EpochHistory
@@ -74,7 +74,7 @@ def find_master(members: Sequence[tuple[str, str]], *, connect_timeout_ms: int, 
 def master_locator(members: Sequence[tuple[str, str]], connect_timeout_ms: int, read_timeout_ms: int,
                    credentials: AclCredentials | None = None) -> Callable[[], tuple[str, str] | None]:
     """A function returning the current master's ``(ha_addr, remoting_addr)`` among ``members`` (None while
-    none is), for :class:`connector.ha_autoswitch_fetch.AutoSwitchRangeFetcher`'s ``locate_master``."""
+    none is), for :class:`connector.client.ha_autoswitch.AutoSwitchRangeFetcher`'s ``locate_master``."""
     def locate() -> tuple[str, str] | None:
         found = find_master(members, connect_timeout_ms=connect_timeout_ms, read_timeout_ms=read_timeout_ms,
                             credentials=credentials)

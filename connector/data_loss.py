@@ -4,7 +4,7 @@ The option means what it means in Spark's Kafka source: ``true`` (the default) f
 :class:`DataLossError`, ``false`` logs the loss and goes on. The driver meets lost bytes when retention
 deleted files below a batch start, when a broker lost its tail below the checkpoint, and when the history
 before a checkpointed offset was rewritten (:mod:`connector.source`); an executor meets them when the
-broker deletes or loses bytes while a range is being fetched (:mod:`connector.ha_fetch`). Each of those
+broker deletes or loses bytes while a range is being fetched (:mod:`connector.client.ha`). Each of those
 places describes the loss and what going on means there, and calls :func:`on_data_loss`.
 """
 

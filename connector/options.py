@@ -13,7 +13,7 @@ for the same idea: how many slaves must hold the bytes.
 **Options, defaults and meanings** are listed in docs/source.md "Options" (and, shorter, in README's
 source section). The defaults are gathered in :data:`OPTION_DEFAULTS`: the parser reads no other, and
 tests/unit/test_option_docs.py checks both tables against it. Where a lower module uses a default itself, it
-defines it and this table takes it from there (the fetch defaults from :mod:`connector.ha_fetch`, the Arrow
+defines it and this table takes it from there (the fetch defaults from :mod:`connector.client.ha`, the Arrow
 batch bounds from :mod:`connector.decode.stream`, ``maxInflatedBodyBytes`` from :mod:`connector.protocol.commitlog`).
 
 Errors: :class:`HAReplicaOptionError` (a ``ValueError``) naming the option and the bad value.
@@ -28,9 +28,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from connector.decode.bodies import BAD_RECORD_MODES, MAX_MAX_INFLATED_BODY_BYTES, MODE_PERMISSIVE
-from connector.decode.stream import DEFAULT_ARROW_MAX_BYTES_PER_BATCH, DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
-from connector.ha_fetch import (
+from connector.client.ha import (
     DEFAULT_CONNECT_TIMEOUT_MS,
     DEFAULT_FETCH_PREFETCH_CHUNKS,
     DEFAULT_FETCH_RETRIES,
@@ -40,6 +38,8 @@ from connector.ha_fetch import (
     DEFAULT_RECONNECT_BACKOFF_MAX_MS,
     DEFAULT_RECONNECT_BACKOFF_MS,
 )
+from connector.decode.bodies import BAD_RECORD_MODES, MAX_MAX_INFLATED_BODY_BYTES, MODE_PERMISSIVE
+from connector.decode.stream import DEFAULT_ARROW_MAX_BYTES_PER_BATCH, DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
 from connector.protocol.acl import AclCredentials, credentials
 from connector.protocol.address import AddressError, join_host_port, split_host_port
 from connector.protocol.broker import listen_port_of_ha

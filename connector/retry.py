@@ -1,6 +1,6 @@
 """Trying again: an operation retried a bounded number of times, or a condition polled until a deadline.
 
-The project's retry loops outside the broker-outage wait (:mod:`connector.reconnect`, whose outage clock
+The project's retry loops outside the broker-outage wait (:mod:`connector.client.reconnect`, whose outage clock
 outlives single calls) go through these two functions, built on the ``tenacity`` library:
 
 * :func:`retry_attempts`: Delta commits and merges that lose an optimistic-concurrency race to another

@@ -6,8 +6,13 @@
 * :mod:`connector.client.net` — opening a TCP connection to ``host:port`` (remoting and HA clients);
 * :mod:`connector.client.admin` — :class:`BrokerAdminClient`: runtime info and broker config for the source,
   the apps' preflight and status, and the stub's ``status`` command;
-* :mod:`connector.client.producer` — a producer that sends like the RocketMQ 4.9.8 Java client.
+* :mod:`connector.client.producer` — a producer that sends like the RocketMQ 4.9.8 Java client;
+* :mod:`connector.client.ha` — the HA-port client of the source: :class:`~connector.client.ha.HAConnection`,
+  the only owner of a blocking HA socket, and the classic range fetcher with its prefetch thread;
+* :mod:`connector.client.ha_autoswitch` — the same over RocketMQ 5.x AutoSwitch HA, and the driver's master probe;
+* :mod:`connector.client.reconnect` — :class:`~connector.client.reconnect.OutageWait`, the reconnect backoff
+  and outage bound of the HA fetches and the driver's remoting calls.
 
-The HA-port client of the source is :mod:`connector.ha_fetch`; the broker stub's own asyncio clients
-(BrokerOuterAPI, HAClient) live in ``broker_stub`` and share the same codecs and address parser.
+The broker stub's own asyncio clients (BrokerOuterAPI, HAClient) live in ``broker_stub`` and share the same
+codecs and address parser.
 """

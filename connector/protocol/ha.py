@@ -83,7 +83,7 @@ class TransferFrameReader:
     """Slave side: the one parser of master→slave frames (docs/protocol.md §2.3, §2.6), sans-IO, over one rewindable
     buffer.
 
-    Every HA client of the project reads frames with it: the source's :mod:`connector.ha_fetch`, the
+    Every HA client of the project reads frames with it: the source's :mod:`connector.client.ha`, the
     broker stub's ``HAClient`` and the test helpers. Bytes come in two ways:
 
     * copied: :meth:`feed`;

@@ -21,7 +21,7 @@ around batch ends, to fingerprint and check the record before each offset (:mod:
 * **Partitions.** One :class:`HAReplicaInputPartition` per (broker, mapped-file slice) of
   ``[start, end)``, split further at ConsumeQueue record boundaries for ``minPartitions`` /
   ``maxBytesPerPartition`` (:mod:`connector.splits`); executors fetch their slice over the HA port
-  (:mod:`connector.ha_fetch`) and decode it into pyarrow RecordBatches (:mod:`connector.decode`).
+  (:mod:`connector.client.ha`) and decode it into pyarrow RecordBatches (:mod:`connector.decode`).
 * **Data loss** (``failOnDataLoss``, as in Spark's Kafka source): when the broker's min offset has
   passed the offset a batch must start at (retention deleted files), or its max offset fell below the
   checkpoint (it lost its tail), the query fails naming the lost range; with ``false`` it logs the
@@ -30,12 +30,12 @@ around batch ends, to fingerprint and check the record before each offset (:mod:
 * **Rewritten history**: offsets carry ``"@lastRecord"`` fingerprints; a start offset whose record
   changed or that is no longer a record start fails (``failOnDataLoss``) or resumes at the next real
   record boundary (docs/source.md "Rewritten history").
-* **Outages**: remoting calls wait a broker outage out up to ``maxOutageMs`` (:mod:`connector.reconnect`).
+* **Outages**: remoting calls wait a broker outage out up to ``maxOutageMs`` (:mod:`connector.client.reconnect`).
 * **Slaves** (``slaves``, ``readFrom``, ``minInSyncSlaves``): batches end at what enough slaves hold,
   rounded down to a known record boundary, and partitions may be read from a slave's HA port; see
   :mod:`connector.planning`, which also holds the SYNC_MASTER acknowledgement rule.
 * **HA variants.** The first contact asks GET_BROKER_CONFIG: a 5.x broker in controller mode is read over
-  AutoSwitch HA (:mod:`connector.ha_autoswitch_fetch`) and its batches end at or below the master's
+  AutoSwitch HA (:mod:`connector.client.ha_autoswitch`) and its batches end at or below the master's
   confirmOffset (docs/source.md "RocketMQ 5.x controller mode"); a DLedger broker fails fast with
   UnsupportedBrokerModeError.
 

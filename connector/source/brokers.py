@@ -2,7 +2,7 @@
 
 One :class:`BrokerSets` per stream reader: the remoting clients (GET_BROKER_CONFIG, GET_BROKER_RUNTIME_INFO),
 each set's :class:`connector.planning.BrokerSetView` (mapped-file size, offset samples, known boundaries),
-the outage clocks (``maxOutageMs``, :mod:`connector.reconnect`), each set's HA protocol and, for 5.x
+the outage clocks (``maxOutageMs``, :mod:`connector.client.reconnect`), each set's HA protocol and, for 5.x
 controller-mode sets, the :class:`connector.controller_mode.ControllerModeSet` that follows master switches
 (docs/source.md "Offsets, batches, partitions", "Slaves", "RocketMQ 5.x controller mode").
 """
@@ -13,11 +13,11 @@ import logging
 import time
 
 from connector.client.admin import HA_PROTOCOL_AUTOSWITCH, HA_PROTOCOL_CLASSIC, BrokerAdminClient
+from connector.client.reconnect import OutageWait
 from connector.client.remoting import BrokerAdminError, BrokerUnreachableError
 from connector.controller_mode import ControllerModeSet
 from connector.options import READ_FROM_SLAVE, BrokerEndpoint, HAReplicaOptionError, SourceOptions
 from connector.planning import ACK_WINDOW_MARGIN_MS, BrokerSetView, ServerOffsets
-from connector.reconnect import OutageWait
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Executors: fetch one InputPartition's CommitLog bytes over the HA port and decode them into Arrow.
 
-:func:`read_partition` is the whole executor side of the source: an HA fetch (:mod:`connector.ha_fetch`, or
-:mod:`connector.ha_autoswitch_fetch` for a 5.x controller-mode set) feeding the CommitLog decoder
+:func:`read_partition` is the whole executor side of the source: an HA fetch (:mod:`connector.client.ha`, or
+:mod:`connector.client.ha_autoswitch` for a 5.x controller-mode set) feeding the CommitLog decoder
 (:mod:`connector.decode.stream`); docs/source.md "Rows" and "Offsets, batches, partitions".
 """
 
@@ -13,10 +13,10 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from connector.client.admin import HA_PROTOCOL_AUTOSWITCH, HA_PROTOCOL_CLASSIC, BrokerAdminClient
+from connector.client.ha import HARangeFetcher, prefetch_chunks
+from connector.client.ha_autoswitch import AutoSwitchRangeFetcher
 from connector.controller_mode import master_locator
 from connector.decode.stream import CommitLogArrowDecoder
-from connector.ha_autoswitch_fetch import AutoSwitchRangeFetcher
-from connector.ha_fetch import HARangeFetcher, prefetch_chunks
 from connector.options import FetchSettings
 from connector.source.partitions import HAReplicaInputPartition
 
@@ -41,7 +41,7 @@ def open_fetcher(fetch: FetchSettings, ha_addr: str, start: int, end: int, *, br
 def fetch_range(fetch: FetchSettings, ha_addr: str, start: int, end: int, *, broker: str, server_is_slave: bool,
                 protocol: str = HA_PROTOCOL_CLASSIC) -> bytes:
     """CommitLog bytes ``[start, end)`` over the HA port, for the driver's history checks (:mod:`connector.history`),
-    reporting ``start`` (see :mod:`connector.ha_fetch` for why a report acknowledges nothing new when ``start`` is
+    reporting ``start`` (see :mod:`connector.client.ha` for why a report acknowledges nothing new when ``start`` is
     already landed); ``protocol``: ``"classic"`` or ``"autoswitch"``. Raises what HARangeFetcher raises."""
     if end <= start:
         return b""
@@ -53,7 +53,7 @@ def fetch_range(fetch: FetchSettings, ha_addr: str, start: int, end: int, *, bro
 def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
     """Fetch ``[partition.start, partition.end)`` over the HA port and decode it into RecordBatches.
 
-    Bytes are received on a background thread (:func:`connector.ha_fetch.prefetch_chunks`) while the
+    Bytes are received on a background thread (:func:`connector.client.ha.prefetch_chunks`) while the
     previous ones are decoded, unless ``fetchPrefetchChunks`` is 0. Memory stays bounded by one batch
     plus ``fetchPrefetchChunks`` + 2 receive buffers (1 MiB each) whatever the partition size. Records
     whose topic the query's filter drops are skipped before their columns are built. Raises

@@ -14,8 +14,8 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from connector.client.admin import BrokerAdminClient
+from connector.client.ha_autoswitch import AutoSwitchRangeFetcher, probe_master
 from connector.client.producer import Producer
-from connector.ha_autoswitch_fetch import AutoSwitchRangeFetcher, probe_master
 from connector.options import SourceOptions
 from connector.protocol.ha_autoswitch import EpochEntry
 from streaming_apps.preflight import check_brokers

@@ -20,10 +20,10 @@ import threading
 
 import pytest
 
+from connector.client.ha_autoswitch import probe_master
 from connector.client.producer import Producer
 from connector.controller_mode import SWITCH_KEY
 from connector.data_loss import DataLossError
-from connector.ha_autoswitch_fetch import probe_master
 from connector.options import SourceOptions
 from connector.source import HAReplicaStreamReader, read_partition
 from tests.interop.peers import FILE_SIZE, message_decoder_rows, produce_bytes

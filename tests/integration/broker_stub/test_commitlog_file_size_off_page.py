@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from connector.ha_fetch import HARangeFetcher
+from connector.client.ha import HARangeFetcher
 from connector.protocol.commitlog import BlankRecord, MessageRecord
 from tests.integration.connector.test_source_cluster import produce
 from tests.support.brokers import max_offset, read_commitlog

@@ -1,4 +1,4 @@
-"""connector.client.admin and connector.ha_fetch against real broker-stub masters (no Spark)."""
+"""connector.client.admin and connector.client.ha against real broker-stub masters (no Spark)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import threading
 import pytest
 
 from connector.client.admin import BrokerAdminClient
+from connector.client.ha import HARangeFetcher, prefetch_chunks
 from connector.client.remoting import BrokerAdminError
 from connector.data_loss import DataLossError
 from connector.decode.stream import decode_commitlog_range
-from connector.ha_fetch import HARangeFetcher, prefetch_chunks
 from tests.integration.connector.conftest import FIXTURE_MAX_OFFSET, MAPPED_FILE_SIZE, start_fixture_master
 from tests.support.brokers import runtime_info, wait_for
 

@@ -1,4 +1,4 @@
-"""connector.ha_autoswitch_fetch over loopback against deliberately broken AutoSwitch streams (a real 5.5.0
+"""connector.client.ha_autoswitch over loopback against deliberately broken AutoSwitch streams (a real 5.5.0
 master never sends those; the real one is read in tests/interop/test_source_real_5_controller.py)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
+from connector.client.ha import NotAnHAPortError
+from connector.client.ha_autoswitch import AutoSwitchRangeFetcher, probe_master
 from connector.data_loss import DataLossError
-from connector.ha_autoswitch_fetch import AutoSwitchRangeFetcher, probe_master
-from connector.ha_fetch import NotAnHAPortError
 from connector.protocol.errors import HAProtocolError
 from connector.protocol.ha_autoswitch import (
     EpochEntry,

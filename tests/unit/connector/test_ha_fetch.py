@@ -1,4 +1,4 @@
-"""connector.ha_fetch over loopback against byte streams a real 4.9.8 master sent (ha_stream/) and
+"""connector.client.ha over loopback against byte streams a real 4.9.8 master sent (ha_stream/) and
 against deliberately broken streams (the stub broker never sends those)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from connector.client.ha import HAFetchError, HARangeFetcher, NotAnHAPortError
 from connector.data_loss import DataLossError
-from connector.ha_fetch import HAFetchError, HARangeFetcher, NotAnHAPortError
 from connector.protocol.errors import HAProtocolError
 from connector.protocol.ha import encode_transfer_header
 
@@ -217,7 +217,7 @@ def test_a_broker_down_for_a_while_is_waited_out_and_logged_once_each_way(commit
                                     port=port))
 
     threading.Thread(target=come_back, daemon=True).start()
-    caplog.set_level("DEBUG", logger="connector.reconnect")
+    caplog.set_level("DEBUG", logger="connector.client.reconnect")
     try:
         fetcher = HARangeFetcher(f"127.0.0.1:{port}", 7000, 60000, broker="b", max_outage_ms=30000,
                                  reconnect_backoff_ms=20, reconnect_backoff_max_ms=200)

@@ -1,4 +1,4 @@
-"""connector.reconnect.OutageWait: Kafka-style exponential backoff with jitter, the maxOutageMs bound and
+"""connector.client.reconnect.OutageWait: Kafka-style exponential backoff with jitter, the maxOutageMs bound and
 one log line when an outage starts and one when it ends (pure: a fake clock, no sleeping)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import logging
 import random
 import threading
 
-from connector.reconnect import OutageWait
+from connector.client.reconnect import OutageWait
 
 
 class FakeClock:
@@ -51,7 +51,7 @@ def test_gives_up_once_the_outage_lasted_max_outage_ms_and_names_it():
 
 def test_one_warning_when_an_outage_starts_and_one_when_it_ends(caplog):
     wait, clock = make()
-    caplog.set_level(logging.DEBUG, logger="connector.reconnect")
+    caplog.set_level(logging.DEBUG, logger="connector.client.reconnect")
     for _ in range(5):
         wait.failed("refused")
         clock.now += 1

@@ -1,6 +1,9 @@
 """Blocking HA client that fetches one CommitLog byte range ``[start, end)`` of one broker (docs/protocol.md §2).
 
-It speaks the classic RocketMQ 4.9.8 master/slave protocol as a slave that never acknowledges:
+:class:`HAConnection` is the one owner of an HA-port socket (connect, reports, receive, close), as
+:mod:`connector.client.remoting` is of remoting sockets; :class:`HARangeFetcher` drives it and
+:func:`prefetch_chunks` runs a fetcher on a background thread. :class:`HARangeFetcher` speaks the classic
+RocketMQ 4.9.8 master/slave protocol as a slave that never acknowledges:
 
 * **Reports.** The first 8-byte report is ``start`` and every keep-alive report repeats it (a thread
   sends one every ``haSendHeartbeatInterval`` ms, below the master's 20 s ``haHousekeepingInterval``).
@@ -26,7 +29,7 @@ It speaks the classic RocketMQ 4.9.8 master/slave protocol as a slave that never
   silent for ``read_timeout_ms``, or one that has begun a frame and not delivered all of it after waiting
   ``read_timeout_ms`` for it in all (a master that drips a frame a byte at a time), is reconnected with
   exponential backoff and jitter
-  (``reconnect_backoff_ms`` .. ``reconnect_backoff_max_ms``, :class:`connector.reconnect.OutageWait`)
+  (``reconnect_backoff_ms`` .. ``reconnect_backoff_max_ms``, :class:`connector.client.reconnect.OutageWait`)
   until the broker is back or the outage has lasted ``max_outage_ms``; then :class:`HAFetchError`. The
   outage is logged once when it starts and once when it ends. A reconnect reports ``start`` again
   and discards the bytes it already delivered.
@@ -51,6 +54,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from connector.client.net import open_connection
+from connector.client.reconnect import OutageWait
 from connector.data_loss import on_data_loss
 from connector.protocol.errors import HAProtocolError, HAReplicaError
 from connector.protocol.ha import (
@@ -60,7 +64,6 @@ from connector.protocol.ha import (
     TransferFrameReader,
     encode_report,
 )
-from connector.reconnect import OutageWait
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +93,110 @@ class NotAnHAPortError(HAProtocolError):
 
 
 OffsetsProbe = Callable[[], tuple[int, int]]
+
+
+class HAConnection:
+    """The one owner of an HA-port socket: connect, the offset reports (the first one and the keep-alive
+    ones), receiving into a frame reader's buffer, close. Every HA client of the source goes through it
+    (:class:`HARangeFetcher`, :class:`connector.client.ha_autoswitch.AutoSwitchRangeFetcher`,
+    :func:`connector.client.ha_autoswitch.probe_master`).
+
+    Args:
+        encode_report: an offset (bytes) -> the report's wire bytes (classic 8-byte or AutoSwitch 12-byte).
+        connect_timeout_ms: TCP connect timeout (ms).
+        read_timeout_ms: the socket timeout after connecting (ms); :meth:`recv_into` may set another.
+        heartbeat_interval_ms: period of the keep-alive reports (ms).
+        name: for the keep-alive thread's name (``ha-keepalive-<name>``).
+
+    One object serves any number of connections in turn (:meth:`open` after :meth:`close`); the counters
+    cover all of them. :meth:`close` may be called from any thread; it wakes a receive blocked in another.
+    """
+
+    def __init__(self, encode_report: Callable[[int], bytes], *, connect_timeout_ms: int, read_timeout_ms: int,
+                 heartbeat_interval_ms: int = DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS, name: str = "broker"):
+        self.encode_report = encode_report
+        self.connect_timeout_ms = connect_timeout_ms
+        self.read_timeout_ms = read_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.name = name
+        self.connections = 0  # TCP connections opened
+        self.reports_sent: list[int] = []  # the offset of every report sent, in order
+        self.bytes_received = 0  # stream bytes (headers included) over all connections
+        self._sock: socket.socket | None = None
+        self._stop_keepalive: threading.Event | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def is_open(self) -> bool:
+        """True between :meth:`open` and :meth:`close`."""
+        return self._sock is not None
+
+    def open(self, addr: str) -> None:
+        """Connect to ``addr`` (``host:haPort``); raises OSError (TimeoutError, ConnectionError...) or AddressError."""
+        sock = open_connection(addr, self.connect_timeout_ms / 1000)
+        self._sock = sock
+        self.connections += 1
+        sock.settimeout(self.read_timeout_ms / 1000)
+
+    def send(self, data: bytes) -> None:
+        """Send ``data`` whole (a handshake). Raises OSError, or ConnectionResetError when closed."""
+        sock = self._sock
+        if sock is None:
+            raise ConnectionResetError("HA connection closed")
+        with self._lock:
+            sock.sendall(data)
+
+    def report(self, offset: int) -> None:
+        """Send one report of ``offset`` (nothing when closed); raises OSError."""
+        sock = self._sock
+        if sock is None:
+            return
+        with self._lock:
+            sock.sendall(self.encode_report(offset))
+            self.reports_sent.append(offset)
+
+    def keep_reporting(self, offset: Callable[[], int]) -> None:
+        """Report ``offset()`` every ``heartbeat_interval_ms`` on a daemon thread until :meth:`close`."""
+        stop = threading.Event()
+        self._stop_keepalive = stop
+
+        def run() -> None:
+            while not stop.wait(self.heartbeat_interval_ms / 1000):
+                try:
+                    self.report(offset())
+                except OSError as exc:
+                    log.debug("HA %s: keep-alive report failed: %s", self.name, exc)
+                    return
+
+        threading.Thread(target=run, name=f"ha-keepalive-{self.name}", daemon=True).start()
+
+    def recv_into(self, reader: TransferFrameReader, timeout_s: float | None = None) -> int:
+        """One receive into ``reader``'s buffer (``timeout_s``: a new socket timeout, seconds); returns the bytes
+        received, 0 when the peer closed. Raises TimeoutError, OSError, ConnectionResetError when closed."""
+        sock = self._sock
+        if sock is None:
+            raise ConnectionResetError("HA connection closed")
+        if timeout_s is not None:
+            sock.settimeout(timeout_s)
+        received = sock.recv_into(reader.writable())
+        if received:
+            self.bytes_received += received
+            reader.wrote(received)
+        return received
+
+    def close(self) -> None:
+        """Stop the keep-alive reports and close the connection (idempotent, any thread)."""
+        if self._stop_keepalive is not None:
+            self._stop_keepalive.set()
+            self._stop_keepalive = None
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a recv blocked in another thread (close alone does not)
+            except OSError:
+                pass
+            finally:
+                sock.close()
 
 
 class HARangeFetcher:
@@ -144,14 +251,12 @@ class HARangeFetcher:
         #: the one value every report carries: ``start``, or 1 for a range starting at 0
         self.report_offset = start if start > 0 else 1
         self.delivered = start  # every byte below this was yielded (or skipped as lost)
-        self.reports_sent: list[int] = []
-        self.connections = 0
         self.lost_ranges: list[tuple[int, int]] = []
-        self.bytes_received = 0  # stream bytes (headers included) over all connections
         self.frames_received = 0  # whole frames over all connections (0: the peer never showed it speaks HA)
-        self._sock: socket.socket | None = None
-        self._stop_keepalive: threading.Event | None = None
-        self._report_lock = threading.Lock()
+        #: the connection (its ``connections``, ``reports_sent`` and ``bytes_received`` count all of them)
+        self.conn = HAConnection(self.encode_report, connect_timeout_ms=connect_timeout_ms,
+                                 read_timeout_ms=read_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
+                                 name=broker)
         self._cancelled = False
         self._cancel_event = threading.Event()
         self.outage = OutageWait(f"broker {broker} HA {ha_addr}", reconnect_backoff_ms, reconnect_backoff_max_ms,
@@ -163,6 +268,26 @@ class HARangeFetcher:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @staticmethod
+    def encode_report(offset: int) -> bytes:
+        """A report's wire bytes: the classic 8-byte offset (docs/protocol.md §2.2)."""
+        return encode_report(offset)
+
+    @property
+    def connections(self) -> int:
+        """HA connections opened so far."""
+        return self.conn.connections
+
+    @property
+    def reports_sent(self) -> list[int]:
+        """The offset of every report sent, in order, over all connections."""
+        return self.conn.reports_sent
+
+    @property
+    def bytes_received(self) -> int:
+        """Stream bytes (frame headers included) received over all connections."""
+        return self.conn.bytes_received
+
     @property
     def max_reported_offset(self) -> int | None:
         """The largest offset this fetcher ever reported (None before the first report)."""
@@ -173,17 +298,7 @@ class HARangeFetcher:
 
     def close(self) -> None:
         """Stop keep-alives and close the connection (idempotent)."""
-        if self._stop_keepalive is not None:
-            self._stop_keepalive.set()
-            self._stop_keepalive = None
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)  # wakes a recv blocked in another thread (close alone does not)
-            except OSError:
-                pass
-            finally:
-                sock.close()
+        self.conn.close()
 
     @property
     def cancelled(self) -> bool:
@@ -216,42 +331,19 @@ class HARangeFetcher:
             self.close()
 
     # --- one connection ----------------------------------------------------------------------------
-    def _send_report(self) -> None:
-        sock = self._sock
-        if sock is None:
-            return
-        with self._report_lock:
-            sock.sendall(encode_report(self.report_offset))
-            self.reports_sent.append(self.report_offset)
-
-    def _keepalive(self, stop: threading.Event) -> None:
-        while not stop.wait(self.heartbeat_interval_ms / 1000):
-            try:
-                self._send_report()
-            except OSError as exc:
-                log.debug("%s: keep-alive report failed: %s", self._where(), exc)
-                return
-
-    def _open(self) -> socket.socket:
+    def _open(self) -> None:
         """Connect, send the first report and start the keep-alive reports."""
-        sock = open_connection(self.ha_addr, self.connect_timeout_ms / 1000)
-        self._sock = sock
-        self.connections += 1
-        self._send_report()
-        stop = threading.Event()
-        self._stop_keepalive = stop
-        threading.Thread(target=self._keepalive, args=(stop,), name=f"ha-keepalive-{self.broker}",
-                         daemon=True).start()
-        sock.settimeout(self.read_timeout_ms / 1000)
-        return sock
+        self.conn.open(self.ha_addr)
+        self.conn.report(self.report_offset)
+        self.conn.keep_reporting(lambda: self.report_offset)
 
     def _session(self) -> Iterator[tuple[int, bytes | memoryview]]:
         """One connection: receive frames straight into the reader's buffer, yield the bytes of the range."""
-        sock = self._open()
+        self._open()
         reader = TransferFrameReader(buffer_bytes=RECV_BUFFER_BYTES)
         wire = _Wire(self.report_offset)
         while self.delivered < self.end:
-            self._receive(sock, reader, wire)
+            self._receive(reader, wire)
             frames = wire.frames
             spans, resume = self._parse(reader, wire)
             if wire.frames != frames:  # whatever is buffered now is a new frame: its wait starts at 0
@@ -270,7 +362,7 @@ class HARangeFetcher:
                 return  # reconnect (reporting self.report_offset) unless the range is done
         self.close()
 
-    def _receive(self, sock: socket.socket, reader: TransferFrameReader, wire: _Wire) -> None:
+    def _receive(self, reader: TransferFrameReader, wire: _Wire) -> None:
         """One ``recv_into`` the reader's buffer; a silent, closing or frame-dripping peer raises (see the class).
 
         The socket timeout bounds one wait for the first byte of a frame; once a frame has begun, the waits
@@ -281,10 +373,9 @@ class HARangeFetcher:
         timeout_s = self.read_timeout_ms / 1000 - (wire.partial_wait_s if begun else 0.0)
         if timeout_s <= 0:
             raise self._incomplete_frame(reader, wire)
-        sock.settimeout(timeout_s)
         waited_from = time.monotonic()
         try:
-            received = sock.recv_into(reader.writable())
+            received = self.conn.recv_into(reader, timeout_s)
         except TimeoutError:
             if begun:
                 raise self._incomplete_frame(reader, wire) from None
@@ -297,8 +388,6 @@ class HARangeFetcher:
             if not wire.frames and reader.buffered_bytes:
                 raise self._not_ha(reader.head(64), "then closed the connection")
             raise ConnectionResetError(f"master closed the connection while offset {wire.offset} was expected")
-        self.bytes_received += received
-        reader.wrote(received)
 
     def _parse(self, reader: TransferFrameReader, wire: _Wire) -> tuple[list[tuple[int, memoryview]], int | None]:
         """The range's bytes in the complete frames buffered so far, as ``(CommitLog offset, view)`` spans, and

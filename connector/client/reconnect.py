@@ -1,7 +1,7 @@
 """Waiting out a broker outage: exponential reconnect backoff with jitter, bounded by a total outage time.
 
 A broker restart is an event to wait out, not an error (docs/source.md "Broker outages"). Both the
-executors' HA fetches (:mod:`connector.ha_fetch`) and the driver's remoting calls (:mod:`connector.source`)
+executors' HA fetches (:mod:`connector.client.ha`) and the driver's remoting calls (:mod:`connector.source`)
 use one :class:`OutageWait` per broker connection:
 
 * the n-th attempt in a row that fails waits ``reconnectBackoffMs * 2**(n-1)`` ms, capped at

@@ -1,7 +1,7 @@
 """Fetch CommitLog bytes ``[start, end)`` from a RocketMQ 5.x controller-mode master over AutoSwitch HA
 (docs/protocol.md §10), and probe such a master's epochs and confirmOffset for the driver.
 
-:class:`AutoSwitchRangeFetcher` is :class:`connector.ha_fetch.HARangeFetcher` with the AutoSwitch wire
+:class:`AutoSwitchRangeFetcher` is :class:`connector.client.ha.HARangeFetcher` with the AutoSwitch wire
 format: per connection it sends the 16-byte handshake as an async learner (``slaveBrokerId`` -1), reads the
 master's handshake reply (max offset and epoch entries), then sends 12-byte TRANSFER reports and reads
 36-byte-header transfer frames. Everything else is the classic fetcher's: outages waited out, heartbeat
@@ -26,17 +26,15 @@ stalls probed for data loss, chunks yielded in order, reports that carry ``start
 from __future__ import annotations
 
 import logging
-import socket
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from connector.client.admin import BrokerAdminClient
-from connector.client.net import open_connection
-from connector.ha_fetch import (
+from connector.client.ha import (
     DEFAULT_CONNECT_TIMEOUT_MS,
     DEFAULT_READ_TIMEOUT_MS,
     RECV_BUFFER_BYTES,
+    HAConnection,
     HARangeFetcher,
     NotAnHAPortError,
     _Stall,
@@ -65,8 +63,8 @@ LEARNER_HANDSHAKE = SlaveHandshake()
 class AutoSwitchRangeFetcher(HARangeFetcher):
     """Fetch CommitLog bytes ``[start, end)`` from a controller-mode master's HA port (AutoSwitch HA).
 
-    Arguments, iteration, errors and :func:`connector.ha_fetch.prefetch_chunks` use as for
-    :class:`connector.ha_fetch.HARangeFetcher` (offsets in bytes, times in ms), plus ``locate_master`` (see
+    Arguments, iteration, errors and :func:`connector.client.ha.prefetch_chunks` use as for
+    :class:`connector.client.ha.HARangeFetcher` (offsets in bytes, times in ms), plus ``locate_master`` (see
     the module doc; None: always ``ha_addr``), ``planned_epochs`` (the ``(epoch, startOffset)`` entries the
     range was planned under; empty: not checked) and ``credentials`` (for the offsets probe of a new
     master). After a connection's handshake, :attr:`handshake` holds the master's reply
@@ -132,18 +130,15 @@ class AutoSwitchRangeFetcher(HARangeFetcher):
                          f"planned under ({list(self.planned_epochs)}) only up to offset {common}: the bytes "
                          f"[{common}, {self.end}) never reached it{already}")
 
-    def _send_report(self) -> None:
-        sock = self._sock
-        if sock is None:
-            return
-        with self._report_lock:
-            sock.sendall(encode_slave_report(self.report_offset))
-            self.reports_sent.append(self.report_offset)
+    @staticmethod
+    def encode_report(offset: int) -> bytes:
+        """A report's wire bytes: the 12-byte AutoSwitch TRANSFER report (docs/protocol.md §10.2)."""
+        return encode_slave_report(offset)
 
-    def _handshake(self, sock: socket.socket, reader: AutoSwitchFrameReader) -> HandshakeReply:
+    def _handshake(self, reader: AutoSwitchFrameReader) -> HandshakeReply:
         """Send the learner handshake, return the master's reply; then send the first report and start the
         keep-alive reports. A peer that answers something else is not an AutoSwitch HA port."""
-        sock.sendall(LEARNER_HANDSHAKE.encode())
+        self.conn.send(LEARNER_HANDSHAKE.encode())
         while True:
             try:
                 reply = reader.next_handshake()
@@ -152,25 +147,20 @@ class AutoSwitchRangeFetcher(HARangeFetcher):
             if reply is not None:
                 break
             try:
-                received = sock.recv_into(reader.writable())
+                received = self.conn.recv_into(reader)
             except TimeoutError:
                 raise _Stall(f"no handshake reply from the master for {self.read_timeout_ms} ms") from None
             if not received:
                 if reader.buffered_bytes:
                     raise self._not_ha(reader.head(64), "then closed the connection")
                 raise ConnectionResetError("master closed the connection before its handshake reply")
-            self.bytes_received += received
-            reader.wrote(received)
         try:
             reply.history()
         except ValueError as exc:
             raise HAProtocolError(f"{self._where()}: the master's handshake reply lists {exc}") from None
         self.handshake = reply
-        self._send_report()
-        stop = threading.Event()
-        self._stop_keepalive = stop
-        threading.Thread(target=self._keepalive, args=(stop,), name=f"ha-keepalive-{self.broker}",
-                         daemon=True).start()
+        self.conn.report(self.report_offset)
+        self.conn.keep_reporting(lambda: self.report_offset)
         return reply
 
     def _not_ha(self, first: bytes, what: str) -> NotAnHAPortError:
@@ -181,12 +171,9 @@ class AutoSwitchRangeFetcher(HARangeFetcher):
         self._sessions += 1
         if self.locate_master is not None and self._sessions > 1:
             self._follow_master()
-        sock = open_connection(self.ha_addr, self.connect_timeout_ms / 1000)
-        self._sock = sock
-        self.connections += 1
-        sock.settimeout(self.read_timeout_ms / 1000)
+        self.conn.open(self.ha_addr)
         reader = AutoSwitchFrameReader(buffer_bytes=RECV_BUFFER_BYTES)
-        reply = self._handshake(sock, reader)
+        reply = self._handshake(reader)
         self._check_planned(reply)
         history = reply.history()
         wire = _Wire(self.report_offset)
@@ -208,7 +195,7 @@ class AutoSwitchRangeFetcher(HARangeFetcher):
                 self.close()
                 return
             if self._cap > self.delivered:
-                self._receive(sock, reader, wire)
+                self._receive(reader, wire)
         self.close()
 
     def _parse_transfer(self, reader: AutoSwitchFrameReader, wire: _Wire,
@@ -298,25 +285,23 @@ def probe_master(ha_addr: str, report_offset: int, *, connect_timeout_ms: int = 
     (unreachable or silent for ``read_timeout_ms``), HAProtocolError (a peer that is not an AutoSwitch
     master; the message names the field and stream byte).
     """
-    sock = open_connection(ha_addr, connect_timeout_ms / 1000)
+    conn = HAConnection(encode_slave_report, connect_timeout_ms=connect_timeout_ms, read_timeout_ms=read_timeout_ms)
+    conn.open(ha_addr)
     try:
-        sock.settimeout(read_timeout_ms / 1000)
         reader = AutoSwitchFrameReader(buffer_bytes=64 * 1024)
-        sock.sendall(LEARNER_HANDSHAKE.encode())
+        conn.send(LEARNER_HANDSHAKE.encode())
 
         def more(what: str) -> None:
-            received = sock.recv_into(reader.writable())
-            if not received:
+            if not conn.recv_into(reader):
                 raise ConnectionResetError(f"{ha_addr} closed the connection before its {what}")
-            reader.wrote(received)
 
         while (reply := reader.next_handshake()) is None:
             more("handshake reply")
         if report_offset >= reply.master_max_offset:
             return AutoSwitchMasterState(reply, None)
-        sock.sendall(encode_slave_report(report_offset))
+        conn.report(report_offset)
         while (frame := reader.next_transfer_view()) is None:
             more("first transfer frame")
         return AutoSwitchMasterState(reply, frame[0].confirm_offset)
     finally:
-        sock.close()
+        conn.close()
