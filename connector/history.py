@@ -12,14 +12,17 @@ offset, TOTALSIZE, storeTimestamp and BODYCRC. Every record stores its own Commi
 partitions"), which makes a record start recognisable in a window of bytes without knowing where
 the previous record began (:func:`last_record_before`, :func:`first_boundary_at_or_after`).
 
-Pure functions over bytes here: each takes ``read(lo, hi) -> bytes``; the driver fetches the few bytes it
-needs over the HA port (:func:`connector.source.read.fetch_range`, a small HA read).
+Pure functions over bytes here. The checks that need bytes beyond one window take a ``source`` of CommitLog
+bytes (:class:`CommitLogBytes`, ``source.read(lo, hi)``): on the driver the fetch layer's
+:class:`connector.source.read.DriverReads` (a small HA read per call), in tests bytes held in memory. Nothing
+here calls back into the stream reader.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -47,6 +50,13 @@ TAIL_WINDOW_BYTES = 256 * 1024
 RESYNC_WINDOW_BYTES = 4 * 1024 * 1024 + 64 * 1024
 #: the most bytes the driver reads back from a rewritten checkpoint to find where the rewrite began
 REWRITE_SEARCH_MAX_BYTES = 64 * 1024 * 1024
+
+
+class CommitLogBytes(Protocol):
+    """Where the history checks get CommitLog bytes from."""
+
+    def read(self, lo: int, hi: int) -> bytes:
+        """CommitLog bytes ``[lo, hi)`` (offsets in bytes); raises HAReplicaError when they cannot be read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +232,7 @@ def _messages_from(buf: bytes, base: int, first: int, end: int, mapped_file_size
     return out
 
 
-def rewritten_from(read, start: int, landed_until_ms: int, lowest_known: int, min_offset: int,
+def rewritten_from(source: CommitLogBytes, start: int, landed_until_ms: int, lowest_known: int, min_offset: int,
                    mapped_file_size: int) -> tuple[int, bool]:
     """Where a rewrite below ``start`` began: the first record below ``start`` stored *after* the newest
     landed record (storeTimestamp > ``landed_until_ms``), found by reading back from ``start``.
@@ -236,7 +246,7 @@ def rewritten_from(read, start: int, landed_until_ms: int, lowest_known: int, mi
 
     Returns ``(offset, exact)``: ``offset`` is at most ``lowest_known`` (what the caller already knows is
     rewritten); ``exact`` is False when the search stopped at its byte bound with no older record found.
-    ``read(lo, hi)`` returns CommitLog bytes ``[lo, hi)``.
+    ``source.read(lo, hi)`` returns CommitLog bytes ``[lo, hi)``.
     """
     lowest, hi, window, searched = lowest_known, start, TAIL_WINDOW_BYTES, 0
     while hi > min_offset:
@@ -244,7 +254,7 @@ def rewritten_from(read, start: int, landed_until_ms: int, lowest_known: int, mi
             return lowest, False
         file_start = (hi - 1) - (hi - 1) % mapped_file_size
         lo = max(file_start, min_offset, hi - window)
-        buf = read(lo, hi)
+        buf = source.read(lo, hi)
         searched += hi - lo
         first = lo if lo == file_start else first_boundary_at_or_after(buf, lo, lo, mapped_file_size)
         records = _messages_from(buf, lo, first, hi, mapped_file_size) if first is not None and first < hi else []
@@ -263,11 +273,11 @@ def rewritten_from(read, start: int, landed_until_ms: int, lowest_known: int, mi
 HEAD_BYTES = 64
 
 
-def check_start(read, start: int, fingerprint: RecordFingerprint | None, min_offset: int, max_offset: int,
-                mapped_file_size: int) -> Rewrite | None:
+def check_start(source: CommitLogBytes, start: int, fingerprint: RecordFingerprint | None, min_offset: int,
+                max_offset: int, mapped_file_size: int) -> Rewrite | None:
     """Check that the broker still holds the history a query offset ``start`` was taken from.
 
-    ``read(lo, hi) -> bytes`` returns CommitLog bytes ``[lo, hi)`` (a small HA read). Checked: the
+    ``source.read(lo, hi)`` returns CommitLog bytes ``[lo, hi)`` (a small HA read). Checked: the
     fingerprinted record still ends at ``start`` with the same size, storeTimestamp and BODYCRC (when
     the broker still holds it), and ``start`` is still a record start (when the broker holds bytes at
     it). Returns None when all is well, else a :class:`Rewrite` with the next real record boundary
@@ -278,7 +288,7 @@ def check_start(read, start: int, fingerprint: RecordFingerprint | None, min_off
         return None  # a lost tail or deleted files: the failOnDataLoss rules of connector.source apply
     problems = []
     if fingerprint is not None and fingerprint.end == start and fingerprint.offset >= min_offset:
-        data = read(fingerprint.offset, start)
+        data = source.read(fingerprint.offset, start)
         try:
             record = decode_record(data, 0, base_offset=fingerprint.offset)
         except (CommitLogFormatError, ValueError, IndexError):
@@ -290,25 +300,26 @@ def check_start(read, start: int, fingerprint: RecordFingerprint | None, min_off
                             f"{fingerprint.store_timestamp}, bodyCRC {fingerprint.body_crc}) is gone ({now})")
     aligned = True
     if start < max_offset:
-        if not starts_record(read(start, min(start + HEAD_BYTES, max_offset)), start, mapped_file_size):
+        if not starts_record(source.read(start, min(start + HEAD_BYTES, max_offset)), start, mapped_file_size):
             aligned = False
             problems.append(f"offset {start} is no longer the start of a record")
     if not problems:
         return None
     resume = start
     if not aligned:
-        window = read(start, min(start + RESYNC_WINDOW_BYTES, max_offset))
+        window = source.read(start, min(start + RESYNC_WINDOW_BYTES, max_offset))
         found = first_boundary_at_or_after(window, start, start, mapped_file_size)
         resume = found if found is not None else min(next_file_start(start, mapped_file_size), max_offset)
     lost_from = fingerprint.offset if fingerprint is not None and fingerprint.end == start else start
     exact = fingerprint is not None
     if fingerprint is not None:
-        lost_from, exact = rewritten_from(read, start, fingerprint.store_timestamp, lost_from, min_offset,
+        lost_from, exact = rewritten_from(source, start, fingerprint.store_timestamp, lost_from, min_offset,
                                           mapped_file_size)
     return Rewrite(start, lost_from, resume, tuple(problems), exact)
 
 
-def end_fingerprint(read, begin: int, end: int, mapped_file_size: int, lowest_report: int) -> RecordFingerprint | None:
+def end_fingerprint(source: CommitLogBytes, begin: int, end: int, mapped_file_size: int,
+                    lowest_report: int) -> RecordFingerprint | None:
     """The fingerprint of the last record before a batch end ``end`` (batch start ``begin``), from one read.
 
     The read's report acknowledges the bytes below its start (docs/source.md "Acknowledgements"), so it
@@ -320,5 +331,5 @@ def end_fingerprint(read, begin: int, end: int, mapped_file_size: int, lowest_re
     lo = max(begin, min(end - TAIL_WINDOW_BYTES, lowest_report))
     if end - lo > RESYNC_WINDOW_BYTES:
         return None  # a tail read this large is not worth it; the next batch end gets a fingerprint
-    record = last_record_before(read(lo, end), lo, mapped_file_size)
+    record = last_record_before(source.read(lo, end), lo, mapped_file_size)
     return RecordFingerprint.of(record) if record is not None else None

@@ -2,13 +2,15 @@
 
 :func:`read_partition` is the whole executor side of the source: an HA fetch (:mod:`connector.client.ha`, or
 :mod:`connector.client.ha_autoswitch` for a 5.x controller-mode set) feeding the CommitLog decoder
-(:mod:`connector.decode.stream`); docs/source.md "Rows" and "Offsets, batches, partitions".
+(:mod:`connector.decode.stream`); docs/source.md "Rows" and "Offsets, batches, partitions". The driver's
+small reads for the history checks (:class:`DriverReads`) go through the same fetchers.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -18,6 +20,7 @@ from connector.client.ha_autoswitch import AutoSwitchRangeFetcher
 from connector.controller_mode import master_locator
 from connector.decode.stream import CommitLogArrowDecoder
 from connector.options import FetchSettings
+from connector.planning import BrokerSetView
 from connector.source.partitions import HAReplicaInputPartition
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,25 @@ def fetch_range(fetch: FetchSettings, ha_addr: str, start: int, end: int, *, bro
     with open_fetcher(fetch, ha_addr, start, end, broker=broker, protocol=protocol, server_is_slave=server_is_slave,
                       fail_on_data_loss=True) as fetcher:
         return b"".join(bytes(chunk) for _, chunk in fetcher)
+
+
+@dataclass(frozen=True, slots=True)
+class DriverReads:
+    """The driver's small HA reads of one broker set's CommitLog, for the history checks
+    (:class:`connector.history.CommitLogBytes`): each :meth:`read` fetches from the server that would read the
+    same slice for an executor (:meth:`connector.planning.BrokerSetView.server_for`, a slave first when
+    ``prefer_slave``), over the set's HA ``protocol`` (``"classic"`` or ``"autoswitch"``)."""
+
+    fetch: FetchSettings
+    view: BrokerSetView
+    protocol: str = HA_PROTOCOL_CLASSIC
+    prefer_slave: bool = False
+
+    def read(self, lo: int, hi: int) -> bytes:
+        """CommitLog bytes ``[lo, hi)``; raises ValueError (no master known) or what :func:`fetch_range` raises."""
+        server = self.view.server_for(lo, hi, self.prefer_slave)
+        return fetch_range(self.fetch, server.endpoint.ha_addr, lo, hi, broker=self.view.name,
+                           server_is_slave=server.role == "slave", protocol=self.protocol)
 
 
 def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:

@@ -3,7 +3,8 @@
 The reader answers Spark's calls (initialOffset, latestOffset, partitions, commit, ...) by sampling the
 brokers (:class:`connector.source.brokers.BrokerSets`), applying the batch-end rules
 (:mod:`connector.source.batch_ends`), checking and writing the ``"@lastRecord"`` fingerprints
-(:mod:`connector.history`) and building partitions (:mod:`connector.source.partitions`); executors run
+(:mod:`connector.history`, over the driver's HA reads :class:`connector.source.read.DriverReads`) and building
+partitions (:mod:`connector.source.partitions`); executors run
 :meth:`HAReplicaStreamReader.read` (:func:`connector.source.read.read_partition`). See the package doc.
 """
 
@@ -36,7 +37,7 @@ from connector.source.batch_ends import apply_byte_limit, batch_target, check_mi
 from connector.source.brokers import BrokerSets, bounds
 from connector.source.offsets import SourceOffset
 from connector.source.partitions import HAReplicaInputPartition, build_partitions, file_slices
-from connector.source.read import fetch_range, read_partition
+from connector.source.read import DriverReads, read_partition
 from connector.spark_compat import (
     ADMISSION_CONTROL,
     ReadAllAvailable,
@@ -93,12 +94,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def __init__(self, options: SourceOptions, columns: tuple[str, ...] | None = None):
         self.options = options
         self.columns = columns
-        self._brokers = BrokerSets(options)
-        # the driver's broker state, by name (the same objects as self._brokers'; tests set views directly)
-        self._admins = self._brokers.admins  # by remoting address
-        self._views = self._brokers.views
-        self._sets = self._brokers.sets  # controller-mode broker sets by name
-        self._trusted = self._brokers.trusted  # batch ends this reader computed, while the log never went back
+        self._brokers = BrokerSets(options)  # the driver's broker state: views, remoting clients, controller-mode sets
         self._trigger_target: dict[str, int] | None = None
         # Spark < 4.2 (connector.spark_compat): the last end offset Spark showed this reader, and the initial offset
         self._last_seen: dict | None = None
@@ -112,15 +108,6 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["options"])
 
-    # --- broker metadata (driver, connector.source.brokers) -----------------------------------------
-    def _view(self, broker: BrokerEndpoint) -> BrokerSetView:
-        return self._brokers.view(broker)
-
-    def _refresh(self, broker: BrokerEndpoint, *, slaves: bool | None = None) -> BrokerSetView:
-        return self._brokers.refresh(broker, slaves=slaves)
-
-    _bounds = staticmethod(bounds)
-
     # --- Spark API (driver) ------------------------------------------------------------------------
     def initialOffset(self) -> dict:
         """Per broker: commitLogMinOffset (earliest), commitLogMaxOffset (latest) or the JSON offset.
@@ -133,7 +120,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         starting = self.options.starting_offsets
         out = {}
         for broker in self.options.brokers:
-            min_offset, max_offset = self._bounds(self._refresh(broker))
+            min_offset, max_offset = bounds(self._brokers.refresh(broker))
             if starting == STARTING_OFFSETS_EARLIEST:
                 value = min_offset
             elif starting == STARTING_OFFSETS_LATEST:
@@ -161,7 +148,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Record every broker's current commitLogMaxOffset as the AvailableNow target."""
-        self._trigger_target = {b.name: self._bounds(self._refresh(b))[1] for b in self.options.brokers}
+        self._trigger_target = {b.name: bounds(self._brokers.refresh(b))[1] for b in self.options.brokers}
         log.info("Trigger.AvailableNow target offsets %s", self._trigger_target)
 
     def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
@@ -179,10 +166,10 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         fail = self.options.fail_on_data_loss
         spans: dict[str, tuple[int, int]] = {}
         for broker in self.options.brokers:
-            view = self._refresh(broker)
-            min_offset, max_offset = self._bounds(view)
+            view = self._brokers.refresh(broker)
+            min_offset, max_offset = bounds(view)
             begin = check_min(broker, start_of(broker, start, min_offset), min_offset, fail)
-            cset = self._sets.get(broker.name)
+            cset = self._brokers.sets.get(broker.name)
             if cset is not None:
                 cset.check_landed(begin, fail)
             begin = self._verified_begin(broker, view, start, begin, min_offset, max_offset)
@@ -195,27 +182,22 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             spans[broker.name] = (begin, batch_target(self.options, view, begin, max_offset, trigger_target=trigger,
                                                       cset=cset))
         if isinstance(limit, ReadMaxBytes):
-            ends = self._apply_byte_limit(spans, limit.max_bytes)
+            ends = apply_byte_limit(self.options.brokers, self._brokers.views, spans, limit.max_bytes)
         else:
             if not isinstance(limit, ReadAllAvailable):
                 log.warning("read limit %r is not supported by hareplica; reading all available bytes", limit)
             ends = {name: end for name, (_, end) in spans.items()}
         out = SourceOffset.from_json(self._with_fingerprints(start, spans, ends))
-        switches = {name: cset.records() for name, cset in self._sets.items() if cset.switches}
+        switches = {name: cset.records() for name, cset in self._brokers.sets.items() if cset.switches}
         if switches:  # recorded in the batch's end offset (and so in the query progress)
             out.extras[SWITCH_KEY] = switches
         return out.to_json()
 
-    def _apply_byte_limit(self, spans: dict[str, tuple[int, int]], max_bytes: int) -> dict[str, int]:
-        for broker in self.options.brokers:
-            self._view(broker)
-        return apply_byte_limit(self.options.brokers, self._views, spans, max_bytes)
-
     # --- rewritten history (connector.history, docs/source.md "Rewritten history") -------------------
-    def _read_bytes(self, view: BrokerSetView, broker: BrokerEndpoint, lo: int, hi: int) -> bytes:
-        server = view.server_for(lo, hi, self.options.read_from == READ_FROM_SLAVE)
-        return fetch_range(self.options.fetch, server.endpoint.ha_addr, lo, hi, broker=broker.name,
-                           server_is_slave=server.role == "slave", protocol=self._brokers.protocol(broker.name))
+    def _reads(self, view: BrokerSetView) -> DriverReads:
+        """The driver's HA reads of ``view``'s broker set for the history checks."""
+        return DriverReads(self.options.fetch, view, self._brokers.protocol(view.name),
+                           self.options.read_from == READ_FROM_SLAVE)
 
     def _verified_begin(self, broker: BrokerEndpoint, view: BrokerSetView, start: dict | None, begin: int,
                         min_offset: int, max_offset: int) -> int:
@@ -226,11 +208,11 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return begin
         fingerprint = SourceOffset.from_json(start).fingerprints.get(broker.name)
         key = (broker.name, begin, fingerprint)
-        if self._trusted.get(broker.name) == begin:
+        if self._brokers.trusted.get(broker.name) == begin:
             self._verified[key] = begin
         elif key not in self._verified:
-            rewrite = check_start(lambda lo, hi: self._read_bytes(view, broker, lo, hi), begin, fingerprint,
-                                  min_offset, max_offset, view.mapped_file_size)
+            rewrite = check_start(self._reads(view), begin, fingerprint, min_offset, max_offset,
+                                  view.mapped_file_size)
             result = begin
             if rewrite is not None:
                 on_data_loss(self.options.fail_on_data_loss, rewrite.describe(broker.name),
@@ -247,20 +229,19 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         prints = {}
         for broker in self.options.brokers:
             begin, end = spans[broker.name][0], ends[broker.name]
-            view = self._views[broker.name]
+            view = self._brokers.views[broker.name]
             fingerprint = previous.get(broker.name)
             if end > begin:
                 lowest = view.settled_offset(time.monotonic()) if view.ack_window_ms else end
                 try:
-                    fingerprint = end_fingerprint(lambda lo, hi, v=view, b=broker: self._read_bytes(v, b, lo, hi),
-                                                  begin, end, view.mapped_file_size, lowest)
+                    fingerprint = end_fingerprint(self._reads(view), begin, end, view.mapped_file_size, lowest)
                 except HAReplicaError as exc:
                     log.warning("broker %s: no fingerprint of the record before offset %d (%s)", broker.name, end, exc)
                     fingerprint = None
             if fingerprint is not None and fingerprint.end == end:
                 prints[broker.name] = fingerprint.to_json()
-            if end <= self._bounds(view)[1]:  # not while waiting for a broker that lost its tail to pass `end`
-                self._trusted[broker.name] = end
+            if end <= bounds(view)[1]:  # not while waiting for a broker that lost its tail to pass `end`
+                self._brokers.trusted[broker.name] = end
         return SourceOffset(dict(ends), {FINGERPRINT_KEY: prints} if prints else {}).to_json()
 
     def reportLatestOffset(self) -> dict:
@@ -268,10 +249,10 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         batch's ``endOffset`` it shows, per broker, how many CommitLog bytes the query is behind."""
         out = {}
         for broker in self.options.brokers:
-            view = self._views.get(broker.name)
+            view = self._brokers.views.get(broker.name)
             if view is None or view.master is None:
-                view = self._refresh(broker, slaves=False)
-            out[broker.name] = self._bounds(view)[1]
+                view = self._brokers.refresh(broker, slaves=False)
+            out[broker.name] = bounds(view)[1]
         return out
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
@@ -287,18 +268,18 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             if stop is None:
                 continue
             stop = int(stop)
-            view = self._views.get(broker.name)
+            view = self._brokers.views.get(broker.name)
             if view is None or view.master is None or (prefer_slave and not view.slaves):
-                view = self._refresh(broker, slaves=prefer_slave)
-            min_offset = self._bounds(view)[0]
+                view = self._brokers.refresh(broker, slaves=prefer_slave)
+            min_offset = bounds(view)[0]
             begin = start_of(broker, start, min_offset)
             if begin >= stop:
                 continue
             begin = min(check_min(broker, begin, min_offset, self.options.fail_on_data_loss), stop)
-            begin = min(self._verified_begin(broker, view, start, begin, min_offset, self._bounds(view)[1]), stop)
+            begin = min(self._verified_begin(broker, view, start, begin, min_offset, bounds(view)[1]), stop)
             slices.extend(file_slices(view, begin, stop))
         parts = build_partitions(slices, self.options, columns=self.columns, protocols=self._brokers.protocols,
-                                 sets=self._sets)
+                                 sets=self._brokers.sets)
         log.info("planned %d partition(s) for %s -> %s", len(parts), start, end)
         return parts
 
@@ -315,10 +296,10 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         """Forget boundaries below the committed offsets (and, once recorded, pending master switches)."""
         offset = SourceOffset.from_json(end)
         if offset.has_switches:
-            for cset in self._sets.values():
+            for cset in self._brokers.sets.values():
                 cset.committed()
         for name, position in offset.positions.items():
-            view = self._views.get(name)
+            view = self._brokers.views.get(name)
             if view is not None:
                 view.forget_boundaries(below=position)
 

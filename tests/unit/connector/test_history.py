@@ -68,8 +68,20 @@ def test_next_boundary_from_inside_a_record(commitlog, messages):
     assert starts_record(commitlog[3691:3691 + 64], 3691, SIZE) and not starts_record(commitlog[3692:3756], 3692, SIZE)
 
 
-def reader(data: bytes):
-    return lambda lo, hi: data[lo:hi]
+class Held:
+    """CommitLog bytes held in memory, read as the driver's HA reads would return them; ``reads`` records each."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.reads: list[tuple[int, int]] = []
+
+    def read(self, lo: int, hi: int) -> bytes:
+        self.reads.append((lo, hi))
+        return self.data[lo:hi]
+
+
+def reader(data: bytes) -> Held:
+    return Held(data)
 
 
 def test_check_start_accepts_an_unchanged_history(commitlog, messages):
@@ -94,16 +106,11 @@ def test_check_start_finds_a_rewrite_aligned_and_unaligned(commitlog, messages):
 
 
 def test_end_fingerprint_reads_no_lower_than_allowed(commitlog, messages):
-    reads = []
-
-    def read(lo, hi):
-        reads.append((lo, hi))
-        return commitlog[lo:hi]
-
+    held = Held(commitlog)
     begin, end = messages[10]["commitLogOffset"], messages[300]["commitLogOffset"]
-    assert end_fingerprint(read, begin, end, SIZE, lowest_report=end) == fp(messages[299])
-    assert reads[-1][0] >= begin and reads[-1][1] == end
-    assert end_fingerprint(read, begin, begin, SIZE, lowest_report=end) is None
+    assert end_fingerprint(held, begin, end, SIZE, lowest_report=end) == fp(messages[299])
+    assert held.reads[-1][0] >= begin and held.reads[-1][1] == end
+    assert end_fingerprint(held, begin, begin, SIZE, lowest_report=end) is None
 
 
 class Bytes:
@@ -113,21 +120,31 @@ class Bytes:
         self.data = data
 
 
-def fixture_reader(broker_bytes: Bytes, **opts):
+@pytest.fixture
+def fixture_reader(monkeypatch):
+    """A stream reader whose broker is ``Bytes``: its samples come from ``view``, its HA reads (the fetch layer's
+    ``fetch_range`` behind ``DriverReads``) from the bytes, read from the server ``DriverReads`` picks."""
     from connector.options import SourceOptions
     from connector.planning import BrokerSetView, ServerOffsets
     from connector.source import HAReplicaStreamReader
 
-    r = HAReplicaStreamReader(SourceOptions.from_options({"brokers": "broker-a=127.0.0.1:10912", **opts}))
-    view = BrokerSetView("broker-a", SIZE)
-    view.master = ServerOffsets(r.options.brokers[0], "master", 0, len(broker_bytes.data))
-    r._views["broker-a"] = view
-    r._refresh = lambda broker, slaves=None: view
-    r._read_bytes = lambda view, broker, lo, hi: broker_bytes.data[lo:hi]
-    return r
+    def make(broker_bytes: Bytes, **opts):
+        def fetch_range(fetch, ha_addr, lo, hi, *, broker, server_is_slave, protocol="classic"):
+            assert (ha_addr, broker, server_is_slave, protocol) == ("127.0.0.1:10912", "broker-a", False, "classic")
+            return broker_bytes.data[lo:hi]
+
+        monkeypatch.setattr("connector.source.read.fetch_range", fetch_range)
+        r = HAReplicaStreamReader(SourceOptions.from_options({"brokers": "broker-a=127.0.0.1:10912", **opts}))
+        view = BrokerSetView("broker-a", SIZE)
+        view.master = ServerOffsets(r.options.brokers[0], "master", 0, len(broker_bytes.data))
+        r._brokers.views["broker-a"] = view
+        r._brokers.refresh = lambda broker, slaves=None: view
+        return r
+
+    return make
 
 
-def test_the_reader_puts_fingerprints_in_offsets_and_checks_them_at_restart(commitlog, messages):
+def test_the_reader_puts_fingerprints_in_offsets_and_checks_them_at_restart(commitlog, messages, fixture_reader):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     from connector.data_loss import DataLossError
@@ -156,7 +173,8 @@ def test_the_reader_puts_fingerprints_in_offsets_and_checks_them_at_restart(comm
     assert parts[0].start == SIZE
 
 
-def test_a_broker_that_lost_the_tail_is_checked_once_it_passes_the_checkpoint_again(commitlog, messages, caplog):
+def test_a_broker_that_lost_the_tail_is_checked_once_it_passes_the_checkpoint_again(commitlog, messages, caplog,
+                                                                                     fixture_reader):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     from connector.planning import ServerOffsets
@@ -166,7 +184,7 @@ def test_a_broker_that_lost_the_tail_is_checked_once_it_passes_the_checkpoint_ag
     checkpoint = {"broker-a": m["commitLogOffset"] + m["storeSize"], FINGERPRINT_KEY: {"broker-a": fp(m).to_json()}}
     broker = Bytes(commitlog[:m["commitLogOffset"]])  # lost the tail, the fingerprinted record included
     reader = fixture_reader(broker, failOnDataLoss="false")
-    view = reader._views["broker-a"]
+    view = reader._brokers.views["broker-a"]
     view.master = ServerOffsets(reader.options.brokers[0], "master", 0, len(broker.data))
     assert reader.latestOffset(checkpoint, ReadAllAvailable()) == checkpoint  # waits, fingerprint kept
     changed = bytearray(commitlog)

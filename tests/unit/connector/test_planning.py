@@ -9,6 +9,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from connector.options import SourceOptions
 from connector.planning import MAX_KNOWN_BOUNDARIES_PER_BROKER, BrokerSetView, ServerOffsets
 from connector.source import HAReplicaStreamReader
+from connector.source.brokers import bounds
 
 MB = 1048576
 
@@ -81,8 +82,8 @@ def make_reader(view: BrokerSetView, **opts) -> HAReplicaStreamReader:
     options = SourceOptions.from_options({"brokers": "a=10.0.0.1:10912", "slaves": "a=10.0.0.11:10912,"
                                           "a=10.0.0.12:10912,a=10.0.0.13:10912", **opts})
     r = HAReplicaStreamReader(options)
-    r._views["a"] = view
-    r._refresh = lambda broker, slaves=None: view  # what the brokers answered is in `view`
+    r._brokers.views["a"] = view
+    r._brokers.refresh = lambda broker, slaves=None: view  # what the brokers answered is in `view`
     no_history_reads(r)
     return r
 
@@ -138,9 +139,9 @@ def test_bounds_come_from_slaves_when_the_master_is_unreachable(unreachable_mast
     v = view_with(master=(0, 3 * MB), slaves=[(MB, 2 * MB), (0, 2 * MB + 9)])
     if unreachable_master:
         v.master = ServerOffsets(v.master.endpoint, "master", error="refused")
-        assert HAReplicaStreamReader._bounds(v) == (0, 2 * MB + 9)
+        assert bounds(v) == (0, 2 * MB + 9)
     else:
-        assert HAReplicaStreamReader._bounds(v) == (0, 3 * MB)
+        assert bounds(v) == (0, 3 * MB)
 
 
 # --- SYNC_MASTER: no partition start acknowledges bytes a producer may still be waiting for -----------

@@ -13,6 +13,7 @@ from connector.data_loss import DataLossError
 from connector.options import HAReplicaOptionError, SourceOptions
 from connector.planning import BrokerSetView, ServerOffsets
 from connector.source import HAReplicaDataSource, HAReplicaInputPartition, HAReplicaStreamReader
+from connector.source.batch_ends import apply_byte_limit
 
 MB = 1048576
 
@@ -31,7 +32,7 @@ def reader(**opts) -> HAReplicaStreamReader:
         view = BrokerSetView(broker.name, size)
         view.master = ServerOffsets(broker, "master", min_offset, 10 * MB)
         view.slaves = [ServerOffsets(s, "slave", min_offset, 10 * MB) for s in r.options.slaves_of(broker.name)]
-        r._views[broker.name] = view
+        r._brokers.views[broker.name] = view
     no_history_reads(r)
     return r
 
@@ -59,12 +60,12 @@ def test_empty_ranges_plan_no_partition():
 
 def test_partitions_and_reader_pickle_without_connections():
     r = reader()
-    r._admins["127.0.0.1:1"] = BrokerAdminClient("127.0.0.1:1", 100)
+    r._brokers.admins["127.0.0.1:1"] = BrokerAdminClient("127.0.0.1:1", 100)
     part = r.partitions({"broker-a": 0}, {"broker-a": 10})[0]
     assert isinstance(part, HAReplicaInputPartition)
     assert pickle.loads(pickle.dumps(part)) == part
     clone = pickle.loads(pickle.dumps(r))
-    assert clone.options == r.options and clone._admins == {} and clone._views == {}
+    assert clone.options == r.options and clone._brokers.admins == {} and clone._brokers.views == {}
 
 
 def test_start_below_the_min_offset_is_data_loss_or_skipped():
@@ -76,18 +77,22 @@ def test_start_below_the_min_offset_is_data_loss_or_skipped():
         ("broker-b", 4 * MB, 5 * MB)]
 
 
+def limit(r: HAReplicaStreamReader, spans: dict[str, tuple[int, int]], max_bytes: int) -> dict[str, int]:
+    return apply_byte_limit(r.options.brokers, r._brokers.views, spans, max_bytes)
+
+
 def test_byte_limit_cuts_at_the_first_known_boundary_and_splits_by_backlog():
     r = reader()
-    r._views["broker-a"].add_boundary(700000)
-    r._views["broker-a"].add_boundary(900000)
+    r._brokers.views["broker-a"].add_boundary(700000)
+    r._brokers.views["broker-a"].add_boundary(900000)
     # broker-a has 3 MB of backlog, broker-b none: the whole budget goes to broker-a
-    ends = r._apply_byte_limit({"broker-a": (554616, 3402931), "broker-b": (4 * MB, 4 * MB)}, 100000)
+    ends = limit(r, {"broker-a": (554616, 3402931), "broker-b": (4 * MB, 4 * MB)}, 100000)
     assert ends == {"broker-a": 700000, "broker-b": 4 * MB}  # an observed commitLogMaxOffset
-    ends = r._apply_byte_limit({"broker-a": (554616, 3402931), "broker-b": (4 * MB, 4 * MB)}, 400000)
+    ends = limit(r, {"broker-a": (554616, 3402931), "broker-b": (4 * MB, 4 * MB)}, 400000)
     assert ends["broker-a"] == MB  # the next mapped-file start
-    ends = r._apply_byte_limit({"broker-a": (0, 3 * MB), "broker-b": (4 * MB, 7 * MB)}, 2 * MB)
+    ends = limit(r, {"broker-a": (0, 3 * MB), "broker-b": (4 * MB, 7 * MB)}, 2 * MB)
     assert ends == {"broker-a": MB, "broker-b": 7 * MB}  # share 1 MB each, cut at file starts / the max
-    assert r._apply_byte_limit({"broker-a": (0, 10), "broker-b": (4 * MB, 4 * MB + 5)}, 100) == {
+    assert limit(r, {"broker-a": (0, 10), "broker-b": (4 * MB, 4 * MB + 5)}, 100) == {
         "broker-a": 10, "broker-b": 4 * MB + 5}
 
 
