@@ -14,7 +14,6 @@ next mapped file; a range that ends inside a record is an error. Columns are bui
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -29,7 +28,9 @@ from connector.protocol.commitlog import (
     DEFAULT_MAX_INFLATED_BODY_BYTES,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
+    SIZE_AND_MAGIC_BYTES,
     min_record_size,
+    read_size_and_magic,
 )
 from connector.protocol.mapped_files import next_file_start
 from connector.topic_filter import TopicFilter
@@ -41,8 +42,6 @@ DEFAULT_ARROW_MAX_RECORDS_PER_BATCH = 10000  # spark.sql.execution.arrow.maxReco
 DEFAULT_ARROW_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
 
 WALK_MIN_BYTES = 1024 * 1024  # unwalked bytes gathered before a walk (fewer, larger numpy passes)
-
-_HEAD8 = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
 
 
 class CommitLogArrowDecoder:
@@ -218,10 +217,10 @@ class CommitLogArrowDecoder:
                 self._buf_offset, self._pos = self.end, 0
                 return
             avail = len(buf) - self._pos
-            if avail < 8:
-                self._wait_for = self._pos + 8
+            if avail < SIZE_AND_MAGIC_BYTES:
+                self._wait_for = self._pos + SIZE_AND_MAGIC_BYTES
                 return
-            total, magic = _HEAD8.unpack_from(buf, self._pos)
+            total, magic = read_size_and_magic(buf, self._pos)
             file_end = next_file_start(at, fsize)
             if magic == MESSAGE_MAGIC_CODE or magic == MESSAGE_MAGIC_CODE_V2:
                 if total < min_record_size(magic):

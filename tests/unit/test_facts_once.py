@@ -9,8 +9,8 @@ The facts and their one home:
   :mod:`connector.protocol.consume_queue`;
 * request codes: :class:`connector.protocol.remoting.RequestCode` (no integer literal in the stub's remoting
   processors that used them);
-* record header fields: :mod:`connector.protocol.commitlog` (no hand-worked offsets in the three modules that
-  had them).
+* record header fields: :mod:`connector.protocol.commitlog` (no hand-worked offsets in the modules that had
+  them, the decoder's record walk in connector/decode/stream.py included).
 
 Searched: the project's code in connector/, broker_stub/, streaming_apps/, bench/ and tests/support/, with
 comments and string literals (docstrings) left out except where a string is the fact itself (a struct format).
@@ -146,7 +146,7 @@ def _literal_position(node: ast.AST | None) -> bool:
 
 
 @pytest.mark.parametrize("module", ["broker_stub/broker.py", "broker_stub/store/recovery.py", "connector/history.py",
-                                    "broker_stub/store/reput.py"])
+                                    "broker_stub/store/reput.py", "connector/decode/stream.py"])
 def test_record_header_fields_are_read_through_the_commitlog_codec(module):
     """No record field read at a hand-worked position: ``unpack_from(fmt, buf, <int>)``, ``x[<int>:<int>]``
     slices fed to ``int.from_bytes``, or a hand-written header struct."""

@@ -94,6 +94,7 @@ from connector.protocol.commitlog.properties import (
     parse_properties,
 )
 from connector.protocol.commitlog.records import (
+    SIZE_AND_MAGIC_BYTES,
     BlankRecord,
     DispatchInfo,
     EndOfData,
@@ -106,6 +107,7 @@ from connector.protocol.commitlog.records import (
     encode_record,
     iter_records,
     read_record_head,
+    read_size_and_magic,
     record_to_json,
 )
 from connector.protocol.mapped_files import file_name
@@ -184,6 +186,7 @@ __all__ = [
     "compression_type_name",
     "decompress_body",
     "inflate_body",
+    "SIZE_AND_MAGIC_BYTES",
     "BlankRecord",
     "DispatchInfo",
     "EndOfData",
@@ -197,6 +200,7 @@ __all__ = [
     "file_name",
     "iter_records",
     "read_record_head",
+    "read_size_and_magic",
     "record_to_json",
     "BatchEntry",
     "decode_batch_body",

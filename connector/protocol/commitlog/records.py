@@ -52,6 +52,8 @@ _HEAD = struct.Struct(">" + "".join(_INT_FORMATS[f.width] for f in RECORD_FIELDS
     next(f for f in RECORD_FIELDS if f.v6_flag))]))
 #: TOTALSIZE and MAGICCODE, the first two fields.
 _HEAD_PEEK = struct.Struct(">ii")
+#: bytes :func:`read_size_and_magic` reads (TOTALSIZE and MAGICCODE)
+SIZE_AND_MAGIC_BYTES = TOTALSIZE_POSITION + _HEAD_PEEK.size
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
@@ -334,6 +336,13 @@ class RecordHead(NamedTuple):
     def is_message(self) -> bool:
         """True when ``magic`` is MESSAGE_MAGIC_CODE or MESSAGE_MAGIC_CODE_V2."""
         return self.magic in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
+
+
+def read_size_and_magic(buf: Buffer, pos: int = 0) -> tuple[int, int]:
+    """TOTALSIZE (bytes) and MAGICCODE of whatever starts at ``buf[pos]`` (docs/protocol.md §1.2), unchecked: the
+    cheapest peek, for a walk that decides itself what the values mean. Needs :data:`SIZE_AND_MAGIC_BYTES` bytes
+    from ``pos``, else raises struct.error."""
+    return _HEAD_PEEK.unpack_from(buf, pos + TOTALSIZE_POSITION)
 
 
 def read_record_head(buf: Buffer, pos: int = 0, *, end: int | None = None) -> RecordHead | None:
