@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from connector.options import (
-    DEFAULT_ARROW_MAX_BYTES_PER_BATCH,
-    DEFAULT_ARROW_MAX_RECORDS_PER_BATCH,
-    BrokerEndpoint,
-    HAReplicaOptionError,
-    SourceOptions,
-    parse_brokers,
-)
+from connector.decode.stream import DEFAULT_ARROW_MAX_BYTES_PER_BATCH, DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
+from connector.options import BrokerEndpoint, HAReplicaOptionError, SourceOptions, parse_brokers
 from connector.protocol.errors import HAReplicaError
 from connector.topic_filter import TopicFilter
 
