@@ -24,6 +24,10 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 #: Spark conf naming the Python interpreter of the executors' workers (PySpark's "Python Package Management").
 EXECUTOR_PYTHON_CONF = "spark.pyspark.python"
 DRIVER_JAVA_OPTIONS_CONF = "spark.driver.extraJavaOptions"
+#: The driver JVM's JIT stops at the C1 compiler (docs/deployment.md "Start-up"): for sessions whose JVM moves no
+#: rows (the direct landing: Python tasks decode and write), C2's compilations are CPU spent for nothing.
+C1_ONLY_JIT = "-XX:TieredStopAtLevel=1"
+_JIT_OPTIONS = ("TieredStopAtLevel", "TieredCompilation")  # a user's own JIT choice wins
 
 #: Spark conf that switches on Spark's own Delta Lake (needs the delta-spark jars on the classpath).
 DELTA_SPARK_CONF = {
@@ -50,7 +54,7 @@ def staged_delta_jars(roots: list[Path] | None = None) -> list[str]:
 
 def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: str | None = None,
                         ui: bool = False, extra_conf: dict[str, str] | None = None,
-                        jars: list[str] | None = None, delta: bool = False):
+                        jars: list[str] | None = None, delta: bool = False, c1_only_jit: bool = False):
     """Create (or get) a SparkSession with the hareplica data sources registered.
 
     Python workers use this interpreter (``PYSPARK_PYTHON``), so they import the installed project (and, through
@@ -63,7 +67,9 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
     only with the Delta jars: without their classes Spark logs that the extension cannot be loaded and
     ``format("delta")`` fails at first use). :func:`staged_delta_jars` finds the staged ones.
     The driver JVM maps the class-data-sharing archive of :mod:`streaming_apps.jvm_cds` when one was built
-    for this java and SPARK_HOME (its options go first in ``spark.driver.extraJavaOptions``).
+    for this java and SPARK_HOME (its options go first in ``spark.driver.extraJavaOptions``). ``c1_only_jit``
+    adds :data:`C1_ONLY_JIT` to them (for sessions whose JVM moves no rows: the direct landing), unless the
+    user's own options choose a JIT; neither applies under ``spark-submit``, whose driver JVM already runs.
     Registers ``format("hareplica")`` and ``format("deltalake")``.
     """
     executor_python = (extra_conf or {}).get(EXECUTOR_PYTHON_CONF)
@@ -99,8 +105,10 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
     conf = dict(extra_conf or {})
     cds = None if submitted_by_spark_submit() else driver_java_options(os.environ.get("SPARK_HOME")
                                                                          or pip_pyspark_dir())
-    if cds:  # the class-data-sharing archive of streaming_apps.jvm_cds, before the user's own options
-        conf[DRIVER_JAVA_OPTIONS_CONF] = f"{cds} {conf.get(DRIVER_JAVA_OPTIONS_CONF, '')}".strip()
+    options = driver_java_options_conf(conf.get(DRIVER_JAVA_OPTIONS_CONF, ""), cds=cds,
+                                       c1_only_jit=c1_only_jit and not submitted_by_spark_submit())
+    if options:
+        conf[DRIVER_JAVA_OPTIONS_CONF] = options
     for k, v in conf.items():
         builder = builder.config(k, v)
     with driver_launch_dir(executor_python):
@@ -108,6 +116,14 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
     spark.sparkContext.setLogLevel("WARN")
     register_data_sources(spark)
     return spark
+
+
+def driver_java_options_conf(own: str, *, cds: str | None, c1_only_jit: bool) -> str:
+    """``spark.driver.extraJavaOptions`` of a session: the class-data-sharing options ``cds`` (or None), then
+    :data:`C1_ONLY_JIT` when ``c1_only_jit`` and the user's own options ``own`` choose no JIT, then ``own``
+    (space-separated JVM options; ``""`` when there are none at all)."""
+    jit = C1_ONLY_JIT if c1_only_jit and not any(o in own for o in _JIT_OPTIONS) else None
+    return " ".join(o for o in (cds, jit, own) if o)
 
 
 def submitted_by_spark_submit() -> bool:
