@@ -6,7 +6,7 @@ Run: ``.venv/bin/python -m bench.delta`` (about 7 minutes on 2 cores, 3-4 of the
 
 - ``noop_rows_s``: rows/s of ``format("hareplica")`` → ``format("noop")`` over the backlog (the baseline);
 - ``bronze_rows_s``: rows/s of the bronze app as it runs by default (``--landing direct``,
-  :mod:`connector.delta.landing`: the executors decode and write the Delta table's files, partitioned by
+  :mod:`connector.landing`: the executors decode and write the Delta table's files, partitioned by
   storeDate, the driver commits them) over the same backlog, in the same run; ``bronze_vs_noop``: the
   median of the per-round ratios (goal >= 0.5);
 - ``bronze_catchup_mb_s``: CommitLog MB/s (10^6 bytes) of the bronze runs, query start included: a

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 def register_data_sources(spark) -> None:
     """Register hareplica's three Python data sources on the SparkSession ``spark`` (idempotent): ``hareplica``
-    (connector.source), ``hareplica-landing`` (connector.delta.landing) and ``deltalake`` (connector.delta.sink)."""
-    from connector.delta.landing import HAReplicaLandingDataSource
+    (connector.source), ``hareplica-landing`` (connector.landing) and ``deltalake`` (connector.delta.sink)."""
     from connector.delta.sink import DeltaLakeDataSource
+    from connector.landing import HAReplicaLandingDataSource
     from connector.source import HAReplicaDataSource
 
     spark.dataSource.register(HAReplicaDataSource)

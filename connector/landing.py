@@ -27,7 +27,8 @@ each with ``txn(appId, batchId)`` of its own appId, so a replay after a crash be
 only the tables that do not hold the batch yet.
 
 Offsets, read limits, Trigger.AvailableNow, data loss, slaves and acks are the ``hareplica`` source's
-(the reader subclasses it), and Spark's checkpoint plus the txn give the same exactly-once as the sink.
+(the reader holds one and hands it every planning call), and Spark's checkpoint plus the txn give the same
+exactly-once as the sink.
 
 Options: every ``format("hareplica")`` option, plus
 
@@ -57,7 +58,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from connector.decode.schema import spark_schema
 from connector.delta.location import open_delta_table
@@ -71,6 +72,7 @@ from connector.source import (
     read_partition,
     warn_without_admission_control,
 )
+from connector.spark_compat import SupportsTriggerAvailableNow
 
 log = logging.getLogger(__name__)
 
@@ -209,23 +211,53 @@ def resolve_split(spec: str) -> Callable[[pa.RecordBatch], Sequence[pa.RecordBat
     return import_function("landingSplit", spec)
 
 
-class HAReplicaLandingStreamReader(HAReplicaStreamReader):
-    """The ``hareplica`` reader whose tasks write their rows into the Delta table(s) and yield one message row.
+class HAReplicaLandingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The ``hareplica`` stream whose tasks write their rows into the Delta table(s) and yield one message row.
 
+    Planning is the ``hareplica`` source's own: every driver call (offsets, read limits, Trigger.AvailableNow,
+    partitions, commit, stop) goes to the :class:`connector.source.HAReplicaStreamReader` it holds, so offsets,
+    data loss, slaves and acks behave exactly as ``format("hareplica")``. Only :meth:`read` differs.
     ``writers``: one per table; ``split``: a ``landingSplit`` spec (None: one table, rows plus storeDate).
     """
 
     def __init__(self, options: SourceOptions, writers: Sequence[DeltaLakeStreamWriter], split: str | None = None):
-        super().__init__(options)
+        self.source = HAReplicaStreamReader(options)
         self.writers = list(writers)
         self.split = split
 
     def __getstate__(self) -> dict:
-        return {**super().__getstate__(), "writers": self.writers, "split": self.split}
+        # pickled to the executors for read(): the source's options, the writers, the split
+        return {"options": self.source.options, "writers": self.writers, "split": self.split}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["options"], state["writers"], state["split"])
 
+    # --- Spark API (driver): the source's -----------------------------------------------------------
+    def initialOffset(self) -> dict:
+        return self.source.initialOffset()
+
+    def getDefaultReadLimit(self):
+        return self.source.getDefaultReadLimit()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.source.prepareForTriggerAvailableNow()
+
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        return self.source.latestOffset(start, limit)
+
+    def reportLatestOffset(self) -> dict:
+        return self.source.reportLatestOffset()
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return self.source.partitions(start, end)
+
+    def commit(self, end: dict) -> None:
+        self.source.commit(end)
+
+    def stop(self) -> None:
+        self.source.stop()
+
+    # --- executors ------------------------------------------------------------------------------------
     def read(self, partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
         """Decode the partition and write it as Parquet files of the table(s); yield one row per record read,
         null but the last, which holds the task's pickled commit messages, one per table (nothing when the

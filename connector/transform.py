@@ -12,7 +12,7 @@ The value names a module-level function, ``package.module:function``, importable
 the source's schema (connector.decode.schema), ``columns`` is the tuple of column names of the query's
 schema (``.schema(...)`` on the reader; without one, the source's own schema); it returns a RecordBatch of exactly
 those columns, in that order, of that schema's types. The same module:function form names the direct
-landing's split (connector.delta.landing, ``landingSplit``).
+landing's split (connector.landing, ``landingSplit``).
 """
 
 from __future__ import annotations

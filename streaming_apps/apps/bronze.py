@@ -41,14 +41,14 @@ def start(spark, config: AppConfig, sink: DeltaSink) -> list:
     """Start the bronze query; returns ``[StreamingQuery]``.
 
     ``--landing spark``: the stream goes through Spark into the sink. ``--landing direct``: the executors
-    write the Delta files as they decode (:mod:`connector.delta.landing`), same table, files and exactly-once.
+    write the Delta files as they decode (:mod:`connector.landing`), same table, files and exactly-once.
     A bronze table written by an earlier version without ``decodeError`` gets that column first.
     """
-    from connector.delta.landing import add_new_source_columns
+    from connector.landing import add_new_source_columns
 
     add_new_source_columns(str(config.table_path(TABLE)))
     if config.landing == LANDING_DIRECT:
-        from connector.delta.landing import start_direct_landing
+        from connector.landing import start_direct_landing
 
         return [start_direct_landing(spark, config.source_option_map(), path=str(config.table_path(TABLE)),
                                      app_id=config.app_id(), checkpoint=str(config.checkpoint()),

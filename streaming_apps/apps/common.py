@@ -109,7 +109,7 @@ class AppConfig:
         workdir: root of tables (``tables/``), checkpoints (``checkpoints/APP``) and status (``status/APP.jsonl``).
         sink: ``deltalake`` (default, no jars) or ``delta`` (Spark's Delta Lake).
         landing: bronze only: ``direct`` (the executors write the Delta files as they decode,
-            :mod:`connector.delta.landing`; deltalake sink only) or ``spark`` (rows go through Spark into the
+            :mod:`connector.landing`; deltalake sink only) or ``spark`` (rows go through Spark into the
             sink). None (default): ``direct`` for bronze with the deltalake sink, else ``spark``.
         trigger: ``available-now`` (catch up, then stop) or a processing-time interval (``1s``, ``500ms``,
             ``2 minutes``; default 1s).

@@ -16,7 +16,7 @@ with :mod:`streaming_apps.apps.orders` on the executors and, per micro-batch (fo
 Both tables are written with ``txn(appId, batchId)``, so a micro-batch replayed after a crash lands in
 neither table twice, also when the crash fell between the two commits. With ``--landing direct`` (the
 default with the deltalake sink) the source's own tasks decode the bodies and write both tables' files
-(:func:`split_silver` through the direct landing, connector.delta.landing "Several tables"): the rows
+(:func:`split_silver` through the direct landing, connector.landing "Several tables"): the rows
 never enter the JVM. With ``--landing spark`` (the only way with ``--sink delta``) the source's tasks
 decode the bodies (its ``batchTransform``), and each table is a write of the foreachBatch DataFrame
 (``DeltaSink.write_batch``).
@@ -116,7 +116,7 @@ def start(spark, config: AppConfig, sink: DeltaSink) -> list:
     """Start the silver query (one query writing both tables); returns ``[StreamingQuery]``."""
     decoded = decoded_orders(spark, config)
     if config.landing == LANDING_DIRECT:
-        from connector.delta.landing import LandingTarget, start_direct_landing_tables
+        from connector.landing import LandingTarget, start_direct_landing_tables
 
         # the tables' schemas as Spark derives them for --landing spark (analysis only, no job)
         targets = [LandingTarget(str(config.table_path(ORDERS_TABLE)), config.app_id(),

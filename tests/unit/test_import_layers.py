@@ -113,3 +113,15 @@ def test_no_import_cycles():
 
 def test_no_import_cycles_counting_type_checking_imports():
     assert _cycles(_graph(type_checking=True)) == []
+
+
+def test_the_delta_writers_sit_beside_the_source_not_above_it():
+    """Issue 23: ``connector.delta`` writes tables and knows nothing of the source; the direct landing
+    (``connector.landing``) uses both, and neither of them imports it."""
+    graph = _graph(type_checking=True)
+    above = ("connector.source", "connector.landing")
+    upward = sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps
+                    if (m.startswith("connector.delta") and d.startswith(above))
+                    or (m.startswith("connector.source") and d == "connector.landing"))
+    assert upward == []
+    assert {"connector.source", "connector.delta.sink"} <= graph["connector.landing"]

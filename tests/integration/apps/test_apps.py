@@ -270,7 +270,7 @@ def test_app_status_file_is_valid_json_lines(app_spark, broker, tmp_path):
 
 
 def test_direct_landing_writes_the_schema_of_the_spark_path(app_spark, broker, tmp_path):
-    from connector.delta.landing import landed_schema
+    from connector.landing import landed_schema
     from streaming_apps.apps.bronze import bronze_frame
 
     # same columns, types and nullability: either landing mode can create the table the other continues

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from connector.delta.errors import DeltaSinkConfigError
-from connector.delta.landing import landing_writer, split_landing_options, with_store_date
+from connector.landing import landing_writer, split_landing_options, with_store_date
 from connector.options import HAReplicaOptionError, SourceOptions
 
 
@@ -54,7 +54,7 @@ def test_a_bronze_table_from_before_decode_error_gets_the_column_and_keeps_its_r
     from deltalake import DeltaTable, write_deltalake
 
     from connector.decode.stream import decode_commitlog_range
-    from connector.delta.landing import add_new_source_columns
+    from connector.landing import add_new_source_columns
     from connector.delta.schema import DeltaSchemaMismatchError
     from connector.protocol.commitlog import encode_record
 
@@ -84,7 +84,7 @@ def _targets(tmp_path) -> str:
 
 
 def test_several_tables_take_a_target_list_and_an_importable_split(tmp_path):
-    from connector.delta.landing import landing_writers
+    from connector.landing import landing_writers
 
     spec = "streaming_apps.apps.silver:split_silver"
     writers, split = landing_writers({"targets": _targets(tmp_path), "split": spec})
@@ -104,7 +104,7 @@ def test_several_tables_take_a_target_list_and_an_importable_split(tmp_path):
     ({"path": "/tmp/t", "appId": "x", "split": "json:loads"}, "needs landingTargets"),
 ])
 def test_bad_target_lists_and_splits_fail_on_the_driver_naming_the_option(tmp_path, options, message):
-    from connector.delta.landing import landing_writers
+    from connector.landing import landing_writers
 
     options = {k: _targets(tmp_path) if v == "TARGETS" else v for k, v in options.items()}
     with pytest.raises(HAReplicaOptionError, match=message):

@@ -43,7 +43,7 @@ def test_the_task_applies_it_to_each_nonempty_batch_and_checks_the_columns():
 
 
 def test_the_direct_landing_refuses_a_transform(tmp_path):
-    from connector.delta.landing import HAReplicaLandingDataSource
+    from connector.landing import HAReplicaLandingDataSource
 
     with pytest.raises(HAReplicaOptionError, match="option batchTransform=.*use landingTargets with landingSplit"):
         HAReplicaLandingDataSource({"brokers": BROKERS, "batchTransform": f"{__name__}:upper_topics",
