@@ -1,0 +1,215 @@
+"""Where bronze's CPU goes: per process and per JVM thread, in the data phase, at two log sizes (issue 21).
+
+``python -m bench.bronze_profile`` (about 3 minutes on 2 CPUs) fills one real 4.9.8 ASYNC_MASTER (as
+:mod:`bench.catchup` does: 1 KiB messages, one 1 GiB mapped file) to ``--small-mib`` (default 256), runs
+``hareplica run bronze --trigger available-now`` cold, fills it on to ``--large-mib`` (default 512) and runs
+again; ``--rounds`` times each, alternating. For every run it samples ``/proc`` every 0.1 s and reports, over
+the data phase (first micro-batch trigger -> end of the last, from the progress file):
+
+- CPU seconds per process kind: ``spark-jvm`` (the driver JVM: in local mode also the executor), ``py-worker``
+  (the ``pyspark.daemon`` processes: the task workers), ``py-foreachbatch`` (the Python process that runs the
+  landing's commit), ``cli`` (the ``hareplica`` driver process) and ``master`` (the real broker sending);
+- CPU seconds per JVM thread name (digits folded: ``C2 CompilerThread0`` -> ``CN CompilerThreN``...), to tell
+  the JIT, GC and the task and stream-execution threads apart.
+
+``marginal_cpu_s_per_gb``: (CPU of the large runs - CPU of the small runs) / the bytes between, per kind and in
+all: what each further GB costs once the fixed part of a run (JIT, worker start and imports, query planning)
+is paid. The catch-up benchmark's ``bronze_cpu_s_per_gb`` is one 527 MiB micro-batch, fixed part included.
+
+Results: bench/results/bronze_profile.json and a table. MB are 10^6 bytes, GB 10^9.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench.catchup import HAREPLICA, MAPPED_FILE_SIZE, ROUND_TIMEOUT_S, _data_phase, _max_offset, _proc_stats
+from bench.common import report
+from bench.delta import produce_backlog_bytes
+
+MIB = 1024 * 1024
+KINDS = ("spark-jvm", "py-worker", "py-foreachbatch", "cli", "master", "other")
+
+
+def _kind(pid: int) -> str:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "other"
+    if "pyspark.daemon" in cmd:
+        return "py-worker"
+    if "pyspark.sql.streaming" in cmd:
+        return "py-foreachbatch"
+    if "org.apache.spark.deploy.SparkSubmit" in cmd:
+        return "spark-jvm"
+    if "bin/hareplica" in cmd:
+        return "cli"
+    return "other"
+
+
+def _thread_cpu(pid: int, ticks: int) -> dict[str, float]:
+    """CPU seconds of each thread of ``pid`` by name, digits folded to N."""
+    out: dict[str, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            text = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue
+        name = re.sub(r"\d+", "N", text[text.find("(") + 1:text.rfind(")")])
+        fields = text[text.rfind(")") + 2:].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return out
+
+
+class RunSampler:
+    """Samples a run's process tree (by kind) and its JVM's threads every ``interval_s``; kinds are fixed when a
+    process is first seen (a shell that execs the JVM is seen again once its command line changed)."""
+
+    def __init__(self, root_pid: int, master_pid: int, interval_s: float = 0.1) -> None:
+        self.root_pid, self.master_pid, self.interval_s = root_pid, master_pid, interval_s
+        self.ticks = os.sysconf("SC_CLK_TCK")
+        self.kinds: dict[int, str] = {}
+        self.cpu: dict[int, float] = {}
+        self.samples: list[tuple[float, dict[str, float], dict[str, float]]] = []  # (time, by kind, JVM threads)
+        self._master0 = _proc_stats().get(master_pid, (0, 0.0))[1]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        stats = _proc_stats()
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _) in stats.items():
+            children.setdefault(ppid, []).append(pid)
+        tree, todo = set(), [self.root_pid]
+        while todo:
+            pid = todo.pop()
+            tree.add(pid)
+            todo.extend(children.get(pid, ()))
+        jvm = None
+        for pid in tree:
+            if pid in stats:
+                if self.kinds.get(pid, "other") == "other":
+                    self.kinds[pid] = _kind(pid)
+                self.cpu[pid] = max(self.cpu.get(pid, 0.0), stats[pid][1])
+                if self.kinds[pid] == "spark-jvm":
+                    jvm = pid
+        by_kind = dict.fromkeys(KINDS, 0.0)
+        for pid, cpu in self.cpu.items():
+            by_kind[self.kinds[pid]] += cpu
+        by_kind["master"] = stats.get(self.master_pid, (0, 0.0))[1] - self._master0
+        previous = self.samples[-1][2] if self.samples else {}
+        threads = _thread_cpu(jvm, self.ticks) if jvm else {}
+        self.samples.append((time.time(), by_kind, {**previous, **threads}))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def between(self, t0: float, t1: float) -> tuple[dict[str, float], dict[str, float]]:
+        """(CPU seconds by kind, by JVM thread name) used between epoch times ``t0`` and ``t1`` (nearest samples)."""
+        times = [t for t, _, _ in self.samples]
+
+        def at(t: float):
+            return self.samples[min(bisect.bisect_left(times, t), len(times) - 1)]
+
+        (_, k0, j0), (_, k1, j1) = at(t0), at(t1)
+        return {k: k1[k] - k0.get(k, 0.0) for k in k1}, {n: j1[n] - j0.get(n, 0.0) for n in j1}
+
+
+def profile_run(work: Path, master) -> dict:
+    """One cold bronze run against ``master``: data-phase seconds, rows, CPU by kind and by JVM thread."""
+    cmd = [str(HAREPLICA), "--log-level", "WARNING", "run", "bronze", "--brokers", f"broker-a={master.ha_addr}",
+           "--workdir", str(work), "--trigger", "available-now"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    sampler = RunSampler(proc.pid, master.pid)
+    _, stderr = proc.communicate(timeout=ROUND_TIMEOUT_S)
+    time.sleep(1.0)  # the orphaned Spark JVM ends after the CLI
+    sampler.stop()
+    if proc.returncode != 0:
+        raise RuntimeError(f"hareplica run bronze exited {proc.returncode}:\n{stderr[-4000:]}")
+    rows, start, end = _data_phase(work / "status" / "bronze.jsonl")
+    kinds, threads = sampler.between(start, end)
+    return {"data_s": end - start, "rows": rows, "cpu_by_kind": kinds, "cpu_by_jvm_thread": threads}
+
+
+def _median_dict(dicts: list[dict[str, float]]) -> dict[str, float]:
+    keys = {k for d in dicts for k in d}
+    return {k: statistics.median(d.get(k, 0.0) for d in dicts) for k in sorted(keys)}
+
+
+def run(small_mib: int, large_mib: int, rounds: int) -> dict:
+    """Fill, profile the small and the large log ``rounds`` times each, report; returns the results."""
+    from tests.support.jvm_peers import RealBroker, RealNameServer
+
+    work = Path(tempfile.mkdtemp(prefix="bench-bronze-profile-"))
+    namesrv = master = None
+    sizes, runs = {}, {"small": [], "large": []}
+    try:
+        namesrv = RealNameServer.start(work / "namesrv")
+        master = RealBroker.start(work / "master", brokerRole="ASYNC_MASTER", namesrvAddr=namesrv.addr,
+                                  mappedFileSizeCommitLog=MAPPED_FILE_SIZE, autoCreateTopicEnable="true")
+        for label, mib in (("small", small_mib), ("large", large_mib)):
+            produce_backlog_bytes(master, mib * MIB)
+            sizes[label] = _max_offset(master.remoting_addr)
+            if label == "small":  # the small runs first, while the log holds only their bytes
+                runs["small"] = [profile_run(work / f"small{i}", master) for i in range(rounds)]
+        runs["large"] = [profile_run(work / f"large{i}", master) for i in range(rounds)]
+    finally:
+        for peer in (master, namesrv):
+            if peer is not None:
+                peer.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    results: dict = {"rounds": rounds}
+    for label in ("small", "large"):
+        gb = sizes[label] / 1e9
+        kinds = _median_dict([r["cpu_by_kind"] for r in runs[label]])
+        results[label] = {
+            "commitlog_bytes": sizes[label], "data_s": statistics.median(r["data_s"] for r in runs[label]),
+            "cpu_s_by_kind": kinds, "cpu_s_per_gb": sum(kinds.values()) / gb,
+            "cpu_s_by_jvm_thread": {k: v for k, v in _median_dict([r["cpu_by_jvm_thread"] for r in runs[label]]
+                                                                   ).items() if v >= 0.02}}
+    extra_gb = (sizes["large"] - sizes["small"]) / 1e9
+    small, large = results["small"]["cpu_s_by_kind"], results["large"]["cpu_s_by_kind"]
+    results["marginal_cpu_s_per_gb"] = {k: (large.get(k, 0.0) - small.get(k, 0.0)) / extra_gb for k in large}
+    results["marginal_cpu_s_per_gb_total"] = sum(results["marginal_cpu_s_per_gb"].values())
+    rows = [(f"{label} {k}", v, "data-phase CPU s (median)")
+            for label in ("small", "large") for k, v in results[label]["cpu_s_by_kind"].items() if v]
+    rows += [(f"marginal {k}", v, "CPU-s per further GB") for k, v in results["marginal_cpu_s_per_gb"].items() if v]
+    rows.append(("marginal total", results["marginal_cpu_s_per_gb_total"], "CPU-s per further GB, all processes"))
+    rows += [(f"large JVM {k}", v, "data-phase CPU s") for k, v in results["large"]["cpu_s_by_jvm_thread"].items()]
+    report("bronze_profile", results, rows, notes=f"{small_mib} and {large_mib} MiB logs, {rounds} cold run(s) each")
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.bronze_profile", description=__doc__.splitlines()[0])
+    parser.add_argument("--small-mib", type=int, default=256)
+    parser.add_argument("--large-mib", type=int, default=512)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+    run(args.small_mib, args.large_mib, args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
