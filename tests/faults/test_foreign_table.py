@@ -11,8 +11,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from connector.decode.stream import decode_commitlog_range
-from connector.landing import add_new_source_columns, with_store_date
 from connector.delta.schema import DeltaSchemaMismatchError
+from connector.landing import add_new_source_columns, with_store_date
 from connector.protocol.commitlog import encode_record
 
 

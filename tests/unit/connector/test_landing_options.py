@@ -54,8 +54,8 @@ def test_a_bronze_table_from_before_decode_error_gets_the_column_and_keeps_its_r
     from deltalake import DeltaTable, write_deltalake
 
     from connector.decode.stream import decode_commitlog_range
-    from connector.landing import add_new_source_columns
     from connector.delta.schema import DeltaSchemaMismatchError
+    from connector.landing import add_new_source_columns
     from connector.protocol.commitlog import encode_record
 
     record = encode_record(commit_log_offset=0, topic="t", body=b"old row", store_timestamp=1_790_000_000_000)
