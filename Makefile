@@ -75,6 +75,7 @@ bench: check-java $(STAMP)
 	$(BIN)/python -m bench.source
 	$(BIN)/python -m bench.delta
 	$(BIN)/python -m bench.catchup
+	$(BIN)/python -m bench.bronze_profile
 
 clean-venv:
 	rm -rf $(VENV)

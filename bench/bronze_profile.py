@@ -1,10 +1,10 @@
 """Where bronze's CPU goes: per process and per JVM thread, in the data phase, at two log sizes (issue 21).
 
-``python -m bench.bronze_profile`` (about 3 minutes on 2 CPUs) fills one real 4.9.8 ASYNC_MASTER (as
-:mod:`bench.catchup` does: 1 KiB messages, one 1 GiB mapped file) to ``--small-mib`` (default 256), runs
-``hareplica run bronze --trigger available-now`` cold, fills it on to ``--large-mib`` (default 512) and runs
-again; ``--rounds`` times each, alternating. For every run it samples ``/proc`` every 0.1 s and reports, over
-the data phase (first micro-batch trigger -> end of the last, from the progress file):
+``python -m bench.bronze_profile`` (about 4 minutes on 2 CPUs) fills two real 4.9.8 ASYNC_MASTERs (as
+:mod:`bench.catchup` does: 1 KiB messages, one 1 GiB mapped file) with ``--small-mib`` (default 256) and
+``--large-mib`` (default 512) and runs ``hareplica run bronze --trigger available-now`` cold against each,
+``--rounds`` times (default 3), interleaved (small, large, small...). For every run it samples ``/proc`` every
+0.1 s and reports, over the data phase (first micro-batch trigger -> end of the last, from the progress file):
 
 - CPU seconds per process kind: ``spark-jvm`` (the driver JVM: in local mode also the executor), ``py-worker``
   (the ``pyspark.daemon`` processes: the task workers), ``py-foreachbatch`` (the Python process that runs the
@@ -86,6 +86,8 @@ class RunSampler:
         self.cpu: dict[int, float] = {}
         self.samples: list[tuple[float, dict[str, float], dict[str, float]]] = []  # (time, by kind, JVM threads)
         self._master0 = _proc_stats().get(master_pid, (0, 0.0))[1]
+        self._jvm: int | None = None
+        self._threads: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -100,21 +102,23 @@ class RunSampler:
             pid = todo.pop()
             tree.add(pid)
             todo.extend(children.get(pid, ()))
-        jvm = None
         for pid in tree:
             if pid in stats:
                 if self.kinds.get(pid, "other") == "other":
                     self.kinds[pid] = _kind(pid)
                 self.cpu[pid] = max(self.cpu.get(pid, 0.0), stats[pid][1])
-                if self.kinds[pid] == "spark-jvm":
-                    jvm = pid
+        # the driver JVM: of the processes naming SparkSubmit (spark-class's short-lived launcher too), the busiest
+        jvms = [pid for pid in tree if pid in stats and self.kinds[pid] == "spark-jvm"]
+        jvm = max(jvms, key=lambda pid: stats[pid][1], default=None)
         by_kind = dict.fromkeys(KINDS, 0.0)
         for pid, cpu in self.cpu.items():
             by_kind[self.kinds[pid]] += cpu
         by_kind["master"] = stats.get(self.master_pid, (0, 0.0))[1] - self._master0
-        previous = self.samples[-1][2] if self.samples else {}
-        threads = _thread_cpu(jvm, self.ticks) if jvm else {}
-        self.samples.append((time.time(), by_kind, {**previous, **threads}))
+        if jvm != self._jvm:  # a thread's CPU counts from the JVM it ran in; an ended thread keeps its last value
+            self._jvm, self._threads = jvm, {}
+        if jvm is not None:
+            self._threads = {**self._threads, **_thread_cpu(jvm, self.ticks)}
+        self.samples.append((time.time(), by_kind, dict(self._threads)))
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -159,25 +163,24 @@ def _median_dict(dicts: list[dict[str, float]]) -> dict[str, float]:
 
 def run(small_mib: int, large_mib: int, rounds: int) -> dict:
     """Fill, profile the small and the large log ``rounds`` times each, report; returns the results."""
-    from tests.support.jvm_peers import RealBroker, RealNameServer
+    from tests.support.jvm_peers import RealBroker
 
     work = Path(tempfile.mkdtemp(prefix="bench-bronze-profile-"))
-    namesrv = master = None
+    masters = {}
     sizes, runs = {}, {"small": [], "large": []}
     try:
-        namesrv = RealNameServer.start(work / "namesrv")
-        master = RealBroker.start(work / "master", brokerRole="ASYNC_MASTER", namesrvAddr=namesrv.addr,
-                                  mappedFileSizeCommitLog=MAPPED_FILE_SIZE, autoCreateTopicEnable="true")
-        for label, mib in (("small", small_mib), ("large", large_mib)):
-            produce_backlog_bytes(master, mib * MIB)
-            sizes[label] = _max_offset(master.remoting_addr)
-            if label == "small":  # the small runs first, while the log holds only their bytes
-                runs["small"] = [profile_run(work / f"small{i}", master) for i in range(rounds)]
-        runs["large"] = [profile_run(work / f"large{i}", master) for i in range(rounds)]
+        for label, mib in (("small", small_mib), ("large", large_mib)):  # no name server: the producer and
+            masters[label] = RealBroker.start(                           # the runs go straight to each master
+                work / f"master-{label}", brokerRole="ASYNC_MASTER", mappedFileSizeCommitLog=MAPPED_FILE_SIZE,
+                autoCreateTopicEnable="true")
+            produce_backlog_bytes(masters[label], mib * MIB)
+            sizes[label] = _max_offset(masters[label].remoting_addr)
+        for i in range(rounds):  # interleaved: small, large, small, large...
+            for label in ("small", "large"):
+                runs[label].append(profile_run(work / f"{label}{i}", masters[label]))
     finally:
-        for peer in (master, namesrv):
-            if peer is not None:
-                peer.stop()
+        for peer in masters.values():
+            peer.stop()
         shutil.rmtree(work, ignore_errors=True)
     results: dict = {"rounds": rounds}
     for label in ("small", "large"):
@@ -197,7 +200,8 @@ def run(small_mib: int, large_mib: int, rounds: int) -> dict:
     rows += [(f"marginal {k}", v, "CPU-s per further GB") for k, v in results["marginal_cpu_s_per_gb"].items() if v]
     rows.append(("marginal total", results["marginal_cpu_s_per_gb_total"], "CPU-s per further GB, all processes"))
     rows += [(f"large JVM {k}", v, "data-phase CPU s") for k, v in results["large"]["cpu_s_by_jvm_thread"].items()]
-    report("bronze_profile", results, rows, notes=f"{small_mib} and {large_mib} MiB logs, {rounds} cold run(s) each")
+    report("bronze_profile", results, rows,
+           notes=f"{small_mib} and {large_mib} MiB logs, {rounds} interleaved cold run(s) each, medians")
     return results
 
 
@@ -205,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.bronze_profile", description=__doc__.splitlines()[0])
     parser.add_argument("--small-mib", type=int, default=256)
     parser.add_argument("--large-mib", type=int, default=512)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     run(args.small_mib, args.large_mib, args.rounds)
     return 0
