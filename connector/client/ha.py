@@ -349,18 +349,25 @@ class HARangeFetcher:
             if wire.frames != frames:  # whatever is buffered now is a new frame: its wait starts at 0
                 self.frames_received += wire.frames - frames
                 wire.partial_wait_s = 0.0
-            if spans and self.outage.active:
-                self.outage.recovered()
-            if spans and self.copy_chunks:
-                yield spans[0][0], b"".join(piece for _, piece in spans)
-            elif spans:
-                yield from spans
+            yield from self._deliver(spans)
             del spans
             if resume is not None:
                 yield resume, b""  # marks the skip (if any) for the consumer
                 self.close()
                 return  # reconnect (reporting self.report_offset) unless the range is done
         self.close()
+
+    def _deliver(self, spans: list[tuple[int, memoryview]]) -> Iterator[tuple[int, bytes | memoryview]]:
+        """Yield one receive's spans of the range: joined into one owned ``bytes`` chunk (``copy_chunks``) or as
+        the views themselves; any span ends an outage."""
+        if not spans:
+            return
+        if self.outage.active:
+            self.outage.recovered()
+        if self.copy_chunks:
+            yield spans[0][0], b"".join(piece for _, piece in spans)
+        else:
+            yield from spans
 
     def _receive(self, reader: TransferFrameReader, wire: _Wire) -> None:
         """One ``recv_into`` the reader's buffer; a silent, closing or frame-dripping peer raises (see the class).

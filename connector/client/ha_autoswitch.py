@@ -183,12 +183,7 @@ class AutoSwitchRangeFetcher(HARangeFetcher):
                 yield self.delivered, b""  # marks the skip for the consumer
                 break
             spans, resume = self._parse_transfer(reader, wire, history)
-            if spans and self.outage.active:
-                self.outage.recovered()
-            if spans and self.copy_chunks:
-                yield spans[0][0], b"".join(piece for _, piece in spans)
-            elif spans:
-                yield from spans
+            yield from self._deliver(spans)
             del spans
             if resume is not None:
                 yield resume, b""
