@@ -431,11 +431,16 @@ class HARangeFetcher:
             if self.delivered == 0 and first == 1:
                 spans.append((0, _ZERO_BYTE))  # byte 0: TOTALSIZE's high byte (docs/source.md "Full history...")
                 self.delivered = 1
-            lo, hi = max(first, self.delivered), min(wire.offset, self.end)
-            if hi > lo:
-                spans.append((lo, body[lo - first:hi - first]))
-                self.delivered = hi
+            self._take(spans, first, body, self.end)
         return spans, None
+
+    def _take(self, spans: list[tuple[int, memoryview]], first: int, body: memoryview, cap: int) -> None:
+        """Add to ``spans`` the part of a frame body starting at CommitLog offset ``first`` that the range still
+        needs: from what was delivered up to ``cap`` (bytes)."""
+        lo, hi = max(first, self.delivered), min(first + len(body), cap)
+        if hi > lo:
+            spans.append((lo, body[lo - first:hi - first]))
+            self.delivered = hi
 
     def _incomplete_frame(self, reader: TransferFrameReader, wire: _Wire) -> Exception:
         """A frame begun but not whole after ``read_timeout_ms`` of waiting: from a peer that never sent a

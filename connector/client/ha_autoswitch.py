@@ -231,10 +231,7 @@ class AutoSwitchRangeFetcher(HARangeFetcher):
             wire.stalls = 0
             first = wire.offset
             wire.offset += len(body)
-            lo, hi = max(first, self.delivered), min(wire.offset, self._cap)
-            if hi > lo:
-                spans.append((lo, body[lo - first:hi - first]))
-                self.delivered = hi
+            self._take(spans, first, body, self._cap)
         return spans, None
 
     def _check_epoch(self, header: TransferHeader, history: EpochHistory) -> None:
