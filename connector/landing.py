@@ -13,7 +13,8 @@ of the cost (bench/delta.py measures ~10 CPU-s per GB of CommitLog for Spark's p
   fault points. The task yields one row per record read, all null but the last, which holds the
   task's pickled commit messages (``message binary``; a tuple, one
   :class:`connector.delta.messages.DeltaLakeCommitMessage` per table): Spark's ``numInputRows`` then
-  counts records, and null rows cost Spark next to nothing.
+  counts records (a Python streaming source has no other way to report a count in Spark 4.2), for at most
+  ~0.65 CPU-s per GB of CommitLog in the JVM's task threads (README "Benchmarks", "Where the time goes").
 - **Driver** (:func:`start_direct_landing`, a ``foreachBatch``): collects the messages and commits
   them with the sink's own committer (connector.delta.commit): one Delta transaction carrying
   ``txn(appId, batchId)``; a replayed batch is skipped and its fresh files removed; a failed batch is
