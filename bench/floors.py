@@ -154,8 +154,9 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m bench.floors", description=__doc__.splitlines()[0])
     parser.add_argument("file", type=Path, help="a CommitLog mapped file (named by its start offset 0)")
-    parser.add_argument("end", type=int, nargs="?", default=None, help="bytes to decode (default: the file's "
-                        "commitLogMaxOffset must be given for a file with END_FILE or zeros at its end)")
+    parser.add_argument("end", type=int, nargs="?", default=None,
+                        help="bytes to decode from offset 0: the broker's commitLogMaxOffset (default: the file's "
+                             "size, right only for a file filled to its END_FILE blank)")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     size = args.file.stat().st_size
