@@ -269,7 +269,7 @@ def _run(args) -> int:
     from rich.console import Console
 
     from streaming_apps.apps import AppConfig, AppError, DeltaJarsMissingError, app_module, run_app
-    from streaming_apps.apps.common import LANDING_DIRECT, check_table_locations, delta_jars_for, expand_jars
+    from streaming_apps.apps.common import check_table_locations, delta_jars_for, expand_jars
     from streaming_apps.preflight import (
         PreflightError,
         check_brokers,
@@ -321,7 +321,7 @@ def _run(args) -> int:
     else:
         spark = build_spark_session(f"hareplica-{args.app}", master=args.master, jars=jars,
                                     delta=args.sink == "delta" and bool(jars), extra_conf=spark_conf_of(args),
-                                    c1_only_jit=config.landing == LANDING_DIRECT)
+                                    c1_only_jit=config.c1_only_jit)
     debug = logging.getLogger().isEnabledFor(logging.DEBUG)
     # Spark (log4j) and py4j log task and query failures with Java and Python stacks; we print one line.
     # Over Connect there is no SparkContext here (sparkContext.setLogLevel is a classic-only call): the server logs.

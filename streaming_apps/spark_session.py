@@ -25,7 +25,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 EXECUTOR_PYTHON_CONF = "spark.pyspark.python"
 DRIVER_JAVA_OPTIONS_CONF = "spark.driver.extraJavaOptions"
 #: The driver JVM's JIT stops at the C1 compiler (docs/deployment.md "Start-up"): for sessions whose JVM moves no
-#: rows (the direct landing: Python tasks decode and write), C2's compilations are CPU spent for nothing.
+#: rows (the direct landing: Python tasks decode and write) or recompiles its code every micro-batch (gold), C2's
+#: compilations are CPU spent for nothing.
 C1_ONLY_JIT = "-XX:TieredStopAtLevel=1"
 _JIT_OPTIONS = ("TieredStopAtLevel", "TieredCompilation")  # a user's own JIT choice wins
 
@@ -68,7 +69,7 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
     ``format("delta")`` fails at first use). :func:`staged_delta_jars` finds the staged ones.
     The driver JVM maps the class-data-sharing archive of :mod:`streaming_apps.jvm_cds` when one was built
     for this java and SPARK_HOME (its options go first in ``spark.driver.extraJavaOptions``). ``c1_only_jit``
-    adds :data:`C1_ONLY_JIT` to them (for sessions whose JVM moves no rows: the direct landing), unless the
+    adds :data:`C1_ONLY_JIT` to them (``AppConfig.c1_only_jit``: the direct landing, gold), unless the
     user's own options choose a JIT; neither applies under ``spark-submit``, whose driver JVM already runs.
     Registers ``format("hareplica")`` and ``format("deltalake")``.
     """

@@ -181,6 +181,14 @@ class AppConfig:
         return app_id_from_checkpoint(str(self.checkpoint(query)), query or self.app)
 
     @property
+    def c1_only_jit(self) -> bool:
+        """True when the run's driver JVM is better off with the C1 compiler only (docs/deployment.md §7): the
+        direct landing (its tasks send the JVM one message per task, not rows) and gold (Spark generates its
+        aggregation's code anew every micro-batch, which C2 compiled again each time, for more CPU than the
+        rows took)."""
+        return self.landing == LANDING_DIRECT or self.app == "gold"
+
+    @property
     def status_file(self) -> Path:
         """The progress file of this app (``status_dir/APP.jsonl``)."""
         return self.status_dir / f"{self.app}.jsonl"

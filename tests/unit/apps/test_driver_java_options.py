@@ -1,4 +1,5 @@
-"""The driver JVM's options a session is started with (streaming_apps.spark_session; docs/deployment.md "Start-up")."""
+"""The driver JVM's options a session is started with (streaming_apps.spark_session; docs/deployment.md "Start-up"),
+and which apps ask for the C1 compiler only (AppConfig.c1_only_jit)."""
 
 from streaming_apps.spark_session import C1_ONLY_JIT, driver_java_options_conf
 
@@ -17,3 +18,14 @@ def test_no_jit_option_unless_asked():
 def test_the_users_own_jit_choice_wins():
     for own in ("-XX:TieredStopAtLevel=4", "-XX:-TieredCompilation"):
         assert driver_java_options_conf(own, cds=None, c1_only_jit=True) == own
+
+
+def test_the_direct_landing_and_gold_run_with_c1_only_and_the_spark_landing_keeps_c2(tmp_path):
+    from streaming_apps.apps import AppConfig
+
+    def c1(app, **kw):
+        return AppConfig(app=app, brokers="broker-a=127.0.0.1:10912", workdir=tmp_path, **kw).c1_only_jit
+
+    assert c1("bronze") and c1("silver"), "the deltalake sink's default landing is direct"
+    assert c1("gold") and c1("gold", sink="delta"), "gold's JVM recompiles its aggregation every batch"
+    assert not c1("bronze", landing="spark") and not c1("silver", sink="delta")
