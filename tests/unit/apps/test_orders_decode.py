@@ -145,6 +145,44 @@ def test_the_batch_decoder_gives_row_by_row_what_decode_order_body_says():
     assert sum(r["reason"] is None for r in out) > 300  # the good ones, and some mutations that stay valid
 
 
+def _with_extra_entries(event: dict, *entries: bytes) -> bytes:
+    """``event`` packed as a msgpack map with raw ``entries`` (key and value bytes) appended to it."""
+    body = msgpack.packb(event)
+    assert body[0] & 0xF0 == 0x80, "a fixmap (fewer than 16 keys)"
+    return bytes([body[0] + len(entries) // 2]) + body[1:] + b"".join(entries)
+
+
+def test_the_native_fast_path_accepts_exactly_what_decode_order_body_accepts():
+    """Bodies where msgspec's typed decoding and msgpack.unpackb could differ: bytes msgspec would skip unread
+    under an unknown key, keys that are not strings, a key twice, a note of another type."""
+    not_utf8 = b"\xa2\xff\xfe"  # a msgpack str whose bytes are not UTF-8
+    bodies = [
+        _with_extra_entries(GOOD, msgpack.packb("extra"), not_utf8),  # unpackb refuses the whole body
+        _with_extra_entries(GOOD, not_utf8, msgpack.packb(1)),  # a key that is not UTF-8
+        _with_extra_entries(GOOD, msgpack.packb("extra"), b"\x91" + not_utf8),  # nested in an unknown value
+        _with_extra_entries(GOOD, msgpack.packb(7), msgpack.packb("int key")),  # valid for decode_order_body
+        _with_extra_entries(GOOD, msgpack.packb("extra"), msgpack.packb(msgpack.ExtType(5, b"ab"))),
+        _with_extra_entries(GOOD, msgpack.packb("status"), msgpack.packb("SHIPPED")),  # the last one counts
+        _with_extra_entries(GOOD, msgpack.packb("status"), msgpack.packb(3)),
+        msgpack.packb({**GOOD, "note": 12}), msgpack.packb({**GOOD, "note": "\u00e9t\u00e9"}),
+        msgpack.packb({**GOOD, "items": [{**GOOD["items"][0], "colour": b"\xff"}]}),
+        msgpack.packb(GOOD) + b"\x00", msgpack.packb({**GOOD, "orderId": b"bytes"}, use_bin_type=True),
+    ]
+    out = decode_order_batch(_messages(bodies)).to_pylist()
+    verdicts = []
+    for body, row in zip(bodies, out, strict=True):
+        try:
+            order = decode_order_body(body)
+        except OrderDecodeError as e:
+            assert (row["reason"], row["body"], row["orderId"]) == (str(e), body, None)
+            verdicts.append(False)
+            continue
+        assert row["reason"] is None and {k: row[k] for k in order} == order
+        verdicts.append(True)
+    assert verdicts == [False, False, False, True, True, True, False, True, True, True, False, False]
+    assert out[5]["status"] == "SHIPPED"
+
+
 def test_a_column_subset_is_the_same_columns_of_the_whole_decode():
     from streaming_apps.apps.gold import DECODED_COLUMNS
     from streaming_apps.apps.orders import decoded_ddl
