@@ -22,6 +22,7 @@ from connector.decode.stream import CommitLogArrowDecoder
 from connector.options import FetchSettings
 from connector.planning import BrokerSetView
 from connector.source.partitions import HAReplicaInputPartition
+from connector.worker_gc import freeze_imports
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,7 @@ def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatc
     whose topic the query's filter drops are skipped before their columns are built. Raises
     DataLossError, HAFetchError, HAProtocolError or CommitLogFormatError (each naming offsets).
     """
+    freeze_imports()  # the worker's modules are loaded by now: out of every later collection (connector.worker_gc)
     fetch = partition.fetch
     admin = BrokerAdminClient(partition.remoting_addr, fetch.read_timeout_ms, fetch.credentials)
     decoder = CommitLogArrowDecoder(
