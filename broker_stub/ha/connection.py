@@ -269,8 +269,9 @@ class HAConnection:
                 self.next_transfer_from_where = offset + size
                 self.bytes_sent += size
                 continue
-            if sent > 0:  # this frame is half out: finish it before anything else
-                self._unsent = (bytes(buffers[2 * i]) + bytes(buffers[2 * i + 1]))[sent:]
+            if sent > 0:  # this frame is half out: copy its rest aside (once) and finish it before anything else
+                header, body = buffers[2 * i], buffers[2 * i + 1]
+                self._unsent = header[sent:] + body if sent < len(header) else bytes(body[sent - len(header):])
                 self.next_transfer_from_where = offset + size
                 self.bytes_sent += size
             return

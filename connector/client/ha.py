@@ -38,8 +38,8 @@ RocketMQ 4.9.8 master/slave protocol as a slave that never acknowledges:
   ``read_timeout_ms``, is not a RocketMQ HA port: :class:`NotAnHAPortError` at once, naming the address
   and the first bytes (never retried).
 
-The iterator yields ``(offset, bytes)`` chunks that cover ``[start, end)`` exactly and in order (or
-zero-copy ``memoryview`` chunks, see ``copy_chunks``). The only exception is a data-loss skip with
+The iterator yields ``(offset, memoryview)`` chunks, one per frame, that cover ``[start, end)`` exactly and
+in order: views of the receive buffers, never copied (see ``copy_chunks``). The only exception is a data-loss skip with
 ``fail_on_data_loss=False``: then the next chunk starts later (possibly as an empty chunk at the new
 offset) and the bytes in between are gone.
 """
@@ -77,7 +77,7 @@ DEFAULT_MAX_OUTAGE_MS = 5 * 60 * 1000  # a broker restart of a minute is waited 
 DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS = HA_SEND_HEARTBEAT_INTERVAL_MS
 DEFAULT_FETCH_PREFETCH_CHUNKS = 4  # received chunks waiting for the decoder (prefetch_chunks)
 
-RECV_BUFFER_BYTES = 1024 * 1024  # the reader's buffer: one recv_into, frames parsed in place, bodies copied once
+RECV_BUFFER_BYTES = 1024 * 1024  # the reader's buffers: recv_into them, frames parsed in place, bodies never copied
 PREFETCH_POLL_S = 0.2
 
 
@@ -217,9 +217,11 @@ class HARangeFetcher:
         fail_on_data_loss: raise DataLossError (True) or skip the lost bytes with a warning (False).
         server_is_slave: ``ha_addr`` is a slave's HA port: a max offset below ``end`` then means the
             slave has not replicated the bytes *yet* (a stall, retried), not that they were lost.
-        copy_chunks: yield ``bytes`` (one per receive, safe to keep); False yields memoryviews of
-            the receive buffer, one per frame, valid only until the next iteration (no copy: for a
-            consumer that copies them anyway, such as the decoder).
+        copy_chunks: yield chunks safe to keep: memoryviews, one per frame, of receive buffers that are
+            never written over (:class:`TransferFrameReader` ``keep_views``: a new buffer once one is
+            mostly filled, only a partial frame copied into it), so no byte is copied in user space on
+            the way to the consumer; False yields the same views of one reused buffer, valid only until
+            the next iteration (for a consumer that copies them at once).
 
     Iterate once; use as a context manager or call :meth:`close` to drop the connection early.
     Raises HAProtocolError (bad frames, offset discontinuity), DataLossError, HAFetchError.
@@ -312,7 +314,13 @@ class HARangeFetcher:
         self._cancel_event.set()
         self.close()
 
-    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+    def __iter__(self) -> Iterator[tuple[int, bytes | memoryview]]:
+        for spans in self.receives():
+            yield from spans
+
+    def receives(self) -> Iterator[list[tuple[int, bytes | memoryview]]]:
+        """The chunks of :meth:`__iter__` grouped by the receive that brought them (one list per ``recv_into``
+        that completed frames of the range), for a consumer that hands them on per receive."""
         try:
             while self.delivered < self.end and not self._cancelled:
                 before = self.delivered
@@ -337,10 +345,11 @@ class HARangeFetcher:
         self.conn.report(self.report_offset)
         self.conn.keep_reporting(lambda: self.report_offset)
 
-    def _session(self) -> Iterator[tuple[int, bytes | memoryview]]:
-        """One connection: receive frames straight into the reader's buffer, yield the bytes of the range."""
+    def _session(self) -> Iterator[list[tuple[int, bytes | memoryview]]]:
+        """One connection: receive frames straight into the reader's buffer, yield the bytes of the range (one
+        list of chunks per receive)."""
         self._open()
-        reader = TransferFrameReader(buffer_bytes=RECV_BUFFER_BYTES)
+        reader = TransferFrameReader(buffer_bytes=RECV_BUFFER_BYTES, keep_views=self.copy_chunks)
         wire = _Wire(self.report_offset)
         while self.delivered < self.end:
             self._receive(reader, wire)
@@ -352,22 +361,19 @@ class HARangeFetcher:
             yield from self._deliver(spans)
             del spans
             if resume is not None:
-                yield resume, b""  # marks the skip (if any) for the consumer
+                yield [(resume, b"")]  # marks the skip (if any) for the consumer
                 self.close()
                 return  # reconnect (reporting self.report_offset) unless the range is done
         self.close()
 
-    def _deliver(self, spans: list[tuple[int, memoryview]]) -> Iterator[tuple[int, bytes | memoryview]]:
-        """Yield one receive's spans of the range: joined into one owned ``bytes`` chunk (``copy_chunks``) or as
-        the views themselves; any span ends an outage."""
+    def _deliver(self, spans: list[tuple[int, memoryview]]) -> Iterator[list[tuple[int, memoryview]]]:
+        """Yield one receive's spans of the range (views of the receive buffer, see ``copy_chunks``) as one list,
+        unless there are none; any span ends an outage."""
         if not spans:
             return
         if self.outage.active:
             self.outage.recovered()
-        if self.copy_chunks:
-            yield spans[0][0], b"".join(piece for _, piece in spans)
-        else:
-            yield from spans
+        yield spans
 
     def _receive(self, reader: TransferFrameReader, wire: _Wire) -> None:
         """One ``recv_into`` the reader's buffer; a silent, closing or frame-dripping peer raises (see the class).
@@ -526,14 +532,14 @@ _END = object()
 
 
 def prefetch_chunks(fetcher: HARangeFetcher,
-                    depth: int = DEFAULT_FETCH_PREFETCH_CHUNKS) -> Iterator[tuple[int, bytes]]:
-    """Iterate ``fetcher`` on a background thread, ``depth`` chunks ahead of the consumer.
+                    depth: int = DEFAULT_FETCH_PREFETCH_CHUNKS) -> Iterator[tuple[int, bytes | memoryview]]:
+    """Iterate ``fetcher`` on a background thread, ``depth`` receives ahead of the consumer.
 
-    Receiving (``recv_into``, frame parsing, the copy out of the receive buffer) then overlaps with
-    whatever the consumer does with the previous chunks (decoding, in the executor), on another core
-    when there is one. The fetcher must yield owned bytes (``copy_chunks=True``). Memory: at most
-    ``depth`` chunks of at most one receive buffer each (1 MiB, or one larger frame) plus the
-    fetcher's own buffer.
+    Receiving (``recv_into``, frame parsing) then overlaps with whatever the consumer does with the previous
+    chunks (decoding, in the executor), on another core when there is one. The fetcher must yield chunks
+    that stay valid (``copy_chunks=True``); they are handed over one receive at a time
+    (:meth:`HARangeFetcher.receives`). Memory: the chunks of at most ``depth`` receives, each holding at
+    most one receive buffer (1 MiB, or one larger frame), plus the fetcher's own buffer.
 
     Yields exactly what the fetcher yields, in order; an exception of the fetcher (HAFetchError,
     DataLossError, HAProtocolError...) is raised here, in the consumer. Closing the generator early
@@ -554,8 +560,8 @@ def prefetch_chunks(fetcher: HARangeFetcher,
 
     def run() -> None:
         try:
-            for item in fetcher:
-                if not put(item):
+            for spans in fetcher.receives():
+                if not put(spans):
                     return
             put(_END)
         except BaseException as exc:  # noqa: BLE001 - every failure goes to the consumer
@@ -570,7 +576,7 @@ def prefetch_chunks(fetcher: HARangeFetcher,
                 return
             if isinstance(item, _Failure):
                 raise item.exc
-            yield item
+            yield from item
     finally:
         fetcher.cancel()
         thread.join(timeout=max(fetcher.read_timeout_ms / 1000, 1.0) + 5)

@@ -167,12 +167,12 @@ class AutoSwitchRangeFetcher(HARangeFetcher):
         return NotAnHAPortError(f"{self.ha_addr} (broker {self.broker}) is not a RocketMQ AutoSwitch HA port: it "
                                 f"answered the 16-byte handshake with {first[:32]!r}, {what}")
 
-    def _session(self) -> Iterator[tuple[int, bytes | memoryview]]:
+    def _session(self) -> Iterator[list[tuple[int, bytes | memoryview]]]:
         self._sessions += 1
         if self.locate_master is not None and self._sessions > 1:
             self._follow_master()
         self.conn.open(self.ha_addr)
-        reader = AutoSwitchFrameReader(buffer_bytes=RECV_BUFFER_BYTES)
+        reader = AutoSwitchFrameReader(buffer_bytes=RECV_BUFFER_BYTES, keep_views=self.copy_chunks)
         reply = self._handshake(reader)
         self._check_planned(reply)
         history = reply.history()
@@ -180,13 +180,13 @@ class AutoSwitchRangeFetcher(HARangeFetcher):
         while self.delivered < self.end:
             if self.delivered >= self._cap:
                 self._lost(self.delivered, self.end, self._cap_why)
-                yield self.delivered, b""  # marks the skip for the consumer
+                yield [(self.delivered, b"")]  # marks the skip for the consumer
                 break
             spans, resume = self._parse_transfer(reader, wire, history)
             yield from self._deliver(spans)
             del spans
             if resume is not None:
-                yield resume, b""
+                yield [(resume, b"")]
                 self.close()
                 return
             if self._cap > self.delivered:

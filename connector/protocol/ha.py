@@ -93,7 +93,8 @@ class TransferFrameReader:
     :meth:`peek_header` shows the next frame's header as soon as its 12 bytes are in, before the body is
     complete (for continuity checks); :meth:`next_frame_view` consumes a complete frame and returns its body
     as a memoryview of the buffer, valid until the next :meth:`feed` / :meth:`writable` call (which may move
-    a partial frame to the front); :meth:`next_frame` returns a :class:`TransferFrame` with a copy. An
+    a partial frame to the front), or for as long as it is referenced with ``keep_views``; :meth:`next_frame`
+    returns a :class:`TransferFrame` with a copy. An
     incomplete frame stays buffered. A body size outside ``[0, max_body_bytes]`` or a negative offset raises
     HAProtocolError naming the stream byte: the stream is not RocketMQ HA, and a real slave could never
     complete it (its read buffer is 4 MiB).
@@ -103,12 +104,21 @@ class TransferFrameReader:
         buffer_bytes: initial buffer size (bytes); the buffer doubles when one frame does not fit.
         compact_below_free_bytes: :meth:`writable` moves the unparsed bytes to the front when fewer than
             this many bytes are free (default: whenever some were consumed).
+        keep_views: never write over bytes once received: when fewer than ``compact_below_free_bytes`` are
+            free (default with keep_views: an eighth of ``buffer_bytes``), :meth:`writable` continues in a
+            new buffer of ``buffer_bytes`` and copies only the unparsed bytes (a partial frame) there, so
+            the body views handed out stay valid as long as they are referenced and a consumer may keep
+            them instead of copying them out (each buffer is freed when its last view is).
     """
 
     def __init__(self, max_body_bytes: int = HA_MAX_TRANSFER_BODY_BYTES, buffer_bytes: int = 64 * 1024,
-                 compact_below_free_bytes: int | None = None):
+                 compact_below_free_bytes: int | None = None, keep_views: bool = False):
         self.max_body_bytes = max_body_bytes
-        self.compact_below_free_bytes = buffer_bytes if compact_below_free_bytes is None else compact_below_free_bytes
+        self.keep_views = keep_views
+        self.buffer_bytes = max(buffer_bytes, TRANSFER_HEADER_SIZE_BYTES)
+        if compact_below_free_bytes is None:  # keep_views: a new buffer only once this one is mostly filled
+            compact_below_free_bytes = buffer_bytes // 8 if keep_views else buffer_bytes
+        self.compact_below_free_bytes = compact_below_free_bytes
         self._buf = bytearray(max(buffer_bytes, TRANSFER_HEADER_SIZE_BYTES))
         self._view = memoryview(self._buf)  # never resized: views handed out stay valid until compaction
         self._start = 0  # first unparsed byte
@@ -128,7 +138,10 @@ class TransferFrameReader:
         """Append a copy of ``data``."""
         n = len(data)
         if len(self._buf) - self._end < n:
-            self._compact()
+            if self.keep_views:
+                self._renew(max(self.buffer_bytes, 2 * (self._end - self._start + n)))
+            else:
+                self._compact()
             while len(self._buf) - self._end < n:
                 self._grow()
         self._view[self._end:self._end + n] = data
@@ -137,7 +150,10 @@ class TransferFrameReader:
     def writable(self) -> memoryview:
         """The free end of the buffer, for a socket to receive into; report the bytes with :meth:`wrote`."""
         free = len(self._buf) - self._end
-        if self._start and (free < self.compact_below_free_bytes or self._start == self._end):
+        if self.keep_views:
+            if free < self.compact_below_free_bytes:
+                self._renew(max(self.buffer_bytes, 2 * (self._end - self._start)))
+        elif self._start and (free < self.compact_below_free_bytes or self._start == self._end):
             self._compact()
         if self._end == len(self._buf):  # one frame larger than the buffer (bodies of up to 4 MiB are legal)
             self._grow()
@@ -192,8 +208,12 @@ class TransferFrameReader:
         self._start, self._end = 0, pending
 
     def _grow(self) -> None:
-        bigger = bytearray(2 * len(self._buf))
+        self._renew(2 * len(self._buf))
+
+    def _renew(self, size: int) -> None:
+        """Continue in a new buffer of ``size`` bytes holding the unparsed bytes; the old one is left as it is."""
+        fresh = bytearray(size)
         pending = self._end - self._start
-        bigger[:pending] = self._view[self._start:self._end]
-        self._buf, self._view = bigger, memoryview(bigger)
+        fresh[:pending] = self._view[self._start:self._end]
+        self._buf, self._view = fresh, memoryview(fresh)
         self._start, self._end = 0, pending

@@ -51,7 +51,7 @@ def fetch_range(fetch: FetchSettings, ha_addr: str, start: int, end: int, *, bro
         return b""
     with open_fetcher(fetch, ha_addr, start, end, broker=broker, protocol=protocol, server_is_slave=server_is_slave,
                       fail_on_data_loss=True) as fetcher:
-        return b"".join(bytes(chunk) for _, chunk in fetcher)
+        return b"".join(chunk for _, chunk in fetcher)
 
 
 @dataclass(frozen=True, slots=True)

@@ -166,6 +166,39 @@ def test_a_stalled_reader_does_not_block_other_connections(broker_factory):
         stalled.close()
 
 
+def test_a_slow_reader_with_a_small_window_gets_every_byte_through_half_sent_frames(broker_factory):
+    """A slave that takes a few hundred bytes at a time through a 4 KiB receive buffer, 12 MB behind: once the
+    master's socket buffer (at most 4 MiB here) is full, its sendmsg calls stop inside a frame, whose rest is
+    copied aside once and sent first on the next write."""
+    from connector.protocol.ha import TransferFrameReader
+
+    broker = broker_factory(mappedFileSizeCommitLog=1048576)
+    with Producer(broker.remoting_addr, compress_msg_body_over_howmuch=1 << 30) as p:
+        for f in [p.send_async("Big", bytes([i]) * 60000) for i in range(200)]:
+            f.result(timeout=30)
+    end = max_offset(broker.remoting_addr)
+    slow = socket.socket()
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    host, _, port = broker.ha_addr.rpartition(":")
+    slow.connect((host, int(port)))
+    slow.settimeout(10)
+    reader, got, pos = TransferFrameReader(), bytearray(), 1
+    try:
+        slow.sendall(pos.to_bytes(8, "big"))
+        while pos < end:
+            piece = slow.recv(700)
+            assert piece, "the master closed the connection"
+            reader.feed(piece)
+            while (frame := reader.next_frame()) is not None:
+                assert frame.master_phy_offset == pos, "frames continue where the last one ended"
+                got += frame.body
+                pos += len(frame.body)
+    finally:
+        slow.close()
+    commitlog = b"".join(f.read_bytes() for f in sorted(broker.commitlog_dir.iterdir()))
+    assert bytes(got) == commitlog[1:end]
+
+
 def test_offset_the_master_no_longer_has_gets_heartbeats_only(broker_factory):
     broker = broker_factory(mappedFileSizeCommitLog=FILE, haSendHeartbeatInterval=200)
     end = _fill(broker)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.client.ha import HAFetchError, HARangeFetcher, NotAnHAPortError
+from connector.client.ha import HAFetchError, HARangeFetcher, NotAnHAPortError, prefetch_chunks
 from connector.data_loss import DataLossError
 from connector.protocol.errors import HAProtocolError
 from connector.protocol.ha import encode_transfer_header
@@ -116,6 +116,19 @@ def test_recorded_stream_of_a_real_master_reassembles_to_the_commitlog(replay, f
     assert b"".join(chunk for _, chunk in got) == commitlog[start:end]
     assert master.closed_by_client.wait(5)
     assert master.reports[0] and set(master.reports[0]) == {start}  # never more than start
+
+
+def test_chunks_are_views_of_receive_buffers_that_are_never_written_over(replay, fixture_dir, commitlog):
+    """The executors' receive path copies no byte in user space: the chunks are the frames' bodies where
+    recv_into put them, and they stay valid after later receives (so the decoder may append them as they are,
+    docs/source.md "Speed and memory")."""
+    recorded = (fixture_dir / "ha_stream" / "report_boundary_554616.bin").read_bytes()
+    meta = json.loads((fixture_dir / "ha_stream" / "report_boundary_554616.json").read_text())
+    start, end = meta["reportedOffset"], meta["lastDataEndOffset"]
+    master = replay(lambda report, conn: conn.sendall(recorded))
+    kept = list(prefetch_chunks(HARangeFetcher(master.addr, start, end, heartbeat_interval_ms=100)))
+    assert all(isinstance(chunk, memoryview) for _, chunk in kept)
+    assert b"".join(chunk for _, chunk in kept) == commitlog[start:end], "still intact after every receive"
 
 
 def test_stops_exactly_at_the_range_end_and_closes(replay, fixture_dir, commitlog):

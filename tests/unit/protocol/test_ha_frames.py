@@ -125,6 +125,24 @@ def test_received_in_place_frames_are_views_of_the_buffer_and_equal_the_copies(c
     assert reader.buffered_bytes == 0 and reader.bytes_consumed == len(raw)
 
 
+@pytest.mark.parametrize("chunk", [5, 100, 1 << 20])
+def test_with_keep_views_the_bodies_handed_out_stay_valid_while_later_frames_arrive(chunk):
+    bodies = [bytes([i]) * (7 + 13 * i) for i in range(40)]
+    offset, raw = 0, b""
+    for body in bodies:
+        raw += encode_transfer_header(offset, len(body)) + body
+        offset += len(body)
+    reader = TransferFrameReader(buffer_bytes=256, keep_views=True)  # small: many new buffers, one growth
+    kept = []
+    for i in range(0, len(raw), chunk):
+        _receive(reader, raw[i:i + chunk], chunk)
+        while (frame := reader.next_frame_view()) is not None:
+            kept.append(frame[1])  # kept, not copied
+    assert [bytes(view) for view in kept] == bodies, "no view was written over by a later receive"
+    if chunk < len(raw):  # (one receive of everything just grows the first buffer)
+        assert len({id(view.obj) for view in kept}) > 1, "the reader moved on to new buffers"
+
+
 def test_a_header_shows_before_its_body_is_complete():
     reader = TransferFrameReader()
     reader.feed(encode_transfer_header(4096, 10) + b"12345")
