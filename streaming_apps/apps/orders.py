@@ -245,7 +245,8 @@ def _order_column(field: pa.Field, orders: list[_FastOrder | None], reasons: lis
         return pa.array([body if order is None else None for order, body in zip(orders, bodies, strict=True)],
                         pa.binary())
     if name == "eventTime":
-        return pc.multiply(_order_column(pa.field("eventTimeMs", pa.int64()), orders, reasons, bodies), 1000).cast(_TS)
+        ms = pa.array([None if o is None else o.eventTimeMs for o in orders], pa.int64())
+        return pc.multiply(ms, 1000).cast(_TS)
     if name in ("items", "itemQuantity"):
         counts = [0 if o is None else len(o.items) for o in orders]
         offsets = np.zeros(len(orders) + 1, dtype=np.int64)
