@@ -70,11 +70,14 @@ def write_landing_files(batches: list[pa.RecordBatch], folder: Path) -> tuple[fl
     return time.process_time() - started, sum(f.size for f in files)
 
 
-def write_variant(batches: list[pa.RecordBatch], folder: Path, **writer_options) -> tuple[float, int]:
-    """Write ``batches`` (storeDate dropped) with ``pyarrow.parquet.ParquetWriter(**writer_options)`` in 64 MiB
-    row groups, as the landing buffers them: (CPU seconds, bytes on disk)."""
+def write_variant(batches: list[pa.RecordBatch], folder: Path, row_group_bytes: int | None = None,
+                  **writer_options) -> tuple[float, int]:
+    """Write ``batches`` (storeDate dropped) with ``pyarrow.parquet.ParquetWriter(**writer_options)`` in row groups
+    of ``row_group_bytes`` Arrow bytes (default: the landing's ``ROW_GROUP_BUFFER_BYTES``), as the landing buffers
+    them: (CPU seconds, bytes on disk)."""
     from connector.delta.parquet import ROW_GROUP_BUFFER_BYTES
 
+    row_group_bytes = row_group_bytes or ROW_GROUP_BUFFER_BYTES
     schema = batches[0].schema.remove(batches[0].schema.get_field_index("storeDate"))
     path = folder / "variant.parquet"
     started = time.process_time()
@@ -83,7 +86,7 @@ def write_variant(batches: list[pa.RecordBatch], folder: Path, **writer_options)
         for batch in batches:
             group.append(batch.drop_columns(["storeDate"]))
             size += batch.nbytes
-            if size >= ROW_GROUP_BUFFER_BYTES:
+            if size >= row_group_bytes:
                 table = pa.Table.from_batches(group, schema=schema)
                 writer.write_table(table, row_group_size=table.num_rows)
                 group, size = [], 0
@@ -94,7 +97,7 @@ def write_variant(batches: list[pa.RecordBatch], folder: Path, **writer_options)
 
 
 def _variants(schema: pa.Schema, sample: pa.Table) -> dict[str, dict]:
-    """Named pyarrow writer settings to compare with the landing's own (the first entry)."""
+    """Named pyarrow writer settings (and a row-group size) to compare with the landing's own (the first entry)."""
     from connector.delta.parquet import parquet_writer_options
 
     chosen = parquet_writer_options(schema, "snappy", sample)
@@ -107,6 +110,7 @@ def _variants(schema: pa.Schema, sample: pa.Table) -> dict[str, dict]:
         "no dictionary": {**chosen, "use_dictionary": False},
         "1 MiB pages": {**chosen, "data_page_size": 1024 * 1024},
         "no page index, no CRC": {**chosen, "write_page_index": False, "write_page_checksum": False},
+        "64 MiB row groups": {**chosen, "row_group_bytes": 64 * 1024 * 1024},
     }
 
 

@@ -29,8 +29,9 @@ from connector.delta.messages import DataFileInfo
 from connector.delta.partitions import partition_folder, partition_value_string
 from connector.delta.stats import file_stats_json, is_container_type
 
-#: Arrow bytes buffered per open file before they are written as one Parquet row group.
-ROW_GROUP_BUFFER_BYTES = 64 * 1024 * 1024
+#: Arrow bytes buffered per open file before they are written as one Parquet row group (docs/delta.md "Parquet
+#: settings": against 64 MiB, a bronze task worker's peak RSS 253 instead of 280 MiB, files 2.3% larger).
+ROW_GROUP_BUFFER_BYTES = 32 * 1024 * 1024
 #: Arrow bytes a task may buffer over all open files before it flushes the largest buffer.
 MAX_TASK_BUFFER_BYTES = 256 * 1024 * 1024
 #: A file is closed once its on-disk size reaches this fraction of targetFileSize.

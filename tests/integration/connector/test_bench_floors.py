@@ -43,4 +43,4 @@ def test_the_parquet_floor_writes_the_landings_files_and_every_variant_writes(tm
     results = floors.measure_floors(path, end, 1 << 30, rounds=1)
     assert results["parquet_floor_bytes"] == size
     assert [v["settings"] for v in results["parquet_variants"]][0].startswith("landing")
-    assert len(results["parquet_variants"]) == 8 and all(v["bytes"] > 0 for v in results["parquet_variants"])
+    assert len(results["parquet_variants"]) == 9 and all(v["bytes"] > 0 for v in results["parquet_variants"])
