@@ -8,7 +8,8 @@ split point (e.g. a backlog of system records only) simply gets fewer partitions
 the decoder refuses a first record whose PHYSICALOFFSET is not the partition's start (docs/protocol.md §1.2),
 so a wrong split could fail a task, never land a wrong row.
 
-How split points are found: the queues' first and last entries bracket the range; for each wanted point the
+How split points are found (user topics' queues first, then retry/DLQ, then system topics, a stage only while a
+point is open): the queues' first and last entries bracket the range; for each wanted point the
 queue with the most entries around it is searched by interpolation (entry index against CommitLog offset),
 each probe reading :data:`ENTRIES_PER_PROBE` entries, every probe of a round in flight at once. A point is
 settled when a boundary lies within ``tolerance`` bytes of it, or after :data:`MAX_PROBE_ROUNDS` rounds
@@ -18,6 +19,7 @@ settled when a boundary lies within ``tolerance`` bytes of it, or after :data:`M
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +30,7 @@ from connector.protocol.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_
 log = logging.getLogger(__name__)
 
 MIN_PARTITION_BYTES = 1 << 20  # a smaller piece costs more (task, HA connection) than it saves
-MAX_PROBED_QUEUES = 1024  # queues asked for their range per split search (see _probe_order)
+MAX_PROBED_QUEUES = 1024  # queues asked for their range per split search, in stages (see find_boundaries)
 ENTRIES_PER_PROBE = 32
 MAX_PROBE_ROUNDS = 6
 
@@ -95,11 +97,29 @@ def find_boundaries(reader: ConsumeQueueReader, lo: int, hi: int, targets: Seque
     """Record boundaries strictly inside ``(lo, hi)`` found in the broker's ConsumeQueues while searching for one
     within ``tolerance`` bytes of each of ``targets`` (see the module doc). Ascending; may be empty.
 
+    The queues are asked in stages, in :func:`_probe_order`: user topics, then retry/DLQ topics, then system
+    topics (a broker holds over a thousand system queues, most of them empty), and a later stage only when a
+    target is still open; at most :data:`MAX_PROBED_QUEUES` queues in all.
+
     Raises BrokerAdminError when the broker cannot answer (callers then plan without splits).
     """
-    queues = sorted(reader.queues(), key=_probe_order)
-    ranges = [r for r in reader.ranges(queues[:MAX_PROBED_QUEUES]) if r.entries > 0]
+    queues = sorted(reader.queues(), key=_probe_order)[:MAX_PROBED_QUEUES]
     known: set[int] = set()
+    state: list[_Queue] = []
+    open_targets = list(targets)
+    for _, stage in itertools.groupby(queues, key=lambda queue: _probe_order(queue)[0]):
+        state += _bracketed(reader, list(stage), lo, hi, known)
+        open_targets = _search(reader, state, known, open_targets, tolerance)
+        if not open_targets:
+            break
+    return sorted(b for b in known if lo < b < hi)
+
+
+def _bracketed(reader: ConsumeQueueReader, queues: list[tuple[str, int]], lo: int, hi: int,
+               known: set[int]) -> list[_Queue]:
+    """The queues among ``queues`` with entries inside ``(lo, hi)``, each with its first and last entry (added
+    to ``known``)."""
+    ranges = [r for r in reader.ranges(queues) if r.entries > 0]
     state = [_Queue(r) for r in ranges]
     ends = reader.entries([(r, i, 1) for r in ranges for i in (r.min_index, r.max_index - 1)])
     for n, q in enumerate(state):
@@ -107,7 +127,14 @@ def find_boundaries(reader: ConsumeQueueReader, lo: int, hi: int, targets: Seque
     state = [q for q in state if q.points and q.points[0][0] < hi and q.points[-1][0] > lo]
     for q in state:
         known.update(p for p, _ in q.points)
-    open_targets = list(targets)
+    return state
+
+
+def _search(reader: ConsumeQueueReader, state: list[_Queue], known: set[int], targets: list[int],
+            tolerance: int) -> list[int]:
+    """Probe ``state``'s queues by interpolation for boundaries near ``targets`` (adding what is found to
+    ``known``), up to :data:`MAX_PROBE_ROUNDS` rounds; returns the targets still without a boundary near."""
+    open_targets = targets
     for _ in range(MAX_PROBE_ROUNDS):
         open_targets = [t for t in open_targets if not _near(known, t, tolerance)]
         probes, owners = [], []
@@ -124,7 +151,7 @@ def find_boundaries(reader: ConsumeQueueReader, lo: int, hi: int, targets: Seque
         for q, found in zip(owners, reader.entries(probes), strict=True):
             q.add(found)
             known.update(p for p, _ in found)
-    return sorted(b for b in known if lo < b < hi)
+    return [t for t in open_targets if not _near(known, t, tolerance)]
 
 
 def _probe_order(queue: tuple[str, int]) -> tuple[int, int, str]:
