@@ -39,9 +39,9 @@ RocketMQ 4.9.8 master/slave protocol as a slave that never acknowledges:
   and the first bytes (never retried).
 
 The iterator yields ``(offset, memoryview)`` chunks, one per frame, that cover ``[start, end)`` exactly and
-in order: views of the receive buffers, never copied (see ``copy_chunks``). The only exception is a data-loss skip with
-``fail_on_data_loss=False``: then the next chunk starts later (possibly as an empty chunk at the new
-offset) and the bytes in between are gone.
+in order: views of the receive buffers, never copied (see ``copy_chunks``). The only exception is a
+data-loss skip with ``fail_on_data_loss=False``: then the next chunk starts later (possibly as an empty
+chunk at the new offset) and the bytes in between are gone.
 """
 
 from __future__ import annotations

@@ -93,11 +93,10 @@ class TransferFrameReader:
     :meth:`peek_header` shows the next frame's header as soon as its 12 bytes are in, before the body is
     complete (for continuity checks); :meth:`next_frame_view` consumes a complete frame and returns its body
     as a memoryview of the buffer, valid until the next :meth:`feed` / :meth:`writable` call (which may move
-    a partial frame to the front), or for as long as it is referenced with ``keep_views``; :meth:`next_frame`
-    returns a :class:`TransferFrame` with a copy. An
-    incomplete frame stays buffered. A body size outside ``[0, max_body_bytes]`` or a negative offset raises
-    HAProtocolError naming the stream byte: the stream is not RocketMQ HA, and a real slave could never
-    complete it (its read buffer is 4 MiB).
+    a partial frame to the front), or for as long as it is referenced with ``keep_views``;
+    :meth:`next_frame` returns a :class:`TransferFrame` with a copy. An incomplete frame stays buffered. A
+    body size outside ``[0, max_body_bytes]`` or a negative offset raises HAProtocolError naming the stream
+    byte: the stream is not RocketMQ HA, and a real slave could never complete it (its read buffer is 4 MiB).
 
     Args:
         max_body_bytes: largest accepted ``bodySize`` (bytes).
