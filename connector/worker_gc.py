@@ -4,7 +4,7 @@ A Python worker that Spark reuses (``spark.python.worker.reuse``, the default) r
 after every task, and Python's own generation-2 collections during a task walk every tracked object of the
 process. In a worker that has imported pyspark's worker, pyarrow, numpy, pandas (pyarrow imports it on
 first use) and this project, that is about 86,000 objects that live as long as the process: each full
-collection took 15-25 ms on the 2-core machine, several times per task. :func:`freeze_imports` collects
+collection took 15-30 ms on the 2-core machine, several times per task. :func:`freeze_imports` collects
 once and then moves every object alive into the permanent generation (``gc.freeze``, Python's mechanism
 for long-lived processes), so later collections walk only what tasks allocate. It runs once per worker
 process, at the start of its first partition read, after the task's imports.
