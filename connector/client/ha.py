@@ -39,7 +39,7 @@ RocketMQ 4.9.8 master/slave protocol as a slave that never acknowledges:
   and the first bytes (never retried).
 
 The iterator yields ``(offset, memoryview)`` chunks, one per frame, that cover ``[start, end)`` exactly and
-in order: views of the receive buffers, never copied (see ``copy_chunks``). The only exception is a
+in order: views of the receive buffers, never copied (see ``keep_views``). The only exception is a
 data-loss skip with ``fail_on_data_loss=False``: then the next chunk starts later (possibly as an empty
 chunk at the new offset) and the bytes in between are gone.
 """
@@ -217,11 +217,11 @@ class HARangeFetcher:
         fail_on_data_loss: raise DataLossError (True) or skip the lost bytes with a warning (False).
         server_is_slave: ``ha_addr`` is a slave's HA port: a max offset below ``end`` then means the
             slave has not replicated the bytes *yet* (a stall, retried), not that they were lost.
-        copy_chunks: yield chunks safe to keep: memoryviews, one per frame, of receive buffers that are
+        keep_views: yield chunks safe to keep: memoryviews, one per frame, of receive buffers that are
             never written over (:class:`TransferFrameReader` ``keep_views``: a new buffer once one is
             mostly filled, only a partial frame copied into it), so no byte is copied in user space on
-            the way to the consumer; False yields the same views of one reused buffer, valid only until
-            the next iteration (for a consumer that copies them at once).
+            the way to the consumer; False yields views of one reused buffer, valid only until the next
+            iteration (for a consumer that copies them at once).
 
     Iterate once; use as a context manager or call :meth:`close` to drop the connection early.
     Raises HAProtocolError (bad frames, offset discontinuity), DataLossError, HAFetchError.
@@ -232,7 +232,7 @@ class HARangeFetcher:
                  fetch_retries: int = DEFAULT_FETCH_RETRIES,
                  heartbeat_interval_ms: int = DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS,
                  offsets_probe: OffsetsProbe | None = None,
-                 fail_on_data_loss: bool = True, server_is_slave: bool = False, copy_chunks: bool = True,
+                 fail_on_data_loss: bool = True, server_is_slave: bool = False, keep_views: bool = True,
                  reconnect_backoff_ms: int = DEFAULT_RECONNECT_BACKOFF_MS,
                  reconnect_backoff_max_ms: int = DEFAULT_RECONNECT_BACKOFF_MAX_MS,
                  max_outage_ms: int = DEFAULT_MAX_OUTAGE_MS):
@@ -249,7 +249,7 @@ class HARangeFetcher:
         self.offsets_probe = offsets_probe
         self.fail_on_data_loss = fail_on_data_loss
         self.server_is_slave = server_is_slave
-        self.copy_chunks = copy_chunks
+        self.keep_views = keep_views
         #: the one value every report carries: ``start``, or 1 for a range starting at 0
         self.report_offset = start if start > 0 else 1
         self.delivered = start  # every byte below this was yielded (or skipped as lost)
@@ -349,7 +349,7 @@ class HARangeFetcher:
         """One connection: receive frames straight into the reader's buffer, yield the bytes of the range (one
         list of chunks per receive)."""
         self._open()
-        reader = TransferFrameReader(buffer_bytes=RECV_BUFFER_BYTES, keep_views=self.copy_chunks)
+        reader = TransferFrameReader(buffer_bytes=RECV_BUFFER_BYTES, keep_views=self.keep_views)
         wire = _Wire(self.report_offset)
         while self.delivered < self.end:
             self._receive(reader, wire)
@@ -367,7 +367,7 @@ class HARangeFetcher:
         self.close()
 
     def _deliver(self, spans: list[tuple[int, memoryview]]) -> Iterator[list[tuple[int, memoryview]]]:
-        """Yield one receive's spans of the range (views of the receive buffer, see ``copy_chunks``) as one list,
+        """Yield one receive's spans of the range (views of the receive buffer, see ``keep_views``) as one list,
         unless there are none; any span ends an outage."""
         if not spans:
             return
@@ -537,7 +537,7 @@ def prefetch_chunks(fetcher: HARangeFetcher,
 
     Receiving (``recv_into``, frame parsing) then overlaps with whatever the consumer does with the previous
     chunks (decoding, in the executor), on another core when there is one. The fetcher must yield chunks
-    that stay valid (``copy_chunks=True``); they are handed over one receive at a time
+    that stay valid (``keep_views=True``); they are handed over one receive at a time
     (:meth:`HARangeFetcher.receives`). Memory: the chunks of at most ``depth`` receives, each holding at
     most one receive buffer (1 MiB, or one larger frame), plus the fetcher's own buffer.
 
@@ -545,8 +545,8 @@ def prefetch_chunks(fetcher: HARangeFetcher,
     DataLossError, HAProtocolError...) is raised here, in the consumer. Closing the generator early
     cancels the fetcher (the connection is shut down, no reconnect) and joins the thread.
     """
-    if not fetcher.copy_chunks:
-        raise ValueError("prefetch_chunks needs a fetcher with copy_chunks=True (its chunks outlive the next recv)")
+    if not fetcher.keep_views:
+        raise ValueError("prefetch_chunks needs a fetcher with keep_views=True (its chunks outlive the next recv)")
     handoff: queue.Queue = queue.Queue(maxsize=depth)
 
     def put(item) -> bool:

@@ -172,7 +172,7 @@ class AutoSwitchRangeFetcher(HARangeFetcher):
         if self.locate_master is not None and self._sessions > 1:
             self._follow_master()
         self.conn.open(self.ha_addr)
-        reader = AutoSwitchFrameReader(buffer_bytes=RECV_BUFFER_BYTES, keep_views=self.copy_chunks)
+        reader = AutoSwitchFrameReader(buffer_bytes=RECV_BUFFER_BYTES, keep_views=self.keep_views)
         reply = self._handshake(reader)
         self._check_planned(reply)
         history = reply.history()

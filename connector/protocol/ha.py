@@ -118,7 +118,7 @@ class TransferFrameReader:
         if compact_below_free_bytes is None:  # keep_views: a new buffer only once this one is mostly filled
             compact_below_free_bytes = buffer_bytes // 8 if keep_views else buffer_bytes
         self.compact_below_free_bytes = compact_below_free_bytes
-        self._buf = bytearray(max(buffer_bytes, TRANSFER_HEADER_SIZE_BYTES))
+        self._buf = bytearray(self.buffer_bytes)
         self._view = memoryview(self._buf)  # never resized: views handed out stay valid until compaction
         self._start = 0  # first unparsed byte
         self._end = 0  # end of the received bytes

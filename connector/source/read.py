@@ -32,7 +32,7 @@ def open_fetcher(fetch: FetchSettings, ha_addr: str, start: int, end: int, *, br
     """The HA fetcher of CommitLog bytes ``[start, end)`` at ``ha_addr``, configured from the query's ``fetch``
     settings (timeouts, retries, heartbeat, reconnect backoff, ``maxOutageMs``): a :class:`HARangeFetcher`, or
     for ``protocol`` ``"autoswitch"`` (5.x controller mode) an :class:`AutoSwitchRangeFetcher`. ``extra``: the
-    fetcher's other keywords (``offsets_probe``, ``copy_chunks``, controller-mode ``locate_master``, ...)."""
+    fetcher's other keywords (``offsets_probe``, ``keep_views``, controller-mode ``locate_master``, ...)."""
     fetcher_class = AutoSwitchRangeFetcher if protocol == HA_PROTOCOL_AUTOSWITCH else HARangeFetcher
     return fetcher_class(
         ha_addr, start, end, broker=broker, connect_timeout_ms=fetch.connect_timeout_ms,
@@ -97,7 +97,7 @@ def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatc
     fetcher = open_fetcher(fetch, partition.ha_addr, partition.start, partition.end, broker=partition.broker,
                            protocol=partition.ha_protocol, server_is_slave=partition.server_role == "slave",
                            fail_on_data_loss=fetch.fail_on_data_loss, offsets_probe=admin.commit_log_offsets,
-                           copy_chunks=fetch.prefetch_chunks > 0, **extra)
+                           keep_views=fetch.prefetch_chunks > 0, **extra)
     chunks = prefetch_chunks(fetcher, fetch.prefetch_chunks) if fetch.prefetch_chunks else fetcher
     try:
         for offset, data in chunks:

@@ -46,6 +46,7 @@ LANDING_SPARK = "spark"
 LANDING_DIRECT = "direct"
 LANDINGS = (LANDING_SPARK, LANDING_DIRECT)
 DIRECT_LANDING_APPS = ("bronze", "silver")  # the apps whose tables the source's tasks can write (--landing direct)
+C1_ONLY_JIT_APPS = ("gold",)  # apps whose driver JVM runs C1 only whatever the landing (AppConfig.c1_only_jit)
 TRIGGER_AVAILABLE_NOW = "available-now"
 DEFAULT_TRIGGER = "1s"
 DEFAULT_WORKDIR = "hareplica-data"
@@ -186,7 +187,7 @@ class AppConfig:
         direct landing (its tasks send the JVM one message per task, not rows) and gold (Spark generates its
         aggregation's code anew every micro-batch, which C2 compiled again each time, for more CPU than the
         rows took)."""
-        return self.landing == LANDING_DIRECT or self.app == "gold"
+        return self.landing == LANDING_DIRECT or self.app in C1_ONLY_JIT_APPS
 
     @property
     def status_file(self) -> Path:

@@ -107,8 +107,8 @@ def test_prefetched_chunks_are_the_fetchers_chunks(fixture_master, fixture_commi
 
 
 def test_prefetch_needs_owned_chunks(fixture_master):
-    with pytest.raises(ValueError, match="copy_chunks=True"):
-        next(prefetch_chunks(HARangeFetcher(fixture_master.ha_addr, 0, 10, copy_chunks=False)))
+    with pytest.raises(ValueError, match="keep_views=True"):
+        next(prefetch_chunks(HARangeFetcher(fixture_master.ha_addr, 0, 10, keep_views=False)))
 
 
 def test_prefetch_raises_the_fetchers_error_in_the_consumer(lossy_master):

@@ -301,7 +301,7 @@ def test_a_consumer_slower_than_read_timeout_does_not_count_against_a_frame(repl
             time.sleep(0.01)
 
     master = replay(script)
-    fetcher = HARangeFetcher(master.addr, 5000, 45000, read_timeout_ms=200, max_outage_ms=0, copy_chunks=True)
+    fetcher = HARangeFetcher(master.addr, 5000, 45000, read_timeout_ms=200, max_outage_ms=0, keep_views=True)
     got = []
     with fetcher:
         for chunk in fetcher:
@@ -373,9 +373,9 @@ def test_empty_range_does_not_connect():
     assert fetch_all(fetcher) == [] and fetcher.connections == 0
 
 
-def test_zero_copy_chunks_are_frame_views_that_decode_the_same(replay, commitlog):
+def test_zero_keep_views_are_frame_views_that_decode_the_same(replay, commitlog):
     master = replay(lambda report, conn: conn.sendall(_frames(commitlog, report, 300000)))
-    fetcher = HARangeFetcher(master.addr, 0, 250000, copy_chunks=False)
+    fetcher = HARangeFetcher(master.addr, 0, 250000, keep_views=False)
     joined = bytearray()
     kinds = set()
     with fetcher:
