@@ -321,7 +321,7 @@ def _run(args) -> int:
     else:
         spark = build_spark_session(f"hareplica-{args.app}", master=args.master, jars=jars,
                                     delta=args.sink == "delta" and bool(jars), extra_conf=spark_conf_of(args),
-                                    c1_only_jit=config.c1_only_jit)
+                                    c1_only_jit=config.c1_only_jit, parallel_gc=config.parallel_gc)
     debug = logging.getLogger().isEnabledFor(logging.DEBUG)
     # Spark (log4j) and py4j log task and query failures with Java and Python stacks; we print one line.
     # Over Connect there is no SparkContext here (sparkContext.setLogLevel is a classic-only call): the server logs.

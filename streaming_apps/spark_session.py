@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -29,6 +30,11 @@ DRIVER_JAVA_OPTIONS_CONF = "spark.driver.extraJavaOptions"
 #: compilations are CPU spent for nothing.
 C1_ONLY_JIT = "-XX:TieredStopAtLevel=1"
 _JIT_OPTIONS = ("TieredStopAtLevel", "TieredCompilation")  # a user's own JIT choice wins
+#: The driver JVM collects garbage with HotSpot's throughput collector (docs/deployment.md "Start-up"): for gold,
+#: whose JVM aggregates every event and whose garbage dies young, G1's concurrent cycles and humongous-object
+#: handling cost more CPU per micro-batch than the parallel young collections.
+PARALLEL_GC = "-XX:+UseParallelGC"
+_GC_OPTION = re.compile(r"-XX:[+-]Use\w*GC\b")  # a user's own collector choice wins (the JVM refuses two)
 
 #: Spark conf that switches on Spark's own Delta Lake (needs the delta-spark jars on the classpath).
 DELTA_SPARK_CONF = {
@@ -55,7 +61,8 @@ def staged_delta_jars(roots: list[Path] | None = None) -> list[str]:
 
 def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: str | None = None,
                         ui: bool = False, extra_conf: dict[str, str] | None = None,
-                        jars: list[str] | None = None, delta: bool = False, c1_only_jit: bool = False):
+                        jars: list[str] | None = None, delta: bool = False, c1_only_jit: bool = False,
+                        parallel_gc: bool = False):
     """Create (or get) a SparkSession with the hareplica data sources registered.
 
     Python workers use this interpreter (``PYSPARK_PYTHON``), so they import the installed project (and, through
@@ -70,7 +77,8 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
     The driver JVM maps the class-data-sharing archive of :mod:`streaming_apps.jvm_cds` when one was built
     for this java and SPARK_HOME (its options go first in ``spark.driver.extraJavaOptions``). ``c1_only_jit``
     adds :data:`C1_ONLY_JIT` to them (``AppConfig.c1_only_jit``: the direct landing, gold), unless the
-    user's own options choose a JIT; neither applies under ``spark-submit``, whose driver JVM already runs.
+    user's own options choose a JIT; ``parallel_gc`` adds :data:`PARALLEL_GC` (``AppConfig.parallel_gc``: gold),
+    unless they choose a collector; none of these applies under ``spark-submit``, whose driver JVM already runs.
     Registers ``format("hareplica")`` and ``format("deltalake")``.
     """
     executor_python = (extra_conf or {}).get(EXECUTOR_PYTHON_CONF)
@@ -106,8 +114,10 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
     conf = dict(extra_conf or {})
     cds = None if submitted_by_spark_submit() else driver_java_options(os.environ.get("SPARK_HOME")
                                                                          or pip_pyspark_dir())
+    submitted = submitted_by_spark_submit()
     options = driver_java_options_conf(conf.get(DRIVER_JAVA_OPTIONS_CONF, ""), cds=cds,
-                                       c1_only_jit=c1_only_jit and not submitted_by_spark_submit())
+                                       c1_only_jit=c1_only_jit and not submitted,
+                                       parallel_gc=parallel_gc and not submitted)
     if options:
         conf[DRIVER_JAVA_OPTIONS_CONF] = options
     for k, v in conf.items():
@@ -119,12 +129,14 @@ def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: s
     return spark
 
 
-def driver_java_options_conf(own: str, *, cds: str | None, c1_only_jit: bool) -> str:
+def driver_java_options_conf(own: str, *, cds: str | None, c1_only_jit: bool, parallel_gc: bool = False) -> str:
     """``spark.driver.extraJavaOptions`` of a session: the class-data-sharing options ``cds`` (or None), then
-    :data:`C1_ONLY_JIT` when ``c1_only_jit`` and the user's own options ``own`` choose no JIT, then ``own``
+    :data:`C1_ONLY_JIT` when ``c1_only_jit`` and the user's own options ``own`` choose no JIT, then
+    :data:`PARALLEL_GC` when ``parallel_gc`` and ``own`` names no collector (``-XX:+Use...GC``), then ``own``
     (space-separated JVM options; ``""`` when there are none at all)."""
     jit = C1_ONLY_JIT if c1_only_jit and not any(o in own for o in _JIT_OPTIONS) else None
-    return " ".join(o for o in (cds, jit, own) if o)
+    gc = PARALLEL_GC if parallel_gc and not _GC_OPTION.search(own) else None
+    return " ".join(o for o in (cds, jit, gc, own) if o)
 
 
 def submitted_by_spark_submit() -> bool:

@@ -47,6 +47,7 @@ LANDING_DIRECT = "direct"
 LANDINGS = (LANDING_SPARK, LANDING_DIRECT)
 DIRECT_LANDING_APPS = ("bronze", "silver")  # the apps whose tables the source's tasks can write (--landing direct)
 C1_ONLY_JIT_APPS = ("gold",)  # apps whose driver JVM runs C1 only whatever the landing (AppConfig.c1_only_jit)
+PARALLEL_GC_APPS = ("gold",)  # apps whose driver JVM collects with the parallel collector (AppConfig.parallel_gc)
 TRIGGER_AVAILABLE_NOW = "available-now"
 DEFAULT_TRIGGER = "1s"
 DEFAULT_WORKDIR = "hareplica-data"
@@ -188,6 +189,13 @@ class AppConfig:
         aggregation's code anew every micro-batch, which C2 compiled again each time, for more CPU than the
         rows took)."""
         return self.landing == LANDING_DIRECT or self.app in C1_ONLY_JIT_APPS
+
+    @property
+    def parallel_gc(self) -> bool:
+        """True when the run's driver JVM is better off with HotSpot's parallel (throughput) collector than with
+        G1 (docs/deployment.md §7): gold, whose JVM aggregates every event into short-lived rows; G1 spent
+        about a third of gold's JVM CPU per micro-batch in concurrent cycles started by humongous allocations."""
+        return self.app in PARALLEL_GC_APPS
 
     @property
     def status_file(self) -> Path:
