@@ -140,6 +140,10 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--min-partitions", type=_positive, default=None,
                    help="split large CommitLog slices into at least this many tasks per micro-batch at record "
                         "boundaries (the source's minPartitions; default: the cores of a local[N] master, else none)")
+    p.add_argument("--warm-workers", type=_non_negative, default=None,
+                   help="Python workers to start while the query starts, so that its first micro-batch does not "
+                        "wait for them (default: the cores of a local[N] master; 0 = none; cluster masters and "
+                        "--remote: none)")
     p.add_argument("--no-fail-on-data-loss", dest="fail_on_data_loss", action="store_false",
                    help="continue when CommitLog bytes the query needs are gone from the broker")
     p.add_argument("--option", dest="source_options", type=_key_value, action="append", default=[],
@@ -229,6 +233,15 @@ def local_cores(master: str) -> int | None:
     return os.cpu_count() or 1 if m.group(1) == "*" else int(m.group(1))
 
 
+def warm_workers_of(args) -> int:
+    """``run``'s Python workers to warm (connector.worker_warmup): ``--warm-workers``, else the cores of a
+    ``local[N]`` master; always 0 for a cluster master or ``--remote`` (tasks may land on any executor)."""
+    cores = None if args.remote else local_cores(args.master)
+    if cores is None:
+        return 0
+    return cores if args.warm_workers is None else args.warm_workers
+
+
 def spark_conf_of(args) -> dict[str, str]:
     """The Spark conf of ``run``'s ``--conf`` and ``--archives``: local archive paths made absolute (the
     ``#alias`` kept), since the driver's JVM may start in another folder (spark_session.driver_launch_dir)."""
@@ -288,6 +301,7 @@ def _run(args) -> int:
             starting_offsets=args.starting_offsets, max_bytes_per_trigger=args.max_bytes_per_trigger,
             fail_on_data_loss=args.fail_on_data_loss, source_options=dict(args.source_options),
             min_partitions=args.min_partitions or (None if args.remote else local_cores(args.master)),
+            warm_workers=warm_workers_of(args),
             maintenance_every=args.maintenance_every, vacuum_retention_hours=args.vacuum_retention_hours,
             orphan_grace_period_ms=args.orphan_grace_ms, target_file_size=args.target_file_size,
             watermark=args.watermark, topics=tuple(t for t in args.topics.split(",") if t) if args.topics else None)

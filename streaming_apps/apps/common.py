@@ -124,6 +124,8 @@ class AppConfig:
         target_file_size: bytes per Parquet file of the deltalake sink (None: 100 MiB).
         watermark: gold's event-time watermark delay (a Spark interval, default ``1 minute``).
         topics: topics holding order events (silver and gold).
+        warm_workers: Python workers to start while the query starts (:mod:`connector.worker_warmup`), for a
+            ``local[N]`` master only: N (the CLI's default), or 0 for none (default).
     """
 
     app: str
@@ -146,6 +148,7 @@ class AppConfig:
     target_file_size: int | None = None
     watermark: str = DEFAULT_WATERMARK
     topics: tuple[str, ...] | None = None
+    warm_workers: int = 0
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
@@ -379,7 +382,8 @@ class DeltaSink:
 
 @dataclass
 class RunningApp:
-    """A started app: its queries, progress listener and maintainer. Use :meth:`wait` then :meth:`close`."""
+    """A started app: its queries, progress listener, maintainer and the warm-up of its Python workers
+    (:mod:`connector.worker_warmup`; None without one). Use :meth:`wait` then :meth:`close`."""
 
     config: AppConfig
     spark: Any
@@ -387,6 +391,7 @@ class RunningApp:
     listener: ProgressFileListener
     maintainer: TableMaintainer
     tables: dict[str, Path]
+    warmup: Any = None
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait for every query to end (AvailableNow) or ``timeout_s``; False when one still runs.
@@ -486,8 +491,11 @@ def start_app(spark, config: AppConfig, app_module) -> RunningApp:
         DeltaJarsMissingError: ``--sink delta`` without the jars (nothing was started).
         AppError: bad configuration, or a table folder that is unreadable or not empty (nothing was started).
     """
+    from connector.worker_warmup import WARMUP_MODULES, start_warmup
     from streaming_apps.spark_session import register_data_sources
 
+    # first, so that the workers start on the second core while the driver starts the query
+    warmup = start_warmup(spark, config.warm_workers, (*WARMUP_MODULES, *app_module.WORKER_MODULES))
     register_data_sources(spark)
     use_file_system_checkpoints(spark)
     sink = DeltaSink(spark, config)
@@ -515,4 +523,4 @@ def start_app(spark, config: AppConfig, app_module) -> RunningApp:
         spark.streams.removeListener(listener)
         raise
     return RunningApp(config=config, spark=spark, queries=queries, listener=listener, maintainer=maintainer,
-                      tables={t: config.table_path(t) for t in app_module.TABLES})
+                      tables={t: config.table_path(t) for t in app_module.TABLES}, warmup=warmup)

@@ -36,6 +36,7 @@ from pathlib import Path
 from connector.delta.merge import FinalizeRows
 from streaming_apps.apps.common import AppConfig, AppError, DeltaSink, trigger_kwargs
 from streaming_apps.apps.silver import MS_PER_DAY, decoded_orders
+from streaming_apps.apps.silver import WORKER_MODULES as ORDER_WORKER_MODULES
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ NAME = "gold"
 TABLE = "gold_orders_per_minute"
 TABLES = (TABLE,)
 QUERY_NAMES = ("hareplica-gold",)
+WORKER_MODULES = ORDER_WORKER_MODULES  # the tasks decode the order events as silver's do
 WINDOW = "1 minute"
 GROUP_COLUMNS = ("status", "region", "currency")
 #: The MERGE key of a row (the partition column first, so only the touched dates are read).

@@ -1,5 +1,6 @@
 """The driver JVM's options a session is started with (streaming_apps.spark_session; docs/deployment.md "Start-up"),
-and which apps ask for the C1 compiler only (AppConfig.c1_only_jit) or the parallel collector (AppConfig.parallel_gc)."""
+and which apps ask for the C1 compiler only (AppConfig.c1_only_jit) or the parallel collector
+(AppConfig.parallel_gc)."""
 
 from streaming_apps.spark_session import C1_ONLY_JIT, PARALLEL_GC, driver_java_options_conf
 

@@ -1,0 +1,33 @@
+"""``hareplica run --warm-workers``: how many Python workers an app warms while its query starts
+(streaming_apps.cli.warm_workers_of; connector.worker_warmup)."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming_apps.cli import build_parser, warm_workers_of
+
+
+def _warm(*extra: str) -> int:
+    return warm_workers_of(build_parser().parse_args(["run", "bronze", "--brokers", "broker-a=h:10912", *extra]))
+
+
+def test_the_cores_of_a_local_master_by_default():
+    assert _warm() == 2  # the default master is local[2]
+    assert _warm("--master", "local[3]") == 3 and _warm("--master", "local") == 1
+
+
+def test_an_explicit_count_and_zero_for_none():
+    assert _warm("--warm-workers", "1") == 1 and _warm("--warm-workers", "0") == 0
+
+
+@pytest.mark.parametrize("extra", [("--master", "spark://h:7077"), ("--master", "yarn"),
+                                   ("--remote", "sc://h:15002"), ("--master", "yarn", "--warm-workers", "4")])
+def test_none_where_tasks_may_land_on_any_executor(extra):
+    assert _warm(*extra) == 0
+
+
+def test_a_negative_count_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        _warm("--warm-workers", "-1")
+    assert "--warm-workers" in capsys.readouterr().err
