@@ -235,9 +235,19 @@ def local_cores(master: str) -> int | None:
 
 def warm_workers_of(args) -> int:
     """``run``'s Python workers to warm (connector.worker_warmup): ``--warm-workers``, else the cores of a
-    ``local[N]`` master; always 0 for a cluster master or ``--remote`` (tasks may land on any executor)."""
+    ``local[N]`` master; 0 for a cluster master or ``--remote`` (tasks may land on any executor).
+
+    Raises:
+        AppError: ``--warm-workers`` above 0 with a cluster master or ``--remote``.
+    """
+    from streaming_apps.apps import AppError
+
     cores = None if args.remote else local_cores(args.master)
     if cores is None:
+        if args.warm_workers:
+            where = "--remote" if args.remote else f"--master {args.master}"
+            raise AppError(f"--warm-workers {args.warm_workers}: only for a local[N] master, not with {where} "
+                           "(its tasks may land on any executor)")
         return 0
     return cores if args.warm_workers is None else args.warm_workers
 

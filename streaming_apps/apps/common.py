@@ -36,6 +36,7 @@ from connector.progress_listener import ProgressFileListener
 from connector.protocol.errors import HAReplicaError
 from connector.retry import poll_until
 from connector.spark_compat import available_now_problem
+from connector.worker_warmup import WARMUP_MODULES, Warmup, start_warmup
 
 log = logging.getLogger(__name__)
 
@@ -391,7 +392,7 @@ class RunningApp:
     listener: ProgressFileListener
     maintainer: TableMaintainer
     tables: dict[str, Path]
-    warmup: Any = None
+    warmup: Warmup | None = None
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait for every query to end (AvailableNow) or ``timeout_s``; False when one still runs.
@@ -491,7 +492,6 @@ def start_app(spark, config: AppConfig, app_module) -> RunningApp:
         DeltaJarsMissingError: ``--sink delta`` without the jars (nothing was started).
         AppError: bad configuration, or a table folder that is unreadable or not empty (nothing was started).
     """
-    from connector.worker_warmup import WARMUP_MODULES, start_warmup
     from streaming_apps.spark_session import register_data_sources
 
     # first, so that the workers start on the second core while the driver starts the query

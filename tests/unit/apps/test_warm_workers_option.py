@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from streaming_apps.apps import AppError
 from streaming_apps.cli import build_parser, warm_workers_of
 
 
@@ -22,9 +23,16 @@ def test_an_explicit_count_and_zero_for_none():
 
 
 @pytest.mark.parametrize("extra", [("--master", "spark://h:7077"), ("--master", "yarn"),
-                                   ("--remote", "sc://h:15002"), ("--master", "yarn", "--warm-workers", "4")])
+                                   ("--remote", "sc://h:15002"), ("--master", "yarn", "--warm-workers", "0")])
 def test_none_where_tasks_may_land_on_any_executor(extra):
     assert _warm(*extra) == 0
+
+
+@pytest.mark.parametrize("extra,named", [(("--master", "yarn"), "--master yarn"),
+                                         (("--remote", "sc://h:15002"), "--remote")])
+def test_a_count_where_tasks_may_land_on_any_executor_is_refused(extra, named):
+    with pytest.raises(AppError, match=f"--warm-workers 4: only for a local\\[N\\] master, not with {named}"):
+        _warm(*extra, "--warm-workers", "4")
 
 
 def test_a_negative_count_is_refused(capsys):
