@@ -198,7 +198,8 @@ class AppConfig:
     def parallel_gc(self) -> bool:
         """True when the run's driver JVM is better off with HotSpot's parallel (throughput) collector than with
         G1 (docs/deployment.md §7): gold, whose JVM aggregates every event into short-lived rows; G1 spent
-        about a third of gold's JVM CPU per micro-batch in concurrent cycles started by humongous allocations."""
+        0.15-0.4 CPU-s of each micro-batch, up to a third of gold's JVM CPU, in concurrent cycles started by
+        humongous allocations."""
         return self.app in PARALLEL_GC_APPS
 
     @property
