@@ -61,6 +61,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from connector.arrow_numpy import binary_array, from_numpy, to_numpy
 from connector.decode.schema import spark_schema
 from connector.delta.location import open_delta_table
 from connector.delta.messages import MESSAGE_COLUMN, message_bytes, messages_of_rows
@@ -100,10 +101,10 @@ def landed_schema():
 
 def with_store_date(batch: pa.RecordBatch) -> pa.RecordBatch:
     """``batch`` plus ``storeDate``: floor(storeTimestamp / 1 day) as a date32 (UTC, as Spark's
-    ``date_from_unix_date(floor(unix_millis(ts) / 86400000))``)."""
-    micros = batch.column("storeTimestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
-    days = np.floor_divide(micros, US_PER_DAY).astype(np.int32)
-    return pa.RecordBatch.from_arrays([*batch.columns, pa.array(days, type=pa.int32()).cast(pa.date32())],
+    ``date_from_unix_date(floor(unix_millis(ts) / 86400000))``). The decoder never leaves storeTimestamp null."""
+    micros = to_numpy(batch.column("storeTimestamp"))
+    days = from_numpy(np.floor_divide(micros, US_PER_DAY), pa.date32())
+    return pa.RecordBatch.from_arrays([*batch.columns, days],
                                       names=[*batch.schema.names, STORE_DATE])
 
 
@@ -279,7 +280,7 @@ class HAReplicaLandingStreamReader(DataSourceStreamReader, SupportsTriggerAvaila
             raise
         if records == 0:
             return
-        last = pa.array([message_bytes(messages)], pa.binary())
+        last = binary_array([message_bytes(messages)])
         column = pa.concat_arrays([pa.nulls(records - 1, pa.binary()), last])
         yield pa.record_batch([column], schema=MESSAGE_SCHEMA)
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from connector.arrow_numpy import to_numpy
 from connector.protocol.topics import is_system_topic
 
 log = logging.getLogger(__name__)
@@ -107,4 +108,4 @@ class TopicFilter:
                                 count=len(encoded.dictionary))
         if decisions.all():
             return None
-        return decisions[encoded.indices.to_numpy(zero_copy_only=False)]
+        return decisions[to_numpy(encoded.indices)]

@@ -1,9 +1,9 @@
 """Python workers started while the query starts, so that its first micro-batch does not wait for them.
 
 Spark forks an executor's Python worker when a task first needs one and keeps it for later tasks
-(``spark.python.worker.reuse``, the default). A new worker imports pyspark's worker, pyarrow, numpy, pandas
-(pyarrow imports it at its first array) and this project, and pays their first use: on the 2-core machine
-about 0.9 CPU-s per worker, inside the first micro-batch of every run (README "Benchmarks", "Where the time
+(``spark.python.worker.reuse``, the default). A new worker imports pyspark's worker, pyarrow, numpy
+and this project (not pandas: :mod:`connector.arrow_numpy`), and pays their first use: on the 2-core machine
+about 0.7 CPU-s per worker, inside the first micro-batch of every run (README "Benchmarks", "Where the time
 goes"). Meanwhile the driver spends about a second starting the query, most of it on one core.
 
 :func:`start_warmup` uses that second: a background thread runs one small ``mapInArrow`` job of ``workers``
@@ -37,20 +37,22 @@ WARMUP_SCHEMA = "pid long"
 def warm_worker(batches: Iterable, modules: Sequence[str]) -> Iterator:
     """The ``mapInArrow`` function of the warm-up job (runs in an executor's Python worker).
 
-    Imports every module of ``modules`` (dotted names), builds one pyarrow array (its first use, which imports
-    pandas), freezes the imports (:func:`connector.worker_gc.freeze_imports`), drains ``batches`` and yields
-    one RecordBatch of :data:`WARMUP_SCHEMA`: this worker's process id.
+    Imports every module of ``modules`` (dotted names), builds one pyarrow array (its first use), freezes the
+    imports (:func:`connector.worker_gc.freeze_imports`), drains ``batches`` and yields one RecordBatch of
+    :data:`WARMUP_SCHEMA`: this worker's process id.
     """
     import importlib
     import os
 
+    import numpy as np
     import pyarrow as pa
 
+    from connector.arrow_numpy import from_numpy
     from connector.worker_gc import freeze_imports
 
     for name in modules:
         importlib.import_module(name)
-    pids = pa.array([os.getpid()], pa.int64())
+    pids = from_numpy(np.array([os.getpid()]), pa.int64())
     freeze_imports()
     for _ in batches:
         pass

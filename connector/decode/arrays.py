@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from connector.arrow_numpy import binary_array, from_numpy
+
 
 def be_view(u8: np.ndarray, dtype: str | np.dtype) -> np.ndarray:
     """A view of ``u8`` as overlapping big-endian values of ``dtype``, one starting at every byte (no copy)."""
@@ -28,7 +30,7 @@ def take_slices(buf: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.B
     """
     n = len(starts)
     if n == 0:
-        return pa.array([], type=pa.binary())
+        return binary_array([])
     large = buf.size >= 2 ** 31 - 1
     offsets = np.empty(2 * n + 1, dtype=np.int64 if large else np.int32)
     offsets[0] = 0
@@ -36,7 +38,7 @@ def take_slices(buf: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.B
     offsets[2::2] = starts + lengths
     whole = pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), 2 * n,
                                   [None, pa.py_buffer(offsets), buf])
-    picked = whole.take(pa.array(np.arange(1, 2 * n, 2, dtype=np.int64 if large else np.int32)))
+    picked = whole.take(from_numpy(np.arange(1, 2 * n, 2), pa.int64() if large else pa.int32()))
     return picked.cast(pa.binary()) if large else picked
 
 

@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from connector.arrow_numpy import binary_array
 from connector.decode.arrays import take_slices
 from connector.protocol.commitlog import (
     BODYCRC_MASK,
@@ -111,7 +112,7 @@ def body_groups(buf: pa.Buffer, loc, policy: BodyPolicy, max_body_bytes: int, zl
             yield first, last, take_slices(buf, body_pos[first:last], body_len[first:last]), _rows_in(bad, first, last)
             first = last
         if n == 0:
-            yield 0, 0, pa.array([], type=pa.binary()), {}
+            yield 0, 0, binary_array([]), {}
         return
     cum = np.concatenate([[0], np.cumsum(body_len)]).tolist()
     flags = loc.sys_flag[compressed].tolist()

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
+from connector.arrow_numpy import from_numpy, repeat_string
 from connector.decode.arrays import as_string
 from connector.decode.bodies import BODY_BYTES_PER_ARROW_ARRAY, BodyPolicy, decode_errors
 from connector.decode.errors import record_error
@@ -70,7 +71,7 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
             if not len(index):
                 return
             loc.take(index)
-            topics = topics.take(pa.array(index))
+            topics = topics.take(from_numpy(index, pa.int64()))
     fixed = _fixed_columns(kernels, buf, u8, loc, topics, broker)
     groups = kernels.body_groups(buf, loc, policy, min(max_body_bytes, BODY_BYTES_PER_ARROW_ARRAY), mapped_file_size)
     for lo, hi, body_array, bad in groups:
@@ -121,23 +122,23 @@ def _fixed_columns(kernels, buf: pa.Buffer, u8: np.ndarray, loc: Located, topics
         store_hosts = hosts(u8, loc.store_host_pos, loc.store_v6)
     return {
         "topic": topics,
-        "queueId": pa.array(loc.queue_id, type=pa.int32()),
-        "queueOffset": pa.array(loc.queue_offset, type=pa.int64()),
-        "commitLogOffset": pa.array(loc.offsets, type=pa.int64()),
-        "storeSize": pa.array(loc.total.astype(np.int32), type=pa.int32()),
-        "bodyCRC": pa.array(loc.crc, type=pa.int32()),
-        "flag": pa.array(loc.flag, type=pa.int32()),
-        "sysFlag": pa.array(loc.sys_flag, type=pa.int32()),
-        "bornTimestamp": pa.array(loc.born_ts * 1000, type=TIMESTAMP),
+        "queueId": from_numpy(loc.queue_id, pa.int32()),
+        "queueOffset": from_numpy(loc.queue_offset, pa.int64()),
+        "commitLogOffset": from_numpy(loc.offsets, pa.int64()),
+        "storeSize": from_numpy(loc.total.astype(np.int32), pa.int32()),
+        "bodyCRC": from_numpy(loc.crc, pa.int32()),
+        "flag": from_numpy(loc.flag, pa.int32()),
+        "sysFlag": from_numpy(loc.sys_flag, pa.int32()),
+        "bornTimestamp": from_numpy(loc.born_ts * 1000, TIMESTAMP),
         "bornHost": born_hosts,
-        "storeTimestamp": pa.array(loc.store_ts * 1000, type=TIMESTAMP),
+        "storeTimestamp": from_numpy(loc.store_ts * 1000, TIMESTAMP),
         "storeHost": store_hosts,
-        "reconsumeTimes": pa.array(loc.recon, type=pa.int32()),
-        "preparedTransactionOffset": pa.array(loc.prepared, type=pa.int64()),
+        "reconsumeTimes": from_numpy(loc.recon, pa.int32()),
+        "preparedTransactionOffset": from_numpy(loc.prepared, pa.int64()),
         "msgId": msg_ids(u8, loc.store_host_pos, loc.store_v6, loc.offsets),
         "uniqKey": uniq,
         "tags": tags,
         "keys": keys,
         "properties": properties,
-        "broker": pa.repeat(pa.scalar(broker, type=pa.string()), len(loc.s)),
+        "broker": repeat_string(broker, len(loc.s)),
     }

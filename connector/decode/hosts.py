@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from connector.arrow_numpy import binary_array, from_numpy
 from connector.decode.arrays import gather_be
 from connector.protocol.commitlog import HOST_V4_BYTES, HOST_V6_BYTES, HostAddress, offset_msg_id
 
@@ -26,10 +27,10 @@ def _java_int(u32: int) -> int:
 
 def ipv4_hosts(packed: np.ndarray) -> pa.Array:
     """``ip:port`` strings from uint64 values ``ip << 32 | port`` (each distinct host formatted once)."""
-    encoded = pa.array(packed, type=pa.uint64()).dictionary_encode()
+    encoded = from_numpy(packed, pa.uint64()).dictionary_encode()
     texts = [f"{k >> 56}.{(k >> 48) & 255}.{(k >> 40) & 255}.{(k >> 32) & 255}:{_java_int(k & 0xFFFFFFFF)}"
              for k in encoded.dictionary.to_pylist()]
-    return pa.array(texts, type=pa.string()).take(encoded.indices)
+    return binary_array(texts, pa.string()).take(encoded.indices)
 
 
 def hosts(u8: np.ndarray, pos: np.ndarray, is_v6: np.ndarray) -> pa.Array:
@@ -45,7 +46,7 @@ def hosts(u8: np.ndarray, pos: np.ndarray, is_v6: np.ndarray) -> pa.Array:
         p = int(pos[i])
         raw = u8[p:p + HOST_V6_BYTES].tobytes()
         out[i] = str(HostAddress(raw[:_V6_IP], _java_int(int.from_bytes(raw[_V6_IP:], "big"))))
-    return pa.array(out, type=pa.string())
+    return binary_array(out.tolist(), pa.string())
 
 
 def msg_ids(u8: np.ndarray, store_host_pos: np.ndarray, store_v6: np.ndarray, offsets: np.ndarray) -> pa.Array:
@@ -59,7 +60,7 @@ def msg_ids(u8: np.ndarray, store_host_pos: np.ndarray, store_v6: np.ndarray, of
             raw = u8[p:p + ip_len + _PORT_BYTES].tobytes()
             host = HostAddress(raw[:ip_len], _java_int(int.from_bytes(raw[ip_len:], "big")))
             ids.append(offset_msg_id(host, int(offsets[i])))
-        return pa.array(ids, type=pa.string())
+        return binary_array(ids, pa.string())
     raw = np.empty((n, 2), dtype=">u8")
     raw[:, 0] = gather_be(u8, store_host_pos, HOST_V4_BYTES, ">u8")
     raw[:, 1] = offsets

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
+from connector.arrow_numpy import binary_array, indices_or_null
 from connector.decode.arrays import as_string
 from connector.decode.bodies import BodyGroup, BodyPolicy, reason_of
 from connector.decode.errors import record_error
@@ -95,7 +96,7 @@ class NativeKernels(NumpyKernels):
         map_offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(map_offsets)])
         properties = pa.MapArray.from_arrays(map_offsets, names, values)
         index = np.frombuffer(hits, dtype=np.int64).reshape(len(_SPECIAL_NAMES), n)
-        return (properties, *(values.take(pa.array(row, mask=row < 0)) for row in index))
+        return (properties, *(values.take(indices_or_null(row)) for row in index))
 
     def body_groups(self, buf: pa.Buffer, loc, policy: BodyPolicy, max_body_bytes: int, mapped_file_size: int
                     ) -> Iterator[BodyGroup]:
@@ -114,7 +115,7 @@ class NativeKernels(NumpyKernels):
         """The groups of :meth:`body_groups`, each from one ``gather_bodies`` call."""
         n = len(loc.s)
         if n == 0:
-            yield 0, 0, pa.array([], type=pa.binary()), {}
+            yield 0, 0, binary_array([]), {}
             return
         pos = np.ascontiguousarray(loc.body_pos, dtype=np.int64)
         length = np.ascontiguousarray(loc.body_len, dtype=np.int64)

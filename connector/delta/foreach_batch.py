@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from connector.arrow_numpy import binary_array
 from connector.delta.commit import (
     batch_already_committed,
     commit_task_messages,
@@ -54,7 +55,7 @@ def _task_message_rows(writer: DeltaLakeStreamWriter):
 
     def run(iterator: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         message = writer.write(iterator)
-        yield pa.record_batch([pa.array([message_bytes(message)], pa.binary())], names=[MESSAGE_COLUMN])
+        yield pa.record_batch([binary_array([message_bytes(message)])], names=[MESSAGE_COLUMN])
 
     return run
 

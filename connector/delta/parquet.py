@@ -18,10 +18,12 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from connector.arrow_numpy import from_numpy, to_numpy
 from connector.delta.errors import DeltaSinkConfigError, DeltaSinkError, no_space_text
 from connector.delta.file_names import data_file_name
 from connector.delta.files import delete_quietly, table_filesystem
@@ -241,21 +243,24 @@ class TaskFileWriter:
         return f
 
     def _split(self, batch: pa.RecordBatch) -> list[tuple[tuple, pa.RecordBatch]]:
+        """``batch``'s rows by partition: ``(partition values, rows)`` per distinct value tuple, in order of
+        first appearance, each part's rows in batch order. Dictionary codes of each partition column (a null
+        its own code) combine into one key per row, so neither Acero nor pandas is imported."""
         if not self.partition_by:
             return [((), batch)]
-        cols = [batch.column(batch.schema.get_field_index(c)) for c in self.partition_by]
-        keys = pa.table(cols, names=self.partition_by).group_by(self.partition_by, use_threads=False).aggregate([])
-        rows = keys.to_pylist()
-        if len(rows) == 1:
-            return [(tuple(rows[0][c] for c in self.partition_by), batch)]
+        encoded = [batch.column(batch.schema.get_field_index(c)).dictionary_encode(null_encoding="encode")
+                   for c in self.partition_by]
+        key = np.zeros(batch.num_rows, dtype=np.int64)
+        for column in encoded:
+            key = key * len(column.dictionary) + to_numpy(column.indices)
+        distinct, first = np.unique(key, return_index=True)
         out = []
-        for row in rows:
-            mask = None
-            for c, col in zip(self.partition_by, cols, strict=True):
-                v = row[c]
-                m = pc.is_null(col) if v is None else pc.fill_null(pc.equal(col, pa.scalar(v, col.type)), False)
-                mask = m if mask is None else pc.and_(mask, m)
-            out.append((tuple(row[c] for c in self.partition_by), batch.filter(mask)))
+        for k in distinct[np.argsort(first)]:
+            rows = np.flatnonzero(key == k)
+            codes = [column.indices[int(rows[0])].as_py() for column in encoded]
+            values = tuple(column.dictionary[code].as_py() for column, code in zip(encoded, codes, strict=True))
+            part = batch if len(rows) == batch.num_rows else batch.take(from_numpy(rows, pa.int64()))
+            out.append((values, part))
         return out
 
     def write(self, batch: pa.RecordBatch) -> None:

@@ -65,6 +65,25 @@ def _ms_ceil(ts: _dt.datetime) -> _dt.datetime:
     return ts + _dt.timedelta(microseconds=1000 - rest) if rest else ts
 
 
+#: A Parquet timestamp's ``timeUnit`` (its logical type) -> that unit's count per microsecond, as a fraction.
+_UNITS_PER_US = {"milliseconds": (1, 1000), "microseconds": (1, 1), "nanoseconds": (1000, 1)}
+_EPOCH = _dt.datetime(1970, 1, 1)
+
+
+def _min_max(st: pq.Statistics, t: pa.DataType) -> tuple:
+    """``(min, max)`` of a column chunk's statistics. A timestamp's come from its raw int64 and its Parquet
+    ``timeUnit`` as naive UTC datetimes, rounded outward to whole microseconds: pyarrow's own ``min`` / ``max``
+    of a timestamp go through its pandas shim, which imports pandas into the worker (connector.arrow_numpy)."""
+    if pa.types.is_timestamp(t) and st.physical_type == "INT64":
+        unit = json.loads(st.logical_type.to_json()).get("timeUnit")
+        if unit in _UNITS_PER_US:
+            num, den = _UNITS_PER_US[unit]
+            lo_us = st.min_raw * den // num  # floor
+            hi_us = -(-st.max_raw * den // num)  # ceiling
+            return _EPOCH + _dt.timedelta(microseconds=lo_us), _EPOCH + _dt.timedelta(microseconds=hi_us)
+    return st.min, st.max
+
+
 def _stat_json_value(value, t: pa.DataType, is_max: bool):
     """A min (``is_max`` False) or max statistic as Delta's stats JSON value, or None to omit it.
 
@@ -143,8 +162,9 @@ def file_stats_json(metadata: pq.FileMetaData, data_schema: pa.Schema) -> str:
             elif null_count is not None:
                 null_count += st.null_count
             if st is not None and st.has_min_max:
-                lo = st.min if lo is None or st.min < lo else lo
-                hi = st.max if hi is None or st.max > hi else hi
+                st_min, st_max = _min_max(st, t)
+                lo = st_min if lo is None or st_min < lo else lo
+                hi = st_max if hi is None or st_max > hi else hi
             elif not (st is not None and st.has_null_count and st.null_count == rg.num_rows):
                 minmax_known = False
         if null_count is not None:

@@ -1,0 +1,124 @@
+"""connector.arrow_numpy: the arrays equal pyarrow's own conversions, and the executors' read path never imports
+pandas (pyarrow's pandas shim would, on any ``pa.array``, ``pa.scalar`` or timestamp statistic)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from connector.arrow_numpy import (
+    binary_array,
+    from_numpy,
+    indices_or_null,
+    numpy_dtype,
+    repeat_string,
+    to_numpy,
+)
+
+
+@pytest.mark.parametrize("arrow_type", [pa.int8(), pa.int32(), pa.int64(), pa.uint64(), pa.float64(),
+                                        pa.timestamp("us"), pa.timestamp("us", tz="UTC"), pa.date32()])
+def test_from_numpy_equals_pa_array(arrow_type):
+    values = np.array([0, 1, 2, 100, 7], dtype=numpy_dtype(arrow_type))
+    assert from_numpy(values, arrow_type).equals(pa.array(values, type=arrow_type))
+
+
+def test_from_numpy_converts_the_dtype_and_shares_memory_when_it_matches():
+    same = np.arange(4, dtype=np.int64)
+    array = from_numpy(same, pa.int64())
+    same[0] = 42  # the Arrow array is a view of the NumPy data
+    assert array.to_pylist() == [42, 1, 2, 3]
+    assert from_numpy(np.arange(3, dtype=np.int64), pa.int32()).to_pylist() == [0, 1, 2]
+
+
+def test_from_numpy_with_a_validity_mask():
+    array = from_numpy(np.array([5, 6, 7, 8, 9, 10, 11, 12, 13]), pa.int64(),
+                       valid=np.array([1, 0, 1, 1, 0, 1, 1, 1, 0], dtype=bool))
+    assert array.to_pylist() == [5, None, 7, 8, None, 10, 11, 12, None]
+    assert array.null_count == 3
+    array.validate(full=True)
+
+
+def test_indices_or_null_takes_null_at_negative_indices():
+    values = pa.array(["a", "b", "c"])
+    assert values.take(indices_or_null(np.array([2, -1, 0, -1]))).to_pylist() == ["c", None, "a", None]
+
+
+def test_to_numpy_of_a_slice_and_of_a_timestamp():
+    array = pa.array(np.arange(10, dtype=np.int64)).slice(3, 4)
+    assert to_numpy(array).tolist() == [3, 4, 5, 6]
+    stamps = pa.array(np.array([1, 2_000_000], dtype=np.int64), type=pa.timestamp("us"))
+    assert to_numpy(stamps).tolist() == [1, 2_000_000]
+    assert to_numpy(pa.array([], type=pa.int32())).tolist() == []
+
+
+def test_binary_and_string_arrays():
+    assert binary_array([b"x", b"", b"yz"]).equals(pa.array([b"x", b"", b"yz"], type=pa.binary()))
+    strings = binary_array(["é", "ab", ""], pa.string())
+    assert strings.equals(pa.array(["é", "ab", ""], type=pa.string()))
+    strings.validate(full=True)
+    assert binary_array([]).equals(pa.array([], type=pa.binary()))
+    assert repeat_string("broker-a", 3).to_pylist() == ["broker-a"] * 3
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: from_numpy(np.arange(3), pa.string()), TypeError),
+    (lambda: from_numpy(np.zeros((2, 2)), pa.float64()), ValueError),
+    (lambda: from_numpy(np.arange(3), pa.int64(), valid=np.ones(2, dtype=bool)), ValueError),
+    (lambda: binary_array(["a"], pa.int32()), TypeError),
+    (lambda: to_numpy(pa.array([True])), TypeError),
+])
+def test_bad_input_is_refused(call, error):
+    with pytest.raises(error):
+        call()
+
+
+#: Decodes the fixture CommitLog as an executor does, adds storeDate, writes the landing's Parquet files with
+#: their Delta statistics, with an import hook that refuses pandas and records every attempt.
+NO_PANDAS_SCRIPT = """
+import json, sys, tempfile, traceback
+attempts = []
+
+class RefusePandas:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            ours = [line.strip() for line in traceback.format_stack() if "connector" in line]
+            attempts.append(ours[-1] if ours else "?")
+            raise ImportError("pandas refused by the test")
+        return None
+
+sys.meta_path.insert(0, RefusePandas())
+from pathlib import Path
+from connector.decode.stream import CommitLogArrowDecoder
+from connector.delta.parquet import TaskFileWriter
+from connector.landing import DEFAULT_PARTITION_BY, with_store_date
+
+files = sorted(Path(sys.argv[1]).iterdir())
+data = files[0].read_bytes()
+decoder = CommitLogArrowDecoder(0, len(data), len(data), broker="broker-a")
+batches = [with_store_date(b) for b in [*decoder.feed(0, data), *decoder.finish()]]
+folder = tempfile.mkdtemp()
+writer = TaskFileWriter(folder, DEFAULT_PARTITION_BY, "snappy", ".snappy", 1 << 30, "part-test")
+for batch in batches:
+    writer.write(batch)
+written = writer.close()
+print(json.dumps({"rows": sum(b.num_rows for b in batches), "files": len(written),
+                  "stats": [json.loads(f.stats) for f in written], "attempts": attempts}))
+"""
+
+
+def test_the_read_path_and_the_landing_write_never_import_pandas(fixture_dir: Path):
+    run = subprocess.run([sys.executable, "-c", NO_PANDAS_SCRIPT, str(fixture_dir / "commitlog")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout)
+    assert out["attempts"] == [], f"pandas was imported by: {out['attempts']}"
+    assert out["rows"] > 0 and out["files"] >= 1
+    stats = out["stats"][0]
+    assert stats["minValues"]["storeTimestamp"] <= stats["maxValues"]["storeTimestamp"]
