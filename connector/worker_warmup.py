@@ -14,6 +14,16 @@ environment, and its SQL runners (a Python data source's reads, ``mapInArrow``) 
 do not. That is why the job is a ``mapInArrow`` and not an RDD ``foreachPartition``, whose workers the reads
 would never get (both were tried; docs/deployment.md §7 "Python workers").
 
+The same thread pair also warms the *read planner*: the first micro-batch of a Python data source's stream asks
+Spark's planner worker (``pyspark.sql.worker.plan_data_source_read``, in a pyspark daemon of its own that the
+driver starts at that moment) for the read function. Starting that daemon and importing the planner and the
+connector took about 0.75 s of the first micro-batch on the 2-core machine, most of the data phase's fixed
+part. A second background thread plans a batch read of :class:`PlannerWarmupSource`, a source of no rows whose
+reader imports ``planner_modules``, without running it (``DataFrame.rdd`` plans, ``getNumPartitions`` asks
+for the partitions): Spark starts the daemon and the worker, and returns the worker to its pool, where the
+stream's first planning finds it (one pool per worker module and environment, the same for every Python data
+source of a session).
+
 Only for a ``local[N]`` master: there the executor is the driver's own JVM and its ``N`` task slots take
 every task. On a cluster, executors come and go and tasks land on any of them.
 """
@@ -26,12 +36,19 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
 log = logging.getLogger(__name__)
 
 #: What every read of the connector imports in a worker: the source's read path and the direct landing's.
 WARMUP_MODULES = ("connector.source.read", "connector.landing")
 #: The schema of the warm-up job's rows (one per task): the worker's process id.
 WARMUP_SCHEMA = "pid long"
+#: What the read planner's worker imports to unpickle the connector's data source and build its stream reader.
+PLANNER_MODULES = ("connector.source",)
+#: The short name :class:`PlannerWarmupSource` is registered under, and its option naming the modules to import.
+PLANNER_WARMUP_FORMAT = "hareplica-planner-warmup"
+PLANNER_MODULES_OPTION = "modules"
 
 
 def warm_worker(batches: Iterable, modules: Sequence[str]) -> Iterator:
@@ -59,18 +76,74 @@ def warm_worker(batches: Iterable, modules: Sequence[str]) -> Iterator:
     yield pa.RecordBatch.from_arrays([pids], names=["pid"])
 
 
-class Warmup:
-    """A started warm-up job (:func:`start_warmup`): :meth:`wait` for the workers' process ids."""
+class PlannerWarmupSource(DataSource):
+    """``format("hareplica-planner-warmup")``: a batch source of no rows (schema :data:`WARMUP_SCHEMA`) whose
+    reader imports the comma-separated modules of its ``modules`` option. Only :class:`Warmup` plans a read of it,
+    so that Spark's read planner worker is up, with those modules imported, before the stream's first
+    micro-batch (module docstring)."""
 
-    def __init__(self, spark, workers: int, modules: Sequence[str]):
+    @classmethod
+    def name(cls) -> str:
+        return PLANNER_WARMUP_FORMAT
+
+    def schema(self) -> str:
+        return WARMUP_SCHEMA
+
+    def reader(self, schema) -> DataSourceReader:
+        """Runs in the planner worker: imports the modules, then returns a reader of one empty partition.
+
+        Raises:
+            ImportError: a module of the ``modules`` option cannot be imported.
+        """
+        import importlib
+
+        for name in filter(None, self.options.get(PLANNER_MODULES_OPTION, "").split(",")):
+            importlib.import_module(name)
+        return _EmptyReader()
+
+
+class _EmptyReader(DataSourceReader):
+    """One partition, no rows (never read: the warm-up only plans)."""
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(0)]
+
+    def read(self, partition: InputPartition) -> Iterator:
+        return iter(())
+
+
+class Warmup:
+    """A started warm-up (:func:`start_warmup`): the worker job's thread and the read planner's thread.
+    :meth:`wait` for both; :attr:`error` / :attr:`planner_error` hold what failed (None when it worked)."""
+
+    def __init__(self, spark, workers: int, modules: Sequence[str], planner_modules: Sequence[str] = PLANNER_MODULES):
         self.workers = workers
         self.pids: list[int] = []
         self.error: BaseException | None = None
+        self.planner_error: BaseException | None = None
         self.elapsed_s: float | None = None
+        self.planner_elapsed_s: float | None = None
         self._spark = spark
         self._modules = tuple(modules)
+        self._planner_modules = tuple(planner_modules)
+        self._planner_thread = threading.Thread(target=self._warm_planner, name="hareplica-planner-warmup",
+                                                daemon=True)
         self._thread = threading.Thread(target=self._run, name="hareplica-worker-warmup", daemon=True)
+        self._planner_thread.start()
         self._thread.start()
+
+    def _warm_planner(self) -> None:
+        started = time.monotonic()
+        try:
+            self._spark.dataSource.register(PlannerWarmupSource)
+            frame = (self._spark.read.format(PLANNER_WARMUP_FORMAT)
+                     .option(PLANNER_MODULES_OPTION, ",".join(self._planner_modules)).load())
+            frame.rdd.getNumPartitions()  # plans the scan (the planner worker runs), runs no job
+        except BaseException as e:  # noqa: BLE001 - the stream's first micro-batch then starts the planner itself
+            self.planner_error = e
+            log.debug("warming the read planner failed", exc_info=True)
+        self.planner_elapsed_s = time.monotonic() - started
+        log.debug("warmed the read planner in %.2f s", self.planner_elapsed_s)
 
     def _run(self) -> None:
         started = time.monotonic()
@@ -85,24 +158,30 @@ class Warmup:
         log.debug("warmed %d Python worker(s) in %.2f s: pids %s", self.workers, self.elapsed_s, self.pids)
 
     def wait(self, timeout_s: float | None = None) -> list[int]:
-        """The process ids of the warmed workers (empty if the job failed: :attr:`error`) once it has ended.
+        """The process ids of the warmed workers (empty if the job failed: :attr:`error`) once the job and the
+        planner's warm-up have ended (each may take ``timeout_s`` seconds).
 
         Raises:
-            TimeoutError: the job still runs after ``timeout_s`` seconds.
+            TimeoutError: the job or the planner's warm-up still runs after ``timeout_s`` seconds.
         """
-        self._thread.join(timeout_s)
-        if self._thread.is_alive():
-            raise TimeoutError(f"the warm-up of {self.workers} Python worker(s) still runs after {timeout_s} s")
+        for thread, what in ((self._thread, f"the warm-up of {self.workers} Python worker(s)"),
+                             (self._planner_thread, "the read planner's warm-up")):
+            thread.join(timeout_s)
+            if thread.is_alive():
+                raise TimeoutError(f"{what} still runs after {timeout_s} s")
         return self.pids
 
 
-def start_warmup(spark, workers: int, modules: Sequence[str] = WARMUP_MODULES) -> Warmup | None:
-    """Start ``workers`` Python workers of a classic session ``spark`` with ``modules`` imported, in a background
-    thread (module docstring); returns at once. None when ``workers`` < 1 (nothing started).
+def start_warmup(spark, workers: int, modules: Sequence[str] = WARMUP_MODULES,
+                 planner_modules: Sequence[str] = PLANNER_MODULES) -> Warmup | None:
+    """Start ``workers`` Python workers of a classic session ``spark`` with ``modules`` imported, and Spark's read
+    planner worker with ``planner_modules`` imported, in two background threads (module docstring); returns at
+    once. None when ``workers`` < 1 (nothing started). Registers :class:`PlannerWarmupSource` on ``spark``.
 
     Call it before starting the query, on a ``local[N]`` master with ``workers`` = N. A failure is logged at
-    debug level only: the query's tasks then start their workers themselves, as without a warm-up.
+    debug level only: the query's tasks (or its first planning) then start their workers themselves, as without
+    a warm-up.
     """
     if workers < 1:
         return None
-    return Warmup(spark, workers, modules)
+    return Warmup(spark, workers, modules, planner_modules)
