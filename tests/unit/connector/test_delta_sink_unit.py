@@ -268,3 +268,28 @@ def test_stats_of_all_null_and_empty_columns():
     table = pa.table({"id": pa.array([None, None], pa.int64()), "s": pa.array([None, None], pa.string())})
     stats = json.loads(file_stats_json(_footer(table, 1), table.schema))
     assert stats == {"numRecords": 2, "minValues": {}, "maxValues": {}, "nullCount": {"id": 2, "s": 2}}
+
+
+@pytest.mark.parametrize("unit", ["ms", "us", "ns"])
+def test_timestamp_stats_of_every_unit_read_raw_are_widened_outward(unit):
+    # 2024-01-01T00:00:00.0015 and 00:00:01.9990005 in ns, truncated to the column's unit
+    raw = {"ms": [1704067200001, 1704067201999], "us": [1704067200001500, 1704067201999000],
+           "ns": [1704067200001500000, 1704067201999000500]}[unit]
+    table = pa.table({"ts": pa.array(raw, pa.timestamp(unit, "UTC"))})
+    stats = json.loads(file_stats_json(_footer(table, 10), table.schema))
+    assert stats["minValues"]["ts"] == "2024-01-01T00:00:00.001Z"
+    assert stats["maxValues"]["ts"] == ("2024-01-01T00:00:02.000Z" if unit == "ns" else "2024-01-01T00:00:01.999Z")
+
+
+def test_a_batch_splits_by_partition_values_in_order_of_first_appearance(tmp_path):
+    from connector.delta.parquet import TaskFileWriter
+
+    writer = TaskFileWriter(str(tmp_path), ["day", "topic"], "snappy", ".snappy", 1 << 30, "part-test")
+    batch = pa.record_batch({"day": pa.array([dt.date(2024, 1, 2), dt.date(2024, 1, 1), None, dt.date(2024, 1, 2)]),
+                             "topic": pa.array(["b", "a", "a", "b"]), "n": pa.array([0, 1, 2, 3])})
+    parts = writer._split(batch)
+    assert [(key, part.column("n").to_pylist()) for key, part in parts] == [
+        ((dt.date(2024, 1, 2), "b"), [0, 3]), ((dt.date(2024, 1, 1), "a"), [1]), ((None, "a"), [2])]
+    one = batch.slice(0, 1)
+    assert writer._split(one) == [((dt.date(2024, 1, 2), "b"), one)]
+    assert writer._split(batch.slice(0, 0)) == []
