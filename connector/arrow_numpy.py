@@ -1,15 +1,14 @@
 """NumPy arrays and Python lists to Arrow arrays (and back) without pyarrow's pandas shim.
 
 Why: ``pa.array``, ``pa.scalar``, ``pa.table`` of a dict and ``Array.to_numpy(zero_copy_only=False)`` first ask
-pyarrow's pandas shim whether their input is a pandas object, and the shim imports pandas to answer, whatever
-the input is. In a Spark Python worker that has imported pyspark's worker, pyarrow and the read path, that import
-took 0.15 CPU-s and 40 MiB of resident memory, paid by every worker that reads the connector (docs/source.md,
-"Speed and memory"). The functions here build the same
-arrays from buffers (``pa.Array.from_buffers``), which never consult the shim; the executors' read path and the
-landing use them, and a test runs that path with pandas made unimportable.
+pyarrow's pandas shim whether their input is a pandas object, and the shim imports pandas to answer, whatever the
+input is. In a Spark Python worker that has imported pyspark's worker, pyarrow and the read path, that import took
+0.15 CPU-s and 40 MiB of resident memory, paid by every worker that reads the connector (docs/source.md, "Speed and
+memory"). The functions here build the same arrays from buffers (``pa.Array.from_buffers``), which never consult the
+shim; the executors' read path and the landing use them, and a test runs that path with pandas made unimportable.
 
-Arrays built here are zero-copy over the NumPy data where the dtype already matches: keep the NumPy array alive
-only through the returned Arrow array (it holds a reference to the buffer).
+Arrays built here are zero-copy over the NumPy data where the dtype already matches: the Arrow array holds a
+reference to the NumPy buffer, so a later write into the NumPy array shows through it; do not write to it after.
 """
 
 from __future__ import annotations

@@ -65,7 +65,8 @@ def _ms_ceil(ts: _dt.datetime) -> _dt.datetime:
     return ts + _dt.timedelta(microseconds=1000 - rest) if rest else ts
 
 
-#: A Parquet timestamp's ``timeUnit`` (its logical type) -> that unit's count per microsecond, as a fraction.
+#: A Parquet timestamp's ``timeUnit`` (its logical type) -> how many of that unit make a microsecond, as the
+#: fraction (numerator, denominator): raw * denominator / numerator is microseconds.
 _UNITS_PER_US = {"milliseconds": (1, 1000), "microseconds": (1, 1), "nanoseconds": (1000, 1)}
 _EPOCH = _dt.datetime(1970, 1, 1)
 
