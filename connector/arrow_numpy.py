@@ -86,14 +86,31 @@ def binary_array(values: Sequence[bytes | str], arrow_type: pa.DataType = pa.bin
     """
     if arrow_type not in (pa.binary(), pa.string()):
         raise TypeError(f"binary_array builds binary or string arrays, not {arrow_type}")
-    encoded = [v.encode() if isinstance(v, str) else bytes(v) for v in values]
-    ends = np.cumsum([len(v) for v in encoded], dtype=np.int64)
+    data = _ascii_joined(values)
+    if data is not None:  # each value's byte length is its length in characters
+        lengths = np.fromiter(map(len, values), np.int64, len(values))
+    else:
+        encoded = [v.encode() if isinstance(v, str) else bytes(v) for v in values]
+        lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
+        data = b"".join(encoded)
+    ends = np.cumsum(lengths, dtype=np.int64)
     if len(ends) and ends[-1] >= 2 ** 31:
         raise ValueError(f"binary_array: {int(ends[-1])} bytes of values exceed int32 offsets")
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
     offsets[1:] = ends
-    return pa.Array.from_buffers(arrow_type, len(encoded), [None, pa.py_buffer(offsets),
-                                                            pa.py_buffer(b"".join(encoded))], null_count=0)
+    return pa.Array.from_buffers(arrow_type, len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                 null_count=0)
+
+
+def _ascii_joined(values: Sequence[bytes | str]) -> bytes | None:
+    """The UTF-8 bytes of ``values`` joined, when every value is a ``str`` of ASCII characters only (then a
+    value's byte length is its ``len``); None otherwise. One join and one encode instead of one per value."""
+    try:
+        joined = "".join(values)  # type: ignore[arg-type]  # TypeError: a value is not a str
+        data = joined.encode()
+    except (TypeError, UnicodeEncodeError):  # UnicodeEncodeError: a lone surrogate, left to the per-value path
+        return None
+    return data if len(data) == len(joined) else None
 
 
 def repeat_string(value: str, count: int) -> pa.Array:

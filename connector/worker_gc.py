@@ -2,8 +2,8 @@
 
 A Python worker that Spark reuses (``spark.python.worker.reuse``, the default) runs a full ``gc.collect()`` after
 every task, and Python's own generation-2 collections during a task walk every tracked object of the process. In a
-worker that has imported pyspark's worker, pyarrow, numpy, pandas (since connector.arrow_numpy, only silver's and
-gold's tasks import it) and this project, that is about 86,000 objects that live as long as the process: each full
+worker that has imported pyspark's worker, pyarrow, numpy and this project (pandas too, before
+connector.arrow_numpy), that is about 86,000 objects that live as long as the process: each full
 collection took 15-30 ms on the 2-core machine, several times per task. :func:`freeze_imports` collects once and
 then moves every object alive into the permanent generation (``gc.freeze``, Python's mechanism for long-lived
 processes), so later collections walk only what tasks allocate. It runs once per worker process, at the start of its

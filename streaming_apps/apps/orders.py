@@ -26,14 +26,16 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 from collections.abc import Sequence
-from operator import attrgetter
+from itertools import chain
 from typing import Annotated, Any
 
 import msgpack
 import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+from msgspec.structs import astuple
+
+from connector.arrow_numpy import binary_array, from_numpy, indices_or_null
 
 log = logging.getLogger(__name__)
 
@@ -204,63 +206,137 @@ def decode_order_batch(batch: pa.RecordBatch, columns: Sequence[str] | None = No
 
     The rows are the ones :func:`decode_order_body` gives. Each body is first decoded by the fast path
     (:class:`_FastOrder`, checked in native code); only a body it refuses goes to decode_order_body, which
-    gives the same fields or the reason. The columns are then built column-wise: only those asked for, the
-    items as flat sku/qty/price arrays with list offsets, eventTime as int64 milliseconds cast to a timestamp.
+    gives the same fields or the reason. The columns are then built column-wise from the valid orders only
+    (their fields transposed in one pass, strings joined into one buffer, the items as flat sku/qty/price
+    arrays with list offsets, eventTime as microseconds), and spread over the batch's rows with one ``take``
+    when some rows are invalid. No pandas and no per-row ``pa.array`` (connector.arrow_numpy).
     """
-    bodies = batch.column(batch.schema.get_field_index("body")).to_pylist()
+    body_array = batch.column(batch.schema.get_field_index("body"))
+    bodies = body_array.to_pylist()
     error_index = batch.schema.get_field_index(DECODE_ERROR)
-    decode_errors = batch.column(error_index).to_pylist() if error_index >= 0 else [None] * len(bodies)
-    orders: list[_FastOrder | None] = []
-    reasons: list[str | None] = [None] * len(bodies)
+    errors = batch.column(error_index) if error_index >= 0 else None
+    decode_errors = errors.to_pylist() if errors is not None and errors.null_count < len(errors) else None
+    orders = _decode_all(bodies) if decode_errors is None else None
+    reasons: dict[int, str] = {}  # row -> why its body is not a valid order event
+    if orders is None:
+        orders = _decode_each(bodies, decode_errors or [None] * len(bodies), reasons)
+    schema = DECODED_SCHEMA if columns is None else pa.schema([DECODED_SCHEMA.field(name) for name in columns])
+    built = _OrderColumns(orders, reasons, body_array)
+    arrays = [batch.column(batch.schema.get_field_index(f.name)).cast(f.type) if f.name in _PASS_TYPES
+              else built.column(f.name) for f in schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+# ValidationError is a DecodeError; ValueError: a string that is not UTF-8; TypeError: no body at all
+_FAST_REFUSALS = (msgspec.DecodeError, ValueError, TypeError)
+
+
+def _decode_all(bodies: list[bytes | None]) -> list[_FastOrder] | None:
+    """Every body decoded by the fast path in one native loop, or None when it refuses one of them."""
+    try:
+        return list(map(_FAST_DECODER.decode, bodies))
+    except _FAST_REFUSALS:
+        return None
+
+
+def _decode_each(bodies: list[bytes | None], decode_errors: list[str | None], reasons: dict[int, str]
+                 ) -> list[_FastOrder]:
+    """The valid orders among ``bodies``, in row order: the fast path first, then :func:`decode_order_body` for a
+    body it refuses. Each invalid row (a body neither accepts, or a ``decode_errors`` entry set) gets its reason
+    in ``reasons`` (row -> text of at most MAX_REASON_CHARS characters) instead."""
+    orders = []
     fast = _FAST_DECODER.decode
     for row, (body, decode_error) in enumerate(zip(bodies, decode_errors, strict=True)):
         if decode_error is None:
             try:
                 orders.append(fast(body))
                 continue
-            # ValidationError is a DecodeError; ValueError: a string that is not UTF-8; TypeError: no body at all
-            except (msgspec.DecodeError, ValueError, TypeError):
+            except _FAST_REFUSALS:
                 pass
         try:
             if decode_error is not None:
                 raise OrderDecodeError(f"bad record: {decode_error}")
             orders.append(_slow_order(body if body is not None else b""))
         except OrderDecodeError as e:
-            orders.append(None)
             reasons[row] = str(e)[:MAX_REASON_CHARS]
-    schema = DECODED_SCHEMA if columns is None else pa.schema([DECODED_SCHEMA.field(name) for name in columns])
-    arrays = [batch.column(batch.schema.get_field_index(f.name)).cast(f.type) if f.name in _PASS_TYPES
-              else _order_column(f, orders, reasons, bodies) for f in schema]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    return orders
 
 
-def _order_column(field: pa.Field, orders: list[_FastOrder | None], reasons: list[str | None],
-                  bodies: list[bytes | None]) -> pa.Array:
-    """Column ``field`` of :data:`DECODED_SCHEMA` (not a pass-through one) from the decoded ``orders``
-    (None where the body is invalid, with its reason in ``reasons``)."""
-    name = field.name
-    if name == "reason":
-        return pa.array(reasons, pa.string())
-    if name == "body":
-        return pa.array([body if order is None else None for order, body in zip(orders, bodies, strict=True)],
-                        pa.binary())
-    if name == "eventTime":
-        ms = pa.array([None if o is None else o.eventTimeMs for o in orders], pa.int64())
-        return pc.multiply(ms, 1000).cast(_TS)
-    if name in ("items", "itemQuantity"):
-        counts = [0 if o is None else len(o.items) for o in orders]
-        offsets = np.zeros(len(orders) + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        flat = [item for o in orders if o is not None for item in o.items]
-        qtys = np.array([item.qty for item in flat], dtype=np.int64)
-        invalid = pa.array([o is None for o in orders], pa.bool_())
-        if name == "itemQuantity":  # the sum of each row's quantities, from the running total
-            running = np.zeros(len(flat) + 1, dtype=np.int64)
-            np.cumsum(qtys, out=running[1:])
-            return pa.array(running[offsets[1:]] - running[offsets[:-1]], pa.int64(), mask=invalid.to_numpy(False))
-        values = pa.StructArray.from_arrays(
-            [pa.array([item.sku for item in flat], pa.string()), pa.array(qtys, pa.int32()),
-             pa.array([item.priceCents for item in flat], pa.int64())], fields=list(ITEM_TYPE))
-        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, type=pa.list_(ITEM_TYPE), mask=invalid)
-    get = attrgetter(name)
-    return pa.array([None if o is None else get(o) for o in orders], field.type)
+_ORDER_NAMES = _FastOrder.__struct_fields__
+
+
+class _OrderColumns:
+    """The order columns of one batch: built from its valid ``orders`` (in row order) and spread over the rows,
+    null where ``reasons`` names why a row's body is not an order event (``body_array``: the input's bodies)."""
+
+    def __init__(self, orders: list[_FastOrder], reasons: dict[int, str], body_array: pa.Array):
+        self.rows = len(orders) + len(reasons)
+        self.reasons = reasons
+        self.body_array = body_array
+        fields = list(zip(*map(astuple, orders), strict=True)) or [()] * len(_ORDER_NAMES)
+        self.fields = dict(zip(_ORDER_NAMES, fields, strict=True))
+        self._spread: pa.Array | None = None
+        self._items: tuple[np.ndarray, dict[str, Any]] | None = None
+
+    def column(self, name: str) -> pa.Array:
+        """Column ``name`` of :data:`DECODED_SCHEMA` (not a pass-through one), one entry per row."""
+        if name == "reason":
+            return self._invalid_rows(binary_array(list(self.reasons.values()), pa.string()))
+        if name == "body":
+            rows = np.fromiter(self.reasons, np.int64, len(self.reasons))
+            return self._invalid_rows(self.body_array.take(from_numpy(rows, pa.int64())))
+        return self._valid_rows(self._valid_column(name))
+
+    def _valid_column(self, name: str) -> pa.Array:
+        """Column ``name`` over the valid orders only."""
+        if name == "eventTime":  # ms within years 1..9999 (checked): the microseconds fit int64
+            return from_numpy(np.array(self.fields["eventTimeMs"], np.int64) * 1000, _TS)
+        if name == "amountCents":
+            return from_numpy(np.array(self.fields[name], np.int64), pa.int64())
+        if name in ("items", "itemQuantity"):
+            offsets, item_fields = self._flat_items()
+            qtys = item_fields["qty"]
+            if name == "itemQuantity":  # the sum of each row's quantities, from the running total
+                running = np.zeros(len(qtys) + 1, dtype=np.int64)
+                np.cumsum(qtys, out=running[1:])
+                return from_numpy(running[offsets[1:]] - running[offsets[:-1]], pa.int64())
+            values = pa.StructArray.from_arrays(
+                [binary_array(item_fields["sku"], pa.string()), from_numpy(qtys, pa.int32()),
+                 from_numpy(item_fields["priceCents"], pa.int64())], fields=list(ITEM_TYPE))
+            return pa.ListArray.from_arrays(from_numpy(offsets.astype(np.int32), pa.int32()), values,
+                                            type=pa.list_(ITEM_TYPE))
+        return binary_array(self.fields[name], pa.string())
+
+    def _flat_items(self) -> tuple[np.ndarray, dict[str, Any]]:
+        """(list offsets of each valid order's items, the items' fields: ``sku`` a list of str, ``qty`` and
+        ``priceCents`` int64 arrays, every item in order), computed once per batch."""
+        if self._items is None:
+            items = self.fields["items"]
+            offsets = np.zeros(len(items) + 1, dtype=np.int64)
+            np.cumsum(np.fromiter(map(len, items), np.int64, len(items)), out=offsets[1:])
+            flat = list(chain.from_iterable(items))
+            fields = {"sku": [item.sku for item in flat],
+                      "qty": np.fromiter([item.qty for item in flat], np.int64, len(flat)),
+                      "priceCents": np.fromiter([item.priceCents for item in flat], np.int64, len(flat))}
+            self._items = offsets, fields
+        return self._items
+
+    def _valid_rows(self, column: pa.Array) -> pa.Array:
+        """``column`` (one entry per valid order) spread over the batch's rows, null at the invalid ones."""
+        if not self.reasons:
+            return column
+        if self._spread is None:
+            index = np.full(self.rows, -1, dtype=np.int64)
+            valid = np.ones(self.rows, dtype=bool)
+            valid[np.fromiter(self.reasons, np.int64, len(self.reasons))] = False
+            index[valid] = np.arange(self.rows - len(self.reasons), dtype=np.int64)
+            self._spread = indices_or_null(index)
+        return column.take(self._spread)
+
+    def _invalid_rows(self, column: pa.Array) -> pa.Array:
+        """``column`` (one entry per invalid row, in row order) spread over the batch's rows, null elsewhere."""
+        if not self.reasons:
+            return pa.nulls(self.rows, column.type)
+        index = np.full(self.rows, -1, dtype=np.int64)
+        index[np.fromiter(self.reasons, np.int64, len(self.reasons))] = np.arange(len(self.reasons), dtype=np.int64)
+        return column.take(indices_or_null(index))

@@ -89,15 +89,19 @@ def split_silver(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]
     """Decode a batch of the source's rows (every ``format("hareplica")`` column) and route them:
     ``(silver_orders rows, silver_quarantine rows)``, each with exactly its table's columns
     (:data:`ORDER_COLUMNS`, :data:`QUARANTINE_COLUMNS`); eventDate is the UTC date of eventTime, as
-    :func:`decoded_orders` computes it."""
+    :func:`decoded_orders` computes it. A side without rows is an empty batch of its columns; when every row is
+    valid (or none is) the other side is the decoded batch itself, not a filtered copy."""
     decoded = decode_order_batch(batch)
     event_date = decoded.column(decoded.schema.get_field_index("eventTime")).cast(pa.date32())  # UTC, floored
-    table = pa.Table.from_batches([decoded]).append_column("eventDate", event_date)
-    valid = pc.is_null(table.column("reason"))
-    orders = table.filter(valid).select(list(ORDER_COLUMNS))
-    rejected = table.filter(pc.invert(valid)).select(list(QUARANTINE_COLUMNS))
-    return tuple(t.combine_chunks().to_batches()[0] if t.num_rows else pa.RecordBatch.from_pylist([], t.schema)
-                 for t in (orders, rejected))
+    decoded = decoded.append_column("eventDate", event_date)
+    orders, rejected = decoded.select(list(ORDER_COLUMNS)), decoded.select(list(QUARANTINE_COLUMNS))
+    invalid = decoded.num_rows - decoded.column(decoded.schema.get_field_index("reason")).null_count
+    if invalid == 0:
+        return orders, rejected.slice(0, 0)
+    if invalid == decoded.num_rows:
+        return orders.slice(0, 0), rejected
+    valid = pc.is_null(decoded.column(decoded.schema.get_field_index("reason")))
+    return orders.filter(valid), rejected.filter(pc.invert(valid))
 
 
 def write_silver_batch(sink: DeltaSink, batch_df, batch_id: int) -> None:

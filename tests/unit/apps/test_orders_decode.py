@@ -210,6 +210,87 @@ def test_silver_split_routes_valid_orders_and_the_rest_with_exactly_their_tables
     assert none_bad.num_rows == 0 and none_bad.schema.names == list(QUARANTINE_COLUMNS)
 
 
+def test_silver_split_of_a_batch_without_valid_orders_and_of_an_empty_batch():
+    from streaming_apps.apps.silver import ORDER_COLUMNS, QUARANTINE_COLUMNS, split_silver
+
+    orders, rejected = split_silver(_messages([b"\xc1", msgpack.packb([1])]))
+    assert orders.num_rows == 0 and orders.schema.names == list(ORDER_COLUMNS)
+    assert [r["reason"][:19] for r in rejected.to_pylist()] == ["body is not msgpack", "body is msgpack lis"]
+    orders, rejected = split_silver(_messages([]))
+    assert (orders.num_rows, rejected.num_rows) == (0, 0)
+    assert orders.schema.names == list(ORDER_COLUMNS) and rejected.schema.names == list(QUARANTINE_COLUMNS)
+
+
+@pytest.mark.parametrize("bad_rows", [(), (0,), (4,), (1, 3), (0, 1, 2, 3, 4)])
+def test_valid_and_invalid_rows_in_any_place_get_their_own_values(bad_rows):
+    """The columns are built from the valid orders and spread over the rows: every row keeps its own values,
+    wherever the invalid ones fall (none, first, last, several, all)."""
+    events = [{**GOOD, "orderId": f"ORD-{i}", "items": GOOD["items"][: i % 3], "eventTimeMs": 1_790_000_000_000 + i}
+              for i in range(5)]
+    bodies = [b"\xc1" if i in bad_rows else msgpack.packb(e) for i, e in enumerate(events)]
+    rows = decode_order_batch(_messages(bodies)).to_pylist()
+    for i, (row, event) in enumerate(zip(rows, events, strict=True)):
+        if i in bad_rows:
+            assert (row["orderId"], row["items"], row["itemQuantity"], row["body"]) == (None, None, None, b"\xc1")
+            assert row["reason"].startswith("body is not msgpack")
+        else:
+            assert (row["orderId"], row["items"], row["reason"], row["body"]) == (event["orderId"], event["items"],
+                                                                                  None, None)
+            assert row["itemQuantity"] == sum(item["qty"] for item in event["items"])
+            assert row["eventTime"] == dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(
+                milliseconds=event["eventTimeMs"])
+
+
+#: Decodes the batch in the Arrow IPC file argv[1] as silver's and gold's tasks do, with an import hook that
+#: refuses pandas and records every attempt (pyarrow's shim tries once per process, so nothing else may build
+#: arrays from Python values first: the batch is read from the file).
+NO_PANDAS_SCRIPT = """
+import json, sys, traceback
+attempts = []
+
+class RefusePandas:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            ours = [line.strip() for line in traceback.format_stack() if "streaming_apps" in line]
+            attempts.append(ours[-1] if ours else "?")
+            raise ImportError("pandas refused by the test")
+        return None
+
+sys.meta_path.insert(0, RefusePandas())
+import pyarrow as pa
+from streaming_apps.apps.gold import DECODED_COLUMNS
+from streaming_apps.apps.orders import decode_order_batch
+from streaming_apps.apps.silver import split_silver
+
+with pa.OSFile(sys.argv[1]) as f:
+    batch = pa.ipc.open_file(f).get_batch(0)
+orders, rejected = split_silver(batch)
+gold = decode_order_batch(batch, DECODED_COLUMNS)
+print(json.dumps({"orders": orders.num_rows, "rejected": rejected.num_rows, "gold": gold.num_rows,
+                  "attempts": attempts}))
+"""
+
+
+def test_silver_and_gold_decoding_never_imports_pandas(tmp_path):
+    """The order decoder builds its arrays from buffers (connector.arrow_numpy), as the source does, so silver's
+    and gold's workers stay without pandas too (fails on a decoder that calls ``pa.array`` on Python values)."""
+    import json
+    import subprocess
+    import sys
+
+    bodies = [m.body for m in order_events(40, seed=2)] + [b"\xc1", msgpack.packb([1])]
+    batch = _messages(bodies).append_column("decodeError", pa.array([None] * 41 + ["BODYCRC: mismatch"]))
+    path = tmp_path / "batch.arrow"
+    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_file(f, batch.schema) as writer:
+        writer.write_batch(batch)
+    run = subprocess.run([sys.executable, "-c", NO_PANDAS_SCRIPT, str(path)], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout)
+    assert out["attempts"] == [], f"pandas was imported by: {out['attempts']}"
+    assert (out["orders"], out["rejected"], out["gold"]) == (40, 2, 42)
+
+
 def test_silver_and_gold_take_their_topics_from_topics_not_from_a_source_option(tmp_path):
     from streaming_apps.apps.common import AppConfig, AppError
     from streaming_apps.apps.silver import order_source_options

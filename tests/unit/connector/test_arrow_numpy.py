@@ -67,6 +67,25 @@ def test_binary_and_string_arrays():
     assert repeat_string("broker-a", 3).to_pylist() == ["broker-a"] * 3
 
 
+@pytest.mark.parametrize("values", [
+    ("ORD-1", "", "C-000042"),  # ASCII only: one join, byte lengths from the characters
+    ("ORD-1", "caf\u00e9", "\u65e5\u672c"),  # not ASCII: per-value encode
+    ["a", b"raw", "b"],  # a bytes value among strings: per-value
+    (), ("",), ("", ""),
+])
+def test_string_arrays_of_ascii_and_other_values_equal_pyarrows(values):
+    as_str = [v.decode() if isinstance(v, bytes) else v for v in values]
+    built = binary_array(values, pa.string())
+    built.validate(full=True)
+    assert built.equals(pa.array(as_str, type=pa.string()))
+    assert binary_array(values).equals(pa.array([v.encode() for v in as_str], type=pa.binary()))
+
+
+def test_a_lone_surrogate_is_refused_as_by_str_encode():
+    with pytest.raises(UnicodeEncodeError):
+        binary_array(["ok", "\ud800"], pa.string())
+
+
 @pytest.mark.parametrize("call, error", [
     (lambda: from_numpy(np.arange(3), pa.string()), TypeError),
     (lambda: from_numpy(np.zeros((2, 2)), pa.float64()), ValueError),
