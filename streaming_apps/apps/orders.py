@@ -1,10 +1,10 @@
 """Decoding the demo's msgpack order events (``streaming_apps.workload``) into typed Arrow columns.
 
-Pure (pyarrow, msgspec, msgpack): the silver and gold apps run :func:`decode_order_batch` in the source's own
-tasks (the source's ``batchTransform``, connector.transform; silver's direct landing through its split).
-Each input row is one message (bronze columns); each output row is the message's order
-fields when the body is a valid order event, else nulls and a ``reason`` saying what is wrong with
-the body (the silver app routes those rows to its quarantine table with their commitLogOffset).
+Pure (pyarrow, NumPy, msgspec, msgpack; no pandas): the silver and gold apps run :func:`decode_order_batch`
+in the source's own tasks (the source's ``batchTransform``, connector.transform; silver's direct landing
+through its split). Each input row is one message (bronze columns); each output row is the message's order
+fields when the body is a valid order event, else nulls and a ``reason`` saying what is wrong with the body
+(the silver app routes those rows to its quarantine table with their commitLogOffset).
 
 An order event body is a msgpack map with at least (workload.order_event)::
 
