@@ -300,7 +300,12 @@ def _run(args) -> int:
         check_starting_offsets,
         error_line,
     )
-    from streaming_apps.spark_session import ConnectSessionError, build_connect_session, build_spark_session
+    from streaming_apps.spark_session import (
+        ConnectSessionError,
+        build_connect_session,
+        build_spark_session,
+        stop_session,
+    )
 
     console = Console(stderr=True, soft_wrap=True)  # an error is one line, whatever the terminal width
     try:
@@ -362,7 +367,7 @@ def _run(args) -> int:
         console.print(f"[red]error:[/red] {args.app}: {error_line(e)}", highlight=False)
         return 1
     finally:
-        spark.stop()
+        stop_session(spark)
         signal.signal(signal.SIGTERM, previous)
     console.print(f"{result.app}: {result.rows} rows in {result.batches} micro-batches, {len(result.maintenance)} "
                   f"table maintenance runs, {result.elapsed_s:.1f} s", highlight=False)

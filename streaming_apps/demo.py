@@ -100,7 +100,7 @@ def _produce(console: Console, broker_addr: str, count: int) -> int:
 def _stream(console: Console, broker, root: Path) -> int:
     """Run the bronze app until caught up; returns the number of micro-batches."""
     from streaming_apps.apps import AppConfig, start
-    from streaming_apps.spark_session import build_spark_session
+    from streaming_apps.spark_session import build_spark_session, stop_session
 
     console.print("starting Spark (local[2]) …")
     spark = build_spark_session("hareplica-demo")
@@ -123,7 +123,7 @@ def _stream(console: Console, broker, root: Path) -> int:
                       f"{len(running.maintainer.results)} table maintenance runs")
         return len(progress)
     finally:
-        spark.stop()
+        stop_session(spark)
 
 
 def _print_progress(console: Console, progress: list[dict], shown: int) -> int:

@@ -264,7 +264,7 @@ def spark_query(sql: str, tables: Mapping[str, str], *, jars: list[str] | None =
     Raises:
         QueryError: a table cannot be registered, or the statement fails (Spark's first message line).
     """
-    from streaming_apps.spark_session import build_spark_session, staged_delta_jars
+    from streaming_apps.spark_session import build_spark_session, staged_delta_jars, stop_session
 
     jars = list(jars) if jars else staged_delta_jars()
     with_delta = any(os.path.basename(j).startswith("delta-spark") for j in jars)
@@ -276,7 +276,7 @@ def spark_query(sql: str, tables: Mapping[str, str], *, jars: list[str] | None =
         except Exception as e:  # noqa: BLE001 - AnalysisException, ParseException, Py4JJavaError
             raise QueryError(f"query failed: {error_line(e)} (tables: {', '.join(sorted(tables))})") from e
     finally:
-        spark.stop()
+        stop_session(spark)
 
 
 def spark_has_delta(spark) -> bool:

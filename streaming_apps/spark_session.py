@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from connector import register_data_sources  # noqa: F401 - re-exported: the apps and tests call it from here
@@ -194,6 +195,33 @@ DEFAULT_CONNECT_PORT = 15002
 
 class ConnectSessionError(RuntimeError):
     """A Spark Connect session cannot be made here (bad ``sc://`` URL, a classic session in this process)."""
+
+
+def stop_session(spark) -> None:
+    """``spark.stop()`` for a process that is about to end, without waiting for pyspark's accumulator server.
+
+    PySpark's ``SparkContext.stop`` stops the JVM's context, then shuts its accumulator server down and waits for
+    it. That server handles the JVM's connection inside its one serving thread and looks at its stop flag once per
+    second of polling, so the wait took up to 1.5 s (0.8 s in a traced ``hareplica run``; docs/deployment.md §7,
+    "Shutdown"). Here the server is detached from the context, the JVM's context is stopped, and the server is
+    then told to stop in a daemon thread that nothing waits for: the process's exit ends it. Its listening socket
+    is closed by that shutdown (a Unix-domain socket's file is removed here, in case the process ends first). A
+    session without that server (Spark Connect, or a PySpark that names it otherwise) is simply stopped.
+    """
+    context = getattr(spark, "_sc", None)
+    server = getattr(context, "_accumulatorServer", None)
+    if server is None or not hasattr(server, "server_shutdown"):
+        spark.stop()
+        return
+    context._accumulatorServer = None  # SparkContext.stop then stops the JVM's context only
+    try:
+        spark.stop()
+    finally:  # as pyspark does after the JVM's stop, without the wait
+        server.server_shutdown = True  # the handler's poll loop ends at its next wake-up
+        threading.Thread(target=server.shutdown, name="hareplica-accumulator-server-stop", daemon=True).start()
+        if isinstance(server.server_address, str):  # Unix-domain socket (spark.python.unix.domain.socket.enabled)
+            with contextlib.suppress(OSError):
+                os.remove(server.server_address)
 
 
 def is_connect_session(spark) -> bool:

@@ -1,0 +1,75 @@
+"""streaming_apps.spark_session.stop_session: the CLI's session stops without waiting for pyspark's accumulator
+server (docs/deployment.md §7, "Shutdown").
+
+A process of its own builds a classic session, runs one Python job (so that the JVM connects to the accumulator
+server and the server's one thread sits in that connection's poll loop), and holds the server's shutdown on an
+event. ``stop_session`` must return while the shutdown is held, and the server must then stop by itself once it
+is let go: its serving thread ends and its listening socket closes. With PySpark's own ``spark.stop()`` the same
+script blocks until the shutdown is let go, which the test shows too.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+SCRIPT = """
+import json, sys, threading
+from streaming_apps.spark_session import build_spark_session, stop_session
+
+spark = build_spark_session("session-stop-test", master="local[1]")
+assert spark.sparkContext.parallelize([1, 2], 1).map(lambda x: x + 1).collect() == [2, 3]
+server = spark.sparkContext._accumulatorServer
+serving = [t for t in threading.enumerate() if "serve_forever" in t.name]
+release, entered, callers = threading.Event(), threading.Event(), []
+original = server.shutdown
+
+def held_shutdown():
+    callers.append(threading.current_thread())
+    entered.set()
+    release.wait()
+    original()
+
+server.shutdown = held_shutdown
+stop = stop_session if sys.argv[1] == "stop_session" else lambda s: s.stop()
+stopper = threading.Thread(target=stop, args=(spark,), daemon=True)
+stopper.start()
+assert entered.wait(120), "nobody shut the accumulator server down"
+if callers[0] is stopper:  # the stop itself waits in the held shutdown
+    returned_while_held = False
+else:
+    stopper.join(120)
+    returned_while_held = not stopper.is_alive()
+release.set()
+stopper.join(120)
+for t in serving:
+    t.join(30)
+print(json.dumps({"returned_while_held": returned_while_held, "stopped": not stopper.is_alive(),
+                  "serving_threads": len(serving), "server_thread_ended": not any(t.is_alive() for t in serving),
+                  "listening_socket_closed": server.socket.fileno() == -1}))
+"""
+
+
+def _run(how: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, how], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_stop_session_returns_without_waiting_for_the_accumulator_server_which_then_stops():
+    out = _run("stop_session")
+    assert out["serving_threads"] == 1
+    assert out["returned_while_held"] and out["stopped"]
+    assert out["server_thread_ended"] and out["listening_socket_closed"]
+
+
+def test_pysparks_own_stop_waits_for_the_accumulator_server():
+    """The wait stop_session removes: spark.stop() does not return while the server's shutdown is held."""
+    out = _run("spark.stop")
+    assert not out["returned_while_held"]
+    assert out["stopped"] and out["server_thread_ended"] and out["listening_socket_closed"]
