@@ -139,7 +139,7 @@ class ProgressFileListener(StreamingQueryListener):
         self.max_bytes = max_bytes
         self.records: list[dict[str, Any]] = []
         self._names: dict[str, str | None] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()  # guards the file and records; notified at every record
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def _watched(self, name: str | None) -> bool:
@@ -162,6 +162,13 @@ class ProgressFileListener(StreamingQueryListener):
             except OSError as e:
                 log.warning("could not write progress file %s: %s", self.path, e)
             self.records.append(record)
+            self._lock.notify_all()
+
+    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout_s: float) -> bool:
+        """Wait until ``predicate(records)`` is true (checked now and after every new record, under the lock);
+        False when ``timeout_s`` seconds pass first."""
+        with self._lock:
+            return self._lock.wait_for(lambda: predicate(self.records), timeout_s)
 
     # --- StreamingQueryListener ---------------------------------------------------------------------
     def onQueryStarted(self, event) -> None:

@@ -34,7 +34,6 @@ from connector.delta.merge import FinalizeRows, MergeResult, merge_batch, spark_
 from connector.delta.options import app_id_from_checkpoint
 from connector.progress_listener import ProgressFileListener
 from connector.protocol.errors import HAReplicaError
-from connector.retry import poll_until
 from connector.spark_compat import available_now_problem
 from connector.worker_warmup import WARMUP_MODULES, Warmup, start_warmup
 
@@ -424,8 +423,8 @@ class RunningApp:
         """Stop queries, let the listener record their end, wait for maintenance, remove the listener."""
         self.stop()
         names = {q.name for q in self.queries}
-        poll_until(lambda: names <= {r.get("query") for r in list(self.listener.records)
-                                     if r.get("event") == "terminated"}, CLOSE_WAIT_S, 0.05)
+        self.listener.wait_for(lambda records: names <= {r.get("query") for r in records
+                                                         if r.get("event") == "terminated"}, CLOSE_WAIT_S)
         if not self.maintainer.wait(CLOSE_WAIT_S):
             log.warning("maintenance still running after %.0f s; leaving it in the background", CLOSE_WAIT_S)
         try:

@@ -96,3 +96,27 @@ def test_unreadable_lines_are_skipped_and_the_file_rotates(tmp_path):
     assert path.stat().st_size <= 300
     batches = [e["batchId"] for e in read_events(path) if e["event"] == "progress"]
     assert batches == sorted(batches) and batches[-1] == 9
+
+
+def test_wait_for_wakes_at_the_record_that_makes_the_predicate_true(tmp_path):
+    """RunningApp.close waits on this for the queries' terminated lines: woken by the record, not by polling."""
+    import threading
+
+    listener = ProgressFileListener(tmp_path / "p.jsonl")
+    terminated = lambda records: any(r["event"] == "terminated" for r in records)  # noqa: E731
+    assert listener.wait_for(terminated, 0.0) is False  # not yet, and no wait
+    waiting = threading.Event()
+    result: list[bool] = []
+
+    def waiter():
+        waiting.set()
+        result.append(listener.wait_for(terminated, 60.0))
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    assert waiting.wait(10)
+    listener.write_event("maintenance", query="q")  # another record: the waiter checks and keeps waiting
+    listener.write_event("terminated", query="q")
+    thread.join(30)
+    assert not thread.is_alive() and result == [True]
+    assert listener.wait_for(terminated, 0.0) is True
