@@ -47,8 +47,8 @@ else:
     returned_while_held = not stopper.is_alive()
 release.set()
 stopper.join(120)
-for t in serving:
-    t.join(30)
+for t in serving + [t for t in threading.enumerate() if t.name == "hareplica-accumulator-server-stop"]:
+    t.join(30)  # the serving loop, then stop_session's thread that closes the listening socket after it
 print(json.dumps({"returned_while_held": returned_while_held, "stopped": not stopper.is_alive(),
                   "serving_threads": len(serving), "server_thread_ended": not any(t.is_alive() for t in serving),
                   "listening_socket_closed": server.socket.fileno() == -1}))
