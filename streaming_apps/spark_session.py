@@ -198,15 +198,21 @@ class ConnectSessionError(RuntimeError):
 
 
 def stop_session(spark) -> None:
-    """``spark.stop()`` for a process that is about to end, without waiting for pyspark's accumulator server.
+    """``spark.stop()`` for a process that is about to end: stops the classic session without PySpark's two
+    exit waits (docs/deployment.md §7, "Shutdown").
 
-    PySpark's ``SparkContext.stop`` stops the JVM's context, then shuts its accumulator server down and waits for
-    it. That server handles the JVM's connection inside its one serving thread and looks at its stop flag once per
-    second of polling, so the wait took up to 1.5 s (0.8 s in a traced ``hareplica run``; docs/deployment.md §7,
-    "Shutdown"). Here the server is detached from the context, the JVM's context is stopped, and the server is
-    then told to stop in a daemon thread that nothing waits for: the process's exit ends it. Its listening socket
-    is closed by that shutdown (a Unix-domain socket's file is removed here, in case the process ends first). A
-    session without that server (Spark Connect, or a PySpark that names it otherwise) is simply stopped.
+    - PySpark's ``SparkContext.stop`` stops the JVM's context, then shuts its accumulator server down and waits for
+      it. That server handles the JVM's connection inside its one serving thread and looks at its stop flag once
+      per second of polling: the wait took 0.8 s in a traced ``hareplica run``. Here the server is detached from
+      the context, the JVM's context is stopped, and the server is then told to stop in a daemon thread that
+      nothing waits for (the process's exit ends it; a Unix-domain socket's file is removed here).
+    - When this process launched the driver JVM (not under ``spark-submit``), that JVM exits only once this
+      process has ended (its gateway reads stdin until EOF), and HotSpot's exit then waits up to 300 ms for
+      threads blocked in native calls, such as py4j's gateway server in ``accept``. Here the py4j gateway is shut
+      down (its server socket and connections closed) and the JVM's stdin closed, so it exits now, beside this
+      process's last steps. PySpark's gateway is reset, so a later session in this process starts a new JVM.
+
+    A Spark Connect session, or a PySpark without these attributes, is simply stopped.
     """
     context = getattr(spark, "_sc", None)
     server = getattr(context, "_accumulatorServer", None)
@@ -222,6 +228,24 @@ def stop_session(spark) -> None:
         if isinstance(server.server_address, str):  # Unix-domain socket (spark.python.unix.domain.socket.enabled)
             with contextlib.suppress(OSError):
                 os.remove(server.server_address)
+        _end_launched_jvm(type(context))
+
+
+def _end_launched_jvm(context_class) -> None:
+    """Shut the py4j gateway down and close the driver JVM's stdin, when this process launched that JVM
+    (PySpark's ``launch_gateway`` keeps the process as ``gateway.proc``); reset PySpark's gateway."""
+    gateway = getattr(context_class, "_gateway", None)
+    proc = getattr(gateway, "proc", None)
+    if proc is None:  # spark-submit launched this process: its JVM outlives it on purpose
+        return
+    context_class._gateway = None
+    context_class._jvm = None
+    try:
+        gateway.shutdown()
+    finally:
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()  # the gateway server's main loop exits at EOF: the JVM ends now
 
 
 def is_connect_session(spark) -> bool:

@@ -4,8 +4,9 @@ server (docs/deployment.md §7, "Shutdown").
 A process of its own builds a classic session, runs one Python job (so that the JVM connects to the accumulator
 server and the server's one thread sits in that connection's poll loop), and holds the server's shutdown on an
 event. ``stop_session`` must return while the shutdown is held, and the server must then stop by itself once it
-is let go: its serving thread ends and its listening socket closes. With PySpark's own ``spark.stop()`` the same
-script blocks until the shutdown is let go, which the test shows too.
+is let go: its serving thread ends and its listening socket closes. The driver JVM must end while the process
+still runs, and a new session must then start (a new JVM). With PySpark's own ``spark.stop()`` the same script
+blocks until the shutdown is let go, and the JVM keeps running until the process ends; the test shows both.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from streaming_apps.spark_session import build_spark_session, stop_session
 spark = build_spark_session("session-stop-test", master="local[1]")
 assert spark.sparkContext.parallelize([1, 2], 1).map(lambda x: x + 1).collect() == [2, 3]
 server = spark.sparkContext._accumulatorServer
+from pyspark import SparkContext
+jvm = SparkContext._gateway.proc  # the driver JVM this process launched
 serving = [t for t in threading.enumerate() if "serve_forever" in t.name]
 release, entered, callers = threading.Event(), threading.Event(), []
 original = server.shutdown
@@ -49,7 +52,15 @@ release.set()
 stopper.join(120)
 for t in serving + [t for t in threading.enumerate() if t.name == "hareplica-accumulator-server-stop"]:
     t.join(30)  # the serving loop, then stop_session's thread that closes the listening socket after it
+if sys.argv[1] == "stop_session":
+    jvm_exit = jvm.wait(120)  # it ends while this process still runs
+    again = build_spark_session("session-stop-test-2", master="local[1]")  # a new JVM
+    new_session_works = again.range(3).count() == 3 and SparkContext._gateway.proc.pid != jvm.pid
+    stop_session(again)
+else:
+    jvm_exit, new_session_works = jvm.poll(), None  # None: still running, its stdin open
 print(json.dumps({"returned_while_held": returned_while_held, "stopped": not stopper.is_alive(),
+                  "jvm_exit": jvm_exit, "new_session_works": new_session_works,
                   "serving_threads": len(serving), "server_thread_ended": not any(t.is_alive() for t in serving),
                   "listening_socket_closed": server.socket.fileno() == -1}))
 """
@@ -66,6 +77,8 @@ def test_stop_session_returns_without_waiting_for_the_accumulator_server_which_t
     assert out["serving_threads"] == 1
     assert out["returned_while_held"] and out["stopped"]
     assert out["server_thread_ended"] and out["listening_socket_closed"]
+    assert out["jvm_exit"] == 0  # the driver JVM ended before this process did
+    assert out["new_session_works"]
 
 
 def test_pysparks_own_stop_waits_for_the_accumulator_server():
@@ -73,3 +86,4 @@ def test_pysparks_own_stop_waits_for_the_accumulator_server():
     out = _run("spark.stop")
     assert not out["returned_while_held"]
     assert out["stopped"] and out["server_thread_ended"] and out["listening_socket_closed"]
+    assert out["jvm_exit"] is None  # the driver JVM waits for this process's end (its stdin)
