@@ -1,8 +1,9 @@
 """Where bronze's CPU goes: per process and per JVM thread, in the data phase, at two log sizes (issue 21).
 
-``python -m bench.bronze_profile`` (about 4 minutes on 2 CPUs) fills two real 4.9.8 ASYNC_MASTERs (as
-:mod:`bench.catchup` does: 1 KiB messages, one 1 GiB mapped file) with ``--small-mib`` (default 256) and
-``--large-mib`` (default 512) and runs ``hareplica run bronze --trigger available-now`` cold against each,
+``python -m bench.bronze_profile`` (about 6 minutes on 2 CPUs) fills two real 4.9.8 ASYNC_MASTERs (as
+:mod:`bench.catchup` does: 1 KiB messages, 1 GiB mapped files) with ``--small-mib`` (default 512, the catch-up
+benchmark's log) and ``--large-mib`` (default 2048: a multi-GB backlog, two mapped files, read in one micro-batch
+of four tasks) and runs ``hareplica run bronze --trigger available-now`` cold against each,
 ``--rounds`` times (default 3), interleaved (small, large, small...). For every run it samples ``/proc`` every
 0.1 s and reports, over the data phase (first micro-batch trigger -> end of the last, from the progress file):
 
@@ -12,9 +13,11 @@
 - CPU seconds per JVM thread name (digits folded: ``C2 CompilerThread0`` -> ``CN CompilerThreN``...), to tell
   the JIT, GC and the task and stream-execution threads apart.
 
-``marginal_cpu_s_per_gb``: (CPU of the large runs - CPU of the small runs) / the bytes between, per kind and in
-all: what each further GB costs once the fixed part of a run (JIT, worker start and imports, query planning)
-is paid. The catch-up benchmark's ``bronze_cpu_s_per_gb`` is one 527 MiB micro-batch, fixed part included.
+``cpu_s_per_gb`` of each size: all processes' data-phase CPU per GB of that log, the catch-up benchmark's
+``bronze_cpu_s_per_gb`` measured the same way (that one is a 527 MiB micro-batch, fixed part included; the large
+log shows it for a multi-GB backlog). ``marginal_cpu_s_per_gb``: (CPU of the large runs - CPU of the small runs)
+/ the bytes between, per kind and in all: what each further GB costs once the fixed part of a run (JIT, worker
+start and imports, query planning) is paid.
 
 Results: bench/results/bronze_profile.json and a table. MB are 10^6 bytes, GB 10^9.
 """
@@ -199,6 +202,8 @@ def run(small_mib: int, large_mib: int, rounds: int) -> dict:
             for label in ("small", "large") for k, v in results[label]["cpu_s_by_kind"].items() if v]
     rows += [(f"marginal {k}", v, "CPU-s per further GB") for k, v in results["marginal_cpu_s_per_gb"].items() if v]
     rows.append(("marginal total", results["marginal_cpu_s_per_gb_total"], "CPU-s per further GB, all processes"))
+    rows += [(f"{label} cpu_s_per_gb", results[label]["cpu_s_per_gb"], f"data phase, all processes, "
+              f"{results[label]['commitlog_bytes'] / 1e9:.2f} GB") for label in ("small", "large")]
     rows += [(f"large JVM {k}", v, "data-phase CPU s") for k, v in results["large"]["cpu_s_by_jvm_thread"].items()]
     report("bronze_profile", results, rows,
            notes=f"{small_mib} and {large_mib} MiB logs, {rounds} interleaved cold run(s) each, medians")
@@ -207,8 +212,8 @@ def run(small_mib: int, large_mib: int, rounds: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.bronze_profile", description=__doc__.splitlines()[0])
-    parser.add_argument("--small-mib", type=int, default=256)
-    parser.add_argument("--large-mib", type=int, default=512)
+    parser.add_argument("--small-mib", type=int, default=512)
+    parser.add_argument("--large-mib", type=int, default=2048)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     run(args.small_mib, args.large_mib, args.rounds)
