@@ -16,6 +16,7 @@ from streaming_apps.apps.orders import (
     decode_order_body,
 )
 from streaming_apps.workload import order_events
+from tests.support.no_pandas import refuse_pandas_prelude
 
 GOOD = {"orderId": "ORD-1", "customerId": "C-1", "status": "PAID", "amountCents": 1500, "currency": "EUR",
         "region": "eu-west", "items": [{"sku": "SKU-1", "qty": 2, "priceCents": 500},
@@ -244,19 +245,7 @@ def test_valid_and_invalid_rows_in_any_place_get_their_own_values(bad_rows):
 #: Decodes the batch in the Arrow IPC file argv[1] as silver's and gold's tasks do, with an import hook that
 #: refuses pandas and records every attempt (pyarrow's shim tries once per process, so nothing else may build
 #: arrays from Python values first: the batch is read from the file).
-NO_PANDAS_SCRIPT = """
-import json, sys, traceback
-attempts = []
-
-class RefusePandas:
-    def find_spec(self, name, path=None, target=None):
-        if name == "pandas" or name.startswith("pandas."):
-            ours = [line.strip() for line in traceback.format_stack() if "streaming_apps" in line]
-            attempts.append(ours[-1] if ours else "?")
-            raise ImportError("pandas refused by the test")
-        return None
-
-sys.meta_path.insert(0, RefusePandas())
+NO_PANDAS_SCRIPT = refuse_pandas_prelude("streaming_apps") + """
 import pyarrow as pa
 from streaming_apps.apps.gold import DECODED_COLUMNS
 from streaming_apps.apps.orders import decode_order_batch

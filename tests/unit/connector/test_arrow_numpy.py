@@ -20,6 +20,7 @@ from connector.arrow_numpy import (
     repeat_string,
     to_numpy,
 )
+from tests.support.no_pandas import refuse_pandas_prelude
 
 
 @pytest.mark.parametrize("arrow_type", [pa.int8(), pa.int32(), pa.int64(), pa.uint64(), pa.float64(),
@@ -100,19 +101,8 @@ def test_bad_input_is_refused(call, error):
 
 #: Decodes the fixture CommitLog as an executor does, adds storeDate, writes the landing's Parquet files with
 #: their Delta statistics, with an import hook that refuses pandas and records every attempt.
-NO_PANDAS_SCRIPT = """
-import json, sys, tempfile, traceback
-attempts = []
-
-class RefusePandas:
-    def find_spec(self, name, path=None, target=None):
-        if name == "pandas" or name.startswith("pandas."):
-            ours = [line.strip() for line in traceback.format_stack() if "connector" in line]
-            attempts.append(ours[-1] if ours else "?")
-            raise ImportError("pandas refused by the test")
-        return None
-
-sys.meta_path.insert(0, RefusePandas())
+NO_PANDAS_SCRIPT = refuse_pandas_prelude("connector") + """
+import tempfile
 from pathlib import Path
 from connector.decode.stream import CommitLogArrowDecoder
 from connector.delta.parquet import TaskFileWriter
