@@ -1,6 +1,6 @@
 """Where bronze's CPU goes: per process and per JVM thread, in the data phase, at two log sizes (issue 21).
 
-``python -m bench.bronze_profile`` (about 6 minutes on 2 CPUs) fills two real 4.9.8 ASYNC_MASTERs (as
+``python -m bench.bronze_profile`` (about 8 minutes on 2 CPUs) fills two real 4.9.8 ASYNC_MASTERs (as
 :mod:`bench.catchup` does: 1 KiB messages, 1 GiB mapped files) with ``--small-mib`` (default 512, the catch-up
 benchmark's log) and ``--large-mib`` (default 2048: a multi-GB backlog, two mapped files, read in one micro-batch
 of four tasks) and runs ``hareplica run bronze --trigger available-now`` cold against each,

@@ -272,6 +272,7 @@ class _OrderColumns:
     def __init__(self, orders: list[_FastOrder], reasons: dict[int, str], body_array: pa.Array):
         self.rows = len(orders) + len(reasons)
         self.reasons = reasons
+        self.invalid = np.fromiter(reasons, np.int64, len(reasons))  # the invalid rows, ascending
         self.body_array = body_array
         fields = list(zip(*map(astuple, orders), strict=True)) or [()] * len(_ORDER_NAMES)
         self.fields = dict(zip(_ORDER_NAMES, fields, strict=True))
@@ -283,8 +284,7 @@ class _OrderColumns:
         if name == "reason":
             return self._invalid_rows(binary_array(list(self.reasons.values()), pa.string()))
         if name == "body":
-            rows = np.fromiter(self.reasons, np.int64, len(self.reasons))
-            return self._invalid_rows(self.body_array.take(from_numpy(rows, pa.int64())))
+            return self._invalid_rows(self.body_array.take(from_numpy(self.invalid, pa.int64())))
         return self._valid_rows(self._valid_column(name))
 
     def _valid_column(self, name: str) -> pa.Array:
@@ -328,8 +328,8 @@ class _OrderColumns:
         if self._spread is None:
             index = np.full(self.rows, -1, dtype=np.int64)
             valid = np.ones(self.rows, dtype=bool)
-            valid[np.fromiter(self.reasons, np.int64, len(self.reasons))] = False
-            index[valid] = np.arange(self.rows - len(self.reasons), dtype=np.int64)
+            valid[self.invalid] = False
+            index[valid] = np.arange(self.rows - len(self.invalid), dtype=np.int64)
             self._spread = indices_or_null(index)
         return column.take(self._spread)
 
@@ -338,5 +338,5 @@ class _OrderColumns:
         if not self.reasons:
             return pa.nulls(self.rows, column.type)
         index = np.full(self.rows, -1, dtype=np.int64)
-        index[np.fromiter(self.reasons, np.int64, len(self.reasons))] = np.arange(len(self.reasons), dtype=np.int64)
+        index[self.invalid] = np.arange(len(self.invalid), dtype=np.int64)
         return column.take(indices_or_null(index))

@@ -95,12 +95,12 @@ def split_silver(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]
     event_date = decoded.column(decoded.schema.get_field_index("eventTime")).cast(pa.date32())  # UTC, floored
     decoded = decoded.append_column("eventDate", event_date)
     orders, rejected = decoded.select(list(ORDER_COLUMNS)), decoded.select(list(QUARANTINE_COLUMNS))
-    invalid = decoded.num_rows - decoded.column(decoded.schema.get_field_index("reason")).null_count
-    if invalid == 0:
+    reason = decoded.column(decoded.schema.get_field_index("reason"))
+    if reason.null_count == decoded.num_rows:  # every row valid
         return orders, rejected.slice(0, 0)
-    if invalid == decoded.num_rows:
+    if reason.null_count == 0:  # none valid
         return orders.slice(0, 0), rejected
-    valid = pc.is_null(decoded.column(decoded.schema.get_field_index("reason")))
+    valid = pc.is_null(reason)
     return orders.filter(valid), rejected.filter(pc.invert(valid))
 
 
