@@ -49,6 +49,10 @@ PLANNER_MODULES = ("connector.source",)
 #: The short name :class:`PlannerWarmupSource` is registered under, and its option naming the modules to import.
 PLANNER_WARMUP_FORMAT = "hareplica-planner-warmup"
 PLANNER_MODULES_OPTION = "modules"
+#: The Spark job group of the warm-up job, which :meth:`Warmup.end` cancels.
+WARMUP_JOB_GROUP = "hareplica-worker-warmup"
+#: How long :meth:`Warmup.end` waits for the job's thread between two cancels, seconds.
+END_POLL_S = 0.1
 
 
 def warm_worker(batches: Iterable, modules: Sequence[str]) -> Iterator:
@@ -148,6 +152,9 @@ class Warmup:
     def _run(self) -> None:
         started = time.monotonic()
         try:
+            # a job group of its own (this thread's, with PySpark's pinned threads): Warmup.end cancels it
+            self._spark.sparkContext.setJobGroup(WARMUP_JOB_GROUP, "hareplica: warming Python workers",
+                                                 interruptOnCancel=True)
             job = (self._spark.range(self.workers, numPartitions=self.workers)
                    .mapInArrow(partial(warm_worker, modules=self._modules), WARMUP_SCHEMA))
             self.pids = [row.pid for row in job.collect()]
@@ -170,6 +177,25 @@ class Warmup:
             if thread.is_alive():
                 raise TimeoutError(f"{what} still runs after {timeout_s} s")
         return self.pids
+
+    def end(self, timeout_s: float) -> bool:
+        """Cancel the worker job if it still runs, and wait up to ``timeout_s`` seconds for both threads to end;
+        True when they have. Called before the session stops (``RunningApp.close``): a thread still inside a py4j
+        call when the driver JVM goes away fails there, and py4j logs that failure with its stack on the root
+        logger (docs/deployment.md §7, "Shutdown"). The planner's warm-up runs no job and is only waited for.
+        A failed cancel is logged at debug level (the session may already be stopping).
+        """
+        deadline = time.monotonic() + timeout_s
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            try:  # again until the thread ends: a cancel before the job's submission cancels nothing
+                self._spark.sparkContext.cancelJobGroup(WARMUP_JOB_GROUP)
+            except Exception:  # noqa: BLE001 - the thread is then waited for, as the planner's
+                log.debug("cancelling the worker warm-up job failed", exc_info=True)
+                break
+            self._thread.join(min(END_POLL_S, max(0.0, deadline - time.monotonic())))
+        for thread in (self._thread, self._planner_thread):
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not (self._thread.is_alive() or self._planner_thread.is_alive())
 
 
 def start_warmup(spark, workers: int, modules: Sequence[str] = WARMUP_MODULES,

@@ -205,7 +205,9 @@ def stop_session(spark) -> None:
       it. That server handles the JVM's connection inside its one serving thread and looks at its stop flag once
       per second of polling: the wait took 0.8 s in a traced ``hareplica run``. Here the server is detached from
       the context, the JVM's context is stopped, and the server is then told to stop in a daemon thread that
-      nothing waits for (the process's exit ends it; a Unix-domain socket's file is removed here).
+      nothing waits for (the process's exit ends it; a Unix-domain socket's file is removed here). When the JVM
+      ends first, the handler reads the end of its connection before it sees the stop flag; that ``EOFError`` is
+      logged at debug level, where ``socketserver`` would print its stack on stderr.
     - When this process launched the driver JVM (not under ``spark-submit``), that JVM exits only once this
       process has ended (its gateway reads stdin until EOF), and HotSpot's exit then waits up to 300 ms for
       threads blocked in native calls, such as py4j's gateway server in ``accept``. Here the py4j gateway is shut
@@ -220,6 +222,7 @@ def stop_session(spark) -> None:
         spark.stop()
         return
     context._accumulatorServer = None  # SparkContext.stop then stops the JVM's context only
+    server.handle_error = _handler_error_at_debug
     try:
         spark.stop()
     finally:  # as pyspark does after the JVM's stop, without the wait
@@ -229,6 +232,11 @@ def stop_session(spark) -> None:
             with contextlib.suppress(OSError):
                 os.remove(server.server_address)
         _end_launched_jvm(type(context))
+
+
+def _handler_error_at_debug(request, client_address) -> None:
+    """``socketserver``'s ``handle_error`` for a stopping accumulator server: debug level, not a stack on stderr."""
+    log.debug("the accumulator server's connection from %s ended", client_address, exc_info=True)
 
 
 def _end_launched_jvm(context_class) -> None:

@@ -420,7 +420,10 @@ class RunningApp:
                 log.warning("stopping %s: %s", q.name, e)
 
     def close(self) -> None:
-        """Stop queries, let the listener record their end, wait for maintenance, remove the listener."""
+        """End the worker warm-up (its job cancelled if it still runs: :meth:`Warmup.end`), stop queries, let the
+        listener record their end, wait for maintenance, remove the listener."""
+        if self.warmup is not None and not self.warmup.end(CLOSE_WAIT_S):
+            log.warning("the worker warm-up still runs after %.0f s; leaving it in the background", CLOSE_WAIT_S)
         self.stop()
         names = {q.name for q in self.queries}
         self.listener.wait_for(lambda records: names <= {r.get("query") for r in records

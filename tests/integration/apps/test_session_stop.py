@@ -87,3 +87,55 @@ def test_pysparks_own_stop_waits_for_the_accumulator_server():
     assert not out["returned_while_held"]
     assert out["stopped"] and out["server_thread_ended"] and out["listening_socket_closed"]
     assert out["jvm_exit"] is None  # the driver JVM waits for this process's end (its stdin)
+
+
+WARMUP_SCRIPT = """
+import json, logging, os, sys, threading, time
+from pathlib import Path
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)  # what the CLI shows: INFO, the root logger's too
+from pyspark import SparkContext
+from connector.worker_warmup import start_warmup
+from streaming_apps.spark_session import build_spark_session, stop_session
+
+spark = build_spark_session("warmup-stop-test", master="local[2]")
+assert spark.sparkContext.parallelize([1, 2], 1).map(lambda x: x + 1).collect() == [2, 3]  # accumulator connection
+logging.getLogger("py4j").setLevel(logging.CRITICAL)  # as the CLI: py4j's own logger is quiet
+jvm = SparkContext._gateway.proc
+serving = [t for t in threading.enumerate() if "serve_forever" in t.name]
+warmup = start_warmup(spark, 2, ("tests.support.blocking_import",))
+marker = Path(os.environ["HAREPLICA_TEST_BLOCK_MARKER"])
+deadline = time.monotonic() + 120
+while not marker.exists():  # a worker is inside the blocking import: the warm-up job runs
+    assert time.monotonic() < deadline, "the warm-up's worker never started"
+    time.sleep(0.02)
+ended = warmup.end(120)
+error, cancelled = type(warmup.error).__name__, "cancelled" in str(warmup.error)  # while the JVM answers
+stop_session(spark)
+jvm_exit = jvm.wait(120)
+for t in serving + [t for t in threading.enumerate() if t.name.startswith("hareplica-")]:
+    t.join(120)  # the accumulator server's handler has seen the JVM's end; the warm-up's threads have ended
+print(json.dumps({"ended": ended, "jvm_exit": jvm_exit, "error": error, "cancelled": cancelled}))
+"""
+
+
+def test_an_ending_warmup_and_the_jvms_end_print_no_stack(tmp_path):
+    """A run that fails while its worker warm-up job still runs (RunningApp.close ends the warm-up, then the CLI
+    stops the session). Before Warmup.end, the job's thread was inside a py4j call when the gateway closed, and
+    py4j logged that failure's two stacks on the root logger: the CLI's one-line error came with them. The
+    accumulator server's handler, reading its connection's end once the JVM exited, printed a third."""
+    import os
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[3])  # the workers import tests.support.blocking_import
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))),
+               HAREPLICA_TEST_BLOCK_MARKER=str(tmp_path / "inside"), HAREPLICA_TEST_BLOCK_RELEASE=str(tmp_path / "go"))
+    try:
+        done = subprocess.run([sys.executable, "-c", WARMUP_SCRIPT], capture_output=True, text=True,
+                              timeout=300, env=env)
+    finally:
+        (tmp_path / "go").touch()  # a worker still blocked ends its import
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["ended"] is True and out["jvm_exit"] == 0
+    assert out["error"] == "Py4JJavaError" and out["cancelled"], out  # the job was cancelled
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
