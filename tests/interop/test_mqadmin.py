@@ -16,7 +16,7 @@ import json
 import re
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +45,7 @@ SENT = 10
 COMMITTED = 1
 CLUSTER = "TestCluster"
 BROKER = "broker-a"
+LATE_ROUTE_WAIT_S = 35.0  # a failed route check waits this long to tell a late registration from a lost one
 # GET_BROKER_RUNTIME_INFO keys only the stub reports (docs/broker_stub.md "Runtime-info keys added for
 # replication"; scheduleMessageOffset_<level> for every level, upstream only for levels with a saved offset)
 STUB_RUNTIME_KEYS = {"brokerRole", "brokerId", "push2SlaveMaxOffset", "haConnectionCount", "haConnections"}
@@ -68,6 +69,7 @@ class Side:
     broker: str
     store: Path
     workdir: Path
+    log_tail: Callable[[], str] = lambda: "(no log)"  # the broker's log tail, for a failure's message
     runs: int = 0
     consumer: socket.socket | None = None  # the consumer group's heartbeat connection (module doc)
     decoder: FrameDecoder = field(default_factory=FrameDecoder)
@@ -131,8 +133,9 @@ def sides(tmp_path_factory, real_namesrv) -> Iterator[tuple[Side, Side]]:
             BrokerProcess.start(root / "stub-broker", namesrvAddr=ns.addr,  # RealBroker's value (tests/support)
                                 waitTimeMillsInSendQueue=REAL_BROKER_DEFAULTS["waitTimeMillsInSendQueue"]) as stub, \
             killed_at_exit(RealBroker.start(root / "real-broker", namesrvAddr=real_namesrv.addr)) as real:
-        pair = (Side("stub", ns.addr, stub.remoting_addr, stub.store_dir, root / "stub-mqadmin"),
-                Side("real", real_namesrv.addr, real.remoting_addr, real.store_dir, root / "real-mqadmin"))
+        pair = (Side("stub", ns.addr, stub.remoting_addr, stub.store_dir, root / "stub-mqadmin", stub.log_tail),
+                Side("real", real_namesrv.addr, real.remoting_addr, real.store_dir, root / "real-mqadmin",
+                     real.log_tail))
         for side in pair:
             wait_for_route(side.namesrv, "TBW102", timeout_s=40)
         try:
@@ -261,6 +264,22 @@ def _queue_data(side: Side, topic: str) -> dict:
     return fastjson_loads(resp.body)["queueDatas"][0]
 
 
+def _assert_route(side: Side, topic: str, expected: dict) -> None:
+    """The name server's queue data of ``topic`` is ``expected`` right after mqadmin's answer. When it is not, the
+    failure says which side, whether the route became right later (a registration that came late, or an older one
+    that came after it; the broker registers again every 30 s) and the broker's log tail."""
+    got = _queue_data(side, topic)
+    if got == expected:
+        return
+    deadline, later = time.monotonic() + LATE_ROUTE_WAIT_S, got
+    while later != expected and time.monotonic() < deadline:
+        time.sleep(0.5)
+        later = _queue_data(side, topic)
+    when = ("became right within" if later == expected else "still differs after") + f" {LATE_ROUTE_WAIT_S:.0f} s"
+    raise AssertionError(f"{side.name}: route of {topic} right after the answer {got}, expected {expected}; "
+                         f"it {when}\n{side.log_tail()}")
+
+
 def _topic_file_entry(side: Side, topic: str) -> dict:
     table = fastjson_loads((side.store / "config" / "topics.json").read_text(encoding="utf-8"))
     return table["topicConfigTable"][topic]
@@ -274,8 +293,8 @@ def test_update_topic(sides):
             "TopicConfig [topicName=MqCreated, readQueueNums=3, writeQueueNums=5, perm=RW-, "
             "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false]"]
         # registered with the name server before the answer, and persisted
-        assert _queue_data(side, "MqCreated") == {"brokerName": BROKER, "perm": 6, "readQueueNums": 3,
-                                                  "topicSysFlag": 0, "writeQueueNums": 5}
+        _assert_route(side, "MqCreated", {"brokerName": BROKER, "perm": 6, "readQueueNums": 3, "topicSysFlag": 0,
+                                          "writeQueueNums": 5})
         assert _topic_file_entry(side, "MqCreated") == {
             "order": False, "perm": 6, "readQueueNums": 3, "topicFilterType": "SINGLE_TAG",
             "topicName": "MqCreated", "topicSysFlag": 0, "writeQueueNums": 5}
@@ -283,8 +302,8 @@ def test_update_topic(sides):
     stub, real = both(sides, "updateTopic", "-b", "{broker}", "-t", "MqCreated", "-r", "2", "-w", "2", "-p", "4")
     for run, side in ((stub, sides[0]), (real, sides[1])):
         assert "perm=R--" in run.stdout, run.describe()
-        assert _queue_data(side, "MqCreated") == {"brokerName": BROKER, "perm": 4, "readQueueNums": 2,
-                                                  "topicSysFlag": 0, "writeQueueNums": 2}
+        _assert_route(side, "MqCreated", {"brokerName": BROKER, "perm": 4, "readQueueNums": 2, "topicSysFlag": 0,
+                                          "writeQueueNums": 2})
         assert _topic_file_entry(side, "MqCreated")["writeQueueNums"] == 2
 
     stub, real = both(sides, "updateTopic", "-c", CLUSTER, "-t", "MqClustered", "-w", "2", "-r", "2")
