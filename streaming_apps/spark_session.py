@@ -139,8 +139,9 @@ def skip_installed_data_source_lookup(spark) -> bool:
     Python process of its own, and keep the answer for the JVM's life in ``DataSourceManager.dataSourceBuilders``
     (Spark 4.x; the lookup runs whenever the driver's Python command is found on the PATH). The sessions this
     project builds use only the sources it registers itself, so that cache is set to "none found" when it is
-    still empty: no lookup process, and about 0.2 s less of a cold start (docs/deployment.md §7, "Start-up"). Nothing changes when the JVM has looked already, or when this Spark has no such field (logged
-    at debug level); installed sources then work as in any session.
+    still empty: no lookup process, and about 0.2 s less of a cold start (docs/deployment.md §7, "Start-up").
+    Nothing changes when the JVM has looked already, or when this Spark has no such field (logged at debug
+    level); installed sources then work as in any session.
     """
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:  # a Spark Connect session: the server's Spark looks up its own
