@@ -12,10 +12,7 @@ inflated), plus good LZ4 and ZSTD bodies in the Java client's frame formats.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -47,6 +44,7 @@ from streaming_apps.query import query_tables
 from streaming_apps.spark_session import register_data_sources
 from streaming_apps.workload import order_events
 from tests.support.brokers import remoting_request
+from tests.support.processes import run_json_script
 
 MAPPED_FILE_SIZE = 2 * 1024 * 1024
 BODY_POSITION = V4_HEADER_BYTES  # the body of a record with IPv4 born and store hosts starts 88 bytes in
@@ -222,11 +220,9 @@ print(json.dumps({"rows": rows, "peak_mb": peak_kb // 1024}))
 def test_a_zip_bomb_never_takes_the_decoding_process_past_a_memory_bound(broker, kernel):
     bomb = next(rec for _, rec in iter_commitlog_dir(broker.commitlog_dir, broker.bomb, check_crc=False)
                 if rec.commit_log_offset == broker.bomb)
-    out = subprocess.run([sys.executable, "-c", _READ_BOMB, broker.ha_addr, broker.remoting_addr, str(broker.bomb),
-                          str(broker.bomb + bomb.store_size), str(MAPPED_FILE_SIZE), kernel], capture_output=True,
-                         text=True, timeout=180, env={**os.environ, PURE_PYTHON_ENV: "1" if kernel == "numpy" else "0"})
-    assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout.strip().splitlines()[-1])
+    report, _ = run_json_script(_READ_BOMB, broker.ha_addr, broker.remoting_addr, str(broker.bomb),
+                                str(broker.bomb + bomb.store_size), str(MAPPED_FILE_SIZE), kernel, timeout_s=180,
+                                env={**os.environ, PURE_PYTHON_ENV: "1" if kernel == "numpy" else "0"})
     bomb_row = [r for r in report["rows"] if r[0] == broker.bomb]
     assert len(bomb_row) == 1 and bomb_row[0][2].startswith("BODY: ZLIB body decompresses to more than")
     assert report["peak_mb"] < PEAK_RSS_BOUND_MB, report["peak_mb"]

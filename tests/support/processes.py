@@ -1,10 +1,13 @@
-"""Killing a test's subprocess together with everything it started (a Spark driver: its JVM and Python workers)."""
+"""Killing a test's subprocess together with everything it started (a Spark driver: its JVM and Python workers),
+and running a test's Python script in a process of its own."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 KILL_TIMEOUT_S = 30
@@ -69,3 +72,13 @@ def kill_at_marker(proc: subprocess.Popen, marker, log_path, *, what: str, timeo
 def log_tail(path, lines: int = 40) -> str:
     """The last ``lines`` lines of a log file, or ``(no log)``."""
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else "(no log)"
+
+
+def run_json_script(script: str, *args: str, env: dict[str, str] | None = None,
+                    timeout_s: float = 300) -> tuple[dict, subprocess.CompletedProcess]:
+    """Run ``script`` (Python source) with this interpreter and ``args``, in a process of its own; return the JSON
+    object of its last stdout line and the finished process. Asserts exit code 0 (the message: stderr's tail)."""
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=timeout_s,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1]), done

@@ -9,11 +9,9 @@ PySpark's own builder the same script shows the ``lookup_data_sources`` daemon t
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
+
+from tests.support.processes import run_json_script
 
 pytestmark = pytest.mark.spark
 
@@ -50,9 +48,7 @@ print(json.dumps({"daemons": sorted(daemons), "answer": answer}))
 
 
 def _run(how: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", SCRIPT, how], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_json_script(SCRIPT, how)[0]
 
 
 def test_a_session_of_the_project_starts_no_lookup_of_installed_data_sources():

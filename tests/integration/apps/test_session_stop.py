@@ -11,11 +11,9 @@ blocks until the shutdown is let go, and the JVM keeps running until the process
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
+
+from tests.support.processes import run_json_script
 
 pytestmark = pytest.mark.spark
 
@@ -67,9 +65,7 @@ print(json.dumps({"returned_while_held": returned_while_held, "stopped": not sto
 
 
 def _run(how: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", SCRIPT, how], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_json_script(SCRIPT, how)[0]
 
 
 def test_stop_session_returns_without_waiting_for_the_accumulator_server_which_then_stops():
@@ -130,12 +126,9 @@ def test_an_ending_warmup_and_the_jvms_end_print_no_stack(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))),
                HAREPLICA_TEST_BLOCK_MARKER=str(tmp_path / "inside"), HAREPLICA_TEST_BLOCK_RELEASE=str(tmp_path / "go"))
     try:
-        done = subprocess.run([sys.executable, "-c", WARMUP_SCRIPT], capture_output=True, text=True,
-                              timeout=300, env=env)
+        out, done = run_json_script(WARMUP_SCRIPT, env=env)
     finally:
         (tmp_path / "go").touch()  # a worker still blocked ends its import
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["ended"] is True and out["jvm_exit"] == 0
     assert out["error"] == "Py4JJavaError" and out["cancelled"], out  # the job was cancelled
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
