@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CDS_STAMP := $(VENV)/.spark-cds
 
-.PHONY: demo test lint bench clean-venv check-java jvm-peers env-archive lock dist
+.PHONY: demo test lint bench bytecode clean-venv check-java jvm-peers env-archive lock dist
 
 # Real JVM peers for the interoperability tests and format("delta"): Maven stages the jars named in
 # jvm/*.pom.xml into the git-ignored .jvm/<name>/lib (once; again when a pom changes). docs/real_peers.md
@@ -53,13 +53,19 @@ $(CDS_STAMP): $(STAMP)
 	$(BIN)/python -m streaming_apps.jvm_cds
 	@touch $@
 
+# The project's own modules byte-compiled, as pip compiles a wheel it installs: the editable install leaves that to
+# the first import, which writes nothing when PYTHONDONTWRITEBYTECODE is set, and then every Python process Spark
+# starts compiles them again (docs/deployment.md §7, "Byte-compiled modules"). A no-op when nothing changed.
+bytecode: $(STAMP)
+	$(BIN)/python -m compileall -q connector broker_stub streaming_apps bench tests
+
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "hareplica needs Java 17 on PATH to run Spark: install it (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) and retry." >&2; exit 1; }
 
-demo: check-java $(STAMP) $(CDS_STAMP)
+demo: check-java $(STAMP) $(CDS_STAMP) bytecode
 	$(BIN)/hareplica demo
 
-test: check-java $(STAMP) $(CDS_STAMP) $(JVM_PEERS)
+test: check-java $(STAMP) $(CDS_STAMP) $(JVM_PEERS) bytecode
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope --durations=25
 
 # The packed environment Spark executors run hareplica from (--archives build/hareplica-env.tar.gz#environment).
@@ -70,7 +76,7 @@ env-archive: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-bench: check-java $(STAMP)
+bench: check-java $(STAMP) bytecode
 	$(BIN)/python -m bench.replication
 	$(BIN)/python -m bench.source
 	$(BIN)/python -m bench.delta
