@@ -70,6 +70,34 @@ class FinalizeRows:
     time_column: str
     up_to_us: int
 
+    def flagged_spark(self, df):
+        """``df`` (a Spark DataFrame) with ``flag`` = ``time_column <= up_to_us`` appended: true for the batch's own
+        rows the cut-off has passed, null where ``time_column`` is null."""
+        from pyspark.sql import functions as F
+
+        return df.withColumn(self.flag, F.col(self.time_column) <= F.timestamp_micros(F.lit(int(self.up_to_us))))
+
+    def flagged_arrow(self, rows, schema):
+        """``(rows, schema)`` with the flag of :meth:`flagged_spark` appended, computed in Arrow on the driver.
+
+        Args:
+            rows: a pyarrow Table holding ``time_column`` as an Arrow timestamp in microseconds, as Spark's
+                ``toArrow`` gives it (any time zone: the cut-off is compared in the column's own type).
+            schema: the rows' Spark StructType; the flag's field is nullable where ``time_column`` is, as Spark
+                types ``flagged_spark``'s column.
+        Returns:
+            the Table and the StructType, each with ``flag`` (boolean) last.
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from pyspark.sql.types import BooleanType, StructField, StructType
+
+        column = rows[self.time_column]
+        cut_off = pa.scalar(int(self.up_to_us), column.type)
+        flagged = rows.append_column(pa.field(self.flag, pa.bool_()), pc.less_equal(column, cut_off))
+        field = StructField(self.flag, BooleanType(), schema[self.time_column].nullable)
+        return flagged, StructType([*schema.fields, field])
+
     def delta_rs_predicate(self) -> str:
         """The condition in delta-rs's (DataFusion's) SQL, on the target alias."""
         up_to = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC) + _dt.timedelta(microseconds=self.up_to_us)

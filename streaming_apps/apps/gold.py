@@ -96,13 +96,11 @@ def batch_watermark_ms(checkpoint: Path, batch_id: int) -> int:
 
 
 def write_gold_batch(sink: DeltaSink, checkpoint: Path, batch_df, batch_id: int) -> None:
-    """foreachBatch: upsert the changed windows, marking final those the batch's watermark has passed."""
-    from pyspark.sql import functions as F
-
+    """foreachBatch: upsert the changed windows, marking final those the batch's watermark has passed (the
+    batch's rows and the table's others, by one rule: ``windowEnd <= watermark``)."""
     watermark_us = batch_watermark_ms(checkpoint, batch_id) * 1000
-    rows = batch_df.withColumn(FINAL_COLUMN, F.col("windowEnd") <= F.timestamp_micros(F.lit(watermark_us)))
-    sink.merge_batch(rows, table=TABLE, batch_id=batch_id, keys=KEY_COLUMNS, partition_by=("windowDate",),
-                     finalize=FinalizeRows(FINAL_COLUMN, "windowEnd", watermark_us))
+    sink.merge_batch(batch_df, table=TABLE, batch_id=batch_id, keys=KEY_COLUMNS, partition_by=("windowDate",),
+                     finalize=FinalizeRows(FINAL_COLUMN, "windowEnd", watermark_us), flag_batch_rows=True)
 
 
 def start(spark, config: AppConfig, sink: DeltaSink) -> list:
