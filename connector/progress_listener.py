@@ -289,18 +289,17 @@ class JsonEventsBridge:
     """The py4j side of Spark's ``org.apache.spark.sql.streaming.PythonStreamingQueryListener`` for a
     :class:`ProgressFileListener`: a progress event reaches Python as its JSON text, ``progress().json()``
     (two py4j calls), and goes to :meth:`ProgressFileListener.record_progress`; the rare start, idle and
-    termination events are converted as PySpark converts them.
-
-    Errors of the conversion are logged (a warning), never raised into Spark's listener bus.
+    termination events are converted as PySpark converts them. A progress event whose JSON cannot be read is
+    logged (a warning), never raised into Spark's listener bus.
     """
 
     def __init__(self, listener: ProgressFileListener) -> None:
         self.listener = listener
 
-    def onQueryStarted(self, jevent) -> None:  # noqa: N802 - Java interface
+    def onQueryStarted(self, jevent) -> None:  # the Java interface's names
         self.listener.onQueryStarted(QueryStartedEvent.fromJObject(jevent))
 
-    def onQueryProgress(self, jevent) -> None:  # noqa: N802
+    def onQueryProgress(self, jevent) -> None:
         try:
             progress = json.loads(jevent.progress().json())
         except Exception as e:  # noqa: BLE001 - a listener must never throw into Spark's listener bus
@@ -308,10 +307,10 @@ class JsonEventsBridge:
             return
         self.listener.record_progress(progress)
 
-    def onQueryIdle(self, jevent) -> None:  # noqa: N802
+    def onQueryIdle(self, jevent) -> None:
         self.listener.onQueryIdle(QueryIdleEvent.fromJObject(jevent))
 
-    def onQueryTerminated(self, jevent) -> None:  # noqa: N802
+    def onQueryTerminated(self, jevent) -> None:
         self.listener.onQueryTerminated(QueryTerminatedEvent.fromJObject(jevent))
 
     class Java:
