@@ -1,5 +1,5 @@
 """``ProgressFileListener`` on a real classic session: its own py4j bridge (``JsonEventsBridge``) writes the same
-progress lines as PySpark's bridge, with two py4j calls per progress event instead of dozens (docs/delta.md §6).
+progress lines as PySpark's bridge, with two py4j calls per progress event instead of about 200 (docs/delta.md §6).
 
 The query is a stateful aggregation (so the progress holds a state operator) over Spark's Parquet file source,
 one file per micro-batch, to Spark's ``noop`` sink; both listeners watch it at once.
