@@ -13,6 +13,11 @@ the source's schema (connector.decode.schema), ``columns`` is the tuple of colum
 schema (``.schema(...)`` on the reader; without one, the source's own schema); it returns a RecordBatch of exactly
 those columns, in that order, of that schema's types. The same module:function form names the direct
 landing's split (connector.landing, ``landingSplit``).
+
+A function may say which source columns it reads: an attribute ``source_columns``, a callable taking the
+query's column names and returning source column names. The decoder then builds only those, and ``batch``
+holds only those (in the source's column order): properties, hosts and message ids a body decoder never
+reads are not built (docs/source.md "Transforming batches in the task").
 """
 
 from __future__ import annotations
@@ -22,6 +27,28 @@ from collections.abc import Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from connector.options import HAReplicaOptionError, import_function
+
+
+def transform_source_columns(spec: str, columns: Sequence[str]) -> tuple[str, ...] | None:
+    """The source columns the ``batchTransform`` function ``spec`` reads to build ``columns``: its
+    ``source_columns(columns)`` (module docstring), or None (every column) when it has no such attribute.
+
+    Raises HAReplicaOptionError (option ``batchTransform``) when that attribute is not callable or names a
+    column the source does not have (docs/source.md "Rows").
+    """
+    from connector.decode.columns import column_schema
+
+    declared = getattr(import_function("batchTransform", spec), "source_columns", None)
+    if declared is None:
+        return None
+    if not callable(declared):
+        raise HAReplicaOptionError("batchTransform", spec, "its source_columns attribute is not callable")
+    names = tuple(declared(tuple(columns)))
+    try:
+        column_schema(names)
+    except ValueError as e:
+        raise HAReplicaOptionError("batchTransform", spec, f"source_columns: {e}") from None
+    return names
 
 
 def transform_batches(batches: Iterable[pa.RecordBatch], spec: str, columns: Sequence[str]

@@ -10,7 +10,7 @@ column is built. Bodies stored compressed are decompressed, checked against BODY
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -22,16 +22,32 @@ from connector.decode.errors import record_error
 from connector.decode.hosts import hosts, ipv4_hosts, msg_ids
 from connector.decode.kernels import active
 from connector.decode.locate import Located, locate
-from connector.decode.schema import ARROW_SCHEMA, COLUMNS, TIMESTAMP
+from connector.decode.schema import ARROW_SCHEMA, TIMESTAMP
 from connector.topic_filter import TopicFilter
 
 _PER_GROUP = ("body", "decodeError")  # the columns each body group brings; the others are sliced per group
+_PROPERTY_COLUMNS = ("properties", "tags", "keys", "uniqKey")  # one split of the PROPERTIES field gives all four
+
+
+def column_schema(columns: Collection[str] | None) -> pa.Schema:
+    """:data:`ARROW_SCHEMA`, or only its ``columns`` (in its own order) when given.
+
+    Raises ValueError naming a column that is not the source's (docs/source.md "Rows").
+    """
+    if columns is None:
+        return ARROW_SCHEMA
+    unknown = sorted(set(columns) - set(ARROW_SCHEMA.names))
+    if unknown:
+        raise ValueError(f"not a column of the source: {', '.join(unknown)} "
+                         f"(the columns: {', '.join(ARROW_SCHEMA.names)})")
+    return pa.schema([f for f in ARROW_SCHEMA if f.name in columns])
 
 
 def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, broker: str, mapped_file_size: int,
                         decompress: bool = True, topic_filter: TopicFilter | None = None,
                         max_body_bytes: int = BODY_BYTES_PER_ARROW_ARRAY,
-                        policy: BodyPolicy | None = None) -> Iterator[pa.RecordBatch]:
+                        policy: BodyPolicy | None = None,
+                        columns: Collection[str] | None = None) -> Iterator[pa.RecordBatch]:
     """Columns of the complete MESSAGE records that begin at ``starts`` (positions in ``data``).
 
     Args:
@@ -49,9 +65,12 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
         policy: BODYCRC check, decompression bound and bad-record mode (default: :class:`BodyPolicy`
             with ``decompress``). In PERMISSIVE mode a bad body (BODYCRC mismatch, does not decompress,
             unknown compression type, past ``max_inflated``) is kept as stored with ``decodeError`` set.
+        columns: build only these columns (None: all). Bodies are still checked and decompressed, so the
+            batches and the errors stay those of the whole schema; the other columns are never built.
 
-    Yields RecordBatches of :data:`~connector.decode.schema.ARROW_SCHEMA` lazily (one is built while the
-    previous one is in use), nothing when every record is filtered out.
+    Yields RecordBatches of :data:`~connector.decode.schema.ARROW_SCHEMA` (of :func:`column_schema`'s
+    ``columns``) lazily (one is built while the previous one is in use), nothing when every record is
+    filtered out.
 
     Raises CommitLogFormatError naming offset and field when a length field disagrees with TOTALSIZE,
     PHYSICALOFFSET is not the record's offset or the topic is not UTF-8; in FAILFAST mode also for the
@@ -59,6 +78,7 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
     """
     if policy is None:
         policy = BodyPolicy(decompress=decompress)
+    schema = column_schema(columns)
     kernels = active()
     u8 = np.frombuffer(data, dtype=np.uint8)
     loc = locate(u8, np.asarray(starts), base_offset, mapped_file_size)
@@ -72,7 +92,7 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
                 return
             loc.take(index)
             topics = topics.take(from_numpy(index, pa.int64()))
-    fixed = _fixed_columns(kernels, buf, u8, loc, topics, broker)
+    fixed = _fixed_columns(kernels, buf, u8, loc, topics, broker, schema.names)
     groups = kernels.body_groups(buf, loc, policy, min(max_body_bytes, BODY_BYTES_PER_ARROW_ARRAY), mapped_file_size)
     for lo, hi, body_array, bad in groups:
         if bad and policy.fail_fast:
@@ -83,8 +103,8 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
                                mapped_file_size)
         fixed["body"] = body_array
         fixed["decodeError"] = decode_errors(bad, lo, hi)
-        cols = [fixed[name] if name in _PER_GROUP else fixed[name].slice(lo, hi - lo) for name, _, _ in COLUMNS]
-        yield pa.RecordBatch.from_arrays(cols, schema=ARROW_SCHEMA)
+        cols = [fixed[name] if name in _PER_GROUP else fixed[name].slice(lo, hi - lo) for name in schema.names]
+        yield pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
 def build_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, broker: str,
@@ -112,33 +132,35 @@ def _topics(kernels, buf: pa.Buffer, u8: np.ndarray, loc: Located, mapped_file_s
 
 
 def _fixed_columns(kernels, buf: pa.Buffer, u8: np.ndarray, loc: Located, topics: pa.StringArray,
-                   broker: str) -> dict[str, pa.Array]:
-    """Every column but body and decodeError, by name, for all rows of ``loc``."""
-    properties, tags, keys, uniq = kernels.properties(buf, u8, loc.props_pos, loc.props_len)
-    if loc.born_packed is not None:
-        born_hosts, store_hosts = ipv4_hosts(loc.born_packed), ipv4_hosts(loc.store_packed)
-    else:
-        born_hosts = hosts(u8, loc.born_host_pos, loc.born_v6)
-        store_hosts = hosts(u8, loc.store_host_pos, loc.store_v6)
-    return {
-        "topic": topics,
-        "queueId": from_numpy(loc.queue_id, pa.int32()),
-        "queueOffset": from_numpy(loc.queue_offset, pa.int64()),
-        "commitLogOffset": from_numpy(loc.offsets, pa.int64()),
-        "storeSize": from_numpy(loc.total.astype(np.int32), pa.int32()),
-        "bodyCRC": from_numpy(loc.crc, pa.int32()),
-        "flag": from_numpy(loc.flag, pa.int32()),
-        "sysFlag": from_numpy(loc.sys_flag, pa.int32()),
-        "bornTimestamp": from_numpy(loc.born_ts * 1000, TIMESTAMP),
-        "bornHost": born_hosts,
-        "storeTimestamp": from_numpy(loc.store_ts * 1000, TIMESTAMP),
-        "storeHost": store_hosts,
-        "reconsumeTimes": from_numpy(loc.recon, pa.int32()),
-        "preparedTransactionOffset": from_numpy(loc.prepared, pa.int64()),
-        "msgId": msg_ids(u8, loc.store_host_pos, loc.store_v6, loc.offsets),
-        "uniqKey": uniq,
-        "tags": tags,
-        "keys": keys,
-        "properties": properties,
-        "broker": repeat_string(broker, len(loc.s)),
+                   broker: str, names: Collection[str]) -> dict[str, pa.Array]:
+    """The ``names`` columns but body and decodeError, by name, for all rows of ``loc``; only those are built."""
+    split: list[tuple[pa.Array, ...]] = []
+
+    def properties(i: int) -> pa.Array:
+        if not split:
+            split.append(kernels.properties(buf, u8, loc.props_pos, loc.props_len))  # (map, tags, keys, uniqKey)
+        return split[0][i]
+
+    def host(packed: np.ndarray | None, pos: np.ndarray, v6: np.ndarray) -> pa.Array:
+        return ipv4_hosts(packed) if packed is not None else hosts(u8, pos, v6)
+
+    builders: dict[str, Callable[[], pa.Array]] = {
+        "topic": lambda: topics,
+        "queueId": lambda: from_numpy(loc.queue_id, pa.int32()),
+        "queueOffset": lambda: from_numpy(loc.queue_offset, pa.int64()),
+        "commitLogOffset": lambda: from_numpy(loc.offsets, pa.int64()),
+        "storeSize": lambda: from_numpy(loc.total.astype(np.int32), pa.int32()),
+        "bodyCRC": lambda: from_numpy(loc.crc, pa.int32()),
+        "flag": lambda: from_numpy(loc.flag, pa.int32()),
+        "sysFlag": lambda: from_numpy(loc.sys_flag, pa.int32()),
+        "bornTimestamp": lambda: from_numpy(loc.born_ts * 1000, TIMESTAMP),
+        "bornHost": lambda: host(loc.born_packed, loc.born_host_pos, loc.born_v6),
+        "storeTimestamp": lambda: from_numpy(loc.store_ts * 1000, TIMESTAMP),
+        "storeHost": lambda: host(loc.store_packed, loc.store_host_pos, loc.store_v6),
+        "reconsumeTimes": lambda: from_numpy(loc.recon, pa.int32()),
+        "preparedTransactionOffset": lambda: from_numpy(loc.prepared, pa.int64()),
+        "msgId": lambda: msg_ids(u8, loc.store_host_pos, loc.store_v6, loc.offsets),
+        **{name: (lambda i=i: properties(i)) for i, name in enumerate(_PROPERTY_COLUMNS)},
+        "broker": lambda: repeat_string(broker, len(loc.s)),
     }
+    return {name: builders[name]() for name in names if name not in _PER_GROUP}

@@ -14,13 +14,13 @@ next mapped file; a range that ends inside a record is an error. Columns are bui
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 
 from connector.decode.bodies import BAD_RECORD_MODES, MODE_FAILFAST, MODE_PERMISSIVE, BodyPolicy
-from connector.decode.columns import iter_record_batches
+from connector.decode.columns import column_schema, iter_record_batches
 from connector.decode.errors import record_error
 from connector.decode.kernels import active
 from connector.protocol.commitlog import (
@@ -60,6 +60,8 @@ class CommitLogArrowDecoder:
         max_records_per_batch / max_bytes_per_batch: a batch is emitted when either is reached
             (bytes = stored record bytes, and inflated body bytes; soft by at most one record).
         topic_filter: drop records of other topics before their columns are built (None keeps all).
+        columns: build only these columns of the source's schema (None: all;
+            :func:`connector.decode.columns.column_schema`, which raises ValueError for an unknown name).
 
     Feed chunks with :meth:`feed` (each must start where the previous one ended; it returns the
     batches completed so far) and call :meth:`finish` once the fetcher is done. Every record whose
@@ -80,7 +82,8 @@ class CommitLogArrowDecoder:
                  max_records_per_batch: int = DEFAULT_ARROW_MAX_RECORDS_PER_BATCH,
                  max_bytes_per_batch: int = DEFAULT_ARROW_MAX_BYTES_PER_BATCH, topic_filter: TopicFilter | None = None,
                  mode: str = MODE_PERMISSIVE, verify_body_crc: bool = True,
-                 max_inflated_body_bytes: int = DEFAULT_MAX_INFLATED_BODY_BYTES):
+                 max_inflated_body_bytes: int = DEFAULT_MAX_INFLATED_BODY_BYTES,
+                 columns: Collection[str] | None = None):
         if mode.upper() not in BAD_RECORD_MODES:
             raise ValueError(f"mode {mode!r} is not one of {', '.join(BAD_RECORD_MODES)}")
         if not 0 <= start <= end:
@@ -97,6 +100,7 @@ class CommitLogArrowDecoder:
         self.max_records = max_records_per_batch
         self.max_bytes = max_bytes_per_batch
         self.topic_filter = None if topic_filter is None or topic_filter.keeps_everything else topic_filter
+        self.columns = None if columns is None else tuple(column_schema(columns).names)
         self._walk_bytes = min(WALK_MIN_BYTES, max_bytes_per_batch)
         self._buf = bytearray()
         self._buf_offset = start  # CommitLog offset of _buf[0]
@@ -305,7 +309,8 @@ class CommitLogArrowDecoder:
         self._pending_bytes = 0
         for batch in iter_record_batches(data, offsets - base, base, broker=self.broker,
                                          mapped_file_size=self.mapped_file_size, topic_filter=self.topic_filter,
-                                         max_body_bytes=self.max_bytes, policy=self.policy):
+                                         max_body_bytes=self.max_bytes, policy=self.policy,
+                                         columns=self.columns):
             self.records_emitted += batch.num_rows
             yield batch
 

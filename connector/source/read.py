@@ -9,7 +9,7 @@ small reads for the history checks (:class:`DriverReads`) go through the same fe
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -73,8 +73,10 @@ class DriverReads:
                            server_is_slave=server.role == "slave", protocol=self.protocol)
 
 
-def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
-    """Fetch ``[partition.start, partition.end)`` over the HA port and decode it into RecordBatches.
+def read_partition(partition: HAReplicaInputPartition, columns: Collection[str] | None = None
+                   ) -> Iterator[pa.RecordBatch]:
+    """Fetch ``[partition.start, partition.end)`` over the HA port and decode it into RecordBatches of the
+    source's schema, or of only its ``columns`` (the decoder builds no other; docs/source.md "Speed and memory").
 
     Bytes are received on a background thread (:func:`connector.client.ha.prefetch_chunks`) while the
     previous ones are decoded, unless ``fetchPrefetchChunks`` is 0. Memory stays bounded by one batch
@@ -89,7 +91,8 @@ def read_partition(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatc
         partition.start, partition.end, partition.mapped_file_size, broker=partition.broker,
         decompress_body=fetch.decompress_body, max_records_per_batch=fetch.max_records_per_batch,
         max_bytes_per_batch=fetch.max_bytes_per_batch, topic_filter=fetch.topic_filter, mode=fetch.mode,
-        verify_body_crc=fetch.verify_body_crc, max_inflated_body_bytes=fetch.max_inflated_body_bytes)
+        verify_body_crc=fetch.verify_body_crc, max_inflated_body_bytes=fetch.max_inflated_body_bytes,
+        columns=columns)
     extra = {} if not partition.members else {
         "locate_master": master_locator(partition.members, fetch.connect_timeout_ms, fetch.read_timeout_ms,
                                         fetch.credentials),

@@ -46,7 +46,7 @@ from connector.spark_compat import (
     SupportsTriggerAvailableNow,
     available_now_problem,
 )
-from connector.transform import transform_batches
+from connector.transform import transform_batches, transform_source_columns
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,8 @@ class HAReplicaDataSource(DataSource):
     Options: see :mod:`connector.options` (``brokers`` is required). They are validated when the
     source is created, so a bad option fails ``load()`` with an HAReplicaOptionError naming it.
     Schema: :func:`connector.decode.schema.spark_schema`; a schema given with ``.schema(...)`` may name a
-    subset of its columns (same names and types, any order): only those are sent to Spark, which then
-    converts no column the query does not read (docs/source.md "Rows").
+    subset of its columns (same names and types, any order): only those are decoded and sent to Spark, which
+    then converts no column the query does not read (docs/source.md "Rows", "Speed and memory").
     """
 
     def __init__(self, options):
@@ -75,7 +75,9 @@ class HAReplicaDataSource(DataSource):
     def streamReader(self, schema) -> HAReplicaStreamReader:
         warn_without_admission_control(self.source_options)
         if self.source_options.batch_transform is not None:  # the schema is the transform's output
-            return HAReplicaStreamReader(self.source_options, columns=tuple(f.name for f in schema.fields))
+            columns = tuple(f.name for f in schema.fields)
+            transform_source_columns(self.source_options.batch_transform, columns)  # a bad declaration fails here
+            return HAReplicaStreamReader(self.source_options, columns=columns)
         try:
             columns = column_subset(schema)
         except ValueError as exc:
@@ -285,12 +287,15 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def read(self, partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
         """Executor: fetch the partition's bytes over HA and yield RecordBatches (see read_partition), only
-        the partition's ``columns`` when the query gave a schema."""
+        the partition's ``columns`` when the query gave a schema, and only those are decoded. With a
+        ``batchTransform``, the columns it says it reads (:func:`connector.transform.transform_source_columns`)
+        are decoded and handed to it."""
         if partition.transform is not None:
-            return transform_batches(read_partition(partition), partition.transform, partition.columns)
+            read = transform_source_columns(partition.transform, partition.columns)
+            return transform_batches(read_partition(partition, read), partition.transform, partition.columns)
         if partition.columns is None:
             return read_partition(partition)
-        return (batch.select(list(partition.columns)) for batch in read_partition(partition))
+        return (batch.select(list(partition.columns)) for batch in read_partition(partition, partition.columns))
 
     def commit(self, end: dict) -> None:
         """Forget boundaries below the committed offsets (and, once recorded, pending master switches)."""

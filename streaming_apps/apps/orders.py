@@ -227,6 +227,15 @@ def decode_order_batch(batch: pa.RecordBatch, columns: Sequence[str] | None = No
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def _source_columns(columns: Sequence[str]) -> tuple[str, ...]:
+    """The source columns :func:`decode_order_batch` reads to build ``columns``: the body, the source's
+    decodeError and the pass-through columns asked for (connector.transform, ``source_columns``)."""
+    return ("body", DECODE_ERROR, *(name for name in PASS_THROUGH if name in columns))
+
+
+decode_order_batch.source_columns = _source_columns
+
+
 # ValidationError is a DecodeError; ValueError: a string that is not UTF-8; TypeError: no body at all
 _FAST_REFUSALS = (msgspec.DecodeError, ValueError, TypeError)
 

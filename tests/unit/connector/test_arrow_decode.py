@@ -519,3 +519,25 @@ def test_corrupted_bytes_end_in_rows_or_a_named_error_never_a_crash(commitlog, m
         assert exc.offset is not None and 0 <= exc.offset < end and exc.field
         return
     assert all(b.schema == ARROW_SCHEMA for b in batches)
+
+
+@pytest.mark.parametrize("columns", [("body", "decodeError"), ("topic", "msgId", "storeHost", "bornHost", "broker"),
+                                     ("queueOffset", "tags"), ("properties", "storeTimestamp", "body")])
+def test_a_column_set_builds_only_those_columns_with_the_whole_schemas_values(commitlog, columns, monkeypatch):
+    """``columns`` (docs/source.md "Speed and memory"): the batches hold exactly those columns, in the source's
+    order, with the values the whole schema's batches hold; PROPERTIES is split only for a column made from it."""
+    whole = pa.Table.from_batches(decode(commitlog, 0, MAX_OFFSET))
+    splits = []
+    active = kernels.active()
+    real = active.properties
+    monkeypatch.setattr(active, "properties", lambda *a: splits.append(1) or real(*a))
+    got = decode(commitlog, 0, MAX_OFFSET, columns=set(columns))
+    order = [name for name in ARROW_SCHEMA.names if name in columns]
+    assert {tuple(b.schema.names) for b in got} == {tuple(order)}
+    assert pa.Table.from_batches(got).equals(whole.select(order))
+    assert bool(splits) == bool({"properties", "tags", "keys", "uniqKey"} & set(columns))
+
+
+def test_a_column_set_naming_no_source_column_is_refused(commitlog):
+    with pytest.raises(ValueError, match="not a column of the source: orderId"):
+        decode(commitlog, 0, MAX_OFFSET, columns={"body", "orderId"})

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from connector.options import HAReplicaOptionError, SourceOptions
-from connector.transform import transform_batches
+from connector.transform import transform_batches, transform_source_columns
 
 BROKERS = "broker-a=127.0.0.1:10912"
 
@@ -14,6 +14,29 @@ BROKERS = "broker-a=127.0.0.1:10912"
 def upper_topics(batch: pa.RecordBatch, columns: tuple[str, ...]) -> pa.RecordBatch:
     """A transform: the topic in capitals, under the name the query's schema gives."""
     return pa.record_batch([pa.compute.utf8_upper(batch.column("topic"))], names=list(columns))
+
+
+def topics_only(batch: pa.RecordBatch, columns: tuple[str, ...]) -> pa.RecordBatch:
+    """A transform that says it reads only the topic column."""
+    assert batch.schema.names == ["topic"]
+    return upper_topics(batch, columns)
+
+
+topics_only.source_columns = lambda columns: ("topic",)
+
+
+def declares_junk(batch: pa.RecordBatch, columns: tuple[str, ...]) -> pa.RecordBatch:
+    return batch
+
+
+declares_junk.source_columns = lambda columns: ("topic", *columns)
+
+
+def declares_a_value(batch: pa.RecordBatch, columns: tuple[str, ...]) -> pa.RecordBatch:
+    return batch
+
+
+declares_a_value.source_columns = ("topic",)
 
 
 def wrong_columns(batch: pa.RecordBatch, columns: tuple[str, ...]) -> pa.RecordBatch:
@@ -48,3 +71,35 @@ def test_the_direct_landing_refuses_a_transform(tmp_path):
     with pytest.raises(HAReplicaOptionError, match="option batchTransform=.*use landingTargets with landingSplit"):
         HAReplicaLandingDataSource({"brokers": BROKERS, "batchTransform": f"{__name__}:upper_topics",
                                     "landingPath": str(tmp_path / "t"), "landingAppId": "x"})
+
+
+def test_a_transform_may_say_which_source_columns_it_reads():
+    assert transform_source_columns(f"{__name__}:topics_only", ("TOPIC",)) == ("topic",)
+    assert transform_source_columns(f"{__name__}:upper_topics", ("TOPIC",)) is None  # says nothing: every column
+    with pytest.raises(HAReplicaOptionError, match="source_columns: not a column of the source: orderId"):
+        transform_source_columns(f"{__name__}:declares_junk", ("orderId",))
+    with pytest.raises(HAReplicaOptionError, match="its source_columns attribute is not callable"):
+        transform_source_columns(f"{__name__}:declares_a_value", ("TOPIC",))
+
+
+def test_a_bad_source_columns_fails_on_the_driver():
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from connector.source import HAReplicaDataSource
+
+    source = HAReplicaDataSource({"brokers": BROKERS, "batchTransform": f"{__name__}:declares_junk"})
+    with pytest.raises(HAReplicaOptionError, match="option batchTransform=.*not a column of the source: orderId"):
+        source.streamReader(StructType([StructField("orderId", StringType())]))
+    good = HAReplicaDataSource({"brokers": BROKERS, "batchTransform": f"{__name__}:topics_only"})
+    assert good.streamReader(StructType([StructField("TOPIC", StringType())])).columns == ("TOPIC",)
+
+
+def test_the_order_decoder_reads_the_body_its_errors_and_the_pass_through_columns_asked_for():
+    from streaming_apps.apps.gold import DECODED_COLUMNS
+    from streaming_apps.apps.orders import DECODED_SCHEMA
+
+    spec = "streaming_apps.apps.orders:decode_order_batch"
+    assert transform_source_columns(spec, DECODED_COLUMNS) == ("body", "decodeError")
+    assert set(transform_source_columns(spec, tuple(DECODED_SCHEMA.names))) == {
+        "body", "decodeError", "broker", "topic", "queueId", "queueOffset", "commitLogOffset", "msgId", "tags",
+        "keys", "storeTimestamp"}
