@@ -36,7 +36,7 @@ def transform_source_columns(spec: str, columns: Sequence[str]) -> tuple[str, ..
     Raises HAReplicaOptionError (option ``batchTransform``) when that attribute is not callable or names a
     column the source does not have (docs/source.md "Rows").
     """
-    from connector.decode.columns import column_schema
+    from connector.decode.schema import column_schema
 
     declared = getattr(import_function("batchTransform", spec), "source_columns", None)
     if declared is None:

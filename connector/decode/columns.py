@@ -22,32 +22,18 @@ from connector.decode.errors import record_error
 from connector.decode.hosts import hosts, ipv4_hosts, msg_ids
 from connector.decode.kernels import active
 from connector.decode.locate import Located, locate
-from connector.decode.schema import ARROW_SCHEMA, TIMESTAMP
+from connector.decode.schema import TIMESTAMP, column_schema
 from connector.topic_filter import TopicFilter
 
 _PER_GROUP = ("body", "decodeError")  # the columns each body group brings; the others are sliced per group
 _PROPERTY_COLUMNS = ("properties", "tags", "keys", "uniqKey")  # one split of the PROPERTIES field gives all four
 
 
-def column_schema(columns: Collection[str] | None) -> pa.Schema:
-    """:data:`ARROW_SCHEMA`, or only its ``columns`` (in its own order) when given.
-
-    Raises ValueError naming a column that is not the source's (docs/source.md "Rows").
-    """
-    if columns is None:
-        return ARROW_SCHEMA
-    unknown = sorted(set(columns) - set(ARROW_SCHEMA.names))
-    if unknown:
-        raise ValueError(f"not a column of the source: {', '.join(unknown)} "
-                         f"(the columns: {', '.join(ARROW_SCHEMA.names)})")
-    return pa.schema([f for f in ARROW_SCHEMA if f.name in columns])
-
-
 def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, broker: str, mapped_file_size: int,
                         decompress: bool = True, topic_filter: TopicFilter | None = None,
                         max_body_bytes: int = BODY_BYTES_PER_ARROW_ARRAY,
                         policy: BodyPolicy | None = None,
-                        columns: Collection[str] | None = None) -> Iterator[pa.RecordBatch]:
+                        columns: Collection[str] | pa.Schema | None = None) -> Iterator[pa.RecordBatch]:
     """Columns of the complete MESSAGE records that begin at ``starts`` (positions in ``data``).
 
     Args:
@@ -65,12 +51,12 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
         policy: BODYCRC check, decompression bound and bad-record mode (default: :class:`BodyPolicy`
             with ``decompress``). In PERMISSIVE mode a bad body (BODYCRC mismatch, does not decompress,
             unknown compression type, past ``max_inflated``) is kept as stored with ``decodeError`` set.
-        columns: build only these columns (None: all). Bodies are still checked and decompressed, so the
-            batches and the errors stay those of the whole schema; the other columns are never built.
+        columns: build only these columns (None: all), or the schema :func:`connector.decode.schema.column_schema`
+            gives for them. Bodies are still checked and decompressed, so the batches and the errors stay those
+            of the whole schema; the other columns are never built.
 
-    Yields RecordBatches of :data:`~connector.decode.schema.ARROW_SCHEMA` (of :func:`column_schema`'s
-    ``columns``) lazily (one is built while the previous one is in use), nothing when every record is
-    filtered out.
+    Yields RecordBatches of :data:`~connector.decode.schema.ARROW_SCHEMA` (of ``columns`` only) lazily (one is built
+    while the previous one is in use), nothing when every record is filtered out.
 
     Raises CommitLogFormatError naming offset and field when a length field disagrees with TOTALSIZE,
     PHYSICALOFFSET is not the record's offset or the topic is not UTF-8; in FAILFAST mode also for the
@@ -78,7 +64,7 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
     """
     if policy is None:
         policy = BodyPolicy(decompress=decompress)
-    schema = column_schema(columns)
+    schema = columns if isinstance(columns, pa.Schema) else column_schema(columns)
     kernels = active()
     u8 = np.frombuffer(data, dtype=np.uint8)
     loc = locate(u8, np.asarray(starts), base_offset, mapped_file_size)

@@ -8,6 +8,8 @@ millisecond values). :data:`ARROW_SCHEMA` and :func:`spark_schema` derive from t
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import pyarrow as pa
 
 #: Arrow type of bornTimestamp / storeTimestamp (values are stored milliseconds x 1000).
@@ -81,3 +83,18 @@ def column_subset(schema) -> tuple[str, ...] | None:
         if f.dataType != types[f.name]:
             raise ValueError(f"column {f.name} is {types[f.name].simpleString()}, not {f.dataType.simpleString()}")
     return tuple(f.name for f in schema.fields)
+
+
+def column_schema(columns: Collection[str] | None) -> pa.Schema:
+    """:data:`ARROW_SCHEMA`, or only its ``columns`` (in its own order) when given.
+
+    Raises ValueError naming a column that is not the source's (docs/source.md "Rows").
+    """
+    if columns is None:
+        return ARROW_SCHEMA
+    unknown = sorted(set(columns) - set(ARROW_SCHEMA.names))
+    if unknown:
+        raise ValueError(f"not a column of the source: {', '.join(unknown)} "
+                         f"(the columns: {', '.join(ARROW_SCHEMA.names)})")
+    return pa.schema([f for f in ARROW_SCHEMA if f.name in columns])
+

@@ -20,9 +20,10 @@ import numpy as np
 import pyarrow as pa
 
 from connector.decode.bodies import BAD_RECORD_MODES, MODE_FAILFAST, MODE_PERMISSIVE, BodyPolicy
-from connector.decode.columns import column_schema, iter_record_batches
+from connector.decode.columns import iter_record_batches
 from connector.decode.errors import record_error
 from connector.decode.kernels import active
+from connector.decode.schema import column_schema
 from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
     DEFAULT_MAX_INFLATED_BODY_BYTES,
@@ -61,7 +62,7 @@ class CommitLogArrowDecoder:
             (bytes = stored record bytes, and inflated body bytes; soft by at most one record).
         topic_filter: drop records of other topics before their columns are built (None keeps all).
         columns: build only these columns of the source's schema (None: all;
-            :func:`connector.decode.columns.column_schema`, which raises ValueError for an unknown name).
+            :func:`connector.decode.schema.column_schema`, which raises ValueError for an unknown name).
 
     Feed chunks with :meth:`feed` (each must start where the previous one ended; it returns the
     batches completed so far) and call :meth:`finish` once the fetcher is done. Every record whose
@@ -100,7 +101,7 @@ class CommitLogArrowDecoder:
         self.max_records = max_records_per_batch
         self.max_bytes = max_bytes_per_batch
         self.topic_filter = None if topic_filter is None or topic_filter.keeps_everything else topic_filter
-        self.columns = None if columns is None else tuple(column_schema(columns).names)
+        self.schema = column_schema(columns)  # the batches' columns
         self._walk_bytes = min(WALK_MIN_BYTES, max_bytes_per_batch)
         self._buf = bytearray()
         self._buf_offset = start  # CommitLog offset of _buf[0]
@@ -310,7 +311,7 @@ class CommitLogArrowDecoder:
         for batch in iter_record_batches(data, offsets - base, base, broker=self.broker,
                                          mapped_file_size=self.mapped_file_size, topic_filter=self.topic_filter,
                                          max_body_bytes=self.max_bytes, policy=self.policy,
-                                         columns=self.columns):
+                                         columns=self.schema):
             self.records_emitted += batch.num_rows
             yield batch
 

@@ -349,28 +349,26 @@ class DeltaSink:
         writer.save(path)
 
     def merge_batch(self, df, *, table: str, batch_id: int, keys: Sequence[str], partition_by: Sequence[str] = (),
-                    finalize: FinalizeRows | None = None, flag_batch_rows: bool = False,
-                    checkpoint_query: str | None = None) -> MergeResult:
+                    finalize: FinalizeRows | None = None, checkpoint_query: str | None = None) -> MergeResult:
         """Upsert a small foreachBatch DataFrame into ``table`` by ``keys``, exactly once per (appId, ``batch_id``).
 
-        One Delta MERGE per batch (:mod:`connector.delta.merge`): delta-rs on the driver (the rows are
-        collected as Arrow) for ``deltalake``, Spark's ``MERGE INTO`` for ``delta``. With ``flag_batch_rows``
-        the batch's own rows get ``finalize``'s flag by its rule first: in Arrow after the collect for
-        ``deltalake`` (:meth:`FinalizeRows.flagged_arrow`: no projection for Spark to plan and compile anew
-        each batch, its cut-off being a new literal every time), with ``withColumn`` for ``delta``.
+        One Delta MERGE per batch (:mod:`connector.delta.merge`): delta-rs on the driver (the rows are collected as
+        Arrow) for ``deltalake``, Spark's ``MERGE INTO`` for ``delta``. With ``finalize``, ``df`` holds no flag
+        column: the batch's own rows get it by ``finalize``'s rule first, as the table's others do: in Arrow after
+        the collect for ``deltalake`` (:meth:`FinalizeRows.flagged_arrow`: no projection for Spark to plan and
+        compile anew each batch, its cut-off being a new literal every time), with ``withColumn`` for ``delta``.
         """
         cfg = self.config
         path = str(cfg.table_path(table))
         app_id = cfg.app_id(checkpoint_query)
-        flag = finalize if flag_batch_rows else None
         if self.kind == SINK_DELTALAKE:
             rows, schema = df.toArrow(), df.schema
-            if flag is not None:
-                rows, schema = flag.flagged_arrow(rows, schema)
+            if finalize is not None:
+                rows, schema = finalize.flagged_arrow(rows, schema)
             return merge_batch(rows, schema, path, app_id, batch_id, keys=keys, partition_by=partition_by,
                                finalize=finalize)
-        if flag is not None:
-            df = flag.flagged_spark(df)
+        if finalize is not None:
+            df = finalize.flagged_spark(df)
         return spark_merge_batch(df, path, app_id, batch_id, keys=keys, partition_by=partition_by, finalize=finalize)
 
     def maintenance_runner(self, policy: MaintenancePolicy) -> Callable[[str], dict[str, Any]]:

@@ -100,7 +100,7 @@ def write_gold_batch(sink: DeltaSink, checkpoint: Path, batch_df, batch_id: int)
     batch's rows and the table's others, by one rule: ``windowEnd <= watermark``)."""
     watermark_us = batch_watermark_ms(checkpoint, batch_id) * 1000
     sink.merge_batch(batch_df, table=TABLE, batch_id=batch_id, keys=KEY_COLUMNS, partition_by=("windowDate",),
-                     finalize=FinalizeRows(FINAL_COLUMN, "windowEnd", watermark_us), flag_batch_rows=True)
+                     finalize=FinalizeRows(FINAL_COLUMN, "windowEnd", watermark_us))
 
 
 def start(spark, config: AppConfig, sink: DeltaSink) -> list:
