@@ -222,17 +222,6 @@ def _tables_root(args) -> str:
     return args.tables_root or os.path.join(args.workdir, "tables")
 
 
-def local_cores(master: str) -> int | None:
-    """The cores of a ``local`` / ``local[N]`` / ``local[*]`` Spark master (None for a cluster master): the
-    default ``--min-partitions``, so that one large mapped file keeps every local core busy."""
-    m = re.fullmatch(r"\s*local(?:\[(\d+|\*)(?:,\s*\d+)?\])?\s*", master)
-    if m is None:
-        return None
-    if m.group(1) is None:
-        return 1
-    return os.cpu_count() or 1 if m.group(1) == "*" else int(m.group(1))
-
-
 def warm_workers_of(args) -> int:
     """``run``'s Python workers to warm (connector.worker_warmup): ``--warm-workers``, else the cores of a
     ``local[N]`` master; 0 for a cluster master or ``--remote`` (tasks may land on any executor).
@@ -241,6 +230,7 @@ def warm_workers_of(args) -> int:
         AppError: ``--warm-workers`` above 0 with a cluster master or ``--remote``.
     """
     from streaming_apps.apps import AppError
+    from streaming_apps.spark_session import local_cores
 
     cores = None if args.remote else local_cores(args.master)
     if cores is None:
@@ -304,6 +294,7 @@ def _run(args) -> int:
         ConnectSessionError,
         build_connect_session,
         build_spark_session,
+        local_cores,
         stop_session,
     )
 

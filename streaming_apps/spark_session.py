@@ -60,6 +60,17 @@ def staged_delta_jars(roots: list[Path] | None = None) -> list[str]:
     return []
 
 
+def local_cores(master: str) -> int | None:
+    """The cores of a ``local`` / ``local[N]`` / ``local[*]`` Spark master (None for a cluster master): the
+    default ``--min-partitions``, so that one large mapped file keeps every local core busy."""
+    m = re.fullmatch(r"\s*local(?:\[(\d+|\*)(?:,\s*\d+)?\])?\s*", master)
+    if m is None:
+        return None
+    if m.group(1) is None:
+        return 1
+    return os.cpu_count() or 1 if m.group(1) == "*" else int(m.group(1))
+
+
 def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: str | None = None,
                         ui: bool = False, extra_conf: dict[str, str] | None = None,
                         jars: list[str] | None = None, delta: bool = False, c1_only_jit: bool = False,

@@ -157,7 +157,7 @@ def test_bad_split_options_are_named(option, value):
 
 def test_apps_default_min_partitions_to_the_local_cores(tmp_path):
     from streaming_apps.apps.common import AppConfig
-    from streaming_apps.cli import local_cores
+    from streaming_apps.spark_session import local_cores
 
     assert [local_cores(m) for m in ("local", "local[2]", "local[3, 2]", "spark://h:7077")] == [1, 2, 3, None]
     assert AppConfig(app="bronze", brokers="b=h:1", workdir=tmp_path, min_partitions=2).source_option_map()[
