@@ -6,8 +6,8 @@
    Trigger.AvailableNow: ``format("hareplica")`` into the Delta table ``WORKDIR/tables/bronze`` with
    ``format("deltalake")``, partitioned by storeDate, progress and broker lag in
    ``WORKDIR/status/bronze.jsonl``, maintenance every few micro-batches. Spark runs as ``hareplica run bronze``
-   runs it on :data:`DEMO_MASTER` (:func:`demo_config`): that is also the run whose classes the driver JVM's
-   class-data-sharing archive holds (streaming_apps.jvm_cds trains on this demo);
+   runs it on its default master, ``local[2]`` (:func:`demo_config`): that is also the run whose classes the
+   driver JVM's class-data-sharing archive holds (streaming_apps.jvm_cds trains on this demo);
 4. check the table against the broker's own CommitLog files (missing and duplicated messages) and run
    a few example queries with deltalake's SQL engine (no JVM), as ``hareplica query`` does;
 5. stop the broker. Exit code 0 only when nothing is missing or duplicated.
@@ -31,8 +31,6 @@ BROKER_NAME = "broker-a"
 DEMO_MAPPED_FILE_SIZE_BYTES = 64 * 1024 * 1024  # several mapped files → several partitions per batch
 DEMO_MAX_BYTES_PER_TRIGGER = 64 * 1024 * 1024
 DEMO_MAINTENANCE_EVERY_BATCHES = 4
-#: The demo's Spark master (``hareplica run``'s default).
-DEMO_MASTER = "local[2]"
 
 
 def run_demo(workdir: str, *, messages: int = 100_000, keep: bool = False) -> int:
@@ -103,13 +101,13 @@ def _produce(console: Console, broker_addr: str, count: int) -> int:
 
 def demo_config(ha_addr: str, root: Path):
     """The demo's bronze :class:`streaming_apps.apps.AppConfig` for the broker's HA address ``ha_addr`` (host:port)
-    and the workdir ``root``: what ``hareplica run bronze --master DEMO_MASTER --trigger available-now`` would
-    build (as many partitions per mapped file and warmed Python workers as the master has cores), plus the demo's
-    read limit and maintenance interval."""
+    and the workdir ``root``: what ``hareplica run bronze --trigger available-now`` would build on the default
+    master, streaming_apps.spark_session.DEFAULT_MASTER (as many partitions per mapped file and warmed Python
+    workers as the master has cores), plus the demo's read limit and maintenance interval."""
     from streaming_apps.apps import AppConfig
-    from streaming_apps.spark_session import local_cores
+    from streaming_apps.spark_session import DEFAULT_MASTER, local_cores
 
-    cores = local_cores(DEMO_MASTER)
+    cores = local_cores(DEFAULT_MASTER)
     return AppConfig(app="bronze", brokers=f"{BROKER_NAME}={ha_addr}", workdir=root, trigger="available-now",
                      max_bytes_per_trigger=DEMO_MAX_BYTES_PER_TRIGGER, min_partitions=cores, warm_workers=cores,
                      maintenance_every=DEMO_MAINTENANCE_EVERY_BATCHES)
@@ -118,12 +116,11 @@ def demo_config(ha_addr: str, root: Path):
 def _stream(console: Console, broker, root: Path) -> int:
     """Run the bronze app until caught up; returns the number of micro-batches."""
     from streaming_apps.apps import start
-    from streaming_apps.spark_session import build_spark_session, stop_session
+    from streaming_apps.spark_session import DEFAULT_MASTER, build_spark_session, stop_session
 
-    console.print(f"starting Spark ({DEMO_MASTER}) …")
+    console.print(f"starting Spark ({DEFAULT_MASTER}) …")
     config = demo_config(broker.ha_addr, root)
-    spark = build_spark_session("hareplica-demo", master=DEMO_MASTER, c1_only_jit=config.c1_only_jit,
-                                parallel_gc=config.parallel_gc)
+    spark = build_spark_session("hareplica-demo", c1_only_jit=config.c1_only_jit, parallel_gc=config.parallel_gc)
     console.print(f"bronze app: checkpoint {config.checkpoint()}, progress {config.status_file}")
     try:
         running = start(spark, config)

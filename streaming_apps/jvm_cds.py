@@ -10,8 +10,10 @@ How:
 
 - :func:`build_archive` (``python -m streaming_apps.jvm_cds``; ``make`` runs it when it creates ``.venv``)
   runs the demo's bronze job on a small workload in a child process whose driver JVM is started with
-  ``-XX:ArchiveClassesAtExit``, then moves the archive into the user's cache (``~/.cache/hareplica``, or
-  ``$HAREPLICA_CACHE``) under a name keyed by the java binary and the Spark jars directory.
+  ``-XX:ArchiveClassesAtExit`` (the demo runs bronze as ``hareplica run bronze`` does on ``local[2]``, worker
+  warm-ups included: streaming_apps.demo.demo_config), then moves the archive into the user's cache
+  (``~/.cache/hareplica``, or ``$HAREPLICA_CACHE``) under a name keyed by the java binary and the Spark jars
+  directory.
 - :func:`driver_java_options` gives ``build_spark_session`` the options that map it, when an archive for
   this java binary and SPARK_HOME exists. A JVM refuses an archive that does not match it (another JDK
   build, another class path) and starts as without one; its CDS log lines are switched off so that such a

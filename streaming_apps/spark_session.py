@@ -60,6 +60,10 @@ def staged_delta_jars(roots: list[Path] | None = None) -> list[str]:
     return []
 
 
+#: The Spark master of a session this project builds when none is named (``hareplica run``'s and the demo's).
+DEFAULT_MASTER = "local[2]"
+
+
 def local_cores(master: str) -> int | None:
     """The cores of a ``local`` / ``local[N]`` / ``local[*]`` Spark master (None for a cluster master): the
     default ``--min-partitions``, so that one large mapped file keeps every local core busy."""
@@ -71,7 +75,7 @@ def local_cores(master: str) -> int | None:
     return os.cpu_count() or 1 if m.group(1) == "*" else int(m.group(1))
 
 
-def build_spark_session(app_name: str, *, master: str = "local[2]", local_dir: str | None = None,
+def build_spark_session(app_name: str, *, master: str = DEFAULT_MASTER, local_dir: str | None = None,
                         ui: bool = False, extra_conf: dict[str, str] | None = None,
                         jars: list[str] | None = None, delta: bool = False, c1_only_jit: bool = False,
                         parallel_gc: bool = False):

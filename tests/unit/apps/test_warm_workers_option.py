@@ -45,10 +45,10 @@ def test_a_negative_count_is_refused(capsys):
 def test_the_demo_runs_bronze_as_run_does_on_its_master(tmp_path):
     """The demo (and so the training run of the driver JVM's class-data-sharing archive, streaming_apps.jvm_cds)
     warms the workers, splits the mapped files and picks the JIT as ``hareplica run bronze`` on the same master."""
-    from streaming_apps.demo import DEMO_MASTER, demo_config
-    from streaming_apps.spark_session import local_cores
+    from streaming_apps.demo import demo_config
+    from streaming_apps.spark_session import DEFAULT_MASTER, local_cores
 
     config = demo_config("127.0.0.1:10912", tmp_path)
-    assert config.warm_workers == _warm("--master", DEMO_MASTER) == 2
-    assert config.min_partitions == local_cores(DEMO_MASTER) == 2
+    assert config.warm_workers == _warm() == _warm("--master", DEFAULT_MASTER) == 2  # run's default master
+    assert config.min_partitions == local_cores(DEFAULT_MASTER) == 2
     assert config.landing == LANDING_DIRECT and config.c1_only_jit and not config.parallel_gc
