@@ -112,6 +112,7 @@ def _add_run_parser(sub) -> None:
     from connector.delta.options import DEFAULT_TARGET_FILE_SIZE_BYTES
     from connector.options import STARTING_OFFSETS_EARLIEST, STARTING_OFFSETS_LATEST
     from streaming_apps.apps.common import DEFAULT_TRIGGER, DEFAULT_WATERMARK, LANDINGS, SINKS
+    from streaming_apps.spark_session import DEFAULT_MASTER
 
     p = sub.add_parser("run", help="run a streaming app: bronze, silver or gold (docs/delta.md)")
     p.add_argument("app", choices=("bronze", "silver", "gold"), help="the app")
@@ -161,8 +162,9 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--watermark", default=DEFAULT_WATERMARK,
                    help=f"gold: event-time watermark delay (default '{DEFAULT_WATERMARK}')")
     p.add_argument("--topics", default=None, help="silver/gold: comma-separated order topics (default the workload's)")
-    p.add_argument("--master", default="local[2]",
-                   help="Spark master, e.g. spark://HOST:7077 (default local[2]; under spark-submit, its --master)")
+    p.add_argument("--master", default=DEFAULT_MASTER,
+                   help=f"Spark master, e.g. spark://HOST:7077 (default {DEFAULT_MASTER}; under spark-submit, "
+                        "its --master)")
     p.add_argument("--archives", action="append", default=[], metavar="ARCHIVE#ALIAS",
                    help="spark.archives: e.g. the packed environment hareplica-env.tar.gz#environment that "
                         "python -m streaming_apps.package builds (repeatable; docs/deployment.md)")
@@ -263,9 +265,9 @@ def check_remote_run(args) -> None:
     Raises:
         ConnectSessionError: such a flag was given, the URL is bad, or no server answers there.
     """
-    from streaming_apps.spark_session import ConnectSessionError, check_connect_server
+    from streaming_apps.spark_session import DEFAULT_MASTER, ConnectSessionError, check_connect_server
 
-    server_side = [flag for flag, given in (("--master", args.master != "local[2]"), ("--jars", bool(args.jars)),
+    server_side = [flag for flag, given in (("--master", args.master != DEFAULT_MASTER), ("--jars", bool(args.jars)),
                                             ("--archives", bool(args.archives)))
                    if given]
     if server_side:

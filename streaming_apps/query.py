@@ -186,7 +186,7 @@ def render(result: pa.Table, fmt: str = "table", *, max_rows: int | None = DEFAU
 
 def query_command(sql: str, *, tables_root: str | None, tables: Mapping[str, str] | None = None, fmt: str = "table",
                   max_rows: int | None = DEFAULT_MAX_ROWS, engine: str = ENGINE_DELTALAKE,
-                  jars: list[str] | None = None, master: str = "local[2]") -> int:
+                  jars: list[str] | None = None, master: str | None = None) -> int:
     """``hareplica query``: run and print; returns the exit code (0 ok, 1 query error).
 
     ``engine``: ``deltalake`` (default, no JVM) or ``spark`` (:func:`spark_query`, with ``jars`` or the
@@ -253,22 +253,23 @@ def register_spark_views(spark, tables_root: str | os.PathLike | None, tables: M
     return frames
 
 
-def spark_query(sql: str, tables: Mapping[str, str], *, jars: list[str] | None = None, master: str = "local[2]"
+def spark_query(sql: str, tables: Mapping[str, str], *, jars: list[str] | None = None, master: str | None = None
                 ) -> pa.Table:
     """Run ``sql`` in Spark SQL over ``tables`` (``{name: path}``); the result as a pyarrow.Table.
 
-    Starts a local Spark session with ``jars`` (default: the Delta jars ``make jvm-peers`` staged,
-    :func:`streaming_apps.spark_session.staged_delta_jars`) and the Delta SQL extension when there are
-    any, registers the tables with :func:`register_spark_tables`, runs the statement and stops Spark.
+    Starts a Spark session on ``master`` (None: streaming_apps.spark_session.DEFAULT_MASTER) with ``jars``
+    (default: the Delta jars ``make jvm-peers`` staged, :func:`streaming_apps.spark_session.staged_delta_jars`)
+    and the Delta SQL extension when there are any, registers the tables with :func:`register_spark_tables`,
+    runs the statement and stops Spark.
 
     Raises:
         QueryError: a table cannot be registered, or the statement fails (Spark's first message line).
     """
-    from streaming_apps.spark_session import build_spark_session, staged_delta_jars, stop_session
+    from streaming_apps.spark_session import DEFAULT_MASTER, build_spark_session, staged_delta_jars, stop_session
 
     jars = list(jars) if jars else staged_delta_jars()
     with_delta = any(os.path.basename(j).startswith("delta-spark") for j in jars)
-    spark = build_spark_session("hareplica-query", master=master, jars=jars, delta=with_delta)
+    spark = build_spark_session("hareplica-query", master=master or DEFAULT_MASTER, jars=jars, delta=with_delta)
     try:
         register_spark_tables(spark, None, tables)
         try:

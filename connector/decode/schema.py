@@ -97,4 +97,3 @@ def column_schema(columns: Collection[str] | None) -> pa.Schema:
         raise ValueError(f"not a column of the source: {', '.join(unknown)} "
                          f"(the columns: {', '.join(ARROW_SCHEMA.names)})")
     return pa.schema([f for f in ARROW_SCHEMA if f.name in columns])
-
