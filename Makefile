@@ -48,8 +48,9 @@ dist: $(STAMP)
 	$(BIN)/python -m build --outdir dist .
 
 # The Spark driver JVM's class-data-sharing archive (streaming_apps/jvm_cds.py; docs/deployment.md "Start-up").
-# Built once per environment; a failure only costs start-up time and is reported in one line.
-$(CDS_STAMP): $(STAMP)
+# Built once per environment, and again when the training run, the archive's name or the SPARK_HOME view change;
+# a failure only costs start-up time and is reported in one line.
+$(CDS_STAMP): $(STAMP) streaming_apps/jvm_cds.py streaming_apps/spark_home.py streaming_apps/demo.py
 	$(BIN)/python -m streaming_apps.jvm_cds
 	@touch $@
 

@@ -9,9 +9,15 @@ benchmark's machine (docs/source.md "Speed and memory"): a cold ``hareplica run 
 11.8 s with the zip and 9.6 s without it.
 
 How: a directory beside the user's cache holding a symbolic link to every entry of the pyspark package
-directory except ``python/`` (so ``bin/``, ``jars/``, ``conf/``... are pyspark's own). With it as SPARK_HOME the
+directory except ``python/`` (so ``bin/``, ``conf/``... are pyspark's own). With it as SPARK_HOME the
 zips Spark adds to ``PYTHONPATH`` do not exist, and workers import pyspark from the same installation the
 driver uses (the same version as the jars, since both come from the one pip package).
+
+``jars/`` is a directory of its own: a link to each of pyspark's jars, except Janino's two (:data:`UNSIGNED_JARS`,
+the compiler of Spark's generated code), which are copies without their signature files. Janino signs its jars
+with a self-signed key that nothing checks, but a signed jar costs the driver JVM twice at start: it verifies
+every class it loads from one, and it never puts such classes into the class-data-sharing archive
+(:mod:`streaming_apps.jvm_cds`). The copies hold the same classes, byte for byte (docs/deployment.md §7).
 
 It is only used when the user has not set SPARK_HOME and pyspark is pip-installed; a Spark cluster's executors
 use their own Worker's SPARK_HOME and are not affected.
@@ -19,9 +25,13 @@ use their own Worker's SPARK_HOME and are not affected.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import re
+import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -29,6 +39,14 @@ log = logging.getLogger(__name__)
 SPARK_HOME_ENV = "SPARK_HOME"
 #: the pyspark package entry left out of the view: ``python/lib`` holds the source zips
 LEFT_OUT = "python"
+#: the view's folder of jars (links, and the unsigned copies)
+JARS = "jars"
+#: the jars the view copies without their signature: Janino's compiler and its API (``janino-3.1.9.jar``)
+UNSIGNED_JARS = re.compile(r"(janino|commons-compiler)-[0-9][^/]*\.jar")
+#: a jar's signature files: ``META-INF/<signer>.SF`` and its signature block (JAR File Specification)
+SIGNATURE_FILE = re.compile(r"META-INF/[^/]+\.(SF|DSA|RSA|EC)", re.IGNORECASE)
+#: the view's layout, part of its name: a view made by an earlier layout is never reused
+VIEW_LAYOUT = "2"
 
 
 def pip_pyspark_dir() -> Path | None:
@@ -36,7 +54,7 @@ def pip_pyspark_dir() -> Path | None:
     import pyspark
 
     root = Path(pyspark.__file__).resolve().parent
-    if (root / "jars").is_dir() and (root / LEFT_OUT / "lib" / "pyspark.zip").is_file():
+    if (root / JARS).is_dir() and (root / LEFT_OUT / "lib" / "pyspark.zip").is_file():
         return root
     return None
 
@@ -46,33 +64,52 @@ def _cache_root() -> Path:
     return Path(base) / "hareplica"
 
 
+def unsigned_copy(jar: Path, target: Path) -> None:
+    """Write ``target``: the entries of the jar ``jar``, in order and with their compression, but its signature
+    files (:data:`SIGNATURE_FILE`). Raises OSError or zipfile.BadZipFile for a jar that cannot be read."""
+    with zipfile.ZipFile(jar) as source, zipfile.ZipFile(target, "w") as copy:
+        for entry in source.infolist():
+            if not SIGNATURE_FILE.fullmatch(entry.filename):
+                copy.writestr(entry, source.read(entry), compress_type=entry.compress_type)
+
+
+def _stage_jars(jars: Path, staging: Path) -> None:
+    staging.mkdir()
+    for entry in jars.iterdir():
+        if UNSIGNED_JARS.fullmatch(entry.name) and entry.is_file():
+            unsigned_copy(entry, staging / entry.name)
+        else:
+            (staging / entry.name).symlink_to(entry)
+
+
 def spark_home_view(pyspark_dir: Path, cache_root: Path | None = None) -> Path:
     """The SPARK_HOME view of ``pyspark_dir`` (module doc), made on first use; returns its path.
 
-    Its name holds the pyspark version and a hash of ``pyspark_dir``, so two installations never share one.
-    It is created in a temporary sibling and renamed into place, so concurrent processes see it whole or not
-    at all. Raises OSError when the cache directory cannot be written.
+    Its name holds the pyspark version and a hash of ``pyspark_dir`` and :data:`VIEW_LAYOUT`, so two installations
+    never share one. It is created in a temporary sibling and renamed into place, so concurrent processes see it
+    whole or not at all. Raises OSError when the cache directory cannot be written or a jar cannot be copied.
     """
-    import hashlib
-
     import pyspark
 
     root = cache_root or _cache_root()
-    digest = hashlib.sha256(str(pyspark_dir).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(f"{pyspark_dir}\n{VIEW_LAYOUT}".encode()).hexdigest()[:12]
     home = root / f"spark-home-{pyspark.__version__}-{digest}"
     if home.is_dir():
         return home
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".spark-home-", dir=root))
-    for entry in pyspark_dir.iterdir():
-        if entry.name != LEFT_OUT:
-            (staging / entry.name).symlink_to(entry)
     try:
+        for entry in pyspark_dir.iterdir():
+            if entry.name == JARS:
+                _stage_jars(entry, staging / JARS)
+            elif entry.name != LEFT_OUT:
+                (staging / entry.name).symlink_to(entry)
         staging.rename(home)
-    except OSError:  # another process made it meanwhile
-        for link in staging.iterdir():
-            link.unlink()
-        staging.rmdir()
+    except (OSError, zipfile.BadZipFile) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        if home.is_dir():  # another process made it meanwhile
+            return home
+        raise OSError(f"cannot make the SPARK_HOME view {home}: {exc}") from exc
     return home
 
 
@@ -99,7 +136,7 @@ def leave_spark_home_view() -> None:
     process): needed when Python workers run another interpreter without pyspark installed (an executor
     environment shipped with ``spark.archives``), which then imports pyspark from ``python/lib/pyspark.zip``."""
     home = os.environ.get(SPARK_HOME_ENV)
-    if home and Path(home).name.startswith("spark-home-") and (Path(home) / "jars").is_symlink():
+    if home and Path(home).name.startswith("spark-home-") and (Path(home) / "bin").is_symlink():
         real = pip_pyspark_dir()
         if real is not None:
             os.environ[SPARK_HOME_ENV] = str(real)
