@@ -8,23 +8,18 @@ outlives single calls) go through these two functions, built on the ``tenacity``
 * :func:`poll_until`: a driver waiting for something that sends no event (another process's exit, the
   progress listener's last record) checks at a fixed interval until a deadline.
 
-Each caller keeps its own log lines: it logs in its ``except`` clause or through ``on_retry``.
+Each caller keeps its own log lines: it logs in its ``except`` clause or through ``on_retry``. ``tenacity`` is
+imported by the calls, not by this module: every Python task worker imports this module (through the direct
+landing's commit) and never retries.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    retry_if_exception_type,
-    retry_if_result,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_fixed,
-)
+if TYPE_CHECKING:
+    from tenacity import RetryCallState, Retrying
 
 RetryOn = type[BaseException] | tuple[type[BaseException], ...] | Callable[[BaseException], bool]
 
@@ -45,6 +40,8 @@ def retry_attempts(max_attempts: int, retry_on: RetryOn, *,
             the last one), e.g. to log the lost race; ``attempt_number`` counts from 1.
     Each ``attempt`` has ``attempt.retry_state.attempt_number`` (from 1).
     """
+    from tenacity import Retrying, retry_if_exception, retry_if_exception_type, stop_after_attempt
+
     if isinstance(retry_on, type) or isinstance(retry_on, tuple):
         retry = retry_if_exception_type(retry_on)
     else:
@@ -64,6 +61,8 @@ def poll_until(condition: Callable[[], bool], timeout_s: float, interval_s: floa
         True as soon as ``condition()`` does; False once ``timeout_s`` seconds have passed since the first
         call without that. An error ``condition`` raises is raised at once.
     """
+    from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
     retrying = Retrying(stop=stop_after_delay(timeout_s), wait=wait_fixed(interval_s),
                         retry=retry_if_result(lambda done: not done), retry_error_callback=lambda state: False)
     return bool(retrying(condition))

@@ -12,8 +12,6 @@ import math
 import struct
 from dataclasses import dataclass, field
 
-import javaproperties
-
 from connector.protocol.errors import RemotingProtocolError
 from connector.protocol.fastjson import Bean, encode
 from connector.protocol.java_hash_map import hash_map_order, java_string_hash
@@ -387,6 +385,8 @@ def decode_properties_body(body: bytes) -> dict[str, str]:
     """Parse a GET_BROKER_CONFIG body (UTF-8) as the 4.9.8 client does (``MixAll.string2Properties``:
     ``java.util.Properties.load``), through the ``javaproperties`` library. Raises RemotingProtocolError
     for a malformed ``\\uXXXX`` escape."""
+    import javaproperties  # here, not at the top: it imports urllib, http and xml, which no task needs
+
     try:
         return dict(javaproperties.loads(body.decode("utf-8", "replace")))
     except javaproperties.InvalidUEscapeError as exc:
