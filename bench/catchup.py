@@ -4,7 +4,8 @@ Run ``python -m bench.catchup`` (a 512 MiB CommitLog of 1 KiB messages, 3 rounds
 or ``python -m bench.catchup --quick`` (16 MiB, 1 round, about a minute). One real 4.9.8 ASYNC_MASTER (with a
 real name server, one 1 GiB mapped file) is filled once by the project's producer; then every reader takes the
 whole log from offset 0, interleaved round by round (real slave, stub slave, bronze, Java consumer, sendfile,
-then again), each on a fresh store/checkpoint. Medians over the rounds are reported, with the spread
+then again), each on a fresh store/checkpoint; before each reader starts, the previous one's output is removed
+and the page cache written back (:func:`settle`). Medians over the rounds are reported, with the spread
 (max - min) beside them. Every reader is *cold* (a new process each time); the master's page cache is warm
 after the fill.
 
@@ -305,13 +306,30 @@ def java_consumer_seconds(work: Path, namesrv, messages: int, group: str) -> flo
     return elapsed
 
 
+def settle(*outputs: Path) -> None:
+    """Remove a reader's ``outputs`` and write the page cache back (``os.sync``) before the next reader starts.
+
+    A slave leaves 527 MiB of dirty pages behind; unsettled, the kernel writes them back while the next reader
+    runs, on the same two cores (writing 1 GiB back costs this machine about 1.4 s of system CPU, ``dd`` with
+    ``conv=fdatasync``), and that reader is measured slower for its predecessor's work."""
+    for output in outputs:
+        shutil.rmtree(output, ignore_errors=True)
+    os.sync()
+
+
 def one_round(work: Path, i: int, master, namesrv, end: int, messages: int) -> dict:
-    """Every reader once, in a fixed order, each on fresh state under ``work``; returns their figures."""
+    """Every reader once, in a fixed order, each on fresh state under ``work`` and after the previous one's
+    output is gone (:func:`settle`); returns their figures."""
+    settle()
     out = {"real_slave": real_slave_seconds(work / f"real-slave{i}", master, end)}
+    settle(work / f"real-slave{i}")
     mb_s, _ = _catchup_once(work, f"stub-slave{i}", master, end)
+    settle(work / f"stub-slave{i}")
     out["stub_slave_mb_s"] = mb_s
     out["bronze"] = bronze_run(work / f"bronze{i}", master)
+    settle(work / f"bronze{i}")
     out["java_s"] = java_consumer_seconds(work / f"java{i}", namesrv, messages, f"bench_catchup_{i}")
+    settle(work / f"java{i}")
     out["raw_sendfile_mb_s"] = raw_sendfile_mb_s(master.commitlog_dir / file_name(0), end)
     out["floors"] = measure_floors(master.commitlog_dir / file_name(0), end, MAPPED_FILE_SIZE, rounds=1)
     return out
@@ -354,8 +372,14 @@ def summarize(rounds: list[dict], end: int) -> dict:
 
 
 def apps_round(work: Path, i: int, broker) -> dict:
-    """Silver then gold once each, cold, on the order events of ``broker``."""
-    return {app: app_rows_s(work / f"{app}{i}", broker, app) for app in ("silver", "gold")}
+    """Silver then gold once each, cold, on the order events of ``broker``, each after the previous one's
+    tables are gone (:func:`settle`)."""
+    out = {}
+    for app in ("silver", "gold"):
+        settle()
+        out[app] = app_rows_s(work / f"{app}{i}", broker, app)
+        settle(work / f"{app}{i}")
+    return out
 
 
 @contextlib.contextmanager
