@@ -374,9 +374,9 @@ def summarize(rounds: list[dict], end: int) -> dict:
 def apps_round(work: Path, i: int, broker) -> dict:
     """Silver then gold once each, cold, on the order events of ``broker``, each after the previous one's
     tables are gone (:func:`settle`)."""
+    settle()
     out = {}
     for app in ("silver", "gold"):
-        settle()
         out[app] = app_rows_s(work / f"{app}{i}", broker, app)
         settle(work / f"{app}{i}")
     return out
