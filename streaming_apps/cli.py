@@ -485,10 +485,14 @@ def console_main() -> None:
     was printed (docs/deployment.md §7, "Shutdown"). So the ``atexit`` handlers run (logging's flush, deltalake's
     tracing shutdown, pyarrow's S3 finalisation, whatever else registered one), the output streams are flushed,
     and ``os._exit`` ends the process. An exception or ``SystemExit`` out of :func:`main` (argparse's usage errors)
-    takes Python's normal exit.
+    takes Python's normal exit. Before :func:`main`, OpenBLAS is given one thread
+    (:func:`streaming_apps.blas_threads.single_blas_thread`; docs/deployment.md §7, "BLAS threads").
     """
     import atexit
 
+    from streaming_apps.blas_threads import single_blas_thread
+
+    single_blas_thread()  # before anything imports numpy (docs/deployment.md §7, "BLAS threads")
     code = main()
     atexit._run_exitfuncs()  # noqa: SLF001 - CPython's own exit step, the only way to run the handlers before os._exit
     for stream in (sys.stdout, sys.stderr):

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 from connector import register_data_sources  # noqa: F401 - re-exported: the apps and tests call it from here
+from streaming_apps.blas_threads import EXECUTOR_ENV_CONF, OPENBLAS_THREADS_VARIABLE, single_blas_thread
 from streaming_apps.jvm_cds import driver_java_options
 from streaming_apps.spark_home import leave_spark_home_view, pip_pyspark_dir, use_spark_home_view
 
@@ -95,8 +96,11 @@ def build_spark_session(app_name: str, *, master: str = DEFAULT_MASTER, local_di
     adds :data:`C1_ONLY_JIT` to them (``AppConfig.c1_only_jit``: the direct landing, gold), unless the
     user's own options choose a JIT; ``parallel_gc`` adds :data:`PARALLEL_GC` (``AppConfig.parallel_gc``: gold),
     unless they choose a collector; none of these applies under ``spark-submit``, whose driver JVM already runs.
+    OpenBLAS runs one thread in the driver's and the workers' processes unless the environment chose a count
+    (:func:`streaming_apps.blas_threads.single_blas_thread`; the executors get it as ``spark.executorEnv``).
     Registers ``format("hareplica")`` and ``format("deltalake")``.
     """
+    single_blas_thread()  # before the JVM starts: it and every Python process it starts inherit the variable
     executor_python = (extra_conf or {}).get(EXECUTOR_PYTHON_CONF)
     if executor_python:  # PySpark takes the workers' interpreter from the environment, not from the conf
         os.environ["PYSPARK_PYTHON"] = executor_python
@@ -128,6 +132,8 @@ def build_spark_session(app_name: str, *, master: str = DEFAULT_MASTER, local_di
         for k, v in DELTA_SPARK_CONF.items():
             builder = builder.config(k, v)
     conf = dict(extra_conf or {})
+    if OPENBLAS_THREADS_VARIABLE in os.environ:  # and the executors of a cluster, which do not inherit it
+        conf.setdefault(EXECUTOR_ENV_CONF, os.environ[OPENBLAS_THREADS_VARIABLE])
     cds = None if submitted_by_spark_submit() else driver_java_options(os.environ.get("SPARK_HOME")
                                                                          or pip_pyspark_dir())
     submitted = submitted_by_spark_submit()
