@@ -90,26 +90,51 @@ def dictionary_columns(schema: pa.Schema, sample: pa.Table | None) -> list[str]:
     Dictionary encoding pays only for repeating values (topic, queueId, hosts, tags...). On unique
     values (msgId, offsets, CRCs) pyarrow still hashes every value until the dictionary page reaches
     1 MiB before it falls back to PLAIN, which costs 20-35% of the write time of a bronze row group and
-    saves nothing. Rules: binary columns never (payloads); other top-level primitive columns when at most
-    :data:`DICTIONARY_MAX_DISTINCT_FRACTION` of the first :data:`DICTIONARY_SAMPLE_ROWS` values of
-    ``sample`` are distinct; leaves of nested columns (maps, lists, structs) always, as pyarrow's
-    default. The encoding never changes the values read back, nor the statistics.
+    saves nothing. Rules: binary leaves never (payloads); any other leaf when at most
+    :data:`DICTIONARY_MAX_DISTINCT_FRACTION` of its values in the first :data:`DICTIONARY_SAMPLE_ROWS` rows of
+    ``sample`` are distinct. A leaf of a nested column counts the values under those rows: a map's keys or
+    values, a list's elements, a struct's field (bronze's ``properties`` values hold every message's unique
+    UNIQ_KEY, so they are left PLAIN, and its keys repeat). Without a sample, or for a leaf this cannot follow
+    down (a dictionary-typed one), every non-binary leaf is encoded, as pyarrow's default. The encoding never
+    changes the values read back, nor the statistics.
     """
     out: list[str] = []
     for f in schema:
-        leaves = list(_parquet_leaf_paths(f.name, f.type))
-        nested = len(leaves) != 1 or leaves[0][0] != f.name
-        for path, t in leaves:
+        for path, t in _parquet_leaf_paths(f.name, f.type):
             if _is_binary_type(t):
                 continue
-            if nested or sample is None or sample.num_rows == 0:
-                out.append(path)
-                continue
-            column = sample.column(f.name).slice(0, DICTIONARY_SAMPLE_ROWS)
-            distinct = pc.count_distinct(column, mode="all").as_py()
-            if distinct <= max(1, int(len(column) * DICTIONARY_MAX_DISTINCT_FRACTION)):
+            values = None
+            if sample is not None and sample.num_rows:
+                column = sample.column(f.name).slice(0, DICTIONARY_SAMPLE_ROWS).combine_chunks()
+                values = _leaf_values(column, path.split(".")[1:])
+            if values is None or _repeats(values):
                 out.append(path)
     return out
+
+
+def _leaf_values(column: pa.Array, parts: list[str]) -> pa.Array | None:
+    """The values of ``column`` at the Parquet leaf path ``parts`` below it (as :func:`_parquet_leaf_paths` names
+    them: ``key_value.key``, ``list.element``, a struct's field names), flattened; None for another shape."""
+    values = column
+    while parts:
+        t = values.type
+        if pa.types.is_map(t) and parts[0] == "key_value" and parts[1:2] in (["key"], ["value"]):
+            # the entries under the rows (MapArray.keys / .items would ignore a slice's offset)
+            entries = values.cast(pa.list_(pa.struct([t.key_field, t.item_field]))).flatten()
+            values, parts = entries.field(0 if parts[1] == "key" else 1), parts[2:]
+        elif is_container_type(t) and not pa.types.is_map(t) and parts[:2] == ["list", "element"]:
+            values, parts = values.flatten(), parts[2:]
+        elif pa.types.is_struct(t) and t.get_field_index(parts[0]) >= 0:
+            values, parts = values.field(parts[0]), parts[1:]
+        else:
+            return None
+    return None if pa.types.is_nested(values.type) or pa.types.is_dictionary(values.type) else values
+
+
+def _repeats(values: pa.Array) -> bool:
+    """At most :data:`DICTIONARY_MAX_DISTINCT_FRACTION` of ``values`` are distinct (nulls count as one value)."""
+    distinct = pc.count_distinct(values, mode="all").as_py()
+    return distinct <= max(1, int(len(values) * DICTIONARY_MAX_DISTINCT_FRACTION))
 
 
 def parquet_writer_options(schema: pa.Schema, compression: str, sample: pa.Table | None = None) -> dict:

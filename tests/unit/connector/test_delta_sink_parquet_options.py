@@ -55,10 +55,27 @@ def test_dictionary_only_for_repeating_primitive_columns_never_for_binary():
     chosen = dictionary_columns(table.schema, table)
     assert {"topic", "queueId", "storeTimestamp", "tags"} <= set(chosen)
     assert not {"commitLogOffset", "bodyCRC", "msgId", "body"} & set(chosen)
-    # leaves of nested columns keep pyarrow's default (dictionary), named as pyarrow names them
-    assert {"properties.key_value.key", "properties.key_value.value"} <= set(chosen)
+    # a map's leaves are judged on the entries under the sampled rows, named as pyarrow names them: the keys
+    # repeat, half the values are unique (as bronze's UNIQ_KEY makes a third of them)
+    assert "properties.key_value.key" in chosen and "properties.key_value.value" not in chosen
     # without a sample every non-binary leaf is a candidate (pyarrow's default minus payloads)
-    assert set(dictionary_columns(table.schema, None)) == set(chosen) | {"commitLogOffset", "bodyCRC", "msgId"}
+    assert set(dictionary_columns(table.schema, None)) == set(chosen) | {"commitLogOffset", "bodyCRC", "msgId",
+                                                                        "properties.key_value.value"}
+
+
+def test_nested_leaves_are_judged_on_the_values_under_the_sampled_rows():
+    n = DICTIONARY_SAMPLE_ROWS + 4000
+    table = pa.table({
+        "s": pa.array([{"few": i % 3, "many": i} for i in range(n)]),
+        "l": pa.array([[i % 2, i] for i in range(n)]),
+        "m": pa.array([[("k", str(i))] for i in range(n)], pa.map_(pa.string(), pa.string())),
+        "d": pa.array(["x", "y"] * (n // 2)).dictionary_encode(),
+    })
+    assert dictionary_columns(table.schema, table) == ["s.few", "m.key_value.key", "d"]
+    # only the sampled rows count, even in a slice whose map entries start past the first rows
+    repeating_later = pa.table({"m": pa.array([[("k", str(i))] for i in range(n)] + [[("k", "v")]] * n,
+                                              pa.map_(pa.string(), pa.string()))}).slice(n)
+    assert dictionary_columns(repeating_later.schema, repeating_later) == ["m.key_value.key", "m.key_value.value"]
 
 
 def test_only_the_first_sample_rows_decide():
