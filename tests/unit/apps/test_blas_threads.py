@@ -39,4 +39,3 @@ def _threads_after_importing_numpy(call: bool) -> int:
 def test_numpy_starts_no_blas_thread_after_the_call():
     assert _threads_after_importing_numpy(call=False) > 1  # OpenBLAS's pool: one thread per core but one
     assert _threads_after_importing_numpy(call=True) == 1
-
