@@ -63,20 +63,28 @@ def _writing(path: str) -> Iterator[None]:
         raise DeltaFileWriteError(f"cannot write {path}: {what}") from e
 
 
-def _parquet_leaf_paths(name: str, t: pa.DataType) -> Iterator[tuple[str, pa.DataType]]:
-    """Dotted Parquet leaf column paths of an Arrow field, as pyarrow's ``use_dictionary`` list names them."""
+def _parquet_leaves(name: str, t: pa.DataType, values: pa.Array | None = None
+                    ) -> Iterator[tuple[str, pa.DataType, pa.Array | None]]:
+    """``(path, type, values)`` of every Parquet leaf column of an Arrow field: the dotted path as pyarrow's
+    ``use_dictionary`` list names it, and, when ``values`` (the field's array) is given, the values under its rows,
+    flattened: a map's keys or values, a list's elements, a struct's field. None when not given or under a
+    dictionary-typed array (not followed)."""
     if pa.types.is_dictionary(t):
-        t = t.value_type
+        t, values = t.value_type, None
     if pa.types.is_struct(t):
         for i in range(t.num_fields):
-            yield from _parquet_leaf_paths(f"{name}.{t.field(i).name}", t.field(i).type)
+            field = t.field(i)
+            yield from _parquet_leaves(f"{name}.{field.name}", field.type, None if values is None else values.field(i))
     elif pa.types.is_map(t):
-        yield from _parquet_leaf_paths(f"{name}.key_value.key", t.key_type)
-        yield from _parquet_leaf_paths(f"{name}.key_value.value", t.item_type)
+        # the entries under the rows (MapArray.keys / .items would ignore a slice's offset)
+        entries = None if values is None else values.cast(pa.list_(pa.struct([t.key_field, t.item_field]))).flatten()
+        yield from _parquet_leaves(f"{name}.key_value.key", t.key_type, None if entries is None else entries.field(0))
+        yield from _parquet_leaves(f"{name}.key_value.value", t.item_type,
+                                   None if entries is None else entries.field(1))
     elif is_container_type(t):
-        yield from _parquet_leaf_paths(f"{name}.list.element", t.value_type)
+        yield from _parquet_leaves(f"{name}.list.element", t.value_type, None if values is None else values.flatten())
     else:
-        yield name, t
+        yield name, t, values
 
 
 def _is_binary_type(t: pa.DataType) -> bool:
@@ -93,42 +101,20 @@ def dictionary_columns(schema: pa.Schema, sample: pa.Table | None) -> list[str]:
     saves nothing. Rules: binary leaves never (payloads); any other leaf when at most
     :data:`DICTIONARY_MAX_DISTINCT_FRACTION` of its values in the first :data:`DICTIONARY_SAMPLE_ROWS` rows of
     ``sample`` are distinct. A leaf of a nested column counts the values under those rows: a map's keys or
-    values, a list's elements, a struct's field (bronze's ``properties`` values hold every message's unique
-    UNIQ_KEY, so they are left PLAIN, and its keys repeat). Without a sample, or for a leaf this cannot follow
-    down (a dictionary-typed one), every non-binary leaf is encoded, as pyarrow's default. The encoding never
+    values, a list's elements, a struct's field (:func:`_parquet_leaves`; bronze's ``properties`` values hold every
+    message's unique UNIQ_KEY, so they are left PLAIN, and its keys repeat). Without a sample, or under a
+    dictionary-typed column, every non-binary leaf is encoded, as pyarrow's default. The encoding never
     changes the values read back, nor the statistics.
     """
     out: list[str] = []
     for f in schema:
-        for path, t in _parquet_leaf_paths(f.name, f.type):
-            if _is_binary_type(t):
-                continue
-            values = None
-            if sample is not None and sample.num_rows:
-                column = sample.column(f.name).slice(0, DICTIONARY_SAMPLE_ROWS).combine_chunks()
-                values = _leaf_values(column, path.split(".")[1:])
-            if values is None or _repeats(values):
+        column = None
+        if sample is not None and sample.num_rows:
+            column = sample.column(f.name).slice(0, DICTIONARY_SAMPLE_ROWS).combine_chunks()
+        for path, t, values in _parquet_leaves(f.name, f.type, column):
+            if not _is_binary_type(t) and (values is None or _repeats(values)):
                 out.append(path)
     return out
-
-
-def _leaf_values(column: pa.Array, parts: list[str]) -> pa.Array | None:
-    """The values of ``column`` at the Parquet leaf path ``parts`` below it (as :func:`_parquet_leaf_paths` names
-    them: ``key_value.key``, ``list.element``, a struct's field names), flattened; None for another shape."""
-    values = column
-    while parts:
-        t = values.type
-        if pa.types.is_map(t) and parts[0] == "key_value" and parts[1:2] in (["key"], ["value"]):
-            # the entries under the rows (MapArray.keys / .items would ignore a slice's offset)
-            entries = values.cast(pa.list_(pa.struct([t.key_field, t.item_field]))).flatten()
-            values, parts = entries.field(0 if parts[1] == "key" else 1), parts[2:]
-        elif is_container_type(t) and not pa.types.is_map(t) and parts[:2] == ["list", "element"]:
-            values, parts = values.flatten(), parts[2:]
-        elif pa.types.is_struct(t) and t.get_field_index(parts[0]) >= 0:
-            values, parts = values.field(parts[0]), parts[1:]
-        else:
-            return None
-    return None if pa.types.is_nested(values.type) or pa.types.is_dictionary(values.type) else values
 
 
 def _repeats(values: pa.Array) -> bool:

@@ -76,6 +76,10 @@ def test_nested_leaves_are_judged_on_the_values_under_the_sampled_rows():
     repeating_later = pa.table({"m": pa.array([[("k", str(i))] for i in range(n)] + [[("k", "v")]] * n,
                                               pa.map_(pa.string(), pa.string()))}).slice(n)
     assert dictionary_columns(repeating_later.schema, repeating_later) == ["m.key_value.key", "m.key_value.value"]
+    # and so in a slice of a struct's field and of a list's elements
+    sliced = pa.table({"s": pa.array([{"f": i} for i in range(n)] + [{"f": 1}] * n),
+                       "l": pa.array([[i] for i in range(n)] + [[1]] * n)}).slice(n)
+    assert dictionary_columns(sliced.schema, sliced) == ["s.f", "l.list.element"]
 
 
 def test_only_the_first_sample_rows_decide():
