@@ -84,11 +84,9 @@ def local_cores(master: str) -> int | None:
 
 def local_parallelism_conf(master: str) -> dict[str, str]:
     """``{conf: cores}`` for each of :data:`LOCAL_PARALLELISM_CONFS` when ``master`` is local (``local_cores``),
-    else ``{}``: a cluster keeps Spark's and Delta's defaults.
-
-    On ``local[2]`` Delta's defaults made reading a small table's snapshot cold take 8–10 s instead of 2–3 s, its
-    tenth commit (a checkpoint) 17–21 s instead of 9–11 s, and VACUUM 82 s instead of 9 s (170,000 tasks instead
-    of about 130; docs/delta.md, "Spark's Delta on a local master").
+    else ``{}``: a cluster keeps Spark's and Delta's defaults. On a local master the defaults slow Spark's Delta
+    several times over (cold reads, checkpoints, VACUUM: measured in docs/delta.md, "Spark's Delta on a local
+    master").
     """
     cores = local_cores(master)
     return {} if cores is None else {name: str(cores) for name in LOCAL_PARALLELISM_CONFS}
