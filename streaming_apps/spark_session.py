@@ -128,8 +128,9 @@ def build_spark_session(app_name: str, *, master: str = DEFAULT_MASTER, local_di
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    submitted = submitted_by_spark_submit()  # then spark-submit's --master rules, and it may be a cluster's
     builder = SparkSession.builder.appName(app_name)
-    if not submitted_by_spark_submit():
+    if not submitted:
         builder = builder.master(master)
     builder = (
         builder
@@ -150,14 +151,12 @@ def build_spark_session(app_name: str, *, master: str = DEFAULT_MASTER, local_di
         for k, v in DELTA_SPARK_CONF.items():
             builder = builder.config(k, v)
     conf = dict(extra_conf or {})
-    if not submitted_by_spark_submit():  # under spark-submit its --master rules, and it may be a cluster's
+    if not submitted:
         for name, value in local_parallelism_conf(master).items():
             conf.setdefault(name, value)
     if OPENBLAS_THREADS_VARIABLE in os.environ:  # and the executors of a cluster, which do not inherit it
         conf.setdefault(EXECUTOR_ENV_CONF, os.environ[OPENBLAS_THREADS_VARIABLE])
-    cds = None if submitted_by_spark_submit() else driver_java_options(os.environ.get("SPARK_HOME")
-                                                                         or pip_pyspark_dir())
-    submitted = submitted_by_spark_submit()
+    cds = None if submitted else driver_java_options(os.environ.get("SPARK_HOME") or pip_pyspark_dir())
     options = driver_java_options_conf(conf.get(DRIVER_JAVA_OPTIONS_CONF, ""), cds=cds,
                                        c1_only_jit=c1_only_jit and not submitted,
                                        parallel_gc=parallel_gc and not submitted)
