@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,45 @@ FIXTURES = Path(__file__).parent / "fixtures" / "rocketmq-4.9.8"
 #: test folders whose tests share session fixtures that build from the checkout (the wheel, the packed environment,
 #: a Spark standalone cluster): one pytest-xdist worker runs them all
 PACKAGING = ("tests/cluster/", "tests/compat/")
+#: The most the suite adds to the disk of its temporary folders at once (README "Tests": measured as the peak of
+#: ``df`` during a whole ``make test`` run, rounded up).
+SUITE_DISK_PEAK_BYTES = 8 * 1024**3
+
+
+def disk_problem(folder: Path, peak_bytes: int = SUITE_DISK_PEAK_BYTES) -> str | None:
+    """Why the suite cannot run with its temporary folders under ``folder``, or None.
+
+    Every broker the tests start, the stub and real RocketMQ alike, deletes CommitLog files that have not expired
+    once its disk is more than 85 % used (RocketMQ's ``diskSpaceCleanForciblyRatio``, docs/broker_stub.md
+    "Retention"), and the tests that read from the first message then fail. The disk must hold ``peak_bytes``
+    more and stay at or below that ratio.
+    """
+    from broker_stub.store.retention import DISK_SPACE_CLEAN_FORCIBLY_RATIO
+
+    st = os.statvfs(folder)
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    entire = used + st.f_bavail * st.f_frsize
+    if entire <= 0 or (used + peak_bytes) / entire <= DISK_SPACE_CLEAN_FORCIBLY_RATIO:
+        return None
+    need = used + peak_bytes - int(DISK_SPACE_CLEAN_FORCIBLY_RATIO * entire)
+    return (f"the disk of {folder} is {used / entire:.0%} used ({st.f_bavail * st.f_frsize / 1024**3:.1f} GiB "
+            f"free): the suite adds up to {peak_bytes / 1024**3:.0f} GiB there and its brokers delete unexpired "
+            f"CommitLog files above {DISK_SPACE_CLEAN_FORCIBLY_RATIO:.0%} (README \"Tests\"); free "
+            f"{need / 1024**3:.1f} GiB more first (uv's cache: .venv/bin/uv cache prune)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stop before the first test, in one line, when the disk of the temporary folders is too full (see
+    :func:`disk_problem`; ``HAREPLICA_TEST_DISK_PEAK_BYTES`` replaces the suite's peak); the xdist workers leave
+    the check to the controller."""
+    if hasattr(session.config, "workerinput"):
+        return
+    folder = Path(session.config.option.basetemp or tempfile.gettempdir())
+    peak = int(os.environ.get("HAREPLICA_TEST_DISK_PEAK_BYTES", SUITE_DISK_PEAK_BYTES))
+    problem = disk_problem(folder if folder.exists() else folder.parent, peak)
+    if problem:
+        pytest.exit(problem, returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 @pytest.hookimpl(optionalhook=True)

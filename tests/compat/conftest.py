@@ -5,13 +5,19 @@ with the wheel installed on top, outside the checkout.
 Each environment stands for a user's existing Spark runtime: the lock is installed first (uv, fast from its cache),
 then the wheel alone with that environment's own ``pip install hareplica-*.whl``, so the fixture also checks that
 installing hareplica keeps the runtime's pyspark.
+
+PyPI holds pyspark as an sdist only. uv would build it into its cache on every run whose index answers the
+sdist's revalidation as modified (this machine's does: about 0.85 GB per Spark minor and run), so the lock's
+pyspark is built once per version into the git-ignored ``.compat-wheels/`` and uv takes it from there.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +30,8 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 SPARK_MINORS = ("4.0", "4.1", "4.2", "4.3")
 UV = Path(sys.executable).parent / "uv"
 INSTALL_TIMEOUT_S = 900
+#: pyspark wheels built from PyPI's sdists, one per locked version, kept from run to run (git-ignored)
+PYSPARK_WHEELS = CHECKOUT / ".compat-wheels"
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,28 @@ def _run(cmd: list[str], **kwargs) -> str:
     return done.stdout
 
 
+def locked_pyspark(minor: str) -> str:
+    """The pyspark version requirements/spark-``minor``.txt pins ("4.0.5")."""
+    lock = CHECKOUT / "requirements" / f"spark-{minor}.txt"
+    found = re.search(r"^pyspark==(\S+)$", lock.read_text(), re.MULTILINE)
+    assert found, f"{lock} pins no pyspark"
+    return found.group(1)
+
+
+def pyspark_wheel(version: str) -> Path:
+    """The wheel of pyspark ``version`` in :data:`PYSPARK_WHEELS`, built there with pip (no cache) when missing;
+    a build that fails leaves nothing behind."""
+    found = sorted(PYSPARK_WHEELS.glob(f"pyspark-{version}-*.whl"))
+    if found:
+        return found[0]
+    PYSPARK_WHEELS.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=PYSPARK_WHEELS) as tmp:
+        _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-cache-dir",
+              "--disable-pip-version-check", "--wheel-dir", tmp, f"pyspark=={version}"])
+        (built,) = Path(tmp).glob(f"pyspark-{version}-*.whl")
+        return built.replace(PYSPARK_WHEELS / built.name)
+
+
 @pytest.fixture(scope="session")
 def dist(tmp_path_factory) -> Dist:
     """``python -m build``'s sdist and wheel of the checkout; the wheel carries the compiled decode kernel."""
@@ -87,14 +117,16 @@ def spark_minors(*minors: str):
 
 @pytest.fixture(scope="module")
 def runtime(request, dist, tmp_path_factory) -> SparkRuntime:
-    """A fresh venv with requirements/spark-X.Y.txt, then ``pip install`` of the wheel on top (pyspark must stay);
-    the minor comes from :func:`spark_minors`."""
+    """A fresh venv with requirements/spark-X.Y.txt (pyspark from :func:`pyspark_wheel`), then ``pip install`` of
+    the wheel on top (pyspark must stay); the minor comes from :func:`spark_minors`."""
     minor = request.param
     assert UV.exists(), f"{UV} is missing: the dev extra installs uv (make test does)"
+    wheels = pyspark_wheel(locked_pyspark(minor)).parent
     root = tmp_path_factory.mktemp(f"spark-{minor}-env")
     _run([str(UV), "venv", "--quiet", "--seed", "--python", sys.executable, str(root)])  # --seed: with pip
     python = str(root / "bin" / "python")
-    _run([str(UV), "pip", "install", "--quiet", "--python", python, "-r",
+    # --no-build: uv builds nothing into its cache; an sdist it would have to build fails the fixture
+    _run([str(UV), "pip", "install", "--quiet", "--no-build", "--python", python, "--find-links", str(wheels), "-r",
           str(CHECKOUT / "requirements" / f"spark-{minor}.txt")])
     version = "import importlib.metadata as m; print(m.version('pyspark'))"
     before = _run([python, "-c", version]).strip()
