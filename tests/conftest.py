@@ -17,9 +17,9 @@ FIXTURES = Path(__file__).parent / "fixtures" / "rocketmq-4.9.8"
 #: test folders whose tests share session fixtures that build from the checkout (the wheel, the packed environment,
 #: a Spark standalone cluster): one pytest-xdist worker runs them all
 PACKAGING = ("tests/cluster/", "tests/compat/")
-#: The most the suite adds to the disk of its temporary folders at once (README "Tests": measured as the peak of
-#: ``df`` during a whole ``make test`` run, rounded up).
-SUITE_DISK_PEAK_BYTES = 8 * 1024**3
+#: The most the suite adds to the disk of its temporary folders at once (README "Tests": ``df`` every 5 s through a
+#: whole ``make test`` of a fresh clone under /tmp peaked 11.9 GiB above its start; with room to spare).
+SUITE_DISK_PEAK_BYTES = 14 * 1024**3
 
 
 def disk_problem(folder: Path, peak_bytes: int = SUITE_DISK_PEAK_BYTES) -> str | None:
