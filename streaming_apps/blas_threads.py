@@ -21,8 +21,10 @@ OPENBLAS_THREADS_VARIABLE = "OPENBLAS_NUM_THREADS"
 SINGLE_THREAD = "1"
 #: Variables OpenBLAS takes its thread count from (any of them set: the user chose, nothing is changed).
 BLAS_THREAD_VARIABLES = (OPENBLAS_THREADS_VARIABLE, "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
-#: Spark conf giving executors' Python workers the variable (Spark's ``spark.executorEnv.[Name]``).
-EXECUTOR_ENV_CONF = f"spark.executorEnv.{OPENBLAS_THREADS_VARIABLE}"
+#: The prefix of Spark's confs that set a variable in the executors' environment (``spark.executorEnv.[Name]``).
+EXECUTOR_ENV_PREFIX = "spark.executorEnv."
+#: Spark conf giving executors' Python workers the variable.
+EXECUTOR_ENV_CONF = EXECUTOR_ENV_PREFIX + OPENBLAS_THREADS_VARIABLE
 
 
 def single_blas_thread(environ: MutableMapping[str, str] | None = None) -> bool:

@@ -15,6 +15,7 @@ from connector import register_data_sources  # noqa: F401 - re-exported: the app
 from streaming_apps.blas_threads import EXECUTOR_ENV_CONF, OPENBLAS_THREADS_VARIABLE, single_blas_thread
 from streaming_apps.jvm_cds import driver_java_options
 from streaming_apps.spark_home import leave_spark_home_view, pip_pyspark_dir, use_spark_home_view
+from streaming_apps.worker_malloc import worker_malloc_conf
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,8 @@ def build_spark_session(app_name: str, *, master: str = DEFAULT_MASTER, local_di
     unless they choose a collector; none of these applies under ``spark-submit``, whose driver JVM already runs.
     OpenBLAS runs one thread in the driver's and the workers' processes unless the environment chose a count
     (:func:`streaming_apps.blas_threads.single_blas_thread`; the executors get it as ``spark.executorEnv``).
+    The Python workers keep freed memory for the next batch unless the environment chose glibc's malloc
+    thresholds (:func:`streaming_apps.worker_malloc.worker_malloc_conf`, as ``spark.executorEnv``).
     Registers ``format("hareplica")`` and ``format("deltalake")``.
     """
     single_blas_thread()  # before the JVM starts: it and every Python process it starts inherit the variable
@@ -156,6 +159,8 @@ def build_spark_session(app_name: str, *, master: str = DEFAULT_MASTER, local_di
             conf.setdefault(name, value)
     if OPENBLAS_THREADS_VARIABLE in os.environ:  # and the executors of a cluster, which do not inherit it
         conf.setdefault(EXECUTOR_ENV_CONF, os.environ[OPENBLAS_THREADS_VARIABLE])
+    for name, value in worker_malloc_conf().items():
+        conf.setdefault(name, value)
     cds = None if submitted else driver_java_options(os.environ.get("SPARK_HOME") or pip_pyspark_dir())
     options = driver_java_options_conf(conf.get(DRIVER_JAVA_OPTIONS_CONF, ""), cds=cds,
                                        c1_only_jit=c1_only_jit and not submitted,
