@@ -43,6 +43,7 @@ DEFAULT_ARROW_MAX_RECORDS_PER_BATCH = 10000  # spark.sql.execution.arrow.maxReco
 DEFAULT_ARROW_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
 
 WALK_MIN_BYTES = 1024 * 1024  # unwalked bytes gathered before a walk (fewer, larger numpy passes)
+_NO_BYTES = np.empty(0, dtype=np.uint8)
 
 
 class CommitLogArrowDecoder:
@@ -71,7 +72,10 @@ class CommitLogArrowDecoder:
 
     Memory: one batch of walked records, at most ``min(max_bytes_per_batch, 1 MiB)`` bytes not walked
     yet (which may include an END_FILE blank's tail, less than one record) and the partial record at
-    the end, whatever the range (see :attr:`buffered_bytes`).
+    the end, whatever the range (see :attr:`buffered_bytes`). They are held in one buffer per batch,
+    allocated with room for the whole batch (``max_bytes_per_batch`` plus twice the walk's bytes, or the
+    range if smaller; larger only for a record that does not fit), so a chunk is copied in once and never
+    again by the buffer's growth.
 
     Raises CommitLogFormatError naming offset, file and field for bad MAGICCODE/TOTALSIZE, a record
     crossing its file or the range end, zeros where a record must be, or a range that ends inside a
@@ -103,7 +107,9 @@ class CommitLogArrowDecoder:
         self.topic_filter = None if topic_filter is None or topic_filter.keeps_everything else topic_filter
         self.schema = column_schema(columns)  # the batches' columns
         self._walk_bytes = min(WALK_MIN_BYTES, max_bytes_per_batch)
-        self._buf = bytearray()
+        self._capacity = min(end - start, max_bytes_per_batch + 2 * self._walk_bytes)  # bytes of a new buffer
+        self._buf = _NO_BYTES  # uninitialised beyond _len; handed whole to the batch builder by _emit
+        self._len = 0  # bytes of _buf that hold the stream
         self._buf_offset = start  # CommitLog offset of _buf[0]
         self._pos = 0  # next record start in _buf
         self._wait_for = 0  # no walk can progress before _buf holds this many bytes
@@ -131,7 +137,7 @@ class CommitLogArrowDecoder:
     @property
     def buffered_bytes(self) -> int:
         """Bytes held right now: walked records not yet emitted plus bytes not walked yet (memory bound)."""
-        return len(self._buf)
+        return self._len
 
     @property
     def records_filtered(self) -> int:
@@ -156,14 +162,19 @@ class CommitLogArrowDecoder:
         hi = min(offset + size, self.end)
         if hi <= lo:
             return []
-        if not self._buf:
+        if not self._len:
             self._buf_offset = lo
             self._pos = 0
-        self._buf += memoryview(data)[lo - offset:hi - offset]
-        buf_end = self._buf_offset + len(self._buf)
-        if len(self._buf) < self._wait_for and buf_end < self.end:
+        held = self._len + hi - lo
+        if held > len(self._buf):  # a record larger than the batch's room: double, so a chunk is copied O(1) times
+            self._renew(self._buf[:self._len], max(held, 2 * len(self._buf)))
+        with memoryview(self._buf) as into:
+            into[self._len:held] = memoryview(data)[lo - offset:hi - offset]
+        self._len = held
+        buf_end = self._buf_offset + held
+        if held < self._wait_for and buf_end < self.end:
             return []
-        if len(self._buf) - self._pos < self._walk_bytes and buf_end < self.end:
+        if held - self._pos < self._walk_bytes and buf_end < self.end:
             return []
         return list(self._walk())
 
@@ -179,8 +190,8 @@ class CommitLogArrowDecoder:
         out = list(self._walk()) if not self._done else []
         out += list(self._emit()) if self._runs else []
         log.warning("broker %s: skipping CommitLog bytes [%d, %d) (%s); %d bytes of a partial record dropped",
-                    self.broker, self._stream_offset, offset, reason, len(self._buf) - self._pos)
-        self._buf.clear()
+                    self.broker, self._stream_offset, offset, reason, self._len - self._pos)
+        self._len = 0
         self._pos = 0
         self._wait_for = 0
         self._stream_offset = offset
@@ -208,6 +219,13 @@ class CommitLogArrowDecoder:
         yield from self.finish()
 
     # --- internals ---------------------------------------------------------------------------------
+    def _renew(self, keep: np.ndarray, need: int) -> None:
+        """Hold the stream in a new buffer of the batch's capacity (or of ``need`` bytes or ``keep``'s, if more)
+        that starts with ``keep``; the old buffer is left as it is (a batch may hold it)."""
+        self._buf = np.empty(max(self._capacity, need, len(keep)), dtype=np.uint8)
+        self._buf[:len(keep)] = keep
+        self._len = len(keep)
+
     def _walk(self) -> Iterator[pa.RecordBatch]:
         """Walk every record start the buffer holds (slow path per record only for the irregular ones)."""
         fsize = self.mapped_file_size
@@ -218,10 +236,10 @@ class CommitLogArrowDecoder:
                 self._done = True
                 if self._runs:
                     yield from self._emit()
-                self._buf.clear()
+                self._len = 0
                 self._buf_offset, self._pos = self.end, 0
                 return
-            avail = len(buf) - self._pos
+            avail = self._len - self._pos
             if avail < SIZE_AND_MAGIC_BYTES:
                 self._wait_for = self._pos + SIZE_AND_MAGIC_BYTES
                 return
@@ -251,18 +269,17 @@ class CommitLogArrowDecoder:
                 self.blanks_skipped += 1
                 if self._runs:
                     yield from self._emit()
-                    buf = self._buf
                 # drop the blank and its tail; continue at the next file
                 self._skip_to = file_end
                 if file_end >= self.end:
                     self._done = True
-                    buf.clear()
+                    self._len = 0
                     self._buf_offset, self._pos = self.end, 0
                     return
-                if self._buf_offset + len(buf) > file_end:
-                    del buf[:file_end - self._buf_offset]
+                if self._buf_offset + self._len > file_end:
+                    self._renew(self._buf[file_end - self._buf_offset:self._len], 0)
                 else:
-                    buf.clear()
+                    self._len = 0
                 self._buf_offset, self._pos = file_end, 0
             elif total == 0 and magic == 0:
                 raise record_error(f"no record at this offset (TOTALSIZE 0, MAGICCODE 0: unwritten bytes) although "
@@ -274,7 +291,7 @@ class CommitLogArrowDecoder:
         """Walk the chain of complete MESSAGE records from ``_pos`` (a checked, complete record) up to
         ``limit_offset`` (the file end or range end) with numpy; emit batches as limits are reached."""
         region_offset = self._buf_offset + self._pos
-        limit = min(len(self._buf), limit_offset - self._buf_offset)
+        limit = min(self._len, limit_offset - self._buf_offset)
         with memoryview(self._buf) as view:  # no copy; every array returned is fresh, so the view is released
             starts, totals, false_hits = active().chain_record_starts(view[self._pos:limit])
         self.false_magic_candidates += false_hits
@@ -301,7 +318,7 @@ class CommitLogArrowDecoder:
         offsets = np.concatenate(self._runs) if len(self._runs) > 1 else self._runs[0]
         # hand the buffer to the batch builder and keep a copy of what follows the walked records
         data, base = self._buf, self._buf_offset
-        self._buf = data[self._pos:]
+        self._renew(data[self._pos:self._len], 0)
         self._buf_offset += self._pos
         self._pos = 0
         self._wait_for = 0
