@@ -5,9 +5,7 @@ A landing task allocates and frees the same few large buffers for every batch it
 CommitLog bytes, the decoded columns, ~8 MiB each). glibc hands blocks above its mmap threshold to ``mmap`` and
 gives free memory above its trim threshold at the top of the heap back to the kernel; each time, the next batch's
 buffers fault in fresh pages that the kernel zeroes. Fixing the thresholds above the task's working set keeps
-those pages in the process: one landing task over 527 MiB in one process (six interleaved pairs) took 2.22
-instead of 2.48 CPU-s, with 15,305 instead of 36,022 minor page faults, and a peak RSS of 218.5 instead of 216.6
-MiB (medians).
+those pages in the process (what that saves, measured: the docs section above).
 
 The settings reach the workers as Spark's ``spark.executorEnv.[Name]``: Spark starts the Python worker daemon
 with them, locally and on a cluster's executors; the driver, its JVM and the CLI keep glibc's defaults. A
