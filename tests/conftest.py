@@ -52,7 +52,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(session.config, "workerinput"):
         return
     folder = Path(session.config.option.basetemp or tempfile.gettempdir())
-    peak = int(os.environ.get("HAREPLICA_TEST_DISK_PEAK_BYTES", SUITE_DISK_PEAK_BYTES))
+    text = os.environ.get("HAREPLICA_TEST_DISK_PEAK_BYTES", str(SUITE_DISK_PEAK_BYTES))
+    if not text.isdigit():
+        pytest.exit(f"HAREPLICA_TEST_DISK_PEAK_BYTES={text!r} is not a number of bytes",
+                    returncode=pytest.ExitCode.USAGE_ERROR)
+    peak = int(text)
     problem = disk_problem(folder if folder.exists() else folder.parent, peak)
     if problem:
         pytest.exit(problem, returncode=pytest.ExitCode.USAGE_ERROR)
