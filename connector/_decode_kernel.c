@@ -1,15 +1,16 @@
 /*
  * Native hot loops of the CommitLog → Arrow decoder (connector/decode/native_kernels.py).
  *
- * Three functions, all over Python buffers (no NumPy C API, so the build needs only a C compiler, the
- * Python headers and zlib):
+ * Four functions, all over Python buffers (no NumPy C API, so the build needs only a C compiler, the
+ * Python headers and zlib); the fourth, locate_records, is in connector/_decode_locate.c:
  *
  *   walk_records(region, starts, totals) -> (count, stop)
  *       Follows the TOTALSIZE chain of complete MESSAGE records from region[0] (RocketMQ 4.9.8
  *       CommitLog record layout, docs/protocol.md §1.2: TOTALSIZE int32 BE at +0, MAGICCODE int32 BE at +4).
  *
- *   Module constants: the layout values defined below (TOTALSIZE_POSITION, MESSAGE_MAGIC_CODE, ...), so
- *   that a test checks them against connector/protocol/commitlog/layout.py, the one layout table.
+ *   Module constants: the layout values of connector/_decode_kernel.h (TOTALSIZE_POSITION, MESSAGE_MAGIC_CODE,
+ *   ...) and the body codes below, so that a test checks them against connector/protocol/commitlog/layout.py,
+ *   the one layout table; LOCATED_ROWS, the rows of locate_records' output.
  *
  *   gather_bodies(data, pos, length, sys_flag, first, decompress, max_bytes, crc, verify_crc, max_inflated)
  *           -> (end, offsets, values, bad)
@@ -22,6 +23,10 @@
  *                                                     values, hits)
  *       Splits every record's PROPERTIES (docs/protocol.md §1.5) into the buffers of an Arrow map<string, string>.
  *
+ *   locate_records(data, starts, base_offset, out) -> (field, index)
+ *       Every fixed field of the records and where their variable-length fields lie, checked as
+ *       connector/decode/locate.py checks them (docs/protocol.md §1.2).
+ *
  * BODYCRC is checked with libdeflate_crc32 when libdeflate is loaded, else with zlib's crc32.
  *
  * Inflation uses libdeflate (a whole-buffer DEFLATE decoder, about twice as fast as zlib 1.2) when the
@@ -31,23 +36,9 @@
  *
  * The decoder keeps a pure NumPy path with the same results; tests compare the two.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_decode_kernel.h"
 #include <dlfcn.h>
-#include <stdint.h>
-#include <string.h>
 #include <zlib.h>
-
-/* record layout and SYSFLAG bits (connector/protocol/commitlog/layout.py; exported, checked by a test) */
-#define TOTALSIZE_POSITION 0
-#define MAGICCODE_POSITION 4
-#define MESSAGE_MAGIC_CODE 0xDAA320A7u
-#define MIN_RECORD_SIZE_BYTES 91
-#define COMPRESSED_FLAG 0x1
-#define COMPRESSION_TYPE_COMPARATOR 0x700
-#define COMPRESSION_ZLIB_TYPE 0x300
-#define ARROW_INT32_MAX 0x7FFFFFFF
-#define BODYCRC_MASK 0x7FFFFFFFu
 
 /* why a body was kept as stored (the codes gather_bodies reports; connector/decode/native_kernels.py names them) */
 enum bad_body { BAD_BODYCRC = 1, BAD_INFLATE = 2, BAD_COMPRESSION_TYPE = 3, BAD_TOO_LARGE = 4 };
@@ -80,21 +71,6 @@ static uint32_t body_crc(const unsigned char *p, Py_ssize_t len)
         crc = (uint32_t)c;
     }
     return crc & BODYCRC_MASK;
-}
-
-static uint32_t load_be32(const unsigned char *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
-}
-
-static int require_items(Py_buffer *view, Py_ssize_t itemsize, const char *name)
-{
-    if (view->len % itemsize != 0) {
-        PyErr_Format(PyExc_ValueError, "%s: buffer of %zd bytes is not a whole number of %zd-byte items", name,
-                     view->len, itemsize);
-        return -1;
-    }
-    return 0;
 }
 
 PyDoc_STRVAR(walk_records_doc,
@@ -551,6 +527,7 @@ static PyMethodDef methods[] = {
     {"walk_records", walk_records, METH_VARARGS, walk_records_doc},
     {"gather_bodies", gather_bodies, METH_VARARGS, gather_bodies_doc},
     {"split_properties", split_properties, METH_VARARGS, split_properties_doc},
+    {"locate_records", locate_records, METH_VARARGS, locate_records_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -584,7 +561,13 @@ static int add_constants(PyObject *m)
 {
 #define CONSTANT(name) {#name, (long)(int32_t)(name)}
     static const struct { const char *name; long value; } constants[] = {
-        CONSTANT(TOTALSIZE_POSITION), CONSTANT(MAGICCODE_POSITION), CONSTANT(MESSAGE_MAGIC_CODE),
+        CONSTANT(TOTALSIZE_POSITION), CONSTANT(MAGICCODE_POSITION), CONSTANT(BODYCRC_POSITION),
+        CONSTANT(QUEUEID_POSITION), CONSTANT(FLAG_POSITION), CONSTANT(QUEUEOFFSET_POSITION),
+        CONSTANT(PHYSICALOFFSET_POSITION), CONSTANT(SYSFLAG_POSITION), CONSTANT(BORNTIMESTAMP_POSITION),
+        CONSTANT(BORNHOST_POSITION), CONSTANT(STORETIMESTAMP_POSITION), CONSTANT(STOREHOSTADDRESS_POSITION),
+        CONSTANT(RECONSUMETIMES_POSITION), CONSTANT(PREPAREDTRANSACTIONOFFSET_POSITION), CONSTANT(BODY_POSITION),
+        CONSTANT(HOST_V4_BYTES), CONSTANT(HOST_V6_BYTES), CONSTANT(MESSAGE_MAGIC_CODE), CONSTANT(MESSAGE_MAGIC_CODE_V2),
+        CONSTANT(BORNHOST_V6_FLAG), CONSTANT(STOREHOSTADDRESS_V6_FLAG),
         CONSTANT(MIN_RECORD_SIZE_BYTES), CONSTANT(COMPRESSED_FLAG), CONSTANT(COMPRESSION_TYPE_COMPARATOR),
         CONSTANT(COMPRESSION_ZLIB_TYPE), CONSTANT(BODYCRC_MASK), CONSTANT(BAD_BODYCRC), CONSTANT(BAD_INFLATE),
         CONSTANT(BAD_COMPRESSION_TYPE), CONSTANT(BAD_TOO_LARGE),
@@ -601,7 +584,7 @@ PyMODINIT_FUNC PyInit__decode_kernel(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    if (add_constants(m) < 0) {
+    if (add_constants(m) < 0 || add_located_rows(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

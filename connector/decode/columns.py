@@ -1,6 +1,7 @@
 """The Arrow columns of a batch of complete MESSAGE records: one RecordBatch per body group.
 
-Fixed fields come from :func:`connector.decode.locate.locate`; variable-width values (topic, body,
+Fixed fields come from the active kernels' ``locate`` (:func:`connector.decode.locate.locate` or its native
+twin); variable-width values (topic, body,
 properties, property names and values) are cut out of the batch's bytes by the active kernels
 (:mod:`connector.decode.kernels`), one memcpy per value. Topic filtering
 (:class:`connector.topic_filter.TopicFilter`) runs on the topic column before any other variable-width
@@ -21,7 +22,7 @@ from connector.decode.bodies import BODY_BYTES_PER_ARROW_ARRAY, BodyPolicy, deco
 from connector.decode.errors import record_error
 from connector.decode.hosts import hosts, ipv4_hosts, msg_ids
 from connector.decode.kernels import active
-from connector.decode.locate import Located, locate
+from connector.decode.locate import Located
 from connector.decode.schema import TIMESTAMP, column_schema
 from connector.topic_filter import TopicFilter
 
@@ -67,7 +68,7 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
     schema = columns if isinstance(columns, pa.Schema) else column_schema(columns)
     kernels = active()
     u8 = np.frombuffer(data, dtype=np.uint8)
-    loc = locate(u8, np.asarray(starts), base_offset, mapped_file_size)
+    loc = kernels.locate(u8, np.asarray(starts), base_offset, mapped_file_size)
     buf = pa.py_buffer(data)
     topics = _topics(kernels, buf, u8, loc, mapped_file_size)
     if topic_filter is not None:
@@ -145,7 +146,7 @@ def _fixed_columns(kernels, buf: pa.Buffer, u8: np.ndarray, loc: Located, topics
         "storeHost": lambda: host(loc.store_packed, loc.store_host_pos, loc.store_v6),
         "reconsumeTimes": lambda: from_numpy(loc.recon, pa.int32()),
         "preparedTransactionOffset": lambda: from_numpy(loc.prepared, pa.int64()),
-        "msgId": lambda: msg_ids(u8, loc.store_host_pos, loc.store_v6, loc.offsets),
+        "msgId": lambda: msg_ids(u8, loc.store_host_pos, loc.store_v6, loc.offsets, loc.store_packed),
         **{name: (lambda i=i: properties(i)) for i, name in enumerate(_PROPERTY_COLUMNS)},
         "broker": lambda: repeat_string(broker, len(loc.s)),
     }

@@ -49,8 +49,12 @@ def hosts(u8: np.ndarray, pos: np.ndarray, is_v6: np.ndarray) -> pa.Array:
     return binary_array(out.tolist(), pa.string())
 
 
-def msg_ids(u8: np.ndarray, store_host_pos: np.ndarray, store_v6: np.ndarray, offsets: np.ndarray) -> pa.Array:
-    """Offset msgIds: upper-case hex of store IP + port + CommitLog offset (docs/protocol.md §1.8)."""
+def msg_ids(u8: np.ndarray, store_host_pos: np.ndarray, store_v6: np.ndarray, offsets: np.ndarray,
+            store_packed: np.ndarray | None = None) -> pa.Array:
+    """Offset msgIds: upper-case hex of store IP + port + CommitLog offset (docs/protocol.md §1.8).
+
+    ``store_packed``: the IPv4 store hosts as ``ip << 32 | port`` when already read (else read at ``store_host_pos``).
+    """
     n = len(offsets)
     if store_v6.any():
         ids = []
@@ -62,7 +66,7 @@ def msg_ids(u8: np.ndarray, store_host_pos: np.ndarray, store_v6: np.ndarray, of
             ids.append(offset_msg_id(host, int(offsets[i])))
         return binary_array(ids, pa.string())
     raw = np.empty((n, 2), dtype=">u8")
-    raw[:, 0] = gather_be(u8, store_host_pos, HOST_V4_BYTES, ">u8")
+    raw[:, 0] = store_packed if store_packed is not None else gather_be(u8, store_host_pos, HOST_V4_BYTES, ">u8")
     raw[:, 1] = offsets
     hexed = _HEX_PAIRS[raw.view(np.uint8)]  # (n, 16) uint16: two ASCII hex digits per byte
     value_offsets = np.arange(n + 1, dtype=np.int32) * 32

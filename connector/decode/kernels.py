@@ -4,9 +4,10 @@ The native kernel (``connector/_decode_kernel.c``, compiled at install when a C 
 headers exist; :class:`~connector.decode.native_kernels.NativeKernels`) is used when it was built; else,
 or when the environment sets ``HAREPLICA_PURE_PYTHON=1``, the NumPy implementation
 (:class:`~connector.decode.numpy_kernels.NumpyKernels`), with the same results (the tests run every
-decode test through both). Callers ask :func:`active` for the kernels and call its four operations:
+decode test through both). Callers ask :func:`active` for the kernels and call its five operations:
 
 - ``chain_record_starts(region) -> (starts, totals, false_candidates)``: the record walk;
+- ``locate(u8, starts, base_offset, mapped_file_size) -> Located``: the fixed fields and where the others lie;
 - ``slices(buf, starts, lengths) -> BinaryArray``: byte ranges of a buffer as values;
 - ``properties(buf, u8, props_pos, props_len) -> (map, tags, keys, uniqKey)``;
 - ``body_groups(buf, located, policy, max_body_bytes, mapped_file_size) -> iterator of body groups``.

@@ -1,5 +1,9 @@
 """Every fixed field of a batch of records, and where its variable-length fields lie (vectorised).
 
+:func:`locate` is the NumPy implementation, the reference of the native kernel's ``locate_records``
+(``connector/_decode_locate.c``, through :meth:`connector.decode.native_kernels.NativeKernels.locate`), which
+fills the same :class:`Located` and applies the same checks (:data:`CHECKS`) in one pass in C.
+
 Positions and widths come from the one layout table, :data:`connector.protocol.commitlog.RECORD_FIELDS`
 (docs/protocol.md §1.2). With IPv4 hosts (the common case) the fixed header of all records is gathered in one copy
 through a view with a one-byte stride and read as a NumPy structured array (:data:`V4_HEADER`); records
@@ -51,6 +55,19 @@ _ATTRIBUTES = (("crc", "BODYCRC"), ("queue_id", "QUEUEID"), ("flag", "FLAG"), ("
                ("prepared", "PREPAREDTRANSACTIONOFFSET"))
 
 
+#: The consistency checks of a batch's records, in the order they are applied: the field named in the error,
+#: and what is wrong. The first check that some record fails raises, at the first record failing it.
+CHECKS = {
+    "TOTALSIZE": "TOTALSIZE is too small for the record's hosts",
+    "PHYSICALOFFSET": "PHYSICALOFFSET field does not equal the record's offset",
+    "BODY": "BODY length does not fit in TOTALSIZE",
+    "TOPIC": "TOPIC length does not fit in TOTALSIZE",
+    "PROPERTIES": "PROPERTIES length disagrees with TOTALSIZE",
+}
+#: Located attributes that hold 4-byte fields (int32); the other fields and every position and length are int64.
+_INT32_ATTRIBUTES = frozenset({"crc", "queue_id", "flag", "sys_flag", "recon"})
+
+
 class Located:
     """Per-record fields and positions of a batch (NumPy arrays, one entry per record).
 
@@ -64,6 +81,23 @@ class Located:
                  "store_ts", "recon", "prepared", "born_host_pos", "store_host_pos", "born_v6", "store_v6",
                  "body_pos", "body_len", "topic_pos", "topic_len", "props_pos", "props_len", "born_packed",
                  "store_packed")
+
+    @classmethod
+    def from_rows(cls, rows: dict[str, np.ndarray], starts: np.ndarray, base_offset: int) -> Located:
+        """The records at ``starts`` (int64) from int64 ``rows`` named as this class's attributes (every
+        fixed field, position and length; ``born_packed`` / ``store_packed`` with any value for an IPv6
+        host), as the native kernel's ``locate_records`` fills them."""
+        loc = cls()
+        loc.s = starts
+        loc.offsets = base_offset + starts
+        for name, row in rows.items():
+            setattr(loc, name, row.astype(np.int32) if name in _INT32_ATTRIBUTES else row)
+        loc.born_v6 = (loc.sys_flag & BORNHOST_V6_FLAG) != 0
+        loc.store_v6 = (loc.sys_flag & STOREHOSTADDRESS_V6_FLAG) != 0
+        v4 = not loc.born_v6.any() and not loc.store_v6.any()
+        loc.born_packed = rows["born_packed"].view(np.uint64) if v4 else None
+        loc.store_packed = rows["store_packed"].view(np.uint64) if v4 else None
+        return loc
 
     def take(self, index: np.ndarray) -> None:
         """Keep only the records at ``index`` (in place)."""
@@ -92,8 +126,7 @@ def locate(u8: np.ndarray, starts: np.ndarray, base_offset: int, mapped_file_siz
         physical, body_len_pos = _read_v4(u8, loc)
     else:
         physical, body_len_pos = _read_any_hosts(u8, loc, mapped_file_size)
-    _check(physical != offsets, offsets, "PHYSICALOFFSET", "PHYSICALOFFSET field does not equal the record's offset",
-           mapped_file_size)
+    _check(physical != offsets, offsets, "PHYSICALOFFSET", mapped_file_size)
     _find_variable(u8, loc, body_len_pos, mapped_file_size)
     return loc
 
@@ -124,8 +157,7 @@ def _read_any_hosts(u8: np.ndarray, loc: Located, mapped_file_size: int) -> tupl
         pos[f.name] = at
         at = at + (np.where(kinds[f.v6_flag], HOST_V6_BYTES, HOST_V4_BYTES) if f.v6_flag else f.width)
     loc.total = gather_be(u8, s, 4, ">i4").astype(np.int64)
-    _check(pos["BODY"] + _PREFIX_BYTES > s + loc.total, loc.offsets, "TOTALSIZE",
-           "TOTALSIZE is too small for the record's hosts", mapped_file_size)
+    _check(pos["BODY"] + _PREFIX_BYTES > s + loc.total, loc.offsets, "TOTALSIZE", mapped_file_size)
     widths = {f.name: f.width for f in _FIXED_FIELDS}
     for attr, name in _ATTRIBUTES:
         width = widths[name]
@@ -148,25 +180,27 @@ def _find_variable(u8: np.ndarray, loc: Located, body_len_pos: np.ndarray, mappe
     topic_len_pos = loc.body_pos + body_len
     v2 = gather_be(u8, loc.s + MAGICCODE_POSITION, 4, ">i4") == MESSAGE_MAGIC_CODE_V2
     prefix = np.where(v2, 2, 1) if v2.any() else 1
-    _check((body_len < 0) | (topic_len_pos + prefix + 2 > rec_end), offsets, "BODY",
-           "BODY length does not fit in TOTALSIZE", mapped_file_size)
+    _check((body_len < 0) | (topic_len_pos + prefix + 2 > rec_end), offsets, "BODY", mapped_file_size)
     loc.topic_len = u8[topic_len_pos].view(np.int8).astype(np.int64)
     if v2.any():
         short = ((u8[topic_len_pos[v2]].astype(np.int64) << 8) | u8[topic_len_pos[v2] + 1]).astype(np.int16)
         loc.topic_len[v2] = short.astype(np.int64)
     loc.topic_pos = topic_len_pos + prefix
     props_len_pos = loc.topic_pos + loc.topic_len
-    _check((loc.topic_len < 0) | (props_len_pos + 2 > rec_end), offsets, "TOPIC",
-           "TOPIC length does not fit in TOTALSIZE", mapped_file_size)
+    _check((loc.topic_len < 0) | (props_len_pos + 2 > rec_end), offsets, "TOPIC", mapped_file_size)
     loc.props_len = ((u8[props_len_pos].astype(np.int64) << 8) | u8[props_len_pos + 1]).astype(np.int16).astype(
         np.int64)
     loc.props_pos = props_len_pos + 2
     _check((loc.props_len < 0) | (loc.props_pos + loc.props_len != rec_end), offsets, "PROPERTIES",
-           "PROPERTIES length disagrees with TOTALSIZE", mapped_file_size)
+           mapped_file_size)
 
 
-def _check(bad: np.ndarray, offsets: np.ndarray, field: str, what: str, mapped_file_size: int) -> None:
-    """Raise CommitLogFormatError for the first record where ``bad`` is true."""
+def _check(bad: np.ndarray, offsets: np.ndarray, field: str, mapped_file_size: int) -> None:
+    """Raise :func:`check_failed` for the first record where ``bad`` is true."""
     if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise record_error(what, int(offsets[i]), field, mapped_file_size)
+        raise check_failed(field, int(offsets[int(np.flatnonzero(bad)[0])]), mapped_file_size)
+
+
+def check_failed(field: str, offset: int, mapped_file_size: int) -> Exception:
+    """The CommitLogFormatError of the :data:`CHECKS` entry ``field`` for the record at CommitLog ``offset``."""
+    return record_error(CHECKS[field], offset, field, mapped_file_size)

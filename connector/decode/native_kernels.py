@@ -1,13 +1,15 @@
 """The decoder's hot loops in C: the native kernel (``connector/_decode_kernel.c``, built at install).
 
 :class:`NativeKernels` has :class:`connector.decode.numpy_kernels.NumpyKernels`' interface and results; it
-runs three loops in C, over Python buffers: the record walk follows TOTALSIZE directly (no candidates),
-properties are split in one pass, and bodies are checked against BODYCRC and copied or inflated
-(libdeflate when the system has it, else zlib; ZLIB only) straight into each group's body buffer. What the C
-code does not cover (LZ4 / ZSTD bodies, more than 2^31-1 bytes in one call) goes to the NumPy methods.
+runs four loops in C, over Python buffers: the record walk follows TOTALSIZE directly (no candidates),
+every fixed field is read and every length prefix checked in one pass (``locate_records``,
+``connector/_decode_locate.c``), properties are split in one pass, and bodies are checked against BODYCRC and
+copied or inflated (libdeflate when the system has it, else zlib; ZLIB only) straight into each group's body
+buffer. What the C code does not cover (LZ4 / ZSTD bodies, more than 2^31-1 bytes in one call) goes to the
+NumPy methods.
 
-The C file keeps its own copy of the layout constants it needs (C cannot import Python); the extension
-exports them and a test checks them against :mod:`connector.protocol.commitlog.layout`.
+The C files keep their own copy of the layout constants they need (``connector/_decode_kernel.h``; C cannot
+import Python); the extension exports them and a test checks them against :mod:`connector.protocol.commitlog.layout`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from connector.arrow_numpy import binary_array, indices_or_null
 from connector.decode.arrays import as_string
 from connector.decode.bodies import BodyGroup, BodyPolicy, reason_of
 from connector.decode.errors import record_error
+from connector.decode.locate import Located, check_failed
 from connector.decode.numpy_kernels import NumpyKernels
 from connector.decode.properties import SPECIAL_KEYS, PropertyColumns, properties_by_record
 from connector.protocol.commitlog import (
@@ -65,6 +68,15 @@ class NativeKernels(NumpyKernels):
         totals = np.empty(capacity, dtype=np.int64)
         count, _ = self.ext.walk_records(region, starts, totals)
         return starts[:count], totals[:count], 0
+
+    def locate(self, u8: np.ndarray, starts: np.ndarray, base_offset: int, mapped_file_size: int) -> Located:
+        """:meth:`NumpyKernels.locate` in one C pass over the records (same fields, same checks, same errors)."""
+        s = np.ascontiguousarray(starts, dtype=np.int64)
+        rows = np.empty((len(self.ext.LOCATED_ROWS), len(s)), dtype=np.int64)
+        field, index = self.ext.locate_records(u8, s, base_offset, rows)
+        if field is not None:
+            raise check_failed(field, base_offset + int(s[index]), mapped_file_size)
+        return Located.from_rows(dict(zip(self.ext.LOCATED_ROWS, rows, strict=True)), s, base_offset)
 
     def slices(self, buf: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.BinaryArray:
         """:meth:`NumpyKernels.slices` with one memcpy per value (no take)."""

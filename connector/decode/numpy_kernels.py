@@ -2,8 +2,8 @@
 
 :class:`NumpyKernels` is what :mod:`connector.decode.kernels` uses when the native kernel is not built or
 ``HAREPLICA_PURE_PYTHON=1``; :class:`connector.decode.native_kernels.NativeKernels` gives the same results
-faster. Four operations: walk the chain of record starts, cut byte ranges out of a buffer, split the
-properties, build the body groups.
+faster. Five operations: walk the chain of record starts, read the records' fixed fields and find their
+variable-length ones, cut byte ranges out of a buffer, split the properties, build the body groups.
 
 **Walking record starts without a Python step per record.** Record sizes chain (each TOTALSIZE gives
 the next start), so a pure NumPy scan cannot find the starts in general. The walk instead finds every
@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from connector.decode.arrays import gather_be, take_slices
 from connector.decode.bodies import BodyGroup, BodyPolicy, body_groups
+from connector.decode.locate import Located, locate
 from connector.decode.properties import PropertyColumns, split_properties
 from connector.protocol.commitlog import (
     MAGICCODE_POSITION,
@@ -42,7 +43,7 @@ _MAGIC_BYTES = np.frombuffer(struct.pack(">i", MESSAGE_MAGIC_CODE), dtype=np.uin
 
 
 class NumpyKernels:
-    """The decoder's four hot loops with NumPy and Arrow compute (see :mod:`connector.decode.kernels`).
+    """The decoder's five hot loops with NumPy and Arrow compute (see :mod:`connector.decode.kernels`).
 
     ``zlib_module``: the zlib implementation that inflates ZLIB bodies here (``zlib_ng.zlib_ng`` when it
     is installed, else the standard library's ``zlib``; same API, same results).
@@ -64,6 +65,13 @@ class NumpyKernels:
         the walk needs no candidates).
         """
         return _chain(region)
+
+    def locate(self, u8: np.ndarray, starts: np.ndarray, base_offset: int, mapped_file_size: int) -> Located:
+        """Every fixed field of the records at ``starts`` and where their variable-length fields lie
+        (:func:`connector.decode.locate.locate`: ``u8[0]`` at CommitLog ``base_offset``; each record whole in
+        ``u8``). Raises CommitLogFormatError (offset and field named) for the first of
+        :data:`connector.decode.locate.CHECKS` a record fails."""
+        return locate(u8, starts, base_offset, mapped_file_size)
 
     def slices(self, buf: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.BinaryArray:
         """BinaryArray of ``buf[starts[i]:starts[i]+lengths[i]]`` (ordered, disjoint slices)."""

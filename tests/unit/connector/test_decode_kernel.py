@@ -46,9 +46,14 @@ def _digest(fixture_dir, **env) -> list[str]:
 
 #: The kernel's constants and the Python values they must equal (the layout table, the body codes' names).
 KERNEL_CONSTANTS = {
-    "TOTALSIZE_POSITION": layout.V4_POSITIONS["TOTALSIZE"],
-    "MAGICCODE_POSITION": layout.V4_POSITIONS["MAGICCODE"],
+    **{f"{f.name}_POSITION": layout.V4_POSITIONS[f.name] for f in layout.RECORD_FIELDS
+       if f.name not in ("TOPIC", "PROPERTIES")},  # the C positions of BODY's length prefix and the fields before it
+    "HOST_V4_BYTES": layout.HOST_V4_BYTES,
+    "HOST_V6_BYTES": layout.HOST_V6_BYTES,
+    "BORNHOST_V6_FLAG": layout.BORNHOST_V6_FLAG,
+    "STOREHOSTADDRESS_V6_FLAG": layout.STOREHOSTADDRESS_V6_FLAG,
     "MESSAGE_MAGIC_CODE": layout.MESSAGE_MAGIC_CODE,
+    "MESSAGE_MAGIC_CODE_V2": layout.MESSAGE_MAGIC_CODE_V2,
     "MIN_RECORD_SIZE_BYTES": layout.MIN_RECORD_SIZE_BYTES,
     "COMPRESSED_FLAG": layout.COMPRESSED_FLAG,
     "COMPRESSION_TYPE_COMPARATOR": layout.COMPRESSION_TYPE_COMPARATOR,
@@ -65,8 +70,10 @@ def test_the_kernels_layout_constants_equal_the_layout_table():
     # C cannot import the layout table, so the kernel keeps its own copy: the built module exports it, and
     # the source's #defines and enum are read here too (a kernel built from an older source fails as well)
     assert {name: getattr(kernel, name, None) for name in KERNEL_CONSTANTS} == KERNEL_CONSTANTS
-    with open(connector.__path__[0] + "/_decode_kernel.c", encoding="utf-8") as fh:
-        text = fh.read()
+    text = ""
+    for name in ("_decode_kernel.h", "_decode_kernel.c"):
+        with open(connector.__path__[0] + "/" + name, encoding="utf-8") as fh:
+            text += fh.read()
     defined = {m[1]: int(m[2], 0) for m in re.finditer(r"^#define (\w+) (0x[0-9A-Fa-f]+|\d+)u?$", text, re.M)}
     enum = re.search(r"enum bad_body \{([^}]*)\}", text)[1]
     defined.update({name: int(value) for name, value in re.findall(r"(\w+) = (\d+)", enum)})
