@@ -11,6 +11,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+import numpy as np
+
 from connector.protocol.errors import HAProtocolError
 
 REPORT_HEADER_SIZE_BYTES = 8
@@ -38,6 +40,12 @@ def encode_report(offset: int) -> bytes:
 def encode_transfer_header(master_phy_offset: int, body_size: int) -> bytes:
     """The 12-byte header of a master→slave frame (``body_size`` 0 = heartbeat)."""
     return _HEADER.pack(master_phy_offset, body_size)
+
+
+def _uninitialised(size: int) -> np.ndarray:
+    """A buffer of ``size`` bytes whose contents are not set (no zeroing: a receive buffer is written before it is
+    read, and zeroing each 1 MiB receive buffer cost 2% of a landing task's CPU)."""
+    return np.empty(size, dtype=np.uint8)
 
 
 class ReportReader:
@@ -118,7 +126,7 @@ class TransferFrameReader:
         if compact_below_free_bytes is None:  # keep_views: a new buffer only once this one is mostly filled
             compact_below_free_bytes = buffer_bytes // 8 if keep_views else buffer_bytes
         self.compact_below_free_bytes = compact_below_free_bytes
-        self._buf = bytearray(self.buffer_bytes)
+        self._buf = _uninitialised(self.buffer_bytes)
         self._view = memoryview(self._buf)  # never resized: views handed out stay valid until compaction
         self._start = 0  # first unparsed byte
         self._end = 0  # end of the received bytes
@@ -211,8 +219,9 @@ class TransferFrameReader:
 
     def _renew(self, size: int) -> None:
         """Continue in a new buffer of ``size`` bytes holding the unparsed bytes; the old one is left as it is."""
-        fresh = bytearray(size)
+        fresh = _uninitialised(size)
         pending = self._end - self._start
-        fresh[:pending] = self._view[self._start:self._end]
-        self._buf, self._view = fresh, memoryview(fresh)
+        view = memoryview(fresh)
+        view[:pending] = self._view[self._start:self._end]
+        self._buf, self._view = fresh, view
         self._start, self._end = 0, pending
