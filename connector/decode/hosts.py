@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from connector.arrow_numpy import binary_array, from_numpy
+from connector.arrow_numpy import binary_array, from_numpy, repeat_string
 from connector.decode.arrays import gather_be
 from connector.protocol.commitlog import HOST_V4_BYTES, HOST_V6_BYTES, HostAddress, offset_msg_id
 
@@ -25,11 +25,21 @@ def _java_int(u32: int) -> int:
     return u32 - (1 << 32) if u32 & 0x80000000 else u32
 
 
+def _ipv4_text(k: int) -> str:
+    """``ip:port`` of one uint64 ``ip << 32 | port``."""
+    return f"{k >> 56}.{(k >> 48) & 255}.{(k >> 40) & 255}.{(k >> 32) & 255}:{_java_int(k & 0xFFFFFFFF)}"
+
+
 def ipv4_hosts(packed: np.ndarray) -> pa.Array:
-    """``ip:port`` strings from uint64 values ``ip << 32 | port`` (each distinct host formatted once)."""
+    """``ip:port`` strings from uint64 values ``ip << 32 | port`` (each distinct host formatted once).
+
+    A batch whose values are all one host (every storeHost of a broker, the bornHost of a lone producer) is one
+    string repeated, without hashing the values: 0.1 instead of 0.55 ms per 7,000 records.
+    """
+    if len(packed) and packed.min() == packed.max():
+        return repeat_string(_ipv4_text(int(packed[0])), len(packed))
     encoded = from_numpy(packed, pa.uint64()).dictionary_encode()
-    texts = [f"{k >> 56}.{(k >> 48) & 255}.{(k >> 40) & 255}.{(k >> 32) & 255}:{_java_int(k & 0xFFFFFFFF)}"
-             for k in encoded.dictionary.to_pylist()]
+    texts = [_ipv4_text(k) for k in encoded.dictionary.to_pylist()]
     return binary_array(texts, pa.string()).take(encoded.indices)
 
 

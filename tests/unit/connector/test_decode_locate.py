@@ -1,15 +1,18 @@
 """The native kernel's locate loop (``connector/_decode_locate.c``) against its NumPy reference
-(:func:`connector.decode.locate.locate`): the same fields and positions, the same checks and errors."""
+(:func:`connector.decode.locate.locate`): the same fields and positions, the same checks and errors; the IPv4
+host strings built from what it reads."""
 
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from connector import _decode_kernel as kernel
 from connector.decode import kernels
+from connector.decode.hosts import ipv4_hosts
 from connector.decode.locate import CHECKS, Located
 from connector.protocol.commitlog import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, HostAddress, encode_record
 from connector.protocol.errors import CommitLogFormatError
@@ -93,3 +96,16 @@ def test_located_rows_are_the_located_fields_and_bad_arguments_are_value_errors(
     with pytest.raises(ValueError, match="not 20 rows of 2 int64 values"):
         kernel.locate_records(rec + rec, np.array([0, len(rec)], np.int64), 0, rows)
     assert kernel.locate_records(rec, np.array([0], np.int64), 0, rows) == (None, -1)
+
+
+@pytest.mark.parametrize("hosts", [
+    [(b"\x0a\x00\x00\x01", 10911)] * 3,  # one host (a broker's storeHost): one string repeated
+    [(b"\x0a\x00\x00\x01", 10911), (b"\xc0\xa8\x01\xfe", -2), (b"\x0a\x00\x00\x01", 10911)],  # distinct, Java ints
+    [(b"\xff\xff\xff\xff", -1)],
+])
+def test_ipv4_hosts_format_each_host_as_the_scalar_codec_does(hosts):
+    packed = np.array([int.from_bytes(ip, "big") << 32 | (port & 0xFFFFFFFF) for ip, port in hosts], np.uint64)
+    got = ipv4_hosts(packed)
+    assert got.type == pa.string()
+    assert got.to_pylist() == [str(HostAddress(ip, port)) for ip, port in hosts]
+    assert ipv4_hosts(packed[:0]).to_pylist() == []
