@@ -94,7 +94,7 @@ class Located:
             setattr(loc, name, row.astype(np.int32) if name in _INT32_ATTRIBUTES else row)
         loc.born_v6 = (loc.sys_flag & BORNHOST_V6_FLAG) != 0
         loc.store_v6 = (loc.sys_flag & STOREHOSTADDRESS_V6_FLAG) != 0
-        v4 = not loc.born_v6.any() and not loc.store_v6.any()
+        v4 = len(starts) and not loc.born_v6.any() and not loc.store_v6.any()  # as locate(): None for no record
         loc.born_packed = rows["born_packed"].view(np.uint64) if v4 else None
         loc.store_packed = rows["store_packed"].view(np.uint64) if v4 else None
         return loc

@@ -96,6 +96,7 @@ def test_located_rows_are_the_located_fields_and_bad_arguments_are_value_errors(
     with pytest.raises(ValueError, match="not 20 rows of 2 int64 values"):
         kernel.locate_records(rec + rec, np.array([0, len(rec)], np.int64), 0, rows)
     assert kernel.locate_records(rec, np.array([0], np.int64), 0, rows) == (None, -1)
+    _same(_located("NATIVE", rec, [], 0), _located("NUMPY", rec, [], 0))  # no record: empty fields, no hosts
 
 
 @pytest.mark.parametrize("hosts", [
