@@ -10,7 +10,7 @@
  *
  *   Module constants: the layout values of connector/_decode_kernel.h (TOTALSIZE_POSITION, MESSAGE_MAGIC_CODE,
  *   ...) and the body codes below, so that a test checks them against connector/protocol/commitlog/layout.py,
- *   the one layout table; LOCATED_ROWS, the rows of locate_records' output.
+ *   the one layout table; LOCATED_ROWS and LOCATED_CHECKS, the rows and the checks of locate_records.
  *
  *   gather_bodies(data, pos, length, sys_flag, first, decompress, max_bytes, crc, verify_crc, max_inflated)
  *           -> (end, offsets, values, bad)
@@ -584,7 +584,7 @@ PyMODINIT_FUNC PyInit__decode_kernel(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    if (add_constants(m) < 0 || add_located_rows(m) < 0) {
+    if (add_constants(m) < 0 || add_locate_names(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -64,6 +64,6 @@ static inline int require_items(Py_buffer *view, Py_ssize_t itemsize, const char
 /* connector/_decode_locate.c */
 extern const char locate_records_doc[];
 PyObject *locate_records(PyObject *self, PyObject *args);
-int add_located_rows(PyObject *module);
+int add_locate_names(PyObject *module);
 
 #endif

@@ -143,19 +143,28 @@ done:
     return result;
 }
 
-/* The module attribute LOCATED_ROWS: the names of locate_records' output rows, in order. */
-int add_located_rows(PyObject *module)
+/* A tuple of the C strings `names` as the module attribute `attr`. */
+static int add_names(PyObject *module, const char *attr, const char *const *names, Py_ssize_t count)
 {
-    PyObject *names = PyTuple_New(LOCATED_ROW_COUNT);
-    if (names == NULL)
+    PyObject *tuple = PyTuple_New(count);
+    if (tuple == NULL)
         return -1;
-    for (Py_ssize_t r = 0; r < LOCATED_ROW_COUNT; r++) {
-        PyObject *name = PyUnicode_FromString(located_row_names[r]);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *name = PyUnicode_FromString(names[i]);
         if (name == NULL) {
-            Py_DECREF(names);
+            Py_DECREF(tuple);
             return -1;
         }
-        PyTuple_SET_ITEM(names, r, name);
+        PyTuple_SET_ITEM(tuple, i, name);
     }
-    return PyModule_AddObject(module, "LOCATED_ROWS", names) < 0 ? (Py_DECREF(names), -1) : 0;
+    return PyModule_AddObject(module, attr, tuple) < 0 ? (Py_DECREF(tuple), -1) : 0;
+}
+
+/* The module attributes LOCATED_ROWS (locate_records' output rows, in order) and LOCATED_CHECKS (the fields of
+ * its checks, in the order they are applied; a test checks them against connector.decode.locate.CHECKS). */
+int add_locate_names(PyObject *module)
+{
+    if (add_names(module, "LOCATED_ROWS", located_row_names, LOCATED_ROW_COUNT) < 0)
+        return -1;
+    return add_names(module, "LOCATED_CHECKS", check_fields, CHECK_COUNT);
 }

@@ -87,8 +87,9 @@ def test_each_check_names_its_field_and_the_first_record_failing_it():
         assert got.startswith(CHECKS["PHYSICALOFFSET"]) and "offset 300" in got and "PHYSICALOFFSET" in got, got
 
 
-def test_located_rows_are_the_located_fields_and_bad_arguments_are_value_errors():
+def test_located_rows_and_checks_are_the_numpy_ones_and_bad_arguments_are_value_errors():
     assert set(kernel.LOCATED_ROWS) == set(Located.__slots__) - {"s", "offsets", "born_v6", "store_v6"}
+    assert kernel.LOCATED_CHECKS == tuple(CHECKS)  # the same checks in the same order as the NumPy reference
     rec = encode_record(commit_log_offset=0, topic="t", body=b"")
     rows = np.empty((len(kernel.LOCATED_ROWS), 1), np.int64)
     with pytest.raises(ValueError, match=r"starts\[0\]: the record at 1 does not lie inside data"):
