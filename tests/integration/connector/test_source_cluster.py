@@ -240,36 +240,40 @@ def test_readers_never_acknowledge_past_their_range_start(hareplica_spark, broke
 # --- item 4: brokers without the classic HA port --------------------------------------------------------
 class FakeRemotingBroker:
     """A loopback remoting server answering GET_BROKER_CONFIG with ``config`` (a DLedger or controller-mode
-    broker as far as the driver can tell; the stub refuses to start in those modes)."""
+    broker as far as the driver can tell; the stub refuses to start in those modes). Each connection is served
+    by its own thread, as a broker serves its clients: the driver's admin client and its controller-mode probe
+    hold connections at the same time."""
 
     def __init__(self, config: dict[str, str]):
         self.server = socket.create_server(("127.0.0.1", 0))
         self.addr = f"127.0.0.1:{self.server.getsockname()[1]}"
         self.config = config
-        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
 
-    def _serve(self):
+    def _accept(self):
         while True:
             try:
                 conn, _ = self.server.accept()
             except OSError:
                 return
-            with conn:
-                conn.settimeout(10)
-                decoder = FrameDecoder()
-                try:
-                    while data := conn.recv(65536):
-                        for request in decoder.feed(data):
-                            if request.code == RequestCode.GET_BROKER_CONFIG:
-                                answer = request.response(ResponseCode.SUCCESS,
-                                                          body=encode_properties_body(self.config))
-                            else:
-                                answer = request.response(ResponseCode.SUCCESS, body=encode_kv_table(
-                                    {"commitLogMinOffset": "0", "commitLogMaxOffset": "0"}))
-                            conn.sendall(answer.encode())
-                except OSError:
-                    pass
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket):
+        with conn:
+            conn.settimeout(10)
+            decoder = FrameDecoder()
+            try:
+                while data := conn.recv(65536):
+                    for request in decoder.feed(data):
+                        if request.code == RequestCode.GET_BROKER_CONFIG:
+                            answer = request.response(ResponseCode.SUCCESS, body=encode_properties_body(self.config))
+                        else:
+                            answer = request.response(ResponseCode.SUCCESS, body=encode_kv_table(
+                                {"commitLogMinOffset": "0", "commitLogMaxOffset": "0"}))
+                        conn.sendall(answer.encode())
+            except OSError:
+                pass
 
     def close(self):
         self.server.close()
