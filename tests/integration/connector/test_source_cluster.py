@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import random
 import re
-import socket
+import socketserver
 import threading
 import time
 from pathlib import Path
@@ -238,45 +238,42 @@ def test_readers_never_acknowledge_past_their_range_start(hareplica_spark, broke
 
 
 # --- item 4: brokers without the classic HA port --------------------------------------------------------
-class FakeRemotingBroker:
+class FakeRemotingBroker(socketserver.ThreadingTCPServer):
     """A loopback remoting server answering GET_BROKER_CONFIG with ``config`` (a DLedger or controller-mode
     broker as far as the driver can tell; the stub refuses to start in those modes). Each connection is served
     by its own thread, as a broker serves its clients: the driver's admin client and its controller-mode probe
     hold connections at the same time."""
 
+    daemon_threads = True
+
     def __init__(self, config: dict[str, str]):
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.addr = f"127.0.0.1:{self.server.getsockname()[1]}"
         self.config = config
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket):
-        with conn:
-            conn.settimeout(10)
-            decoder = FrameDecoder()
-            try:
-                while data := conn.recv(65536):
-                    for request in decoder.feed(data):
-                        if request.code == RequestCode.GET_BROKER_CONFIG:
-                            answer = request.response(ResponseCode.SUCCESS, body=encode_properties_body(self.config))
-                        else:
-                            answer = request.response(ResponseCode.SUCCESS, body=encode_kv_table(
-                                {"commitLogMinOffset": "0", "commitLogMaxOffset": "0"}))
-                        conn.sendall(answer.encode())
-            except OSError:
-                pass
+        super().__init__(("127.0.0.1", 0), _FakeRemotingConnection)
+        self.addr = f"127.0.0.1:{self.server_address[1]}"
+        threading.Thread(target=self.serve_forever, daemon=True).start()
 
     def close(self):
-        self.server.close()
+        self.shutdown()
+        self.server_close()
+
+
+class _FakeRemotingConnection(socketserver.BaseRequestHandler):
+    """One connection to :class:`FakeRemotingBroker`: GET_BROKER_CONFIG gets its config, any other request
+    commitLogMin/MaxOffset 0."""
+
+    def handle(self):
+        self.request.settimeout(10)
+        decoder = FrameDecoder()
+        try:
+            while data := self.request.recv(65536):
+                for request in decoder.feed(data):
+                    if request.code == RequestCode.GET_BROKER_CONFIG:
+                        body = encode_properties_body(self.server.config)
+                    else:
+                        body = encode_kv_table({"commitLogMinOffset": "0", "commitLogMaxOffset": "0"})
+                    self.request.sendall(request.response(ResponseCode.SUCCESS, body=body).encode())
+        except OSError:
+            pass
 
 
 @pytest.mark.parametrize("config, message", [
