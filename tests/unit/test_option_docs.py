@@ -1,6 +1,6 @@
-"""The source's option tables in docs/source.md ("Options") and README.md ("The source") name every option of
+"""The option table of docs/options.md (section ``format("hareplica")``) names every option of
 ``format("hareplica")`` once, with the default ``connector.options.OPTION_DEFAULTS`` defines (issue 23): the
-code is the one definition, the tables are checked against it.
+code is the one definition, the table is checked against it. docs/source.md "Options" points to that table.
 
 A table row's option cell holds the name in backticks, maybe ``(alias `old`)`` or two names joined by ``/``;
 the default cell holds ``(required)``, ``(none)`` / ``(all)`` (unset) or the value in backticks.
@@ -98,11 +98,17 @@ def _check_table(path: str, heading: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(("path", "heading"), [
-    ("docs/source.md", "## Options"),
-    ("README.md", '## The source: `format("hareplica")`'),
+    ("docs/options.md", '## `format("hareplica")`'),
 ])
 def test_option_table_matches_the_code(path, heading):
     _check_table(path, heading)
+
+
+def test_source_doc_points_to_the_option_table():
+    """docs/source.md "Options" (which docstrings cite) sends the reader to the one table."""
+    section = _section((ROOT / "docs/source.md").read_text(encoding="utf-8"), "## Options")
+    assert "(options.md)" in section
+    assert "| option | default |" not in section, "docs/source.md holds a second option table"
 
 
 def test_every_option_the_parser_knows_has_a_default_entry():
