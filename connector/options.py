@@ -40,6 +40,7 @@ from connector.client.ha import (
 )
 from connector.decode.bodies import BAD_RECORD_MODES, MAX_MAX_INFLATED_BODY_BYTES, MODE_PERMISSIVE
 from connector.decode.stream import DEFAULT_ARROW_MAX_BYTES_PER_BATCH, DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
+from connector.decode.topic_filter import TopicFilter
 from connector.protocol.acl import AclCredentials, credentials
 from connector.protocol.address import AddressError, join_host_port, split_host_port
 from connector.protocol.broker import listen_port_of_ha
@@ -47,7 +48,6 @@ from connector.protocol.commitlog import DEFAULT_MAX_INFLATED_BODY_BYTES
 from connector.protocol.errors import HAReplicaError
 from connector.protocol.ha import HA_HOUSEKEEPING_INTERVAL_MS
 from connector.protocol.topics import TOPIC_MAX_LENGTH, VALID_TOPIC
-from connector.topic_filter import TopicFilter
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +191,7 @@ class SourceOptions:
     min_in_sync_slaves: int = DEFAULT_MIN_IN_SYNC_SLAVES
     min_partitions: int | None = None
     max_bytes_per_partition: int | None = None
-    #: ``batchTransform``: ``package.module:function`` the tasks apply to each batch (connector.transform)
+    #: ``batchTransform``: ``package.module:function`` the tasks apply to each batch (connector.source.task.transform)
     batch_transform: str | None = None
 
     def slaves_of(self, name: str) -> tuple[BrokerEndpoint, ...]:

@@ -8,8 +8,8 @@ goes"). Meanwhile the driver spends about a second starting the query, most of i
 
 :func:`start_warmup` uses that second: a background thread runs one small ``mapInArrow`` job of ``workers``
 tasks, each of which imports ``modules``, builds an Arrow array and freezes the imports out of the garbage
-collector (:func:`connector.worker_gc.freeze_imports`). The query's first tasks then take these idle workers.
-A worker is reused only by a task of the same kind: Spark keeps one pool per interpreter, worker module and
+collector (:func:`connector.source.task.worker_gc.freeze_imports`). The query's first tasks then take these idle
+workers. A worker is reused only by a task of the same kind: Spark keeps one pool per interpreter, worker module and
 environment, and its SQL runners (a Python data source's reads, ``mapInArrow``) set variables that an RDD's
 do not. That is why the job is a ``mapInArrow`` and not an RDD ``foreachPartition``, whose workers the reads
 would never get (both were tried; docs/deployment.md §7 "Python workers").
@@ -41,7 +41,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 log = logging.getLogger(__name__)
 
 #: What every read of the connector imports in a worker: the source's read path and the direct landing's.
-WARMUP_MODULES = ("connector.source.read", "connector.landing")
+WARMUP_MODULES = ("connector.source.task.read", "connector.landing")
 #: The schema of the warm-up job's rows (one per task): the worker's process id.
 WARMUP_SCHEMA = "pid long"
 #: What the read planner's worker imports to unpickle the connector's data source and build its stream reader.
@@ -59,7 +59,7 @@ def warm_worker(batches: Iterable, modules: Sequence[str]) -> Iterator:
     """The ``mapInArrow`` function of the warm-up job (runs in an executor's Python worker).
 
     Imports every module of ``modules`` (dotted names), builds one pyarrow array (its first use), freezes the
-    imports (:func:`connector.worker_gc.freeze_imports`), drains ``batches`` and yields one RecordBatch of
+    imports (:func:`connector.source.task.worker_gc.freeze_imports`), drains ``batches`` and yields one RecordBatch of
     :data:`WARMUP_SCHEMA`: this worker's process id.
     """
     import importlib
@@ -69,7 +69,7 @@ def warm_worker(batches: Iterable, modules: Sequence[str]) -> Iterator:
     import pyarrow as pa
 
     from connector.arrow_numpy import from_numpy
-    from connector.worker_gc import freeze_imports
+    from connector.source.task.worker_gc import freeze_imports
 
     for name in modules:
         importlib.import_module(name)

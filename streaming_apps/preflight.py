@@ -25,10 +25,10 @@ from pathlib import Path
 from connector.client.admin import BrokerAdminClient, UnsupportedBrokerModeError
 from connector.client.remoting import BrokerUnreachableError, NotARocketMQBrokerError
 from connector.data_loss import DataLossError
-from connector.history import HEAD_BYTES, starts_record
 from connector.options import EARLIEST_OFFSET_SENTINEL, LATEST_OFFSET_SENTINEL, HAReplicaOptionError, SourceOptions
 from connector.protocol.errors import HAReplicaError
-from connector.source.read import fetch_range
+from connector.source.driver.history import HEAD_BYTES, starts_record
+from connector.source.driver.reads import fetch_range
 
 PREFLIGHT_TIMEOUT_MS = 3000
 

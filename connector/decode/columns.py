@@ -4,7 +4,7 @@ Fixed fields come from the active kernels' ``locate`` (:func:`connector.decode.l
 twin); variable-width values (topic, body,
 properties, property names and values) are cut out of the batch's bytes by the active kernels
 (:mod:`connector.decode.kernels`), one memcpy per value. Topic filtering
-(:class:`connector.topic_filter.TopicFilter`) runs on the topic column before any other variable-width
+(:class:`connector.decode.topic_filter.TopicFilter`) runs on the topic column before any other variable-width
 column is built. Bodies stored compressed are decompressed, checked against BODYCRC and bounded
 (:mod:`connector.decode.bodies`).
 """
@@ -24,7 +24,7 @@ from connector.decode.hosts import hosts, ipv4_hosts, msg_ids
 from connector.decode.kernels import active
 from connector.decode.locate import Located
 from connector.decode.schema import TIMESTAMP, column_schema
-from connector.topic_filter import TopicFilter
+from connector.decode.topic_filter import TopicFilter
 
 _PER_GROUP = ("body", "decodeError")  # the columns each body group brings; the others are sliced per group
 _PROPERTY_COLUMNS = ("properties", "tags", "keys", "uniqKey")  # one split of the PROPERTIES field gives all four

@@ -24,6 +24,7 @@ from connector.decode.columns import iter_record_batches
 from connector.decode.errors import record_error
 from connector.decode.kernels import active
 from connector.decode.schema import column_schema
+from connector.decode.topic_filter import TopicFilter
 from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
     DEFAULT_MAX_INFLATED_BODY_BYTES,
@@ -34,7 +35,6 @@ from connector.protocol.commitlog import (
     read_size_and_magic,
 )
 from connector.protocol.mapped_files import next_file_start
-from connector.topic_filter import TopicFilter
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Decoding the demo's msgpack order events (``streaming_apps.workload``) into typed Arrow columns.
 
 Pure (pyarrow, NumPy, msgspec, msgpack; no pandas): the silver and gold apps run :func:`decode_order_batch`
-in the source's own tasks (the source's ``batchTransform``, connector.transform; silver's direct landing
+in the source's own tasks (the source's ``batchTransform``, connector.source.task.transform; silver's direct landing
 through its split). Each input row is one message (bronze columns); each output row is the message's order
 fields when the body is a valid order event, else nulls and a ``reason`` saying what is wrong with the body
 (the silver app routes those rows to its quarantine table with their commitLogOffset).
@@ -229,7 +229,7 @@ def decode_order_batch(batch: pa.RecordBatch, columns: Sequence[str] | None = No
 
 def _source_columns(columns: Sequence[str]) -> tuple[str, ...]:
     """The source columns :func:`decode_order_batch` reads to build ``columns``: the body, the source's
-    decodeError and the pass-through columns asked for (connector.transform, ``source_columns``)."""
+    decodeError and the pass-through columns asked for (connector.source.task.transform, ``source_columns``)."""
     return ("body", DECODE_ERROR, *(name for name in PASS_THROUGH if name in columns))
 
 

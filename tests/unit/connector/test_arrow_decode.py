@@ -381,8 +381,8 @@ def _iter_scalar(data: bytes, size: int):
 
 # --- topic filter, fast walk, memory bounds for inflated bodies --------------------------------------
 def test_topic_filters_drop_records_before_rows_are_built(commitlog, messages):
+    from connector.decode.topic_filter import TopicFilter
     from connector.protocol.topics import is_system_topic
-    from connector.topic_filter import TopicFilter
 
     dec = CommitLogArrowDecoder(0, MAX_OFFSET, MAPPED_FILE_SIZE, broker="broker-a",
                                 topic_filter=TopicFilter(topics=frozenset({"FixOrders611", "SCHEDULE_TOPIC_XXXX"})))

@@ -1,5 +1,5 @@
-"""connector.history on the golden 4.9.8 CommitLog: fingerprints, the last record before an offset, the next
-record boundary after an arbitrary offset, and check_start on unchanged and rewritten histories."""
+"""connector.source.driver.history on the golden 4.9.8 CommitLog: fingerprints, the last record before an offset, the
+next record boundary after an arbitrary offset, and check_start on unchanged and rewritten histories."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.history import (
+from connector.source.driver.history import (
     FINGERPRINT_KEY,
     RecordFingerprint,
     check_start,
@@ -125,20 +125,20 @@ def fixture_reader(monkeypatch):
     """A stream reader whose broker is ``Bytes``: its samples come from ``view``, its HA reads (the fetch layer's
     ``fetch_range`` behind ``DriverReads``) from the bytes, read from the server ``DriverReads`` picks."""
     from connector.options import SourceOptions
-    from connector.planning import BrokerSetView, ServerOffsets
     from connector.source import HAReplicaStreamReader
+    from connector.source.driver.broker_view import BrokerSetView, ServerOffsets
 
     def make(broker_bytes: Bytes, **opts):
         def fetch_range(fetch, ha_addr, lo, hi, *, broker, server_is_slave, protocol="classic"):
             assert (ha_addr, broker, server_is_slave, protocol) == ("127.0.0.1:10912", "broker-a", False, "classic")
             return broker_bytes.data[lo:hi]
 
-        monkeypatch.setattr("connector.source.read.fetch_range", fetch_range)
+        monkeypatch.setattr("connector.source.driver.reads.fetch_range", fetch_range)
         r = HAReplicaStreamReader(SourceOptions.from_options({"brokers": "broker-a=127.0.0.1:10912", **opts}))
         view = BrokerSetView("broker-a", SIZE)
         view.master = ServerOffsets(r.options.brokers[0], "master", 0, len(broker_bytes.data))
-        r._brokers.views["broker-a"] = view
-        r._brokers.refresh = lambda broker, slaves=None: view
+        r.planner.brokers.views["broker-a"] = view
+        r.planner.brokers.refresh = lambda broker, slaves=None: view
         return r
 
     return make
@@ -177,14 +177,14 @@ def test_a_broker_that_lost_the_tail_is_checked_once_it_passes_the_checkpoint_ag
                                                                                      fixture_reader):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from connector.planning import ServerOffsets
+    from connector.source.driver.broker_view import ServerOffsets
 
     commitlog = commitlog[:3402931]
     m = messages[40]
     checkpoint = {"broker-a": m["commitLogOffset"] + m["storeSize"], FINGERPRINT_KEY: {"broker-a": fp(m).to_json()}}
     broker = Bytes(commitlog[:m["commitLogOffset"]])  # lost the tail, the fingerprinted record included
     reader = fixture_reader(broker, failOnDataLoss="false")
-    view = reader._brokers.views["broker-a"]
+    view = reader.planner.brokers.views["broker-a"]
     view.master = ServerOffsets(reader.options.brokers[0], "master", 0, len(broker.data))
     assert reader.latestOffset(checkpoint, ReadAllAvailable()) == checkpoint  # waits, fingerprint kept
     changed = bytearray(commitlog)

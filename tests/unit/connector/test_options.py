@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from connector.decode.stream import DEFAULT_ARROW_MAX_BYTES_PER_BATCH, DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
+from connector.decode.topic_filter import TopicFilter
 from connector.options import BrokerEndpoint, HAReplicaOptionError, SourceOptions, parse_brokers
 from connector.protocol.errors import HAReplicaError
-from connector.topic_filter import TopicFilter
 
 BROKERS = "broker-a=127.0.0.1:10912"
 

@@ -1,4 +1,4 @@
-"""connector.planning and the driver rules of connector.source that need no broker: boundaries,
+"""connector.source.driver.broker_view and the driver rules of connector.source that need no broker: boundaries,
 replicated-only batch ends (minInSyncSlaves), reading from slaves, server choice per partition."""
 
 from __future__ import annotations
@@ -7,17 +7,17 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from connector.options import SourceOptions
-from connector.planning import MAX_KNOWN_BOUNDARIES_PER_BROKER, BrokerSetView, ServerOffsets
 from connector.source import HAReplicaStreamReader
-from connector.source.brokers import bounds
+from connector.source.driver.broker_view import MAX_KNOWN_BOUNDARIES_PER_BROKER, BrokerSetView, ServerOffsets
+from connector.source.driver.brokers import bounds
 
 MB = 1048576
 
 
 def no_history_reads(r: HAReplicaStreamReader) -> None:
     """Planning without brokers: no HA reads for fingerprints or history checks (test_history covers them)."""
-    r._verified_begin = lambda broker, view, start, begin, min_offset, max_offset: begin
-    r._with_fingerprints = lambda start, spans, ends: dict(ends)
+    r.planner.verified_begin = lambda broker, view, start, begin, min_offset, max_offset: begin
+    r.planner.with_fingerprints = lambda start, spans, ends: dict(ends)
 
 
 def view_with(*, size: int = MB, master=(0, 10 * MB), slaves=(), boundaries=()) -> BrokerSetView:
@@ -82,8 +82,8 @@ def make_reader(view: BrokerSetView, **opts) -> HAReplicaStreamReader:
     options = SourceOptions.from_options({"brokers": "a=10.0.0.1:10912", "slaves": "a=10.0.0.11:10912,"
                                           "a=10.0.0.12:10912,a=10.0.0.13:10912", **opts})
     r = HAReplicaStreamReader(options)
-    r._brokers.views["a"] = view
-    r._brokers.refresh = lambda broker, slaves=None: view  # what the brokers answered is in `view`
+    r.planner.brokers.views["a"] = view
+    r.planner.brokers.refresh = lambda broker, slaves=None: view  # what the brokers answered is in `view`
     no_history_reads(r)
     return r
 
@@ -125,7 +125,7 @@ def test_read_from_master_never_uses_slaves():
 def test_available_now_target_caps_the_batch():
     v = view_with(master=(0, 3 * MB), boundaries=[3 * MB])
     r = make_reader(v)
-    r._trigger_target = {"a": 2 * MB}
+    r.planner.trigger_target = {"a": 2 * MB}
     assert r.latestOffset({"a": 0}, ReadAllAvailable()) == {"a": 2 * MB}
 
 

@@ -1,4 +1,4 @@
-"""connector.source.offsets: a checkpointed source offset keeps broker positions apart from its ``@`` entries
+"""connector.source.driver.offsets: a checkpointed source offset keeps broker positions apart from its ``@`` entries
 and writes back the JSON it read (checkpoints written before the class existed load unchanged)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from connector.controller_mode import SWITCH_KEY
-from connector.history import FINGERPRINT_KEY, RecordFingerprint
-from connector.source.offsets import SourceOffset
+from connector.source.driver.controller_mode import SWITCH_KEY
+from connector.source.driver.history import FINGERPRINT_KEY, RecordFingerprint
+from connector.source.driver.offsets import SourceOffset
 
 #: an end offset as the source writes it today to a checkpoint's offset log (fingerprints and a master switch)
 TODAY = ('{"broker-a": 3402931, "broker-b": 4194304, "@lastRecord": {"broker-a": [3402700, 231, 1700000000123, '

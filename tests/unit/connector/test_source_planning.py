@@ -11,17 +11,17 @@ from connector.client.admin import BrokerAdminClient
 from connector.client.remoting import BrokerAdminError
 from connector.data_loss import DataLossError
 from connector.options import HAReplicaOptionError, SourceOptions
-from connector.planning import BrokerSetView, ServerOffsets
 from connector.source import HAReplicaDataSource, HAReplicaInputPartition, HAReplicaStreamReader
-from connector.source.batch_ends import apply_byte_limit
+from connector.source.driver.batches import apply_byte_limit
+from connector.source.driver.broker_view import BrokerSetView, ServerOffsets
 
 MB = 1048576
 
 
 def no_history_reads(r: HAReplicaStreamReader) -> None:
     """Planning without brokers: no HA reads for fingerprints or history checks (test_history covers them)."""
-    r._verified_begin = lambda broker, view, start, begin, min_offset, max_offset: begin
-    r._with_fingerprints = lambda start, spans, ends: dict(ends)
+    r.planner.verified_begin = lambda broker, view, start, begin, min_offset, max_offset: begin
+    r.planner.with_fingerprints = lambda start, spans, ends: dict(ends)
 
 
 def reader(**opts) -> HAReplicaStreamReader:
@@ -32,7 +32,7 @@ def reader(**opts) -> HAReplicaStreamReader:
         view = BrokerSetView(broker.name, size)
         view.master = ServerOffsets(broker, "master", min_offset, 10 * MB)
         view.slaves = [ServerOffsets(s, "slave", min_offset, 10 * MB) for s in r.options.slaves_of(broker.name)]
-        r._brokers.views[broker.name] = view
+        r.planner.brokers.views[broker.name] = view
     no_history_reads(r)
     return r
 
@@ -60,12 +60,12 @@ def test_empty_ranges_plan_no_partition():
 
 def test_partitions_and_reader_pickle_without_connections():
     r = reader()
-    r._brokers.admins["127.0.0.1:1"] = BrokerAdminClient("127.0.0.1:1", 100)
+    r.planner.brokers.admins["127.0.0.1:1"] = BrokerAdminClient("127.0.0.1:1", 100)
     part = r.partitions({"broker-a": 0}, {"broker-a": 10})[0]
     assert isinstance(part, HAReplicaInputPartition)
     assert pickle.loads(pickle.dumps(part)) == part
     clone = pickle.loads(pickle.dumps(r))
-    assert clone.options == r.options and clone._brokers.admins == {} and clone._brokers.views == {}
+    assert clone.options == r.options and clone.planner.brokers.admins == {} and clone.planner.brokers.views == {}
 
 
 def test_start_below_the_min_offset_is_data_loss_or_skipped():
@@ -78,13 +78,13 @@ def test_start_below_the_min_offset_is_data_loss_or_skipped():
 
 
 def limit(r: HAReplicaStreamReader, spans: dict[str, tuple[int, int]], max_bytes: int) -> dict[str, int]:
-    return apply_byte_limit(r.options.brokers, r._brokers.views, spans, max_bytes)
+    return apply_byte_limit(r.options.brokers, r.planner.brokers.views, spans, max_bytes)
 
 
 def test_byte_limit_cuts_at_the_first_known_boundary_and_splits_by_backlog():
     r = reader()
-    r._brokers.views["broker-a"].add_boundary(700000)
-    r._brokers.views["broker-a"].add_boundary(900000)
+    r.planner.brokers.views["broker-a"].add_boundary(700000)
+    r.planner.brokers.views["broker-a"].add_boundary(900000)
     # broker-a has 3 MB of backlog, broker-b none: the whole budget goes to broker-a
     ends = limit(r, {"broker-a": (554616, 3402931), "broker-b": (4 * MB, 4 * MB)}, 100000)
     assert ends == {"broker-a": 700000, "broker-b": 4 * MB}  # an observed commitLogMaxOffset

@@ -1,4 +1,4 @@
-"""connector.topic_filter: RocketMQ 4.9.8's system topics and the vectorised keep-mask."""
+"""connector.decode.topic_filter: RocketMQ 4.9.8's system topics and the vectorised keep-mask."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pickle
 import pyarrow as pa
 import pytest
 
+from connector.decode.topic_filter import TopicFilter
 from connector.protocol.topics import SYSTEM_TOPICS, is_system_topic
-from connector.topic_filter import TopicFilter
 
 
 def test_system_topics_are_topic_validator_s_set_and_prefix():

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from connector.options import HAReplicaOptionError, SourceOptions
-from connector.transform import transform_batches, transform_source_columns
+from connector.source.task.transform import transform_batches, transform_source_columns
 
 BROKERS = "broker-a=127.0.0.1:10912"
 

@@ -1,4 +1,4 @@
-"""connector.worker_gc: a Python worker's modules are frozen out of the garbage collector once per process.
+"""connector.source.task.worker_gc: a Python worker's modules are frozen out of the garbage collector once per process.
 
 Run in a fresh interpreter each: freezing is process-wide, and the test process must keep collecting."""
 
@@ -11,7 +11,7 @@ import sys
 SCRIPT = """
 import gc, json
 import pyarrow, connector.landing  # what a task worker has imported before its first read
-from connector.worker_gc import freeze_imports
+from connector.source.task.worker_gc import freeze_imports
 
 tracked = len(gc.get_objects())  # what a full collection walks
 freeze_imports()

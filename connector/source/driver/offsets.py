@@ -2,9 +2,10 @@
 
 The JSON object Spark writes to a checkpoint's offset log is ``{"broker-a": 12345, ...}`` (per broker set
 the *next* CommitLog byte to read, Spark's Kafka convention) and, since fingerprints were added, entries under
-keys that start with ``@`` (a broker name cannot): ``"@lastRecord"`` (:data:`connector.history.FINGERPRINT_KEY`,
-the record before each offset, docs/source.md "Rewritten history") and ``"@masterSwitches"``
-(:data:`connector.controller_mode.SWITCH_KEY`, docs/source.md "RocketMQ 5.x controller mode").
+keys that start with ``@`` (a broker name cannot): ``"@lastRecord"``
+(:data:`connector.source.driver.history.FINGERPRINT_KEY`, the record before each offset, docs/source.md "Rewritten
+history") and ``"@masterSwitches"`` (:data:`connector.source.driver.controller_mode.SWITCH_KEY`, docs/source.md
+"RocketMQ 5.x controller mode").
 :class:`SourceOffset` keeps the two apart, so code that walks broker offsets never meets a ``@`` entry, and
 writes back exactly the JSON it read (old checkpoints, with or without ``@`` entries, load unchanged).
 """
@@ -14,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from connector.controller_mode import SWITCH_KEY
-from connector.history import FINGERPRINT_KEY, RecordFingerprint, fingerprints_of
+from connector.source.driver.controller_mode import SWITCH_KEY
+from connector.source.driver.history import FINGERPRINT_KEY, RecordFingerprint, fingerprints_of
 
 #: the first character of every key of a source offset that is not a broker set's name
 EXTRA_KEY_PREFIX = "@"

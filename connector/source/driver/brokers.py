@@ -1,10 +1,10 @@
 """What the driver asks the brokers of each set over remoting, and what it keeps of their answers.
 
 One :class:`BrokerSets` per stream reader: the remoting clients (GET_BROKER_CONFIG, GET_BROKER_RUNTIME_INFO),
-each set's :class:`connector.planning.BrokerSetView` (mapped-file size, offset samples, known boundaries),
-the outage clocks (``maxOutageMs``, :mod:`connector.client.reconnect`), each set's HA protocol and, for 5.x
-controller-mode sets, the :class:`connector.controller_mode.ControllerModeSet` that follows master switches
-(docs/source.md "Offsets, batches, partitions", "Slaves", "RocketMQ 5.x controller mode").
+each set's :class:`connector.source.driver.broker_view.BrokerSetView` (mapped-file size, offset samples, known
+boundaries), the outage clocks (``maxOutageMs``, :mod:`connector.client.reconnect`), each set's HA protocol and, for 5.x
+controller-mode sets, the :class:`connector.source.driver.controller_mode.ControllerModeSet` that follows master
+switches (docs/source.md "Offsets, batches, partitions", "Slaves", "RocketMQ 5.x controller mode").
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 import time
 
-from connector.client.admin import HA_PROTOCOL_AUTOSWITCH, HA_PROTOCOL_CLASSIC, BrokerAdminClient
+from connector.client.admin import BrokerAdminClient
 from connector.client.reconnect import OutageWait
 from connector.client.remoting import BrokerAdminError, BrokerUnreachableError
-from connector.controller_mode import ControllerModeSet
 from connector.options import READ_FROM_SLAVE, BrokerEndpoint, HAReplicaOptionError, SourceOptions
-from connector.planning import ACK_WINDOW_MARGIN_MS, BrokerSetView, ServerOffsets
+from connector.protocol.ha import HA_PROTOCOL_CLASSIC
+from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH
+from connector.source.driver.broker_view import ACK_WINDOW_MARGIN_MS, BrokerSetView, ServerOffsets
+from connector.source.driver.controller_mode import ControllerModeSet
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +59,7 @@ class BrokerSets:
     set name -> HA protocol of its master; ``sets``: controller-mode sets by name; ``trusted``: set name ->
     the batch end the reader computed last, dropped whenever the log may have gone back (an outage, a
     regression of commitLogMaxOffset, a master switch), so that the next start is checked again
-    (:mod:`connector.history`). Broker errors raise BrokerAdminError / BrokerUnreachableError.
+    (:mod:`connector.source.driver.history`). Broker errors raise BrokerAdminError / BrokerUnreachableError.
     """
 
     def __init__(self, options: SourceOptions):

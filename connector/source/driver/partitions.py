@@ -2,58 +2,28 @@
 
 :func:`build_partitions` turns each broker set's checked ``[begin, end)`` into :class:`HAReplicaInputPartition`
 values: one per mapped-file slice (a record never spans two files, docs/protocol.md §1.9), cut further at
-ConsumeQueue-given record boundaries for ``minPartitions`` / ``maxBytesPerPartition`` (:mod:`connector.splits`),
-each read from the master or, with ``readFrom=slave``, a slave holding it (docs/source.md "Offsets, batches,
-partitions"). Executors read them with :func:`connector.source.read.read_partition`.
+ConsumeQueue-given record boundaries for ``minPartitions`` / ``maxBytesPerPartition``
+(:mod:`connector.source.driver.splits`), each read from the master or, with ``readFrom=slave``, a slave holding it
+(docs/source.md "Offsets, batches, partitions"). Executors read them with
+:func:`connector.source.task.read.read_partition`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 
-from pyspark.sql.datasource import InputPartition
-
-from connector.client.admin import HA_PROTOCOL_CLASSIC
 from connector.client.consume_queue import ConsumeQueueReader
 from connector.client.remoting import BrokerAdminError
-from connector.controller_mode import ControllerModeSet
-from connector.options import READ_FROM_SLAVE, FetchSettings, SourceOptions
-from connector.planning import BrokerSetView
+from connector.options import READ_FROM_SLAVE, SourceOptions
+from connector.protocol.ha import HA_PROTOCOL_CLASSIC
 from connector.protocol.mapped_files import next_file_start
-from connector.splits import find_boundaries, partition_counts, pick_splits
+from connector.source.driver.broker_view import BrokerSetView
+from connector.source.driver.controller_mode import ControllerModeSet
+from connector.source.driver.splits import find_boundaries, partition_counts, pick_splits
+from connector.source.partition import HAReplicaInputPartition
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class HAReplicaInputPartition(InputPartition):
-    """One Spark task: CommitLog bytes ``[start, end)`` of one broker, inside one mapped file.
-
-    Offsets and ``mapped_file_size`` in bytes; ``ha_addr`` / ``remoting_addr`` are those of the server
-    to read (the master, or a slave with ``readFrom=slave``), ``server_role`` says which; ``fetch``
-    carries the options executors need. Picklable (module-level dataclass of plain values).
-    """
-
-    broker: str
-    ha_addr: str
-    remoting_addr: str
-    start: int
-    end: int
-    mapped_file_size: int
-    fetch: FetchSettings
-    server_role: str = "master"
-    #: the columns of a user-specified schema (names of spark_schema, in that schema's order); None: all
-    columns: tuple[str, ...] | None = None
-    #: ``batchTransform`` (connector.transform); ``columns`` are then the query schema's, its output
-    transform: str | None = None
-    #: the HA protocol of ``ha_addr``: ``"classic"`` or ``"autoswitch"`` (5.x controller mode)
-    ha_protocol: str = HA_PROTOCOL_CLASSIC
-    #: controller mode: ``(ha_addr, remoting_addr)`` of every member (a fetch follows a master switch among
-    #: them) and the master's ``(epoch, startOffset)`` entries when the batch was planned
-    members: tuple[tuple[str, str], ...] = ()
-    epochs: tuple[tuple[int, int], ...] = ()
 
 
 def file_slices(view: BrokerSetView, begin: int, stop: int) -> list[tuple[BrokerSetView, int, int]]:
@@ -71,7 +41,7 @@ def build_partitions(slices: list[tuple[BrokerSetView, int, int]], options: Sour
                      sets: dict[str, ControllerModeSet]) -> list[HAReplicaInputPartition]:
     """The partitions of the mapped-file ``slices`` of a batch (:func:`file_slices`), split as ``minPartitions``
     / ``maxBytesPerPartition`` ask; ``protocols`` / ``sets`` are the HA protocol and controller-mode set of each
-    broker set by name (:class:`connector.source.brokers.BrokerSets`)."""
+    broker set by name (:class:`connector.source.driver.brokers.BrokerSets`)."""
     prefer_slave = options.read_from == READ_FROM_SLAVE
     counts = partition_counts([hi - lo for _, lo, hi in slices], options.min_partitions,
                               options.max_bytes_per_partition)
@@ -90,10 +60,10 @@ def build_partitions(slices: list[tuple[BrokerSetView, int, int]], options: Sour
 
 
 def split_points(view: BrokerSetView, lo: int, hi: int, pieces: int, options: SourceOptions) -> list[int]:
-    """Record boundaries cutting ``[lo, hi)`` into about ``pieces`` InputPartitions (:mod:`connector.splits`);
-    on a SYNC_MASTER only boundaries whose bytes below can no longer have a producer waiting for an ack
-    (a partition's first HA report acknowledges them, :mod:`connector.planning`). Planning goes on without
-    splits when the broker cannot say."""
+    """Record boundaries cutting ``[lo, hi)`` into about ``pieces`` InputPartitions
+    (:mod:`connector.source.driver.splits`); on a SYNC_MASTER only boundaries whose bytes below can no longer have a
+    producer waiting for an ack (a partition's first HA report acknowledges them,
+    :mod:`connector.source.driver.broker_view`). Planning goes on without splits when the broker cannot say."""
     if pieces <= 1:
         return []
     server = view.server_for(lo, hi, options.read_from == READ_FROM_SLAVE)

@@ -1,0 +1,293 @@
+"""The driver's planning of micro-batches: :class:`BatchPlanner` and the batch-end rules it applies.
+
+The stream reader (:mod:`connector.source.reader`) hands each Spark call to a :class:`BatchPlanner`, which samples
+the brokers (:mod:`connector.source.driver.brokers`), checks and writes the ``"@lastRecord"`` fingerprints
+(:mod:`connector.source.driver.history`) and builds the partitions (:mod:`connector.source.driver.partitions`).
+The rules below are plain functions over offsets (bytes), no I/O: where
+each broker's batch starts (the checkpoint, or commitLogMinOffset once retention deleted it: ``failOnDataLoss``),
+how far it may go (the master's max offset cut to what ``minInSyncSlaves`` slaves or, with ``readFrom=slave``, the
+best slave hold, the AvailableNow target, a controller-mode set's confirmOffset, the SYNC_MASTER ack window), and
+how a ``ReadMaxBytes`` limit cuts it (docs/source.md "Offsets, batches, partitions"). The boundary knowledge and
+the ack rule are :class:`connector.source.driver.broker_view.BrokerSetView`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from connector.data_loss import on_data_loss
+from connector.options import (
+    EARLIEST_OFFSET_SENTINEL,
+    LATEST_OFFSET_SENTINEL,
+    READ_FROM_SLAVE,
+    STARTING_OFFSETS_EARLIEST,
+    STARTING_OFFSETS_LATEST,
+    BrokerEndpoint,
+    HAReplicaOptionError,
+    SourceOptions,
+)
+from connector.protocol.errors import HAReplicaError
+from connector.source.driver.broker_view import BrokerSetView
+from connector.source.driver.brokers import BrokerSets, bounds
+from connector.source.driver.controller_mode import SWITCH_KEY, ControllerModeSet
+from connector.source.driver.history import FINGERPRINT_KEY, check_start, end_fingerprint
+from connector.source.driver.offsets import SourceOffset
+from connector.source.driver.partitions import build_partitions, file_slices
+from connector.source.driver.reads import DriverReads
+from connector.source.partition import HAReplicaInputPartition
+
+log = logging.getLogger(__name__)
+
+
+def start_of(broker: BrokerEndpoint, start: dict | None, min_offset: int) -> int:
+    """The broker's offset in a Spark start offset, or ``min_offset`` (with a warning) when it has none."""
+    value = start.get(broker.name) if start else None
+    if value is None:
+        log.warning("broker %s has no offset in the checkpoint; starting at its commitLogMinOffset %d",
+                    broker.name, min_offset)
+        return min_offset
+    return int(value)
+
+
+def check_min(broker: BrokerEndpoint, start: int, min_offset: int, fail_on_data_loss: bool) -> int:
+    """The offset a batch of ``broker`` can really start at, given commitLogMinOffset: ``start``, or when
+    retention deleted it DataLossError (``fail_on_data_loss``) or ``min_offset`` (logged)."""
+    if start >= min_offset:
+        return start
+    on_data_loss(fail_on_data_loss,
+                 f"broker {broker.name} ({broker.remoting_addr}) no longer holds CommitLog bytes [{start}, "
+                 f"{min_offset}) that the query needs (commitLogMinOffset is {min_offset}: retention deleted them)",
+                 instead="continue at the broker's first byte", logger=log)
+    return min_offset
+
+
+def batch_target(options: SourceOptions, view: BrokerSetView, begin: int, max_offset: int, *,
+                 trigger_target: int | None = None, cset: ControllerModeSet | None = None) -> int:
+    """Where a batch of this broker set may end at most (bytes, >= ``begin``): the max offset, cut to what
+    ``minInSyncSlaves`` slaves hold and (``readFrom=slave``) what the best slave holds, as known boundaries;
+    then to ``trigger_target`` (Trigger.AvailableNow), a controller-mode set's confirmOffset and the
+    SYNC_MASTER ack window (:meth:`connector.source.driver.broker_view.BrokerSetView.ack_safe_end`)."""
+    target = max_offset
+    if options.min_in_sync_slaves:
+        replicated = view.replicated_offset(options.min_in_sync_slaves)
+        if replicated is None:
+            log.warning("broker %s: fewer than minInSyncSlaves=%d slaves answered; the batch waits", view.name,
+                        options.min_in_sync_slaves)
+            return begin
+        target = min(target, view.floor_boundary(replicated, begin))
+    if options.read_from == READ_FROM_SLAVE:
+        best = view.best_slave()
+        if best is not None and best.max_offset > begin and best.min_offset <= begin:
+            target = min(target, view.floor_boundary(best.max_offset, begin))
+    if trigger_target is not None:
+        target = min(target, trigger_target)
+    if target > begin and cset is not None:
+        target = min(target, cset.confirmed_end(view, begin))
+    target = max(begin, target)
+    safe = view.ack_safe_end(begin, target, time.monotonic())
+    if safe < target:
+        log.info("broker %s: SYNC_MASTER bytes below %d were appended less than %d ms ago; the batch ends "
+                 "there so no reader acknowledges them before they land", view.name, safe, view.ack_window_ms)
+    return safe
+
+
+def apply_byte_limit(brokers: Sequence[BrokerEndpoint], views: dict[str, BrokerSetView],
+                     spans: dict[str, tuple[int, int]], max_bytes: int) -> dict[str, int]:
+    """Batch ends under ``ReadMaxBytes(max_bytes)``: ``spans`` (set name -> (begin, end)) cut so the budget is
+    shared in proportion to each set's backlog, each end the first known boundary at or past its share
+    (:meth:`connector.source.driver.broker_view.BrokerSetView.ceil_boundary`); the limit is soft (see
+    docs/source.md)."""
+    backlog = {name: end - begin for name, (begin, end) in spans.items()}
+    total = sum(backlog.values())
+    if total <= max_bytes:
+        return {name: end for name, (_, end) in spans.items()}
+    ends = {}
+    for broker in brokers:
+        begin, end = spans[broker.name]
+        if backlog[broker.name] == 0:
+            ends[broker.name] = end
+            continue
+        share = max(1, max_bytes * backlog[broker.name] // total)
+        ends[broker.name] = views[broker.name].ceil_boundary(begin + share, end)
+    return ends
+
+
+class BatchPlanner:
+    """The driver's state and planning behind one :class:`connector.source.reader.HAReplicaStreamReader`.
+
+    Offsets are ``{broker_name: next_commitlog_offset}`` dicts (bytes) plus the ``"@"`` entries of
+    :class:`connector.source.driver.offsets.SourceOffset`. ``brokers``: the :class:`BrokerSets` sampled over
+    remoting; ``trigger_target``: the AvailableNow end per broker, or None. Broker errors raise
+    BrokerAdminError (or UnsupportedBrokerModeError); lost data raises DataLossError when ``failOnDataLoss``.
+    """
+
+    def __init__(self, options: SourceOptions):
+        self.options = options
+        self.brokers = BrokerSets(options)  # views, remoting clients, controller-mode sets
+        self.trigger_target: dict[str, int] | None = None
+        self._verified: dict[tuple, int] = {}  # (broker, start, fingerprint) -> where reading really starts
+
+    def initial_offsets(self) -> dict:
+        """Per broker: commitLogMinOffset (earliest), commitLogMaxOffset (latest) or the JSON offset; raises
+        HAReplicaOptionError for a JSON offset past the broker's commitLogMaxOffset."""
+        starting = self.options.starting_offsets
+        out = {}
+        for broker in self.options.brokers:
+            min_offset, max_offset = bounds(self.brokers.refresh(broker))
+            if starting == STARTING_OFFSETS_EARLIEST:
+                value = min_offset
+            elif starting == STARTING_OFFSETS_LATEST:
+                value = max_offset
+            else:
+                value = starting[broker.name]
+                if value == EARLIEST_OFFSET_SENTINEL:
+                    value = min_offset
+                elif value == LATEST_OFFSET_SENTINEL:
+                    value = max_offset
+                elif value > max_offset:
+                    raise HAReplicaOptionError("startingOffsets", starting,
+                                               f"offset {value} of broker {broker.name} is past its "
+                                               f"commitLogMaxOffset {max_offset}")
+            out[broker.name] = value
+        log.info("initial offsets %s", out)
+        return out
+
+    def prepare_available_now(self) -> None:
+        """Record every broker's current commitLogMaxOffset as the AvailableNow target."""
+        self.trigger_target = {b.name: bounds(self.brokers.refresh(b))[1] for b in self.options.brokers}
+        log.info("Trigger.AvailableNow target offsets %s", self.trigger_target)
+
+    def end_offset(self, start: dict | None, max_bytes: int | None) -> dict:
+        """The next micro-batch's end offset from ``start``; ``max_bytes``: the ``ReadMaxBytes`` budget shared
+        between brokers (:func:`apply_byte_limit`), None to read all available bytes."""
+        fail = self.options.fail_on_data_loss
+        spans: dict[str, tuple[int, int]] = {}
+        for broker in self.options.brokers:
+            view = self.brokers.refresh(broker)
+            min_offset, max_offset = bounds(view)
+            begin = check_min(broker, start_of(broker, start, min_offset), min_offset, fail)
+            cset = self.brokers.sets.get(broker.name)
+            if cset is not None:
+                cset.check_landed(begin, fail)
+            begin = self.verified_begin(broker, view, start, begin, min_offset, max_offset)
+            if begin > max_offset:
+                message = (f"broker {broker.name}: the query is at CommitLog offset {begin} but the broker's "
+                           f"commitLogMaxOffset is {max_offset}: the broker lost bytes [{max_offset}, {begin}) it "
+                           "had served (e.g. a crash before flushing)")
+                on_data_loss(fail, message, instead="wait until it passes the offset", logger=log)
+            trigger = None if self.trigger_target is None else self.trigger_target.get(broker.name)
+            spans[broker.name] = (begin, batch_target(self.options, view, begin, max_offset, trigger_target=trigger,
+                                                      cset=cset))
+        if max_bytes is not None:
+            ends = apply_byte_limit(self.options.brokers, self.brokers.views, spans, max_bytes)
+        else:
+            ends = {name: end for name, (_, end) in spans.items()}
+        out = SourceOffset.from_json(self.with_fingerprints(start, spans, ends))
+        switches = {name: cset.records() for name, cset in self.brokers.sets.items() if cset.switches}
+        if switches:  # recorded in the batch's end offset (and so in the query progress)
+            out.extras[SWITCH_KEY] = switches
+        return out.to_json()
+
+    # --- rewritten history (connector.source.driver.history, docs/source.md "Rewritten history") ----------
+    def _reads(self, view: BrokerSetView) -> DriverReads:
+        """The driver's HA reads of ``view``'s broker set for the history checks."""
+        return DriverReads(self.options.fetch, view, self.brokers.protocol(view.name),
+                           self.options.read_from == READ_FROM_SLAVE)
+
+    def verified_begin(self, broker: BrokerEndpoint, view: BrokerSetView, start: dict | None, begin: int,
+                       min_offset: int, max_offset: int) -> int:
+        """``begin``, checked against the fingerprint the offset carries
+        (:func:`connector.source.driver.history.check_start`) unless this planner computed it itself with no
+        regression since. A rewritten history raises DataLossError (``failOnDataLoss``) or is logged and
+        skipped to the next real record boundary."""
+        if begin > max_offset:
+            return begin
+        fingerprint = SourceOffset.from_json(start).fingerprints.get(broker.name)
+        key = (broker.name, begin, fingerprint)
+        if self.brokers.trusted.get(broker.name) == begin:
+            self._verified[key] = begin
+        elif key not in self._verified:
+            rewrite = check_start(self._reads(view), begin, fingerprint, min_offset, max_offset,
+                                  view.mapped_file_size)
+            result = begin
+            if rewrite is not None:
+                on_data_loss(self.options.fail_on_data_loss, rewrite.describe(broker.name),
+                             instead=f"continue at the next record boundary ({rewrite.resume})", logger=log)
+                result = rewrite.resume
+            if len(self._verified) > 64:
+                self._verified.clear()
+            self._verified[key] = result
+        return self._verified[key]
+
+    def with_fingerprints(self, start: dict | None, spans: dict[str, tuple[int, int]], ends: dict[str, int]) -> dict:
+        """``ends`` plus, under :data:`FINGERPRINT_KEY`, the fingerprint of the last record before each end."""
+        previous = SourceOffset.from_json(start).fingerprints
+        prints = {}
+        for broker in self.options.brokers:
+            begin, end = spans[broker.name][0], ends[broker.name]
+            view = self.brokers.views[broker.name]
+            fingerprint = previous.get(broker.name)
+            if end > begin:
+                lowest = view.settled_offset(time.monotonic()) if view.ack_window_ms else end
+                try:
+                    fingerprint = end_fingerprint(self._reads(view), begin, end, view.mapped_file_size, lowest)
+                except HAReplicaError as exc:
+                    log.warning("broker %s: no fingerprint of the record before offset %d (%s)", broker.name, end, exc)
+                    fingerprint = None
+            if fingerprint is not None and fingerprint.end == end:
+                prints[broker.name] = fingerprint.to_json()
+            if end <= bounds(view)[1]:  # not while waiting for a broker that lost its tail to pass `end`
+                self.brokers.trusted[broker.name] = end
+        return SourceOffset(dict(ends), {FINGERPRINT_KEY: prints} if prints else {}).to_json()
+
+    def latest_offsets(self) -> dict:
+        """The brokers' latest commitLogMaxOffset seen, per broker name."""
+        out = {}
+        for broker in self.options.brokers:
+            view = self.brokers.views.get(broker.name)
+            if view is None or view.master is None:
+                view = self.brokers.refresh(broker, slaves=False)
+            out[broker.name] = bounds(view)[1]
+        return out
+
+    def partitions(self, start: dict, end: dict, columns: tuple[str, ...] | None) -> list[HAReplicaInputPartition]:
+        """The InputPartitions of ``[start, end)`` (:mod:`connector.source.driver.partitions`), each decoding
+        ``columns`` (None: all)."""
+        prefer_slave = self.options.read_from == READ_FROM_SLAVE
+        slices: list[tuple[BrokerSetView, int, int]] = []
+        for broker in self.options.brokers:
+            stop = end.get(broker.name)
+            if stop is None:
+                continue
+            stop = int(stop)
+            view = self.brokers.views.get(broker.name)
+            if view is None or view.master is None or (prefer_slave and not view.slaves):
+                view = self.brokers.refresh(broker, slaves=prefer_slave)
+            min_offset = bounds(view)[0]
+            begin = start_of(broker, start, min_offset)
+            if begin >= stop:
+                continue
+            begin = min(check_min(broker, begin, min_offset, self.options.fail_on_data_loss), stop)
+            begin = min(self.verified_begin(broker, view, start, begin, min_offset, bounds(view)[1]), stop)
+            slices.extend(file_slices(view, begin, stop))
+        parts = build_partitions(slices, self.options, columns=columns, protocols=self.brokers.protocols,
+                                 sets=self.brokers.sets)
+        log.info("planned %d partition(s) for %s -> %s", len(parts), start, end)
+        return parts
+
+    def commit(self, end: dict) -> None:
+        """Forget boundaries below the committed offsets (and, once recorded, pending master switches)."""
+        offset = SourceOffset.from_json(end)
+        if offset.has_switches:
+            for cset in self.brokers.sets.values():
+                cset.committed()
+        for name, position in offset.positions.items():
+            view = self.brokers.views.get(name)
+            if view is not None:
+                view.forget_boundaries(below=position)
+
+    def close(self) -> None:
+        """Close the driver's remoting connections."""
+        self.brokers.close()

@@ -1,0 +1,79 @@
+"""The task side of the source: one InputPartition's CommitLog bytes fetched over HA and decoded into Arrow.
+
+:func:`read_task` is what ``HAReplicaStreamReader.read`` runs in a task; :func:`read_partition` the fetch and
+decode under it (docs/source.md "Rows", "Speed and memory").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Iterator
+
+import pyarrow as pa
+
+from connector.client.admin import BrokerAdminClient
+from connector.client.ha import prefetch_chunks
+from connector.decode.stream import CommitLogArrowDecoder
+from connector.source.fetch import master_locator, open_fetcher
+from connector.source.partition import HAReplicaInputPartition
+from connector.source.task.transform import transform_batches, transform_source_columns
+from connector.source.task.worker_gc import freeze_imports
+
+log = logging.getLogger(__name__)
+
+
+def read_partition(partition: HAReplicaInputPartition, columns: Collection[str] | None = None
+                   ) -> Iterator[pa.RecordBatch]:
+    """Fetch ``[partition.start, partition.end)`` over the HA port and decode it into RecordBatches of the
+    source's schema, or of only its ``columns`` (the decoder builds no other; docs/source.md "Speed and memory").
+
+    Bytes are received on a background thread (:func:`connector.client.ha.prefetch_chunks`) while the
+    previous ones are decoded, unless ``fetchPrefetchChunks`` is 0. Memory stays bounded by one batch
+    plus ``fetchPrefetchChunks`` + 2 receive buffers (1 MiB each) whatever the partition size. Records
+    whose topic the query's filter drops are skipped before their columns are built. Raises
+    DataLossError, HAFetchError, HAProtocolError or CommitLogFormatError (each naming offsets).
+    """
+    freeze_imports()  # the worker's modules are loaded by now: out of every later collection (worker_gc)
+    fetch = partition.fetch
+    admin = BrokerAdminClient(partition.remoting_addr, fetch.read_timeout_ms, fetch.credentials)
+    decoder = CommitLogArrowDecoder(
+        partition.start, partition.end, partition.mapped_file_size, broker=partition.broker,
+        decompress_body=fetch.decompress_body, max_records_per_batch=fetch.max_records_per_batch,
+        max_bytes_per_batch=fetch.max_bytes_per_batch, topic_filter=fetch.topic_filter, mode=fetch.mode,
+        verify_body_crc=fetch.verify_body_crc, max_inflated_body_bytes=fetch.max_inflated_body_bytes,
+        columns=columns)
+    extra = {} if not partition.members else {
+        "locate_master": master_locator(partition.members, fetch.connect_timeout_ms, fetch.read_timeout_ms,
+                                        fetch.credentials),
+        "planned_epochs": partition.epochs, "credentials": fetch.credentials}
+    fetcher = open_fetcher(fetch, partition.ha_addr, partition.start, partition.end, broker=partition.broker,
+                           protocol=partition.ha_protocol, server_is_slave=partition.server_role == "slave",
+                           fail_on_data_loss=fetch.fail_on_data_loss, offsets_probe=admin.commit_log_offsets,
+                           keep_views=fetch.prefetch_chunks > 0, **extra)
+    chunks = prefetch_chunks(fetcher, fetch.prefetch_chunks) if fetch.prefetch_chunks else fetcher
+    try:
+        for offset, data in chunks:
+            if offset != decoder.stream_offset:
+                yield from decoder.jump(offset, "lost on the broker")
+            if data:
+                yield from decoder.feed(offset, data)
+        yield from decoder.finish()
+        log.info("broker %s (%s %s): read [%d, %d): %d records kept, %d filtered out by topic, %d END_FILE "
+                 "blanks, %d HA connection(s)", partition.broker, partition.server_role, partition.ha_addr,
+                 partition.start, partition.end, decoder.records_emitted, decoder.records_filtered,
+                 decoder.blanks_skipped, fetcher.connections)
+    finally:
+        fetcher.close()
+        admin.close()
+
+
+def read_task(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
+    """A task's RecordBatches of ``partition`` (see :func:`read_partition`): only the partition's ``columns``
+    when the query gave a schema, and only those are decoded. With a ``batchTransform``, the columns it says
+    it reads (:func:`connector.source.task.transform.transform_source_columns`) are decoded and handed to it."""
+    if partition.transform is not None:
+        read = transform_source_columns(partition.transform, partition.columns)
+        return transform_batches(read_partition(partition, read), partition.transform, partition.columns)
+    if partition.columns is None:
+        return read_partition(partition)
+    return (batch.select(list(partition.columns)) for batch in read_partition(partition, partition.columns))
