@@ -15,6 +15,8 @@ from connector.client.remoting import (
 )
 from connector.protocol.acl import AclCredentials
 from connector.protocol.errors import HAReplicaError, RemotingProtocolError
+from connector.protocol.ha import HA_PROTOCOL_CLASSIC
+from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH
 from connector.protocol.mapped_files import DEFAULT_MAPPED_FILE_SIZE_COMMITLOG
 from connector.protocol.remoting import (
     RemotingCommand,
@@ -43,12 +45,6 @@ _NOT_READY_REMARK = "java.util.NoSuchElementException"
 
 class UnsupportedBrokerModeError(HAReplicaError):
     """The broker serves no HA protocol hareplica speaks (a DLedger CommitLog)."""
-
-
-#: what :meth:`BrokerAdminClient.ha_protocol` returns: the classic protocol (docs/protocol.md §2)...
-HA_PROTOCOL_CLASSIC = "classic"
-#: ... or 5.x controller mode's AutoSwitch protocol (docs/protocol.md §10)
-HA_PROTOCOL_AUTOSWITCH = "autoswitch"
 
 
 class BrokerAdminClient:
@@ -190,8 +186,10 @@ class BrokerAdminClient:
         return size
 
     def ha_protocol(self, config: dict[str, str] | None = None) -> str:
-        """The HA protocol the broker's HA port speaks: ``"classic"`` (docs/protocol.md §2) or, for a 5.x broker
-        in controller mode (``enableControllerMode``), ``"autoswitch"`` (docs/protocol.md §10). Raises
+        """The HA protocol the broker's HA port speaks: ``"classic"`` (docs/protocol.md §2,
+        :data:`connector.protocol.ha.HA_PROTOCOL_CLASSIC`) or, for a 5.x broker in controller mode
+        (``enableControllerMode``), ``"autoswitch"`` (docs/protocol.md §10,
+        :data:`connector.protocol.ha_autoswitch.HA_PROTOCOL_AUTOSWITCH`). Raises
         UnsupportedBrokerModeError for a DLedger CommitLog (``enableDLegerCommitLog``): it has no HA port."""
         config = self.broker_config() if config is None else config
         if config.get("enableDLegerCommitLog", "false").strip().lower() == "true":

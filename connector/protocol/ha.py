@@ -15,6 +15,9 @@ import numpy as np
 
 from connector.protocol.errors import HAProtocolError
 
+#: the id of this protocol, as :meth:`connector.client.admin.BrokerAdminClient.ha_protocol` names it
+HA_PROTOCOL_CLASSIC = "classic"
+
 REPORT_HEADER_SIZE_BYTES = 8
 TRANSFER_HEADER_SIZE_BYTES = 12
 HA_TRANSFER_BATCH_SIZE_BYTES = 32 * 1024  # haTransferBatchSize default

@@ -18,6 +18,10 @@ from dataclasses import dataclass
 from connector.protocol.errors import HAProtocolError
 from connector.protocol.ha import HA_MAX_TRANSFER_BODY_BYTES, TransferFrameReader
 
+#: the id of this protocol, as :meth:`connector.client.admin.BrokerAdminClient.ha_protocol` names it (a 5.x broker
+#: with ``enableControllerMode``)
+HA_PROTOCOL_AUTOSWITCH = "autoswitch"
+
 #: HAConnectionState ordinals that travel on the wire (docs/protocol.md §10.1)
 STATE_HANDSHAKE = 1
 STATE_TRANSFER = 2
@@ -270,6 +274,7 @@ class AutoSwitchFrameReader(TransferFrameReader):
 
 
 __all__ = [
-    "HA_MAX_TRANSFER_BODY_BYTES", "AutoSwitchFrameReader", "EpochEntry", "EpochHistory", "HandshakeReply",
+    "HA_MAX_TRANSFER_BODY_BYTES", "HA_PROTOCOL_AUTOSWITCH", "AutoSwitchFrameReader", "EpochEntry", "EpochHistory",
+    "HandshakeReply",
     "SlaveHandshake", "TransferHeader", "decode_slave_frames", "encode_slave_report", "state_name",
 ]
