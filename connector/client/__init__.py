@@ -7,9 +7,13 @@
 * :mod:`connector.client.admin` — :class:`BrokerAdminClient`: runtime info and broker config for the source,
   the apps' preflight and status, and the stub's ``status`` command;
 * :mod:`connector.client.producer` — a producer that sends like the RocketMQ 4.9.8 Java client;
-* :mod:`connector.client.ha` — the HA-port client of the source: :class:`~connector.client.ha.HAConnection`,
-  the only owner of a blocking HA socket, and the classic range fetcher with its prefetch thread;
-* :mod:`connector.client.ha_autoswitch` — the same over RocketMQ 5.x AutoSwitch HA, and the driver's master probe;
+* :mod:`connector.client.ha` — the HA-port client of the source: :class:`~connector.client.ha.HARangeFetcher`,
+  one frame loop for the classic and the AutoSwitch protocol, and its prefetch thread;
+* :mod:`connector.client.ha_connection` — :class:`~connector.client.ha_connection.HATransferConnection`, the only
+  owner of a blocking HA socket (connect, reports, receive, close);
+* :mod:`connector.client.ha_wire` — what the frame loop asks of a protocol, and the classic protocol's answers;
+* :mod:`connector.client.ha_autoswitch` — the RocketMQ 5.x AutoSwitch protocol's answers, and the driver's
+  master probe;
 * :mod:`connector.client.reconnect` — :class:`~connector.client.reconnect.OutageWait`, the reconnect backoff
   and outage bound of the HA fetches and the driver's remoting calls.
 

@@ -1,22 +1,25 @@
-"""Blocking HA client that fetches one CommitLog byte range ``[start, end)`` of one broker (docs/protocol.md §2).
+"""Blocking HA client that fetches one CommitLog byte range ``[start, end)`` of one broker (docs/protocol.md §2, §10).
 
-:class:`HAConnection` is the one owner of an HA-port socket (connect, reports, receive, close), as
-:mod:`connector.client.remoting` is of remoting sockets; :class:`HARangeFetcher` drives it and
-:func:`prefetch_chunks` runs a fetcher on a background thread. :class:`HARangeFetcher` speaks the classic
-RocketMQ 4.9.8 master/slave protocol as a slave that never acknowledges:
+:class:`HARangeFetcher` is the source's one HA client: one frame loop over a
+:class:`connector.client.ha_connection.HATransferConnection`, for both HA protocols. What differs between
+them is a small wire object the loop calls (:mod:`connector.client.ha_wire`): the classic RocketMQ 4.9.8
+master/slave protocol (``protocol="classic"``, :class:`connector.client.ha_wire.ClassicWire`) or 5.x
+controller mode's AutoSwitch protocol (``protocol="autoswitch"``,
+:class:`connector.client.ha_autoswitch.AutoSwitchWire`: handshake, epochs, confirmOffset, master switches).
+:func:`prefetch_chunks` runs a fetcher on a background thread. The fetcher reads as a slave that never
+acknowledges:
 
-* **Reports.** The first 8-byte report is ``start`` and every keep-alive report repeats it (a thread
-  sends one every ``haSendHeartbeatInterval`` ms, below the master's 20 s ``haHousekeepingInterval``).
-  The master treats each report as a replica ack (``push2SlaveMaxOffset``, docs/protocol.md §2.8), and a
-  SYNC_MASTER would tell producers SEND_OK on the strength of it; ``start`` is already committed
-  downstream, so reporting it acknowledges nothing new (docs/source.md "Acknowledgements (safe on a SYNC_MASTER)").
-* **Offset 0.** A first report of 0 makes the master start at its current *last* file (docs/protocol.md §2.5), so
-  a range starting at 0 reports 1 and supplies byte 0 itself: TOTALSIZE is a big-endian int32 whose
-  high byte is 0 for every record under 16 MiB (checked against a real 4.9.8 master, docs/source.md "Full history,
-  reading from slaves").
-* **Frames.** 12-byte headers plus raw bytes, parsed by
-  :class:`connector.protocol.ha.TransferFrameReader`; each frame must start exactly where the previous
-  one ended, else :class:`HAProtocolError` naming both offsets.
+* **Reports.** The first report is ``start`` and every keep-alive report repeats it (a thread sends one
+  every ``haSendHeartbeatInterval`` ms, below the master's 20 s ``haHousekeepingInterval``). The master
+  treats each report as a replica ack (``push2SlaveMaxOffset``, docs/protocol.md §2.8), and a SYNC_MASTER
+  would tell producers SEND_OK on the strength of it; ``start`` is already committed downstream, so reporting
+  it acknowledges nothing new (docs/source.md "Acknowledgements (safe on a SYNC_MASTER)"; §10.7 for AutoSwitch).
+* **Offset 0.** Classic: a first report of 0 makes the master start at its current *last* file
+  (docs/protocol.md §2.5), so a range starting at 0 reports 1 and supplies byte 0 itself: TOTALSIZE is a
+  big-endian int32 whose high byte is 0 for every record under 16 MiB (checked against a real 4.9.8 master,
+  docs/source.md "Full history, reading from slaves"). AutoSwitch: see :mod:`connector.client.ha_autoswitch`.
+* **Frames.** Each frame must start exactly where the previous one ended, else :class:`HAProtocolError`
+  naming both offsets.
 * **Stalls and data loss.** The master answers an offset it no longer holds with heartbeats forever
   (docs/protocol.md §2.5, §7.5). A heartbeat while bytes are still expected therefore triggers a probe of the
   broker's commitLogMinOffset/commitLogMaxOffset (remoting): bytes below the min offset are lost
@@ -35,8 +38,8 @@ RocketMQ 4.9.8 master/slave protocol as a slave that never acknowledges:
   and discards the bytes it already delivered.
 * **Peers that are not RocketMQ.** A first frame header whose offset is not the one reported, or a
   peer that never sent a frame and sends fewer than the 12 bytes of a frame header within
-  ``read_timeout_ms``, is not a RocketMQ HA port: :class:`NotAnHAPortError` at once, naming the address
-  and the first bytes (never retried).
+  ``read_timeout_ms`` (classic), or a peer that answers the AutoSwitch handshake with something else, is not
+  a RocketMQ HA port: :class:`NotAnHAPortError` at once, naming the address and the first bytes (never retried).
 
 The iterator yields ``(offset, memoryview)`` chunks, one per frame, that cover ``[start, end)`` exactly and
 in order: views of the receive buffers, never copied (see ``keep_views``). The only exception is a
@@ -48,22 +51,25 @@ from __future__ import annotations
 
 import logging
 import queue
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 
-from connector.client.net import open_connection
+from connector.client.ha_autoswitch import AutoSwitchWire, MasterLocator
+from connector.client.ha_connection import HATransferConnection
+from connector.client.ha_wire import ClassicWire, HAWire, OffsetsProbe, StreamState
 from connector.client.reconnect import OutageWait
 from connector.data_loss import on_data_loss
+from connector.protocol.acl import AclCredentials
 from connector.protocol.errors import HAProtocolError, HAReplicaError
 from connector.protocol.ha import (
     HA_CONNECT_TIMEOUT_MS,
     HA_HOUSEKEEPING_INTERVAL_MS,
+    HA_PROTOCOL_CLASSIC,
     HA_SEND_HEARTBEAT_INTERVAL_MS,
     TransferFrameReader,
-    encode_report,
 )
+from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH, HandshakeReply
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +86,8 @@ DEFAULT_FETCH_PREFETCH_CHUNKS = 4  # received chunks waiting for the decoder (pr
 RECV_BUFFER_BYTES = 1024 * 1024  # the reader's buffers: recv_into them, frames parsed in place, bodies never copied
 PREFETCH_POLL_S = 0.2
 
+#: the HA protocols a fetcher speaks, by id (:meth:`connector.client.admin.BrokerAdminClient.ha_protocol`)
+HA_PROTOCOLS = (HA_PROTOCOL_CLASSIC, HA_PROTOCOL_AUTOSWITCH)
 
 _ZERO_BYTE = memoryview(b"\x00")
 
@@ -92,119 +100,14 @@ class NotAnHAPortError(HAProtocolError):
     """The peer at the HA address does not speak RocketMQ's HA protocol (e.g. an HTTP or echo server)."""
 
 
-OffsetsProbe = Callable[[], tuple[int, int]]
-
-
-class HAConnection:
-    """The one owner of an HA-port socket: connect, the offset reports (the first one and the keep-alive
-    ones), receiving into a frame reader's buffer, close. Every HA client of the source goes through it
-    (:class:`HARangeFetcher`, :class:`connector.client.ha_autoswitch.AutoSwitchRangeFetcher`,
-    :func:`connector.client.ha_autoswitch.probe_master`).
-
-    Args:
-        encode_report: an offset (bytes) -> the report's wire bytes (classic 8-byte or AutoSwitch 12-byte).
-        connect_timeout_ms: TCP connect timeout (ms).
-        read_timeout_ms: the socket timeout after connecting (ms); :meth:`recv_into` may set another.
-        heartbeat_interval_ms: period of the keep-alive reports (ms).
-        name: for the keep-alive thread's name (``ha-keepalive-<name>``).
-
-    One object serves any number of connections in turn (:meth:`open` after :meth:`close`); the counters
-    cover all of them. :meth:`close` may be called from any thread; it wakes a receive blocked in another.
-    """
-
-    def __init__(self, encode_report: Callable[[int], bytes], *, connect_timeout_ms: int, read_timeout_ms: int,
-                 heartbeat_interval_ms: int = DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS, name: str = "broker"):
-        self.encode_report = encode_report
-        self.connect_timeout_ms = connect_timeout_ms
-        self.read_timeout_ms = read_timeout_ms
-        self.heartbeat_interval_ms = heartbeat_interval_ms
-        self.name = name
-        self.connections = 0  # TCP connections opened
-        self.reports_sent: list[int] = []  # the offset of every report sent, in order
-        self.bytes_received = 0  # stream bytes (headers included) over all connections
-        self._sock: socket.socket | None = None
-        self._stop_keepalive: threading.Event | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def is_open(self) -> bool:
-        """True between :meth:`open` and :meth:`close`."""
-        return self._sock is not None
-
-    def open(self, addr: str) -> None:
-        """Connect to ``addr`` (``host:haPort``); raises OSError (TimeoutError, ConnectionError...) or AddressError."""
-        sock = open_connection(addr, self.connect_timeout_ms / 1000)
-        self._sock = sock
-        self.connections += 1
-        sock.settimeout(self.read_timeout_ms / 1000)
-
-    def send(self, data: bytes) -> None:
-        """Send ``data`` whole (a handshake). Raises OSError, or ConnectionResetError when closed."""
-        sock = self._sock
-        if sock is None:
-            raise ConnectionResetError("HA connection closed")
-        with self._lock:
-            sock.sendall(data)
-
-    def report(self, offset: int) -> None:
-        """Send one report of ``offset`` (nothing when closed); raises OSError."""
-        sock = self._sock
-        if sock is None:
-            return
-        with self._lock:
-            sock.sendall(self.encode_report(offset))
-            self.reports_sent.append(offset)
-
-    def keep_reporting(self, offset: Callable[[], int]) -> None:
-        """Report ``offset()`` every ``heartbeat_interval_ms`` on a daemon thread until :meth:`close`."""
-        stop = threading.Event()
-        self._stop_keepalive = stop
-
-        def run() -> None:
-            while not stop.wait(self.heartbeat_interval_ms / 1000):
-                try:
-                    self.report(offset())
-                except OSError as exc:
-                    log.debug("HA %s: keep-alive report failed: %s", self.name, exc)
-                    return
-
-        threading.Thread(target=run, name=f"ha-keepalive-{self.name}", daemon=True).start()
-
-    def recv_into(self, reader: TransferFrameReader, timeout_s: float | None = None) -> int:
-        """One receive into ``reader``'s buffer (``timeout_s``: a new socket timeout, seconds); returns the bytes
-        received, 0 when the peer closed. Raises TimeoutError, OSError, ConnectionResetError when closed."""
-        sock = self._sock
-        if sock is None:
-            raise ConnectionResetError("HA connection closed")
-        if timeout_s is not None:
-            sock.settimeout(timeout_s)
-        received = sock.recv_into(reader.writable())
-        if received:
-            self.bytes_received += received
-            reader.wrote(received)
-        return received
-
-    def close(self) -> None:
-        """Stop the keep-alive reports and close the connection (idempotent, any thread)."""
-        if self._stop_keepalive is not None:
-            self._stop_keepalive.set()
-            self._stop_keepalive = None
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)  # wakes a recv blocked in another thread (close alone does not)
-            except OSError:
-                pass
-            finally:
-                sock.close()
-
-
 class HARangeFetcher:
-    """Fetch CommitLog bytes ``[start, end)`` from a broker's HA port.
+    """Fetch CommitLog bytes ``[start, end)`` from a broker's HA port, over the classic or AutoSwitch protocol.
 
     Args:
         ha_addr: ``host:haListenPort`` of a master (or of a slave, whose HA port serves the same way).
         start, end: CommitLog offsets in bytes, ``0 <= start <= end``.
+        protocol: the HA protocol id, ``"classic"`` (RocketMQ 4.9.8 master/slave) or ``"autoswitch"`` (5.x
+            controller mode); :meth:`connector.client.admin.BrokerAdminClient.ha_protocol` tells which.
         broker: broker name for messages.
         connect_timeout_ms: TCP connect timeout.
         read_timeout_ms: longest silence from the broker before the connection counts as dead.
@@ -222,12 +125,24 @@ class HARangeFetcher:
             mostly filled, only a partial frame copied into it), so no byte is copied in user space on
             the way to the consumer; False yields views of one reused buffer, valid only until the next
             iteration (for a consumer that copies them at once).
+        locate_master, planned_epochs, credentials: AutoSwitch only
+            (:class:`connector.client.ha_autoswitch.AutoSwitchWire`): finds the broker set's master before a
+            reconnect (None: always ``ha_addr``); the ``(epoch, startOffset)`` entries the range was planned
+            under (empty: not checked); the ACL account for the offsets probe of a new master.
+
+    After a connection's AutoSwitch handshake :attr:`handshake` holds the master's reply
+    (:class:`connector.protocol.ha_autoswitch.HandshakeReply`), :attr:`confirm_offset` the confirmOffset of
+    the newest frame and :attr:`switches` the ``(old, new)`` HA addresses of each master switch followed (None,
+    None and empty for the classic protocol).
 
     Iterate once; use as a context manager or call :meth:`close` to drop the connection early.
-    Raises HAProtocolError (bad frames, offset discontinuity), DataLossError, HAFetchError.
+    Raises ValueError (a bad range, an unknown protocol, AutoSwitch arguments for the classic one) at once;
+    while iterating HAProtocolError (bad frames, offset discontinuity), NotAnHAPortError, DataLossError,
+    HAFetchError.
     """
 
-    def __init__(self, ha_addr: str, start: int, end: int, *, broker: str = "broker",
+    def __init__(self, ha_addr: str, start: int, end: int, *, protocol: str = HA_PROTOCOL_CLASSIC,
+                 broker: str = "broker",
                  connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS, read_timeout_ms: int = DEFAULT_READ_TIMEOUT_MS,
                  fetch_retries: int = DEFAULT_FETCH_RETRIES,
                  heartbeat_interval_ms: int = DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS,
@@ -235,9 +150,13 @@ class HARangeFetcher:
                  fail_on_data_loss: bool = True, server_is_slave: bool = False, keep_views: bool = True,
                  reconnect_backoff_ms: int = DEFAULT_RECONNECT_BACKOFF_MS,
                  reconnect_backoff_max_ms: int = DEFAULT_RECONNECT_BACKOFF_MAX_MS,
-                 max_outage_ms: int = DEFAULT_MAX_OUTAGE_MS):
+                 max_outage_ms: int = DEFAULT_MAX_OUTAGE_MS,
+                 locate_master: MasterLocator | None = None, planned_epochs: Sequence[tuple[int, int]] = (),
+                 credentials: AclCredentials | None = None):
         if not 0 <= start <= end:
             raise ValueError(f"bad CommitLog range [{start}, {end})")
+        self.wire = _wire(protocol, locate_master, planned_epochs, credentials, read_timeout_ms)
+        self.protocol = protocol
         self.ha_addr = ha_addr
         self.start = start
         self.end = end
@@ -250,15 +169,19 @@ class HARangeFetcher:
         self.fail_on_data_loss = fail_on_data_loss
         self.server_is_slave = server_is_slave
         self.keep_views = keep_views
-        #: the one value every report carries: ``start``, or 1 for a range starting at 0
-        self.report_offset = start if start > 0 else 1
+        #: the one value every report carries: ``start`` (classic: 1 for a range starting at 0)
+        self.report_offset = self.wire.first_report_offset(start)
         self.delivered = start  # every byte below this was yielded (or skipped as lost)
         self.lost_ranges: list[tuple[int, int]] = []
         self.frames_received = 0  # whole frames over all connections (0: the peer never showed it speaks HA)
-        #: the connection (its ``connections``, ``reports_sent`` and ``bytes_received`` count all of them)
-        self.conn = HAConnection(self.encode_report, connect_timeout_ms=connect_timeout_ms,
-                                 read_timeout_ms=read_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
-                                 name=broker)
+        self.handshake: HandshakeReply | None = None
+        self.confirm_offset: int | None = None
+        self.switches: list[tuple[str, str]] = []
+        #: the connection (its ``connections``, report counters and ``bytes_received`` count all of them)
+        self.conn = HATransferConnection(self.wire.encode_report, connect_timeout_ms=connect_timeout_ms,
+                                         read_timeout_ms=read_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
+                                         name=broker)
+        self._cap, self._cap_why = end, ""  # where this connection's bytes stop being the planned ones
         self._cancelled = False
         self._cancel_event = threading.Event()
         self.outage = OutageWait(f"broker {broker} HA {ha_addr}", reconnect_backoff_ms, reconnect_backoff_max_ms,
@@ -270,37 +193,39 @@ class HARangeFetcher:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    @staticmethod
-    def encode_report(offset: int) -> bytes:
-        """A report's wire bytes: the classic 8-byte offset (docs/protocol.md §2.2)."""
-        return encode_report(offset)
-
     @property
     def connections(self) -> int:
         """HA connections opened so far."""
         return self.conn.connections
 
     @property
-    def reports_sent(self) -> list[int]:
-        """The offset of every report sent, in order, over all connections."""
-        return self.conn.reports_sent
+    def report_count(self) -> int:
+        """Reports sent so far (first and keep-alive ones), over all connections."""
+        return self.conn.report_count
+
+    @property
+    def min_reported_offset(self) -> int | None:
+        """The smallest offset this fetcher ever reported (None before the first report)."""
+        return self.conn.min_reported_offset
+
+    @property
+    def max_reported_offset(self) -> int | None:
+        """The largest offset this fetcher ever reported (None before the first report)."""
+        return self.conn.max_reported_offset
 
     @property
     def bytes_received(self) -> int:
         """Stream bytes (frame headers included) received over all connections."""
         return self.conn.bytes_received
 
-    @property
-    def max_reported_offset(self) -> int | None:
-        """The largest offset this fetcher ever reported (None before the first report)."""
-        return max(self.reports_sent) if self.reports_sent else None
-
-    def _where(self) -> str:
+    def describe(self) -> str:
+        """``broker <name> HA <addr>, range [start, end)``, the prefix of the fetch's messages."""
         return f"broker {self.broker} HA {self.ha_addr}, range [{self.start}, {self.end})"
 
     def close(self) -> None:
         """Stop keep-alives and close the connection (idempotent)."""
         self.conn.close()
+        self.wire.close()
 
     @property
     def cancelled(self) -> bool:
@@ -338,32 +263,33 @@ class HARangeFetcher:
         finally:
             self.close()
 
-    # --- one connection ----------------------------------------------------------------------------
-    def _open(self) -> None:
-        """Connect, send the first report and start the keep-alive reports."""
-        self.conn.open(self.ha_addr)
-        self.conn.report(self.report_offset)
-        self.conn.keep_reporting(lambda: self.report_offset)
-
+    # --- one connection: the frame loop ----------------------------------------------------------------
     def _session(self) -> Iterator[list[tuple[int, bytes | memoryview]]]:
-        """One connection: receive frames straight into the reader's buffer, yield the bytes of the range (one
-        list of chunks per receive)."""
-        self._open()
-        reader = TransferFrameReader(buffer_bytes=RECV_BUFFER_BYTES, keep_views=self.keep_views)
-        wire = _Wire(self.report_offset)
+        """One connection: open the stream (:meth:`HAWire.begin`), receive frames straight into the reader's
+        buffer, yield the bytes of the range (one list of chunks per receive)."""
+        self.wire.before_connect(self)
+        self.conn.open(self.ha_addr)
+        reader = self.wire.new_reader(RECV_BUFFER_BYTES, self.keep_views)
+        self._cap, self._cap_why = self.wire.begin(self, reader)
+        stream = StreamState(self.report_offset)
         while self.delivered < self.end:
-            self._receive(reader, wire)
-            frames = wire.frames
-            spans, resume = self._parse(reader, wire)
-            if wire.frames != frames:  # whatever is buffered now is a new frame: its wait starts at 0
-                self.frames_received += wire.frames - frames
-                wire.partial_wait_s = 0.0
+            if self.delivered >= self._cap:  # the rest of the range is not on this master
+                self.lose(self.delivered, self.end, self._cap_why)
+                yield [(self.delivered, b"")]  # marks the skip for the consumer
+                break
+            frames = stream.frames
+            spans, resume = self._parse(reader, stream)
+            if stream.frames != frames:  # whatever is buffered now is a new frame: its wait starts at 0
+                self.frames_received += stream.frames - frames
+                stream.partial_wait_s = 0.0
             yield from self._deliver(spans)
             del spans
             if resume is not None:
                 yield [(resume, b"")]  # marks the skip (if any) for the consumer
                 self.close()
                 return  # reconnect (reporting self.report_offset) unless the range is done
+            if self.delivered < self._cap:
+                self._receive(reader, stream)
         self.close()
 
     def _deliver(self, spans: list[tuple[int, memoryview]]) -> Iterator[list[tuple[int, memoryview]]]:
@@ -375,7 +301,7 @@ class HARangeFetcher:
             self.outage.recovered()
         yield spans
 
-    def _receive(self, reader: TransferFrameReader, wire: _Wire) -> None:
+    def _receive(self, reader: TransferFrameReader, stream: StreamState) -> None:
         """One ``recv_into`` the reader's buffer; a silent, closing or frame-dripping peer raises (see the class).
 
         The socket timeout bounds one wait for the first byte of a frame; once a frame has begun, the waits
@@ -383,61 +309,48 @@ class HARangeFetcher:
         consumer's time between chunks), so a master sending a byte now and then cannot hold the task.
         """
         begun = reader.buffered_bytes > 0  # a frame has begun and is not complete
-        timeout_s = self.read_timeout_ms / 1000 - (wire.partial_wait_s if begun else 0.0)
+        timeout_s = self.read_timeout_ms / 1000 - (stream.partial_wait_s if begun else 0.0)
         if timeout_s <= 0:
-            raise self._incomplete_frame(reader, wire)
+            raise self._incomplete_frame(reader, stream)
         waited_from = time.monotonic()
         try:
             received = self.conn.recv_into(reader, timeout_s)
         except TimeoutError:
             if begun:
-                raise self._incomplete_frame(reader, wire) from None
+                raise self._incomplete_frame(reader, stream) from None
             raise _Stall(f"no bytes from the master for {self.read_timeout_ms} ms while waiting for offset "
-                         f"{wire.offset}") from None
+                         f"{stream.offset}") from None
         finally:
             if begun:
-                wire.partial_wait_s += time.monotonic() - waited_from
+                stream.partial_wait_s += time.monotonic() - waited_from
         if not received:
-            if not wire.frames and reader.buffered_bytes:
-                raise self._not_ha(reader.head(64), "then closed the connection")
-            raise ConnectionResetError(f"master closed the connection while offset {wire.offset} was expected")
+            if not stream.frames and reader.buffered_bytes:
+                raise self.not_an_ha_port(reader.head(64), "then closed the connection")
+            raise ConnectionResetError(f"master closed the connection while offset {stream.offset} was expected")
 
-    def _parse(self, reader: TransferFrameReader, wire: _Wire) -> tuple[list[tuple[int, memoryview]], int | None]:
+    def _parse(self, reader: TransferFrameReader,
+               stream: StreamState) -> tuple[list[tuple[int, memoryview]], int | None]:
         """The range's bytes in the complete frames buffered so far, as ``(CommitLog offset, view)`` spans, and
         the offset to reconnect at when a heartbeat stall asks for it (else None)."""
         spans: list[tuple[int, memoryview]] = []
-        while self.delivered < self.end:
-            try:
-                header = reader.peek_header()
-            except HAProtocolError as exc:
-                if not wire.frames:
-                    raise self._not_ha(reader.head(64), f"not a frame header ({exc})") from None
-                raise HAProtocolError(f"{self._where()}: {exc}") from None
-            if not wire.frames and header is not None and header[0] != wire.offset:
-                raise self._not_ha(reader.head(64), f"a first frame at offset {header[0]}, not at the "
-                                   f"reported offset {wire.offset}")
-            frame = reader.next_frame_view()
+        while self.delivered < self._cap:
+            frame = self.wire.next_frame(self, reader, stream)
             if frame is None:
                 break  # incomplete frame: wait for more bytes
-            frame_offset, body = frame
-            wire.frames += 1
-            if frame_offset != wire.offset:
-                raise HAProtocolError(
-                    f"{self._where()}: master pushed a frame at offset {frame_offset}, expected {wire.offset} "
-                    "(the end of the previous frame)")
+            body = frame[1]
             if not body:  # heartbeat although bytes are expected
-                wire.stalls += 1
-                resume = self._on_heartbeat(wire.offset, wire.stalls)
+                stream.stalls += 1
+                resume = self._on_heartbeat(stream.offset, stream.stalls)
                 if resume is not None:
                     return spans, resume
                 continue
-            wire.stalls = 0
-            first = wire.offset
-            wire.offset += len(body)
+            stream.stalls = 0
+            first = stream.offset
+            stream.offset += len(body)
             if self.delivered == 0 and first == 1:
                 spans.append((0, _ZERO_BYTE))  # byte 0: TOTALSIZE's high byte (docs/source.md "Full history...")
                 self.delivered = 1
-            self._take(spans, first, body, self.end)
+            self._take(spans, first, body, self._cap)
         return spans, None
 
     def _take(self, spans: list[tuple[int, memoryview]], first: int, body: memoryview, cap: int) -> None:
@@ -448,20 +361,22 @@ class HARangeFetcher:
             spans.append((lo, body[lo - first:hi - first]))
             self.delivered = hi
 
-    def _incomplete_frame(self, reader: TransferFrameReader, wire: _Wire) -> Exception:
-        """A frame begun but not whole after ``read_timeout_ms`` of waiting: from a peer that never sent a
-        whole frame header, NotAnHAPortError; else a stall (reconnect, bounded by ``max_outage_ms``)."""
-        if not self.frames_received and not wire.frames and reader.peek_header() is None:
-            return self._not_ha(reader.head(64), f"then less than one frame header in {self.read_timeout_ms} ms")
-        return _Stall(f"the master sent only {reader.buffered_bytes} bytes of the frame at offset {wire.offset} in "
+    def _incomplete_frame(self, reader: TransferFrameReader, stream: StreamState) -> Exception:
+        """A frame begun but not whole after ``read_timeout_ms`` of waiting: from a peer that has not shown it
+        speaks HA (:meth:`HAWire.unproven`), NotAnHAPortError; else a stall (reconnect, bounded by
+        ``max_outage_ms``)."""
+        if self.wire.unproven(self, reader, stream):
+            return self.not_an_ha_port(reader.head(64), f"then less than one frame header in {self.read_timeout_ms} ms")
+        return _Stall(f"the master sent only {reader.buffered_bytes} bytes of the frame at offset {stream.offset} in "
                       f"{self.read_timeout_ms} ms (readTimeoutMs bounds a whole frame)")
 
-    def _not_ha(self, first: bytes, what: str) -> NotAnHAPortError:
-        return NotAnHAPortError(f"{self.ha_addr} (broker {self.broker}) is not a RocketMQ HA port: it answered the "
-                                f"8-byte offset report with {first[:32]!r}, {what}")
+    def not_an_ha_port(self, first: bytes, what: str) -> NotAnHAPortError:
+        """The NotAnHAPortError of a peer that answered with ``first`` (bytes) and then did ``what``."""
+        return NotAnHAPortError(f"{self.ha_addr} (broker {self.broker}) is not a {self.wire.peer}: it answered "
+                                f"the {self.wire.first_message} with {first[:32]!r}, {what}")
 
-    def _on_heartbeat(self, wire: int, stalls: int) -> int | None:
-        """A heartbeat at ``wire`` although bytes up to ``end`` are expected: find out why.
+    def _on_heartbeat(self, offset: int, stalls: int) -> int | None:
+        """A heartbeat at ``offset`` although bytes up to ``end`` are expected: find out why.
 
         Returns the offset to reconnect at (after skipping lost bytes) or None to keep waiting.
         Raises DataLossError (``fail_on_data_loss``) or HAFetchError after ``fetch_retries`` stalls.
@@ -470,53 +385,55 @@ class HARangeFetcher:
             try:
                 min_offset, max_offset = self.offsets_probe()
             except HAReplicaError as exc:
-                log.warning("%s: cannot probe the broker's offsets: %s", self._where(), exc)
+                log.warning("%s: cannot probe the broker's offsets: %s", self.describe(), exc)
             else:
-                if min_offset > wire:
-                    # the master deleted the file holding `wire`: it will send heartbeats forever
+                if min_offset > offset:
+                    # the master deleted the file holding `offset`: it will send heartbeats forever
                     if min_offset > self.delivered:
-                        self._lost(self.delivered, min(min_offset, self.end),
-                                   f"commitLogMinOffset is {min_offset}; the files were deleted")
+                        self.lose(self.delivered, min(min_offset, self.end),
+                                  f"commitLogMinOffset is {min_offset}; the files were deleted")
                     # reconnect reporting commitLogMinOffset: it acknowledges only deleted bytes, which no
                     # producer can still be waiting for
                     self.report_offset = max(self.report_offset, min(min_offset, self.delivered))
                     return self.delivered
-                if max_offset <= wire and max_offset < self.end and self.server_is_slave:
+                if max_offset <= offset and max_offset < self.end and self.server_is_slave:
                     log.warning("%s: the slave holds CommitLog bytes up to %d only; waiting for it to replicate "
-                                "up to %d", self._where(), max_offset, self.end)
-                elif max_offset <= wire and max_offset < self.end:
-                    self._lost(self.delivered, self.end,
-                               f"the CommitLog now ends at {max_offset}, below the planned range end (the broker "
-                               "lost its tail, e.g. a crash before flushing)")
+                                "up to %d", self.describe(), max_offset, self.end)
+                elif max_offset <= offset and max_offset < self.end:
+                    self.lose(self.delivered, self.end,
+                              f"the CommitLog now ends at {max_offset}, below the planned range end (the broker "
+                              "lost its tail, e.g. a crash before flushing)")
                     return self.delivered
         if stalls > self.fetch_retries:
-            raise HAFetchError(f"{self._where()}: master sent {stalls} heartbeats in a row at offset {wire} instead "
-                               f"of data (fetchRetries={self.fetch_retries})")
+            raise HAFetchError(f"{self.describe()}: master sent {stalls} heartbeats in a row at offset {offset} "
+                               f"instead of data (fetchRetries={self.fetch_retries})")
         return None
 
-    def _lost(self, lo: int, hi: int, why: str) -> None:
-        """Bytes [lo, hi) of the range are gone: raise DataLossError, or log and skip them."""
+    def lose(self, lo: int, hi: int, why: str) -> None:
+        """Bytes [lo, hi) of the range are gone: raise DataLossError, or log and skip them (``lost_ranges``)."""
         self.lost_ranges.append((lo, hi))
         on_data_loss(self.fail_on_data_loss, f"broker {self.broker} ({self.ha_addr}) no longer holds CommitLog bytes "
                      f"[{lo}, {hi}) that the query needs: {why}", instead="skip lost bytes", logger=log)
         self.delivered = hi
 
 
+def _wire(protocol: str, locate_master: MasterLocator | None, planned_epochs: Sequence[tuple[int, int]],
+          credentials: AclCredentials | None, read_timeout_ms: int) -> HAWire:
+    """The wire object of ``protocol``; ValueError for an unknown id or AutoSwitch arguments given to another."""
+    if protocol == HA_PROTOCOL_AUTOSWITCH:
+        return AutoSwitchWire(locate_master=locate_master, planned_epochs=planned_epochs, credentials=credentials,
+                              read_timeout_ms=read_timeout_ms)
+    if protocol != HA_PROTOCOL_CLASSIC:
+        raise ValueError(f"unknown HA protocol {protocol!r} (expected one of {', '.join(HA_PROTOCOLS)})")
+    given = [name for name, value in (("locate_master", locate_master), ("planned_epochs", planned_epochs),
+                                      ("credentials", credentials)) if value]
+    if given:
+        raise ValueError(f"{', '.join(given)}: AutoSwitch HA arguments, not for the {protocol!r} protocol")
+    return ClassicWire()
+
+
 class _Stall(Exception):
     """Internal: the connection is alive but not delivering; retried like a connection error."""
-
-
-class _Wire:
-    """Internal: where one connection's stream stands."""
-
-    __slots__ = ("offset", "stalls", "frames", "partial_wait_s")
-
-    def __init__(self, offset: int):
-        self.offset = offset  # CommitLog offset where the next frame must start
-        self.stalls = 0  # heartbeats in a row while bytes are expected
-        self.frames = 0  # frames parsed (0: the peer has not yet shown it speaks HA)
-        self.partial_wait_s = 0.0  # seconds spent waiting for the rest of the frame begun in the buffer
-
 
 
 class _Failure:

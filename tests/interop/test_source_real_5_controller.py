@@ -14,7 +14,8 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from connector.client.admin import BrokerAdminClient
-from connector.client.ha_autoswitch import AutoSwitchRangeFetcher, probe_master
+from connector.client.ha import HARangeFetcher
+from connector.client.ha_autoswitch import probe_master
 from connector.client.producer import Producer
 from connector.options import SourceOptions
 from connector.protocol.ha_autoswitch import EpochEntry
@@ -68,19 +69,19 @@ def test_the_fetcher_reads_the_masters_files_byte_for_byte_over_autoswitch_ha(el
     master, _, end = elected
     files = b"".join(p.read_bytes() for p in sorted(master.commitlog_dir.iterdir()) if p.name.isdigit())
     assert end > 2 * FILE_SIZE  # two roll-overs at least
-    with AutoSwitchRangeFetcher(master.ha_addr, 0, end, broker="broker-a") as fetcher:
+    with HARangeFetcher(master.ha_addr, 0, end, protocol="autoswitch", broker="broker-a") as fetcher:
         got = b"".join(bytes(chunk) for _, chunk in fetcher)
     assert got == files[:end]
     # the master's handshake: one epoch (its election) from offset 0; the learner reported 0 only
     assert fetcher.handshake.entries == (EpochEntry(fetcher.handshake.last_epoch, 0),)
     assert fetcher.handshake.master_max_offset == end and fetcher.confirm_offset == end
-    assert set(fetcher.reports_sent) == {0}
+    assert (fetcher.min_reported_offset, fetcher.max_reported_offset) == (0, 0)
     # a range from a record in the middle of file 1 to the middle of file 2
     lo = next(d["commitLogOffset"] for d in decoded if d["commitLogOffset"] > FILE_SIZE + 1000)
     hi = next(d["commitLogOffset"] for d in decoded if d["commitLogOffset"] > 2 * FILE_SIZE + 1000)
-    with AutoSwitchRangeFetcher(master.ha_addr, lo, hi, broker="broker-a") as fetcher:
+    with HARangeFetcher(master.ha_addr, lo, hi, protocol="autoswitch", broker="broker-a") as fetcher:
         assert b"".join(bytes(chunk) for _, chunk in fetcher) == files[lo:hi]
-    assert set(fetcher.reports_sent) == {lo}
+    assert (fetcher.min_reported_offset, fetcher.max_reported_offset) == (lo, lo)
     state = probe_master(master.ha_addr, lo)
     assert (state.confirm_offset, state.handshake.master_max_offset) == (end, end)
 

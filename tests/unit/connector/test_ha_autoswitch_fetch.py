@@ -1,5 +1,6 @@
-"""connector.client.ha_autoswitch over loopback against deliberately broken AutoSwitch streams (a real 5.5.0
-master never sends those; the real one is read in tests/interop/test_source_real_5_controller.py)."""
+"""connector.client.ha with ``protocol="autoswitch"`` (connector.client.ha_autoswitch) over loopback against
+deliberately broken AutoSwitch streams (a real 5.5.0 master never sends those; the real one is read in
+tests/interop/test_source_real_5_controller.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import threading
 
 import pytest
 
-from connector.client.ha import NotAnHAPortError
-from connector.client.ha_autoswitch import AutoSwitchRangeFetcher, probe_master
+from connector.client.ha import HAFetchError, HARangeFetcher, NotAnHAPortError
+from connector.client.ha_autoswitch import probe_master
 from connector.data_loss import DataLossError
 from connector.protocol.errors import HAProtocolError
 from connector.protocol.ha_autoswitch import (
@@ -92,8 +93,9 @@ TWO_EPOCHS = HandshakeReply(len(BYTES), 2, (EpochEntry(1, 0), EpochEntry(2, 6000
 
 
 def fetch(master, start, end, **kw) -> bytes:
-    with AutoSwitchRangeFetcher(master.addr, start, end, broker="b", read_timeout_ms=2000, max_outage_ms=0,
-                                **kw) as fetcher:
+    kw = {"read_timeout_ms": 2000, **kw}
+    with HARangeFetcher(master.addr, start, end, protocol="autoswitch", broker="b", max_outage_ms=0,
+                        **kw) as fetcher:
         return b"".join(bytes(c) for _, c in fetcher)
 
 
@@ -140,7 +142,7 @@ def test_reporting_zero_starts_at_the_masters_min_offset_and_the_bytes_below_are
     master = scripted(ONE_EPOCH, lambda r: frames_from(3000, len(BYTES)))
     with pytest.raises(DataLossError, match=r"no longer holds CommitLog bytes \[0, 3000\).*starts at 3000"):
         fetch(master, 0, 5000)
-    with AutoSwitchRangeFetcher(master.addr, 0, 5000, broker="b", fail_on_data_loss=False) as fetcher:
+    with HARangeFetcher(master.addr, 0, 5000, protocol="autoswitch", broker="b", fail_on_data_loss=False) as fetcher:
         chunks = list(fetcher)
     assert b"".join(bytes(c) for _, c in chunks) == BYTES[3000:5000] and chunks[0][0] == 3000
     assert fetcher.lost_ranges == [(0, 3000)]
@@ -150,6 +152,15 @@ def test_a_peer_that_is_not_an_autoswitch_master_fails_at_once(scripted):
     master = scripted(b"HTTP/1.1 400 Bad Request\r\n\r\n", lambda r: b"")
     with pytest.raises(NotAnHAPortError, match=r"is not a RocketMQ AutoSwitch HA port: .*b'HTTP/1.1 400"):
         fetch(master, 0, 100)
+
+
+def test_a_first_frame_that_never_completes_is_a_stall_not_a_crash(scripted):
+    """The handshake showed the peer speaks AutoSwitch: a first transfer frame begun and not whole after
+    readTimeoutMs is waited out like a silent master, bounded by maxOutageMs."""
+    master = scripted(ONE_EPOCH, lambda r: TransferHeader(r, 100, 1, 0, 0).encode()[:10])
+    with pytest.raises(HAFetchError, match=r"maxOutageMs=0; last error: the master sent only 10 bytes of the frame "
+                                           r"at offset 0 in 300 ms"):
+        fetch(master, 0, 100, read_timeout_ms=300)
 
 
 def test_probe_reads_the_confirm_offset_of_the_first_frame(scripted):
@@ -184,8 +195,8 @@ def test_a_fetch_follows_a_master_switch_and_reads_the_rest_from_the_new_master(
         located.append(new.addr)
         return new.addr, "127.0.0.1:1"
 
-    with AutoSwitchRangeFetcher(old.addr, 100, 6000, broker="b", planned_epochs=[(1, 0)], locate_master=locate,
-                                reconnect_backoff_ms=1, max_outage_ms=10000) as fetcher:
+    with HARangeFetcher(old.addr, 100, 6000, protocol="autoswitch", broker="b", planned_epochs=[(1, 0)],
+                        locate_master=locate, reconnect_backoff_ms=1, max_outage_ms=10000) as fetcher:
         got = b"".join(bytes(c) for _, c in fetcher)
     assert got == BYTES[100:6000] and fetcher.switches == [(old.addr, new.addr)]
     assert old.reports == [100] and new.reports[:1] == [100]  # the new master is asked for the range start again
@@ -197,8 +208,8 @@ def test_bytes_the_new_master_never_received_are_lost_and_named(scripted):
     with pytest.raises(DataLossError, match=r"no longer holds CommitLog bytes \[6000, 9000\).*agrees with the epochs "
                                             r"the range was planned under \(\[\(1, 0\)\]\) only up to offset 6000"):
         fetch(master, 5000, 9000, planned_epochs=[(1, 0)])
-    with AutoSwitchRangeFetcher(master.addr, 5000, 9000, broker="b", planned_epochs=[(1, 0)],
-                                fail_on_data_loss=False) as fetcher:
+    with HARangeFetcher(master.addr, 5000, 9000, protocol="autoswitch", broker="b", planned_epochs=[(1, 0)],
+                        fail_on_data_loss=False) as fetcher:
         chunks = list(fetcher)
     assert b"".join(bytes(c) for _, c in chunks) == BYTES[5000:6000]  # read up to the switch point, then skipped
     assert chunks[-1] == (9000, b"") and fetcher.lost_ranges == [(6000, 9000)]

@@ -162,7 +162,7 @@ def test_range_from_zero_reports_one_and_supplies_byte_zero(replay, commitlog):
     got = fetch_all(fetcher)
     assert got[0][0] == 0 and got[0][1][:1] == b"\x00"  # byte 0 supplied by the fetcher
     assert b"".join(c for _, c in got) == commitlog[:70000]
-    assert set(fetcher.reports_sent) == {1} and master.reports[0][0] == 1
+    assert (fetcher.min_reported_offset, fetcher.max_reported_offset) == (1, 1) and master.reports[0][0] == 1
 
 
 def test_keepalive_reports_repeat_the_start_offset(replay, commitlog):
@@ -178,11 +178,11 @@ def test_keepalive_reports_repeat_the_start_offset(replay, commitlog):
     t = threading.Thread(target=lambda: result.extend(fetch_all(fetcher)))
     t.start()
     deadline = time.monotonic() + 5
-    while len(fetcher.reports_sent) < 4 and time.monotonic() < deadline:
+    while fetcher.report_count < 4 and time.monotonic() < deadline:
         time.sleep(0.01)
     gate.set()
     t.join(5)
-    assert len(fetcher.reports_sent) >= 4 and set(fetcher.reports_sent) == {5000}
+    assert fetcher.report_count >= 4 and (fetcher.min_reported_offset, fetcher.max_reported_offset) == (5000, 5000)
     assert b"".join(c for _, c in result) == commitlog[5000:6000]
 
 
@@ -325,7 +325,7 @@ def test_reconnect_resumes_without_duplicates_and_without_reporting_more(replay,
     fetcher = HARangeFetcher(master.addr, 7000, 120000, max_outage_ms=5000)
     got = fetch_all(fetcher)
     assert b"".join(c for _, c in got) == commitlog[7000:120000]
-    assert calls == [7000, 7000] and set(fetcher.reports_sent) == {7000}
+    assert calls == [7000, 7000] and {r for conn in master.reports for r in conn} == {7000}
     assert fetcher.connections == 2
 
 
@@ -384,3 +384,12 @@ def test_zero_keep_views_are_frame_views_that_decode_the_same(replay, commitlog)
             kinds.add(type(chunk))
             joined += chunk  # consumed before the next iteration, as the decoder does
     assert kinds == {memoryview} and bytes(joined) == commitlog[:250000]
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"protocol": "dledger"}, r"unknown HA protocol 'dledger' \(expected one of classic, autoswitch\)"),
+    ({"planned_epochs": [(1, 0)]}, r"planned_epochs: AutoSwitch HA arguments, not for the 'classic' protocol"),
+])
+def test_a_protocol_the_fetcher_does_not_speak_is_refused_at_once(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        HARangeFetcher("127.0.0.1:1", 0, 10, **kwargs)
