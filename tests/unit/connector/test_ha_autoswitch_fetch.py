@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import pytest
 
@@ -161,6 +162,38 @@ def test_a_first_frame_that_never_completes_is_a_stall_not_a_crash(scripted):
     with pytest.raises(HAFetchError, match=r"maxOutageMs=0; last error: the master sent only 10 bytes of the frame "
                                            r"at offset 0 in 300 ms"):
         fetch(master, 0, 100, read_timeout_ms=300)
+
+
+class HalvingMaster(ScriptedMaster):
+    """Sends each frame of ``frames(report)`` in two halves 60 ms apart: every frame waits for its second half."""
+
+    def _serve(self):
+        conn, _ = self.server.accept()
+        with conn:
+            self.handshakes += decode_slave_frames(self._read(conn, 16))[0]
+            conn.sendall(self.reply)
+            self.reports.append(decode_slave_frames(self._read(conn, 12))[0][0])
+            for frame in self.frames(self.reports[-1]):
+                conn.sendall(frame[:20])
+                time.sleep(0.06)
+                conn.sendall(frame[20:])
+            time.sleep(5)
+
+
+def test_each_frame_has_its_own_read_timeout_budget(scripted):
+    """readTimeoutMs bounds the wait for the rest of one frame, not the sum over the frames of a connection:
+    ten frames that each wait 60 ms for their second half read within readTimeoutMs=300 without a reconnect."""
+    def frames(r):
+        return [TransferHeader(at, 100, 1, 0, 0).encode() + BYTES[at:at + 100] for at in range(r, r + 1000, 100)]
+
+    master = HalvingMaster(ONE_EPOCH, frames)
+    try:
+        with HARangeFetcher(master.addr, 0, 1000, protocol="autoswitch", broker="b", read_timeout_ms=300,
+                            max_outage_ms=0) as fetcher:
+            assert b"".join(bytes(c) for _, c in fetcher) == BYTES[:1000]
+        assert fetcher.connections == 1
+    finally:
+        master.close()
 
 
 def test_probe_reads_the_confirm_offset_of_the_first_frame(scripted):
