@@ -1,0 +1,114 @@
+"""The options of ``format("hareplica-landing")``: which are the source's and which become Delta sink options,
+and the writers they configure (docs/delta.md "``--landing direct``").
+
+Options: every ``format("hareplica")`` option, plus
+
+=========================  ==================================================================
+``landingPath``            Delta table location (required).
+``landingAppId``           Delta txn appId (required; see ``format("deltalake")``'s ``appId``).
+``landingPartitionBy``     partition columns (default ``storeDate``; empty string: none).
+``landingTargetFileSize``  bytes per Parquet file (default 100 MiB).
+``landingCompression``     Parquet codec (default snappy).
+``landingTargets``         instead of the five above, several tables: a JSON list of objects with
+                           ``path``, ``appId``, ``schema`` (the table's Spark schema as JSON) and
+                           optionally ``partitionBy`` (list), ``targetFileSize``, ``compression``.
+``landingSplit``           with ``landingTargets`` (required there): ``package.module:function``
+                           importable on the executors; ``function(pyarrow.RecordBatch)`` of the
+                           ``hareplica`` columns returns one RecordBatch per target, in order, holding
+                           exactly that table's columns.
+=========================  ==================================================================
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+
+import pyarrow as pa
+
+from connector.delta.options import DeltaSinkOptions
+from connector.delta.sink import DeltaLakeStreamWriter, checked_stream_writer
+from connector.landing.rows import DEFAULT_PARTITION_BY, landed_schema
+from connector.options import HAReplicaOptionError, import_function
+
+#: landing option → the Delta sink option it becomes
+LANDING_OPTIONS = {"landingpath": "path", "landingappid": "appId", "landingpartitionby": "partitionBy",
+                   "landingtargetfilesize": "targetFileSize", "landingcompression": "compression",
+                   "landingtargets": "targets", "landingsplit": "split"}
+TARGETS_KEY, SPLIT_KEY = "targets", "split"
+#: the keys of a landingTargets entry that are Delta sink options of the same name (``schema`` is the entry's own)
+_TARGET_KEYS = ("path", "appId", "partitionBy", "targetFileSize", "compression")
+
+def split_landing_options(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(source options, Delta sink options) of a ``hareplica-landing`` option map (keys case-insensitive)."""
+    source, sink = {}, {}
+    for key, value in options.items():
+        target = LANDING_OPTIONS.get(key.lower())
+        if target is None:
+            source[key] = value
+        else:
+            sink[target] = value
+    return source, sink
+
+
+def landing_writer(sink_options: Mapping[str, str]) -> DeltaLakeStreamWriter:
+    """The Delta sink writer of a landing (``partitionBy`` defaults to ``storeDate``), checked against the
+    existing table on the driver (:func:`connector.delta.sink.checked_stream_writer`).
+
+    Raises:
+        DeltaSinkConfigError: missing ``landingPath`` / ``landingAppId``, bad partition columns.
+        DeltaSchemaMismatchError: the existing table's columns or partitioning differ.
+    """
+    options = {"partitionBy": ",".join(DEFAULT_PARTITION_BY), **sink_options}
+    return checked_stream_writer(DeltaSinkOptions.from_options(options), landed_schema())
+
+
+def target_writers(targets_json: str) -> list[DeltaLakeStreamWriter]:
+    """The writers of a ``landingTargets`` value (this module's docstring), each checked as :func:`landing_writer`.
+
+    Raises:
+        HAReplicaOptionError: not a JSON list of objects with ``path``, ``appId`` and ``schema``.
+        DeltaSinkConfigError, DeltaSchemaMismatchError: as :func:`landing_writer`, per table.
+    """
+    from pyspark.sql.types import StructType
+
+    try:
+        targets = json.loads(targets_json)
+        if not isinstance(targets, list) or not targets:
+            raise ValueError("expected a non-empty JSON list")
+        writers = []
+        for i, target in enumerate(targets):
+            missing = [k for k in ("path", "appId", "schema") if k not in target]
+            if missing:
+                raise ValueError(f"entry {i} has no {', '.join(missing)}")
+            options = {k: ",".join(v) if k == "partitionBy" else str(v) for k, v in target.items() if k in _TARGET_KEYS}
+            schema = StructType.fromJson(target["schema"])
+            writers.append((options, schema))
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise HAReplicaOptionError("landingTargets", targets_json[:200], str(e)) from None
+    return [checked_stream_writer(DeltaSinkOptions.from_options(o), schema) for o, schema in writers]
+
+
+def resolve_split(spec: str) -> Callable[[pa.RecordBatch], Sequence[pa.RecordBatch]]:
+    """The function a ``landingSplit`` value (``package.module:function``) names.
+
+    Raises HAReplicaOptionError when it is malformed, cannot be imported or is not callable.
+    """
+    return import_function("landingSplit", spec)
+
+def landing_writers(sink_options: Mapping[str, str]) -> tuple[list[DeltaLakeStreamWriter], str | None]:
+    """``(writers, split spec)`` of a landing's sink options: several tables (``landingTargets`` with
+    ``landingSplit``) or one (``landingPath``...). Raises as :func:`target_writers` / :func:`landing_writer`,
+    and HAReplicaOptionError for ``landingTargets`` without ``landingSplit`` or mixed with ``landingPath``."""
+    if TARGETS_KEY not in sink_options:
+        if SPLIT_KEY in sink_options:
+            raise HAReplicaOptionError("landingSplit", sink_options[SPLIT_KEY], "needs landingTargets")
+        return [landing_writer(sink_options)], None
+    others = sorted(k for k in sink_options if k not in (TARGETS_KEY, SPLIT_KEY))
+    if others:
+        raise HAReplicaOptionError("landingTargets", sink_options[TARGETS_KEY][:200],
+                                   f"give the tables' options inside it, not as {', '.join(others)}")
+    if SPLIT_KEY not in sink_options:
+        raise HAReplicaOptionError("landingTargets", sink_options[TARGETS_KEY][:200], "needs landingSplit")
+    resolve_split(sink_options[SPLIT_KEY])  # fail at start, on the driver
+    return target_writers(sink_options[TARGETS_KEY]), sink_options[SPLIT_KEY]
