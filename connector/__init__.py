@@ -12,11 +12,16 @@ from __future__ import annotations
 
 def register_data_sources(spark) -> None:
     """Register hareplica's three Python data sources on the SparkSession ``spark`` (idempotent): ``hareplica``
-    (connector.source), ``hareplica-landing`` (connector.landing) and ``deltalake`` (connector.delta.sink)."""
+    (connector.source), ``hareplica-landing`` (connector.landing) and ``deltalake`` (connector.delta.sink).
+
+    A source the session holds already under its name is not registered again (Spark would log a warning that
+    it replaced one); over Spark Connect, where this process cannot ask, each is registered."""
     from connector.delta.sink import DeltaLakeDataSource
     from connector.landing import HAReplicaLandingDataSource
     from connector.source import HAReplicaDataSource
 
-    spark.dataSource.register(HAReplicaDataSource)
-    spark.dataSource.register(HAReplicaLandingDataSource)
-    spark.dataSource.register(DeltaLakeDataSource)
+    session = getattr(spark, "_jsparkSession", None)  # None over Spark Connect
+    manager = session.sessionState().dataSourceManager() if session is not None else None
+    for source in (HAReplicaDataSource, HAReplicaLandingDataSource, DeltaLakeDataSource):
+        if manager is None or not manager.dataSourceExists(source.name()):
+            spark.dataSource.register(source)
