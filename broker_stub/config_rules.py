@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from broker_stub.ha.allow_list import parse_networks
-from connector.protocol.address import AddressError, split_host_port
+from connector.errors import AddressError, HAReplicaError
+from connector.protocol.address import split_host_port
 from connector.protocol.commitlog.layout import END_FILE_MIN_BLANK_LENGTH_BYTES, calc_msg_length
-from connector.protocol.errors import HAReplicaError
 
 
 class CheckedConfig(Protocol):

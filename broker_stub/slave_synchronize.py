@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Protocol
 from broker_stub.javautil import fastjson_loads
 from broker_stub.metadata import ConsumerOffsetManager
 from broker_stub.remoting.client import RemotingClientError
-from connector.protocol.address import AddressError, remoting_address_of_ha, vip_channel_address
+from connector.errors import AddressError
+from connector.protocol.address import remoting_address_of_ha, vip_channel_address
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from connector.client.admin import BrokerAdminClient
-from connector.client.remoting import BrokerAdminError
+from connector.errors import BrokerAdminError
 from connector.protocol.remoting import RequestCode
 
 DEFAULT_TIMEOUT_S = 5.0

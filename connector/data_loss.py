@@ -12,14 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from connector.protocol.errors import HAReplicaError
-
-
-class DataLossError(HAReplicaError):
-    """CommitLog bytes the query still needs are no longer held by the broker (``failOnDataLoss=true``).
-
-    The message names the broker, the lost offset range and why the bytes are gone.
-    """
+from connector.errors import DataLossError
 
 
 def on_data_loss(fail_on_data_loss: bool, loss: str, *, instead: str, logger: logging.Logger) -> None:

@@ -41,11 +41,11 @@ from connector.client.ha import (
 from connector.decode.bodies import BAD_RECORD_MODES, MAX_MAX_INFLATED_BODY_BYTES, MODE_PERMISSIVE
 from connector.decode.stream import DEFAULT_ARROW_MAX_BYTES_PER_BATCH, DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
 from connector.decode.topic_filter import TopicFilter
+from connector.errors import AddressError, HAReplicaOptionError
 from connector.protocol.acl import AclCredentials, credentials
-from connector.protocol.address import AddressError, join_host_port, split_host_port
+from connector.protocol.address import join_host_port, split_host_port
 from connector.protocol.broker import listen_port_of_ha
 from connector.protocol.commitlog import DEFAULT_MAX_INFLATED_BODY_BYTES
-from connector.protocol.errors import HAReplicaError
 from connector.protocol.ha import HA_HOUSEKEEPING_INTERVAL_MS
 from connector.protocol.topics import TOPIC_MAX_LENGTH, VALID_TOPIC
 
@@ -112,16 +112,6 @@ _BROKER_NAME = re.compile(r"^[A-Za-z0-9_.%-]+$")
 #: earlier option names accepted as they are (no warning): alias -> option
 OPTION_ALIASES = {"topics": "subscribe", "topicPattern": "subscribePattern", "minReplicas": "minInSyncSlaves"}
 _KNOWN = {name.lower(): name for name in (*OPTION_DEFAULTS, *OPTION_ALIASES)}
-
-
-class HAReplicaOptionError(HAReplicaError, ValueError):
-    """A missing, unknown or malformed option of ``format("hareplica")``; the message names it."""
-
-    def __init__(self, option: str, value: object, problem: str):
-        shown = "(missing)" if value is None else repr(value)
-        super().__init__(f"option {option}={shown}: {problem}")
-        self.option = option
-        self.value = value
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog import (
     BlankRecord,
     EndOfData,
@@ -32,7 +33,6 @@ from connector.protocol.commitlog import (
     record_to_json,
 )
 from connector.protocol.commitlog.layout import COMPRESSED_FLAG
-from connector.protocol.errors import CommitLogFormatError
 from connector.protocol.mapped_files import is_file_name
 
 log = logging.getLogger(__name__)

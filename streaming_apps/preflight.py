@@ -8,7 +8,7 @@
   line before 8 s of Spark start-up.
 * :func:`check_starting_offsets`: a JSON ``startingOffsets`` of a new checkpoint past a broker's
   commitLogMaxOffset, or not at the start of a record, is named in one line too.
-* :func:`error_line` finds our own error (an :class:`connector.protocol.errors.HAReplicaError` subclass)
+* :func:`error_line` finds our own error (an :class:`connector.errors.HAReplicaError` subclass)
   inside the text of an exception that went through Spark (Python data source errors come back wrapped
   in Java exceptions with both stacks) and returns ``ClassName: message``.
 
@@ -22,11 +22,16 @@ import os
 import re
 from pathlib import Path
 
-from connector.client.admin import BrokerAdminClient, UnsupportedBrokerModeError
-from connector.client.remoting import BrokerUnreachableError, NotARocketMQBrokerError
-from connector.data_loss import DataLossError
-from connector.options import EARLIEST_OFFSET_SENTINEL, LATEST_OFFSET_SENTINEL, HAReplicaOptionError, SourceOptions
-from connector.protocol.errors import HAReplicaError
+from connector.client.admin import BrokerAdminClient
+from connector.errors import (
+    BrokerUnreachableError,
+    DataLossError,
+    HAReplicaError,
+    HAReplicaOptionError,
+    NotARocketMQBrokerError,
+    UnsupportedBrokerModeError,
+)
+from connector.options import EARLIEST_OFFSET_SENTINEL, LATEST_OFFSET_SENTINEL, SourceOptions
 from connector.source.driver.history import HEAD_BYTES, starts_record
 from connector.source.driver.reads import fetch_range
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 import msgpack
 
-from connector.client.producer import MQClientException, Producer, SendResult
+from connector.client.producer import Producer, SendResult
+from connector.errors import MQClientException
 
 log = logging.getLogger(__name__)
 

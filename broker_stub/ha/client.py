@@ -40,8 +40,8 @@ import time
 from typing import TYPE_CHECKING
 
 from broker_stub.store.commit_log import CommitLogAppendError
+from connector.errors import HAProtocolError, HAReplicaError
 from connector.protocol.address import split_host_port
-from connector.protocol.errors import HAProtocolError, HAReplicaError
 from connector.protocol.ha import (
     HA_CLIENT_READ_MAX_BUFFER_SIZE_BYTES,
     HA_CONNECT_TIMEOUT_MS,

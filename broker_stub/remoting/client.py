@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from connector.errors import HAReplicaError, RemotingProtocolError
 from connector.protocol.address import split_host_port
-from connector.protocol.errors import HAReplicaError, RemotingProtocolError
 from connector.protocol.remoting import FrameDecoder, RemotingCommand
 
 log = logging.getLogger(__name__)

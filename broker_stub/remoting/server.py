@@ -33,8 +33,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
+from connector.errors import HAReplicaError, RemotingProtocolError
 from connector.protocol.commitlog import HostAddress
-from connector.protocol.errors import HAReplicaError, RemotingProtocolError
 from connector.protocol.remoting import RPC_ONEWAY_FLAG, RemotingCommand, ResponseCode, decode_frame
 
 log = logging.getLogger(__name__)

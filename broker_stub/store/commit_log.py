@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from broker_stub.javautil import JavaHashMap
 from broker_stub.store.mapped_file import MappedFile, MappedFileQueue
+from connector.errors import CommitLogFormatError, HAReplicaError
 from connector.protocol.commitlog import (
     BORNHOST_V6_FLAG,
     END_FILE_MIN_BLANK_LENGTH_BYTES,
@@ -65,7 +66,6 @@ from connector.protocol.commitlog import (
     encode_record,
     offset_msg_id,
 )
-from connector.protocol.errors import CommitLogFormatError, HAReplicaError
 from connector.protocol.mapped_files import is_file_start
 from connector.protocol.topics import RETRY_GROUP_TOPIC_PREFIX, RMQ_SYS_SCHEDULE_TOPIC
 

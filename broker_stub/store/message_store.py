@@ -31,8 +31,8 @@ from broker_stub.store.recovery import RecoveryReport, recover_commit_log
 from broker_stub.store.reput import ReputMessageService
 from broker_stub.store.retention import CleanCommitLogService, disk_partition_used_ratio
 from broker_stub.store.stats import StoreStatsService
+from connector.errors import HAReplicaError
 from connector.protocol.consume_queue import CQ_ENTRY, CQ_STORE_UNIT_SIZE
-from connector.protocol.errors import HAReplicaError
 
 log = logging.getLogger(__name__)
 

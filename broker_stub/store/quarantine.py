@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_stub.store.mapped_file import MappedFile, MappedFileQueue
-from connector.protocol.errors import HAReplicaError
+from connector.errors import HAReplicaError
 
 log = logging.getLogger(__name__)
 

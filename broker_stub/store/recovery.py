@@ -32,6 +32,7 @@ from pathlib import Path
 from broker_stub.store.checkpoint import StoreCheckpoint
 from broker_stub.store.mapped_file import MappedFile, MappedFileQueue
 from broker_stub.store.quarantine import plan_cut, quarantine_cut, refusal, save_torn_tail
+from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -42,7 +43,6 @@ from connector.protocol.commitlog import (
     decode_record,
     read_record_head,
 )
-from connector.protocol.errors import CommitLogFormatError
 
 log = logging.getLogger(__name__)
 

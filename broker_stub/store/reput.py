@@ -32,6 +32,7 @@ from broker_stub.javautil import java_string_hash
 from broker_stub.store.commit_log import CommitLog
 from broker_stub.store.consume_queue import ConsumeQueueStore
 from broker_stub.store.index import IndexService
+from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog import (
     MIN_RECORD_SIZE_BYTES,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -45,7 +46,6 @@ from connector.protocol.commitlog import (
     parse_properties,
     read_record_head,
 )
-from connector.protocol.errors import CommitLogFormatError
 from connector.protocol.topics import RMQ_SYS_SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from broker_stub.javautil import JavaHashMap
 from broker_stub.store.commit_log import MessageExtBrokerInner, PutMessageStatus
+from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
@@ -44,7 +45,6 @@ from connector.protocol.commitlog import (
     decode_record,
 )
 from connector.protocol.consume_queue import CQ_ENTRY, CQ_STORE_UNIT_SIZE
-from connector.protocol.errors import CommitLogFormatError
 from connector.protocol.fastjson import Bean, dumps
 from connector.protocol.java_hash_map import JavaConcurrentHashMap, java_int_hash
 from connector.protocol.topics import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC

@@ -7,14 +7,9 @@ ranges that executors fetch over the HA port (docs/architecture.md "The path of 
 
 from __future__ import annotations
 
-from connector.client.remoting import (
-    BrokerAdminError,
-    BrokerUnreachableError,
-    RemotingConnection,
-    describe_request,
-)
+from connector.client.remoting import RemotingConnection, describe_request
+from connector.errors import BrokerAdminError, BrokerNotReadyError, RemotingProtocolError, UnsupportedBrokerModeError
 from connector.protocol.acl import AclCredentials
-from connector.protocol.errors import HAReplicaError, RemotingProtocolError
 from connector.protocol.ha import HA_PROTOCOL_CLASSIC
 from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH
 from connector.protocol.mapped_files import DEFAULT_MAPPED_FILE_SIZE_COMMITLOG
@@ -26,25 +21,10 @@ from connector.protocol.remoting import (
     decode_properties_body,
 )
 
-
-class BrokerNotReadyError(BrokerUnreachableError):
-    """The broker answered, but is still starting: waited out like an unreachable broker.
-
-    A RocketMQ 4.9 broker answers GET_BROKER_RUNTIME_INFO with SYSTEM_ERROR and a
-    ``java.util.NoSuchElementException`` remark until its statistics took their first sample, about
-    1 s after start (docs/source.md "Broker outages"). Other SYSTEM_ERROR answers (ACL refusals among
-    them) stay BrokerAdminError and fail at once.
-    """
-
-
 #: requests that change nothing on the broker, so asking again on a fresh connection is safe
 _READ_ONLY_CODES = frozenset({RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.GET_BROKER_CONFIG})
 #: the remark of the SYSTEM_ERROR a 4.9 broker gives for GET_BROKER_RUNTIME_INFO while it is starting
 _NOT_READY_REMARK = "java.util.NoSuchElementException"
-
-
-class UnsupportedBrokerModeError(HAReplicaError):
-    """The broker serves no HA protocol hareplica speaks (a DLedger CommitLog)."""
 
 
 class BrokerAdminClient:

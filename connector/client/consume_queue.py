@@ -13,7 +13,8 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from connector.client.remoting import BrokerAdminError, MQClientException, PipelinedConnection, describe_request
+from connector.client.remoting import PipelinedConnection, describe_request
+from connector.errors import BrokerAdminError, MQClientException
 from connector.protocol.acl import AclCredentials
 from connector.protocol.consume_queue import is_placeholder
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode

@@ -60,8 +60,8 @@ from connector.client.ha_connection import HATransferConnection
 from connector.client.ha_wire import ClassicWire, HAWire, OffsetsProbe, StreamState
 from connector.client.reconnect import OutageWait
 from connector.data_loss import on_data_loss
+from connector.errors import HAProtocolError, HAReplicaError
 from connector.protocol.acl import AclCredentials
-from connector.protocol.errors import HAProtocolError, HAReplicaError
 from connector.protocol.ha import (
     HA_CONNECT_TIMEOUT_MS,
     HA_HOUSEKEEPING_INTERVAL_MS,

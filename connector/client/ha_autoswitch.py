@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from connector.client.admin import BrokerAdminClient
 from connector.client.ha_connection import HATransferConnection
 from connector.client.ha_wire import HAWire, RangeFetch, StreamState, discontinuity
+from connector.errors import HAProtocolError
 from connector.protocol.acl import AclCredentials
-from connector.protocol.errors import HAProtocolError
 from connector.protocol.ha import HA_CONNECT_TIMEOUT_MS, HA_HOUSEKEEPING_INTERVAL_MS
 from connector.protocol.ha_autoswitch import (
     HA_PROTOCOL_AUTOSWITCH,

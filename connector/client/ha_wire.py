@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from connector.client.ha_connection import HATransferConnection
-from connector.protocol.errors import HAProtocolError
+from connector.errors import HAProtocolError
 from connector.protocol.ha import HA_PROTOCOL_CLASSIC, TransferFrameReader, encode_report
 
 #: returns the broker's ``(commitLogMinOffset, commitLogMaxOffset)`` in bytes

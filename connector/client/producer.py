@@ -35,9 +35,10 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from connector.client.remoting import MQClientException, PipelinedConnection
+from connector.client.remoting import PipelinedConnection
+from connector.errors import AddressError, HAReplicaError, MQClientException
 from connector.protocol.acl import AclCredentials
-from connector.protocol.address import AddressError, split_host_port
+from connector.protocol.address import split_host_port
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_ZLIB_TYPE,
@@ -55,7 +56,6 @@ from connector.protocol.commitlog import (
     encode_batch_body,
 )
 from connector.protocol.commitlog.properties import PROPERTY_TRANSACTION_PREPARED
-from connector.protocol.errors import HAReplicaError
 from connector.protocol.java_hash_map import JavaHashMap
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, NOT_ALLOWED_SEND_TOPICS, validate_topic

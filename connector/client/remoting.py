@@ -25,9 +25,15 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 
 from connector.client.net import open_connection
+from connector.errors import (
+    BrokerConnectionError,
+    BrokerUnreachableError,
+    MQClientException,
+    NotARocketMQBrokerError,
+    RemotingProtocolError,
+)
 from connector.protocol.acl import AclCredentials
 from connector.protocol.address import split_host_port
-from connector.protocol.errors import HAReplicaError, RemotingProtocolError
 from connector.protocol.remoting import FrameDecoder, RemotingCommand, RequestCode
 
 log = logging.getLogger(__name__)
@@ -36,33 +42,6 @@ REQUEST_NAMES = {v: k for k, v in vars(RequestCode).items() if isinstance(v, int
 _RECV_BYTES = 64 * 1024
 _PIPELINE_RECV_BYTES = 256 * 1024
 _FIRST_BYTES_KEPT = 64  # of the peer's answer, for the "not a RocketMQ broker" message
-
-
-class BrokerAdminError(HAReplicaError):
-    """A remoting request to a broker failed: connect error, timeout, error response or bad answer.
-
-    The message names the broker's remoting address and the request (name and code).
-    """
-
-
-class BrokerUnreachableError(BrokerAdminError):
-    """The broker's remoting port refused, reset or timed out the request: it may be down or restarting,
-    so callers wait it out (``maxOutageMs``, docs/source.md "Broker outages")."""
-
-
-class NotARocketMQBrokerError(BrokerAdminError):
-    """The peer answered, but not with a RocketMQ remoting response (e.g. an HTTP or an echo server)."""
-
-
-class MQClientException(HAReplicaError):
-    """Client-side failure: invalid message, connection lost, timeout (MQClientException)."""
-
-
-class BrokerConnectionError(MQClientException, ConnectionError):
-    """The connection to the broker failed or closed before a request was answered (refused, reset, EOF).
-
-    Also a ``ConnectionError``; the request may or may not have been stored (as with any lost reply).
-    """
 
 
 def describe_request(code: int, addr: str) -> str:

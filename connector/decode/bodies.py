@@ -20,11 +20,11 @@ import pyarrow as pa
 
 from connector.arrow_numpy import binary_array
 from connector.decode.arrays import take_slices
+from connector.errors import BodyDecodeError
 from connector.protocol.commitlog import (
     BODYCRC_MASK,
     COMPRESSED_FLAG,
     DEFAULT_MAX_INFLATED_BODY_BYTES,
-    BodyDecodeError,
     check_body_crc,
     inflate_body,
 )

@@ -16,7 +16,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from connector.decode.arrays import gather_be
-from connector.decode.errors import record_error
+from connector.decode.record_error import record_error
 from connector.protocol.commitlog import (
     BORNHOST_V6_FLAG,
     HOST_V4_BYTES,

@@ -14,7 +14,7 @@ docs/delta.md. One module per concern, imported by what uses it (this package ex
   :mod:`~connector.delta.files`: listing and safe deletion; :mod:`~connector.delta.deltalog`: the
   files the log names; :mod:`~connector.delta.location`: opening tables and where tables may be
   created; :mod:`~connector.delta.features`: table features the writers honour;
-- :mod:`~connector.delta.options`, :mod:`~connector.delta.schema`, :mod:`~connector.delta.errors`,
+- :mod:`~connector.delta.options`, :mod:`~connector.delta.schema`, :mod:`~connector.errors`,
   :mod:`~connector.delta.faults` (fault injection for the crash tests);
 - :mod:`~connector.delta.maintenance`: compaction, checkpoints, vacuum, orphan files, the apps' schedule.
 """

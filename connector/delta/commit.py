@@ -38,30 +38,22 @@ from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from connector.delta.deltalog import logged_file_names
-from connector.delta.errors import DeltaSinkError, no_space_text
 from connector.delta.faults import fault_point
 from connector.delta.features import check_writable
 from connector.delta.file_names import batch_file_prefix
 from connector.delta.files import delete_unreferenced_files, list_batch_files
 from connector.delta.location import check_new_table_location, open_delta_table
 from connector.delta.messages import DeltaLakeCommitMessage, files_of, messages_of_rows
+from connector.delta.no_space import no_space_text
 from connector.delta.options import DeltaSinkOptions
-from connector.delta.schema import (
-    DeltaSchemaMismatchError,
-    check_partition_columns,
-    check_schema_matches,
-    delta_schema_of,
-)
+from connector.delta.schema import check_partition_columns, check_schema_matches, delta_schema_of
+from connector.errors import DeltaCommitError, DeltaSchemaMismatchError
 from connector.retry import retry_attempts
 
 log = logging.getLogger(__name__)
 
 #: Commit attempts when another writer wins the optimistic-concurrency race (delta-rs retries appends itself).
 MAX_COMMIT_ATTEMPTS = 10
-
-
-class DeltaCommitError(DeltaSinkError):
-    """The Delta transaction of a batch could not be committed (after retries on concurrent commits)."""
 
 
 class _LostCommitRace(Exception):

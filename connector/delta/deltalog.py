@@ -17,9 +17,9 @@ from urllib.parse import unquote
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
-from connector.delta.errors import DeltaSinkError
 from connector.delta.file_names import CHECKPOINT_FILE, COMMIT_FILE
 from connector.delta.location import normalize_table_uri
+from connector.errors import DeltaSinkError
 
 
 def _log_file_names(fs: pafs.FileSystem, log_dir: str) -> tuple[int | None, list[str], dict[int, str]]:

@@ -23,7 +23,7 @@ import os
 import posixpath
 import time
 
-from connector.delta.errors import DeltaSinkConfigError, DeltaSinkError
+from connector.errors import DeltaSinkConfigError, InjectedFaultError
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +33,6 @@ FAULT_MARKER_ENV = "HAREPLICA_DELTA_FAULT_MARKER"
 FAULT_PAUSE_ENV = "HAREPLICA_DELTA_FAULT_PAUSE_S"
 FAULT_POINTS = ("after-task-write", "before-delta-commit", "after-delta-commit")
 DEFAULT_FAULT_PAUSE_S = 600.0
-
-
-class InjectedFaultError(DeltaSinkError):
-    """Raised at a fault-injection point (``HAREPLICA_DELTA_FAULT`` without a marker file; module docstring)."""
 
 
 def fault_point(point: str, batch_id: int | None, table_uri: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from connector.delta.location import DeltaTablePathError
+from connector.errors import UnsupportedTableFeatureError
 
 #: Writer features (Delta protocol "Table Features") under which this project's appends (the sink, the
 #: direct landing, write_batch) and delta-rs maintenance are still correct: they add plain Parquet files
@@ -30,10 +30,6 @@ _FEATURE_REASONS = {
 
 
 UNKNOWN_FEATURE_REASON = "not supported by this project's writers"
-
-
-class UnsupportedTableFeatureError(DeltaTablePathError):
-    """A Delta table (e.g. written by Spark) uses a writer feature this project's writers cannot honour."""
 
 
 def check_writable(table, table_uri: str, operation: str) -> None:

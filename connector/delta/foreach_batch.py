@@ -22,11 +22,11 @@ from connector.delta.commit import (
     open_target_table,
     target_partition_by,
 )
-from connector.delta.errors import DeltaSinkConfigError
 from connector.delta.location import CREATE_IN_NON_EMPTY_OPTION
 from connector.delta.messages import MESSAGE_COLUMN, files_of, message_bytes
 from connector.delta.options import DeltaSinkOptions
 from connector.delta.sink import DeltaLakeStreamWriter
+from connector.errors import DeltaSinkConfigError
 
 log = logging.getLogger(__name__)
 

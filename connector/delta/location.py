@@ -21,19 +21,12 @@ import os
 import posixpath
 
 from connector.delta.file_names import CHECKPOINT_FILE, COMMIT_FILE, SINK_FILE_PREFIX
-from connector.protocol.errors import HAReplicaError
+from connector.errors import DeltaTablePathError
 
 #: Foreign entries a refusal names before it says "…".
 NAMED_ENTRIES = 3
 #: The sink option that allows creating a table in a non-empty folder.
 CREATE_IN_NON_EMPTY_OPTION = "createTableInNonEmptyPath"
-
-
-class DeltaTablePathError(HAReplicaError):
-    """A table location that is not usable: an unreadable ``_delta_log`` or a non-empty plain folder.
-
-    The message is one line naming the table path (and the log file, where one is to blame).
-    """
 
 
 def normalize_table_uri(path: str) -> str:

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from connector.delta.deltalog import logged_file_names
-from connector.delta.errors import DeltaSinkError
 from connector.delta.features import check_writable
 from connector.delta.file_names import SINK_FILE_NAME
 from connector.delta.files import data_file_infos, referenced_file_names, table_filesystem
 from connector.delta.location import normalize_table_uri, open_delta_table
+from connector.errors import DeltaSinkError
 
 log = logging.getLogger(__name__)
 

@@ -36,11 +36,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from connector.delta.commit import DeltaCommitError, batch_already_committed
+from connector.delta.commit import batch_already_committed
 from connector.delta.faults import fault_point
 from connector.delta.features import check_writable
 from connector.delta.location import check_new_table_location, normalize_table_uri, open_delta_table
 from connector.delta.schema import check_schema_matches, delta_schema_of
+from connector.errors import DeltaCommitError
 from connector.retry import retry_attempts
 
 log = logging.getLogger(__name__)

@@ -27,8 +27,8 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from connector.delta.errors import DeltaSinkConfigError
 from connector.delta.location import CREATE_IN_NON_EMPTY_OPTION, normalize_table_uri
+from connector.errors import DeltaSinkConfigError
 
 DEFAULT_TARGET_FILE_SIZE_BYTES = 104_857_600  # delta-rs default for delta.targetFileSize
 #: Parquet codec option value -> (pyarrow codec, file-name infix as Spark writes it).

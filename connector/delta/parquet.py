@@ -24,12 +24,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from connector.arrow_numpy import from_numpy, to_numpy
-from connector.delta.errors import DeltaSinkConfigError, DeltaSinkError, no_space_text
 from connector.delta.file_names import data_file_name
 from connector.delta.files import delete_quietly, table_filesystem
 from connector.delta.messages import DataFileInfo
+from connector.delta.no_space import no_space_text
 from connector.delta.partitions import partition_folder, partition_value_string
 from connector.delta.stats import file_stats_json, is_container_type
+from connector.errors import DeltaFileWriteError, DeltaSinkConfigError
 
 #: Arrow bytes buffered per open file before they are written as one Parquet row group (docs/delta.md "Parquet
 #: settings": against 64 MiB, a bronze task worker's peak RSS 253 instead of 280 MiB, files 2.3% larger).
@@ -42,10 +43,6 @@ ROLL_FRACTION = 0.9
 DICTIONARY_SAMPLE_ROWS = 4096
 #: A primitive column is dictionary-encoded when at most this fraction of the sampled values are distinct.
 DICTIONARY_MAX_DISTINCT_FRACTION = 0.25
-
-
-class DeltaFileWriteError(DeltaSinkError):
-    """A data file (or its partition folder) could not be written: the file system is full, read-only, gone."""
 
 
 @contextmanager

@@ -8,28 +8,11 @@ are compared in Delta's schema JSON, which is Spark's (Delta protocol "Schema Se
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from pyspark.sql.types import StructType
 
-from connector.delta.errors import DeltaSinkConfigError, DeltaSinkError
-
-
-class DeltaSchemaMismatchError(DeltaSinkError):
-    """The stream's schema or partition columns differ from the existing Delta table's.
-
-    Attributes:
-        missing_in_stream: table columns the stream lacks.
-        missing_in_table: stream columns the table lacks.
-        type_mismatches: ``{column: (table type, stream type)}`` in Delta's type names.
-    """
-
-    def __init__(self, message: str, *, missing_in_stream: Sequence[str] = (), missing_in_table: Sequence[str] = (),
-                 type_mismatches: Mapping[str, tuple[str, str]] | None = None):
-        super().__init__(message)
-        self.missing_in_stream = list(missing_in_stream)
-        self.missing_in_table = list(missing_in_table)
-        self.type_mismatches = dict(type_mismatches or {})
+from connector.errors import DeltaSchemaMismatchError, DeltaSinkConfigError
 
 
 def _normalize_type(t):

@@ -29,12 +29,12 @@ from pyspark.sql.datasource import DataSource, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from connector.delta.commit import DeltaBatchCommitter, open_target_table, target_partition_by
-from connector.delta.errors import DeltaSinkConfigError
 from connector.delta.faults import fault_point
 from connector.delta.file_names import task_file_prefix
 from connector.delta.messages import DeltaLakeCommitMessage
 from connector.delta.options import DeltaSinkOptions
 from connector.delta.parquet import TaskFileWriter
+from connector.errors import DeltaSinkConfigError
 from connector.spark_compat import StreamWriterBase, arrow_batches
 
 log = logging.getLogger(__name__)

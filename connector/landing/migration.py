@@ -36,7 +36,8 @@ def add_new_source_columns(table_uri: str, partition_by: Sequence[str] = DEFAULT
     from pyspark.sql.types import StructType
 
     from connector.delta.features import check_writable
-    from connector.delta.schema import DeltaSchemaMismatchError, check_schema_matches
+    from connector.delta.schema import check_schema_matches
+    from connector.errors import DeltaSchemaMismatchError
 
     table = open_delta_table(table_uri)
     if table is None:

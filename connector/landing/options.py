@@ -28,8 +28,9 @@ import pyarrow as pa
 
 from connector.delta.options import DeltaSinkOptions
 from connector.delta.sink import DeltaLakeStreamWriter, checked_stream_writer
+from connector.errors import HAReplicaOptionError
 from connector.landing.rows import DEFAULT_PARTITION_BY, landed_schema
-from connector.options import HAReplicaOptionError, import_function
+from connector.options import import_function
 
 #: landing option → the Delta sink option it becomes
 LANDING_OPTIONS = {"landingpath": "path", "landingappid": "appId", "landingpartitionby": "partitionBy",

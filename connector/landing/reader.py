@@ -16,9 +16,10 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from connector.arrow_numpy import binary_array
 from connector.delta.messages import MESSAGE_COLUMN, message_bytes
 from connector.delta.sink import DeltaLakeStreamWriter
+from connector.errors import HAReplicaOptionError
 from connector.landing.options import landing_writers, resolve_split, split_landing_options
 from connector.landing.rows import with_store_date
-from connector.options import HAReplicaOptionError, SourceOptions
+from connector.options import SourceOptions
 from connector.source import (
     HAReplicaInputPartition,
     HAReplicaStreamReader,

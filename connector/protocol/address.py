@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import ipaddress
 
+from connector.errors import AddressError
 from connector.protocol.broker import listen_port_of_ha, vip_listen_port
-
-
-class AddressError(ValueError):
-    """Text that is not ``host:port``; the message names what the address was for (an option or key)."""
 
 
 def split_host_port(text: str, what: str = "address", *, bare_ipv6: bool = False) -> tuple[str, int]:

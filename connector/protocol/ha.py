@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from connector.protocol.errors import HAProtocolError
+from connector.errors import HAProtocolError
 
 #: the id of this protocol, as :meth:`connector.client.admin.BrokerAdminClient.ha_protocol` names it
 HA_PROTOCOL_CLASSIC = "classic"

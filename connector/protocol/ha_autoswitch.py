@@ -15,7 +15,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from connector.protocol.errors import HAProtocolError
+from connector.errors import HAProtocolError
 from connector.protocol.ha import HA_MAX_TRANSFER_BODY_BYTES, TransferFrameReader
 
 #: the id of this protocol, as :meth:`connector.client.admin.BrokerAdminClient.ha_protocol` names it (a 5.x broker

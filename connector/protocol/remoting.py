@@ -12,7 +12,7 @@ import math
 import struct
 from dataclasses import dataclass, field
 
-from connector.protocol.errors import RemotingProtocolError
+from connector.errors import RemotingProtocolError
 from connector.protocol.fastjson import Bean, encode
 from connector.protocol.java_hash_map import hash_map_order, java_string_hash
 

@@ -13,10 +13,9 @@ from collections.abc import Callable, Sequence
 from connector.client.admin import BrokerAdminClient
 from connector.client.ha import HARangeFetcher
 from connector.client.ha_autoswitch import probe_master
-from connector.client.remoting import BrokerAdminError
+from connector.errors import BrokerAdminError, HAReplicaError
 from connector.options import FetchSettings
 from connector.protocol.acl import AclCredentials
-from connector.protocol.errors import HAReplicaError
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from connector.decode.schema import column_subset, spark_schema
-from connector.options import HAReplicaOptionError, SourceOptions
+from connector.errors import HAReplicaOptionError
+from connector.options import SourceOptions
 from connector.source.driver.batches import BatchPlanner
 from connector.source.partition import HAReplicaInputPartition
 from connector.source.task.read import read_task

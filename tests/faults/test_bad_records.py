@@ -22,6 +22,7 @@ import pytest
 
 from broker_stub.launcher import BrokerProcess
 from connector.decode.kernels import PURE_PYTHON_ENV
+from connector.errors import BodyDecodeError
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_LZ4_TYPE,
@@ -29,7 +30,6 @@ from connector.protocol.commitlog import (
     COMPRESSION_ZSTD_TYPE,
     DEFAULT_MAX_INFLATED_BODY_BYTES,
     V4_HEADER_BYTES,
-    BodyDecodeError,
     check_body_crc,
     compress_body,
     decode_offset_msg_id,
@@ -158,7 +158,7 @@ def _config(broker, workdir: Path, app: str, **kw) -> AppConfig:
 def test_bronze_lands_bad_records_with_stored_bytes_and_decode_error_nothing_lost(app_spark, broker, expected,
                                                                                   tmp_path, landing):
     cfg = _config(broker, tmp_path, "bronze", landing=landing)
-    result = run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+    result = run_app(app_spark, cfg, max_runtime_s=APP_TIMEOUT_S)
     assert result.rows == len(expected)
     rows = query_tables("SELECT commitLogOffset, body, decodeError FROM bronze",
                         {"bronze": str(cfg.table_path("bronze"))}).to_pylist()
@@ -177,7 +177,7 @@ def test_failfast_names_broker_offset_file_and_field(app_spark, broker, expected
     first = min(broker.bad)
     cfg = _config(broker, tmp_path, "bronze", landing="direct", source_options={"mode": "FAILFAST"})
     with pytest.raises(AppError) as err:
-        run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+        run_app(app_spark, cfg, max_runtime_s=APP_TIMEOUT_S)
     message = str(err.value)
     assert ("broker broker-a: ZLIB body does not inflate" in message
             and f"at CommitLog offset {first} (file {file_name(first - first % MAPPED_FILE_SIZE)}), field BODY"
@@ -187,7 +187,7 @@ def test_failfast_names_broker_offset_file_and_field(app_spark, broker, expected
 @pytest.mark.spark
 def test_silver_quarantines_bad_records_with_the_decode_error(app_spark, broker, expected, tmp_path):
     cfg = _config(broker, tmp_path, "silver")
-    run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+    run_app(app_spark, cfg, max_runtime_s=APP_TIMEOUT_S)
     quarantine = query_tables("SELECT commitLogOffset, reason, body FROM q",
                               {"q": str(cfg.table_path("silver_quarantine"))}).to_pylist()
     orders = query_tables("SELECT commitLogOffset FROM o", {"o": str(cfg.table_path("silver_orders"))}).to_pylist()

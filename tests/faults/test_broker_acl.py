@@ -16,7 +16,7 @@ import pytest
 
 from connector.client.admin import BrokerAdminClient
 from connector.client.producer import MQBrokerException, Producer
-from connector.client.remoting import BrokerAdminError
+from connector.errors import BrokerAdminError
 from connector.protocol.acl import AclCredentials
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from tests.support.brokers import BrokerStartError, remoting_request, wait_for
@@ -149,7 +149,8 @@ def test_acl_enable_without_home_or_with_bad_file_refuses_to_start(broker_factor
 
 
 def test_source_options_carry_credentials_to_the_remoting_calls(acl_broker):
-    from connector.options import HAReplicaOptionError, SourceOptions
+    from connector.errors import HAReplicaOptionError
+    from connector.options import SourceOptions
 
     b = acl_broker
     with Producer(b.remoting_addr, credentials=USER) as p:

@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from connector.decode.stream import decode_commitlog_range
-from connector.delta.schema import DeltaSchemaMismatchError
+from connector.errors import DeltaSchemaMismatchError
 from connector.landing import add_new_source_columns, with_store_date
 from connector.protocol.commitlog import encode_record
 
@@ -62,6 +62,32 @@ def test_bronze_refuses_a_foreign_table_without_writing_to_it(spark, broker_fact
     config = AppConfig(app="bronze", brokers=f"broker-a={broker.ha_addr}",
                        workdir=str(workdir), trigger="available-now")
     with pytest.raises((AppError, DeltaSchemaMismatchError), match="does not match Delta table"):
-        run_app(spark, config, timeout_s=240)
+        run_app(spark, config, max_runtime_s=240)
     assert _snapshot(path) == before
     assert DeltaTable(path).to_pyarrow_table().to_pylist() == [{"id": 7, "note": "not bronze"}]
+
+
+def test_the_cli_refuses_a_foreign_table_in_one_line_with_exit_2_before_spark(broker_factory, tmp_path):
+    """``hareplica run bronze`` over a foreign table: the refusal is decided before Spark starts (the table's
+    schema read with deltalake), one line on stderr, exit 2 like the other refusals; the table is untouched."""
+    import subprocess
+    import sys
+
+    from connector.client.producer import Producer
+
+    broker = broker_factory("master")
+    with Producer(broker.remoting_addr) as producer:
+        producer.send("orders", b"one message")
+    workdir = tmp_path / "w"
+    path = str(workdir / "tables" / "bronze")
+    write_deltalake(path, pa.table({"id": pa.array([7], pa.int64()), "note": ["not bronze"]}))
+    before = _snapshot(path)
+    result = subprocess.run([sys.executable, "-m", "streaming_apps.cli", "run", "bronze", "--workdir", str(workdir),
+                             "--brokers", f"broker-a={broker.ha_addr}", "--trigger", "available-now"],
+                            capture_output=True, text=True, timeout=240)
+    assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: table bronze: "), lines
+    assert "does not match Delta table" in lines[0] and "table columns missing in the stream: id, note" in lines[0]
+    assert not (workdir / "checkpoints").exists()  # nothing started
+    assert _snapshot(path) == before

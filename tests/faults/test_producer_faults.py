@@ -14,8 +14,8 @@ import threading
 
 import pytest
 
-from connector.client.producer import MQClientException, Producer
-from connector.client.remoting import BrokerConnectionError
+from connector.client.producer import Producer
+from connector.errors import BrokerConnectionError, MQClientException
 from tests.support.brokers import max_offset
 
 

@@ -14,8 +14,9 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from broker_stub.launcher import free_port
-from connector.client.admin import BrokerAdminClient, UnsupportedBrokerModeError
+from connector.client.admin import BrokerAdminClient
 from connector.client.producer import Producer
+from connector.errors import UnsupportedBrokerModeError
 from tests.faults.test_cli_errors import hareplica, one_line
 from tests.integration.connector.conftest import run_stream
 from tests.interop.peers import FILE_SIZE

@@ -22,7 +22,7 @@ import pytest
 
 from connector.client.ha_autoswitch import probe_master
 from connector.client.producer import Producer
-from connector.data_loss import DataLossError
+from connector.errors import DataLossError
 from connector.options import SourceOptions
 from connector.source import HAReplicaStreamReader, read_partition
 from connector.source.driver.controller_mode import SWITCH_KEY

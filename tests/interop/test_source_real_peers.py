@@ -15,11 +15,11 @@ import json
 
 import pytest
 
-from connector import splits
 from connector.client.consume_queue import ConsumeQueueReader
 from connector.options import SourceOptions
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from connector.source import HAReplicaStreamReader, read_partition
+from connector.source.driver import splits
 from tests.integration.connector.conftest import run_stream
 from tests.interop.peers import FILE_SIZE, MiB, attach_slave, produce_bytes, wait_same_max_offset
 from tests.support.brokers import remoting_request, runtime_info, wait_for

@@ -23,7 +23,8 @@ from broker_stub.launcher import (
     free_port,
     free_port_pair,
 )
-from connector.client.remoting import BrokerAdminError, request_once
+from connector.client.remoting import request_once
+from connector.errors import BrokerAdminError
 from connector.protocol.address import split_host_port
 from connector.protocol.commitlog import BlankRecord, EndOfData, MessageRecord, decode_record, iter_records
 from connector.protocol.ha import TransferFrame, TransferFrameReader, encode_report

@@ -47,7 +47,7 @@ from broker_stub.launcher import (
     free_port,
     free_port_pair,
 )
-from connector.client.remoting import BrokerAdminError
+from connector.errors import BrokerAdminError
 from connector.protocol.broker import ha_listen_port, vip_listen_port
 from tests.support.brokers import runtime_info
 

@@ -56,3 +56,43 @@ def test_the_architecture_doc_names_no_module_or_folder_that_does_not_exist():
 def test_the_doc_paths_pattern_sees_module_and_folder_names():
     text = "see `connector/delta/commit.py`, `broker_stub/store/` and connector.retry, not xconnector/a.py"
     assert set(_PATH.findall(text)) == {"connector/delta/commit.py", "broker_stub/store/"}
+
+
+ERRORS_DOC = ROOT / "docs" / "errors.md"
+#: a table row of docs/errors.md: ``| `Class` | ... |``
+_ERROR_ROW = re.compile(r"^\| `(\w+)` \| (.+?) \|", re.M)
+
+
+def _error_classes() -> dict[str, tuple[str, list[str]]]:
+    """Every exception class of the project's packages that is not private: name -> (module path, base names)."""
+    out = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases] \
+                    if isinstance(node, ast.ClassDef) else []
+                if bases and not node.name.startswith("_") and any(
+                        b.endswith(("Error", "Exception")) for b in bases):
+                    out[node.name] = (path.relative_to(ROOT).as_posix(), bases)
+    return out
+
+
+def test_errors_doc_lists_every_error_class_and_the_library_bases_are_right():
+    """docs/errors.md names every public exception class of connector/, broker_stub/ and streaming_apps/ (and no
+    other); the library table's "base" column is the class's bases in connector/errors.py."""
+    text = ERRORS_DOC.read_text(encoding="utf-8")
+    rows = dict(_ERROR_ROW.findall(text))
+    classes = _error_classes()
+    assert sorted(set(classes) - set(rows)) == [], "docs/errors.md misses these error classes"
+    assert sorted(set(rows) - set(classes) - {"HAReplicaError"}) == [], "docs/errors.md names classes that do not exist"
+    library = text.split("\n## The library", 1)[1].split("\n## ", 1)[0]
+    for name, base_cell in _ERROR_ROW.findall(library):
+        module, bases = classes.get(name, ("connector/errors.py", ["Exception"]))
+        assert module == "connector/errors.py", f"{name} is listed under connector.errors but defined in {module}"
+        assert re.findall(r"`(\w+)`", base_cell) == bases, f"{name}: docs/errors.md says {base_cell}, the code {bases}"
+
+
+def test_the_errors_doc_check_sees_a_missing_class():
+    rows = dict(_ERROR_ROW.findall("| `AError` | `HAReplicaError` | when |\n| `BError` | `AError` | x |\n"))
+    assert set(_error_classes()) - set(rows), "the project's classes are not all named AError/BError"
+    assert rows == {"AError": "`HAReplicaError`", "BError": "`AError`"}

@@ -7,13 +7,13 @@ and encoding whole records), :mod:`.batch` (client batch bodies). Their public n
 here, so ``from connector.protocol.commitlog import X`` is the package's API.
 """
 
+from connector.errors import BodyDecodeError
 from connector.protocol.commitlog.batch import (
     BatchEntry,
     decode_batch_body,
     encode_batch_body,
 )
 from connector.protocol.commitlog.bodies import (
-    BodyDecodeError,
     Buffer,
     body_crc,
     body_too_large,

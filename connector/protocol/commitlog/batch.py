@@ -8,9 +8,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog.bodies import Buffer
 from connector.protocol.commitlog.records import check_available
-from connector.protocol.errors import CommitLogFormatError
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")

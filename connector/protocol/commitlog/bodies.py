@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import zlib
 
+from connector.errors import BodyDecodeError, CommitLogFormatError
 from connector.protocol.commitlog.layout import (
     BODYCRC_MASK,
     COMPRESSED_FLAG,
@@ -16,7 +17,6 @@ from connector.protocol.commitlog.layout import (
     COMPRESSION_ZLIB_TYPE,
     COMPRESSION_ZSTD_TYPE,
 )
-from connector.protocol.errors import CommitLogFormatError
 
 Buffer = bytes | bytearray | memoryview
 
@@ -36,21 +36,6 @@ def compression_type_name(sys_flag: int) -> str:
 
 
 _COMPRESSION_NAMES = ("ZLIB", "LZ4", "ZSTD", "ZLIB", "UNKNOWN(4)", "UNKNOWN(5)", "UNKNOWN(6)", "UNKNOWN(7)")
-
-
-class BodyDecodeError(ValueError):
-    """A stored body that cannot be given back as the producer sent it (docs/source.md, "Bad records").
-
-    Attributes:
-        field: the record field at fault, ``BODY`` (does not decompress, unknown compression type, too
-            large once decompressed) or ``BODYCRC`` (the stored bytes do not match their CRC).
-        reason: what is wrong, one line without the field name.
-    """
-
-    def __init__(self, field: str, reason: str):
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 def check_body_crc(body: Buffer, stored_crc: int) -> None:

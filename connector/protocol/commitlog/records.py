@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog.bodies import Buffer, body_crc, decompress_body
 from connector.protocol.commitlog.hosts import HostAddress, offset_msg_id
 from connector.protocol.commitlog.layout import (
@@ -44,7 +45,6 @@ from connector.protocol.commitlog.properties import (
     encode_properties,
     parse_properties,
 )
-from connector.protocol.errors import CommitLogFormatError
 
 _INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
 #: TOTALSIZE..BORNTIMESTAMP (the fields before the first host), from the layout table.

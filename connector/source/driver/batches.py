@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 
 from connector.data_loss import on_data_loss
+from connector.errors import HAReplicaError, HAReplicaOptionError
 from connector.options import (
     EARLIEST_OFFSET_SENTINEL,
     LATEST_OFFSET_SENTINEL,
@@ -25,10 +26,8 @@ from connector.options import (
     STARTING_OFFSETS_EARLIEST,
     STARTING_OFFSETS_LATEST,
     BrokerEndpoint,
-    HAReplicaOptionError,
     SourceOptions,
 )
-from connector.protocol.errors import HAReplicaError
 from connector.source.driver.broker_view import BrokerSetView
 from connector.source.driver.brokers import BrokerSets, bounds
 from connector.source.driver.controller_mode import SWITCH_KEY, ControllerModeSet

@@ -14,8 +14,8 @@ import time
 
 from connector.client.admin import BrokerAdminClient
 from connector.client.reconnect import OutageWait
-from connector.client.remoting import BrokerAdminError, BrokerUnreachableError
-from connector.options import READ_FROM_SLAVE, BrokerEndpoint, HAReplicaOptionError, SourceOptions
+from connector.errors import BrokerAdminError, BrokerUnreachableError, HAReplicaOptionError
+from connector.options import READ_FROM_SLAVE, BrokerEndpoint, SourceOptions
 from connector.protocol.ha import HA_PROTOCOL_CLASSIC
 from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH
 from connector.source.driver.broker_view import ACK_WINDOW_MARGIN_MS, BrokerSetView, ServerOffsets

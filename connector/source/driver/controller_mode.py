@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from connector.client.ha_autoswitch import AutoSwitchMasterState, probe_master
 from connector.data_loss import on_data_loss
+from connector.errors import HAReplicaError
 from connector.protocol.acl import AclCredentials
-from connector.protocol.errors import HAReplicaError
 from connector.protocol.ha_autoswitch import EpochHistory
 from connector.source.fetch import NO_REPORT, broker_role, find_master, is_master_role
 

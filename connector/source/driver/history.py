@@ -26,6 +26,7 @@ from typing import Protocol
 
 import numpy as np
 
+from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
@@ -36,7 +37,6 @@ from connector.protocol.commitlog import (
     decode_record,
     read_record_head,
 )
-from connector.protocol.errors import CommitLogFormatError
 from connector.protocol.mapped_files import is_file_start, next_file_start
 
 log = logging.getLogger(__name__)

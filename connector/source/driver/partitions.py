@@ -14,7 +14,7 @@ import logging
 import time
 
 from connector.client.consume_queue import ConsumeQueueReader
-from connector.client.remoting import BrokerAdminError
+from connector.errors import BrokerAdminError
 from connector.options import READ_FROM_SLAVE, SourceOptions
 from connector.protocol.ha import HA_PROTOCOL_CLASSIC
 from connector.protocol.mapped_files import next_file_start

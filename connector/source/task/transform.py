@@ -26,7 +26,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
-from connector.options import HAReplicaOptionError, import_function
+from connector.errors import HAReplicaOptionError
+from connector.options import import_function
 
 
 def transform_source_columns(spec: str, columns: Sequence[str]) -> tuple[str, ...] | None:

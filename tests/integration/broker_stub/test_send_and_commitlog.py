@@ -6,7 +6,8 @@ import zlib
 
 import pytest
 
-from connector.client.producer import Message, MQClientException, Producer
+from connector.client.producer import Message, Producer
+from connector.errors import MQClientException
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_ZLIB_TYPE,

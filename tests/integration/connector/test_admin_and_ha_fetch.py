@@ -9,9 +9,8 @@ import pytest
 
 from connector.client.admin import BrokerAdminClient
 from connector.client.ha import HARangeFetcher, prefetch_chunks
-from connector.client.remoting import BrokerAdminError
-from connector.data_loss import DataLossError
 from connector.decode.stream import decode_commitlog_range
+from connector.errors import BrokerAdminError, DataLossError
 from tests.integration.connector.conftest import FIXTURE_MAX_OFFSET, MAPPED_FILE_SIZE, start_fixture_master
 from tests.support.brokers import runtime_info, wait_for
 

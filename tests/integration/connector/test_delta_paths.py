@@ -18,9 +18,10 @@ from deltalake import DeltaTable
 
 from connector.delta.file_names import batch_file_prefix
 from connector.delta.foreach_batch import write_batch
-from connector.delta.location import DeltaTablePathError, open_delta_table
+from connector.delta.location import open_delta_table
 from connector.delta.options import DeltaSinkOptions
 from connector.delta.sink import checked_stream_writer
+from connector.errors import DeltaTablePathError
 from streaming_apps.cli import main as cli_main
 
 GARBAGE = bytes(range(256)) * 3

@@ -26,8 +26,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from connector.delta.errors import DeltaSinkConfigError
-from connector.delta.faults import FAULT_INJECTION_ENV, FAULT_MARKER_ENV, FAULT_PAUSE_ENV, InjectedFaultError
+from connector.delta.faults import FAULT_INJECTION_ENV, FAULT_MARKER_ENV, FAULT_PAUSE_ENV
 from connector.delta.file_names import batch_file_prefix
 from connector.delta.maintenance import (
     MaintenancePolicy,
@@ -37,8 +36,8 @@ from connector.delta.maintenance import (
     run_maintenance,
 )
 from connector.delta.messages import DeltaLakeCommitMessage
-from connector.delta.schema import DeltaSchemaMismatchError
 from connector.delta.sink import DeltaLakeDataSource, DeltaLakeStreamWriter
+from connector.errors import DeltaSchemaMismatchError, DeltaSinkConfigError, InjectedFaultError
 
 SCHEMA = StructType([StructField("id", LongType()), StructField("topic", StringType()),
                      StructField("day", DateType()), StructField("body", BinaryType())])

@@ -15,7 +15,8 @@ from deltalake import DeltaTable
 from broker_stub.launcher import BrokerProcess
 from connector.client.consume_queue import ConsumeQueueReader
 from connector.client.producer import Producer
-from connector.options import HAReplicaOptionError, SourceOptions
+from connector.errors import HAReplicaOptionError
+from connector.options import SourceOptions
 from connector.source import HAReplicaStreamReader, read_partition
 from connector.source.driver.splits import MIN_PARTITION_BYTES, find_boundaries, partition_counts, pick_splits
 from tests.integration.connector.conftest import brokers_option, run_stream
@@ -188,7 +189,7 @@ def test_bronze_direct_landing_of_split_partitions_lands_every_message_once(hare
     broker, sent = big_master
     cfg = AppConfig(app="bronze", brokers=brokers_option(broker), workdir=tmp_path, trigger="available-now",
                     min_partitions=4)
-    result = run_app(hareplica_spark, cfg, timeout_s=300)
+    result = run_app(hareplica_spark, cfg, max_runtime_s=300)
     rows = query_tables("SELECT topic, body, commitLogOffset FROM bronze ORDER BY commitLogOffset",
                         {"bronze": str(cfg.table_path("bronze"))}).to_pylist()
     assert result.rows == len(sent) and [(r["topic"], r["body"]) for r in rows] == sent

@@ -17,8 +17,8 @@ from collections import Counter
 import pytest
 from deltalake import DeltaTable
 
-from connector.delta.features import UnsupportedTableFeatureError
 from connector.delta.foreach_batch import write_batch
+from connector.errors import UnsupportedTableFeatureError
 from streaming_apps.apps import AppConfig, run_app
 from streaming_apps.cli import main as cli_main
 from streaming_apps.spark_session import register_data_sources
@@ -44,7 +44,7 @@ def test_this_projects_bronze_table_is_read_by_sparks_delta_reader(spark, broker
     register_data_sources(spark)
     cfg = AppConfig(app="bronze", brokers=f"broker-a={broker.ha_addr}", workdir=tmp_path, trigger="available-now",
                     max_bytes_per_trigger=MAPPED_FILE_SIZE, maintenance_every=2, landing=landing)
-    result = run_app(spark, cfg, timeout_s=APP_TIMEOUT_S)
+    result = run_app(spark, cfg, max_runtime_s=APP_TIMEOUT_S)
     assert result.batches >= 3 and result.maintenance and all("error" not in m for m in result.maintenance)
     path = str(cfg.table_path("bronze"))
     log = cfg.table_path("bronze") / "_delta_log"
@@ -88,7 +88,7 @@ def bronze_by_rs(spark, broker, tmp_path_factory) -> str:
     register_data_sources(spark)
     cfg = AppConfig(app="bronze", brokers=f"broker-a={broker.ha_addr}", workdir=tmp_path_factory.mktemp("rs"),
                     trigger="available-now", maintenance_every=0)
-    run_app(spark, cfg, timeout_s=APP_TIMEOUT_S)
+    run_app(spark, cfg, max_runtime_s=APP_TIMEOUT_S)
     return str(cfg.table_path("bronze"))
 
 

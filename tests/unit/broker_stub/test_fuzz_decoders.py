@@ -11,8 +11,8 @@ from broker_stub.config import MessageStoreConfig
 from broker_stub.ha.client import HAClient, _MasterChannel
 from broker_stub.store.commit_log import CommitLog
 from broker_stub.store.mapped_file import MappedFileQueue
+from connector.errors import CommitLogFormatError, HAProtocolError, HAReplicaError
 from connector.protocol.commitlog import BlankRecord, DispatchInfo, EndOfData, decode_dispatch_info, encode_record
-from connector.protocol.errors import CommitLogFormatError, HAProtocolError, HAReplicaError
 from connector.protocol.ha import TransferFrameReader, encode_transfer_header
 
 RECORD = encode_record(commit_log_offset=0, topic="T", body=b"body", properties=b"TAGS\x01a")

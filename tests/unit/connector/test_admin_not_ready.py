@@ -13,8 +13,8 @@ import threading
 
 import pytest
 
-from connector.client.admin import BrokerAdminClient, BrokerNotReadyError
-from connector.client.remoting import BrokerAdminError, BrokerUnreachableError
+from connector.client.admin import BrokerAdminClient
+from connector.errors import BrokerAdminError, BrokerNotReadyError, BrokerUnreachableError
 from connector.protocol.remoting import FrameDecoder, ResponseCode, encode_kv_table
 
 STARTING_REMARK = ("java.util.NoSuchElementException\n"

@@ -18,6 +18,7 @@ from connector.decode import kernels
 from connector.decode.columns import build_record_batches
 from connector.decode.schema import ARROW_SCHEMA, spark_schema
 from connector.decode.stream import CommitLogArrowDecoder, decode_commitlog_range
+from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_ZLIB_TYPE,
@@ -27,7 +28,6 @@ from connector.protocol.commitlog import (
     encode_record,
     record_to_json,
 )
-from connector.protocol.errors import CommitLogFormatError
 
 MAPPED_FILE_SIZE = 1048576
 MAX_OFFSET = 3402931

@@ -17,6 +17,7 @@ import zstandard
 from connector.decode import kernels
 from connector.decode.schema import ARROW_SCHEMA
 from connector.decode.stream import CommitLogArrowDecoder, decode_commitlog_range
+from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_LZ4_TYPE,
@@ -25,7 +26,6 @@ from connector.protocol.commitlog import (
     body_crc,
     encode_record,
 )
-from connector.protocol.errors import CommitLogFormatError
 
 ZLIB = COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE
 LZ4 = COMPRESSED_FLAG | COMPRESSION_LZ4_TYPE
@@ -179,7 +179,8 @@ def test_mode_is_checked():
 
 
 def test_bad_record_options_parse_with_defaults_and_name_what_is_wrong():
-    from connector.options import HAReplicaOptionError, SourceOptions
+    from connector.errors import HAReplicaOptionError
+    from connector.options import SourceOptions
 
     fetch = SourceOptions.from_options({"brokers": "a=h:2"}).fetch
     assert (fetch.mode, fetch.verify_body_crc, fetch.max_inflated_body_bytes) == ("PERMISSIVE", True, 64 << 20)

@@ -7,15 +7,8 @@ import threading
 
 import pytest
 
-from connector.client.remoting import (
-    BrokerConnectionError,
-    BrokerUnreachableError,
-    MQClientException,
-    NotARocketMQBrokerError,
-    PipelinedConnection,
-    RemotingConnection,
-    request_once,
-)
+from connector.client.remoting import PipelinedConnection, RemotingConnection, request_once
+from connector.errors import BrokerConnectionError, BrokerUnreachableError, MQClientException, NotARocketMQBrokerError
 from connector.protocol.acl import SIGNATURE, AclCredentials
 from connector.protocol.remoting import FrameDecoder, RemotingCommand, RequestCode, ResponseCode
 

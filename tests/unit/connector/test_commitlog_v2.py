@@ -15,6 +15,7 @@ import pytest
 
 from connector.decode import kernels
 from connector.decode.stream import decode_commitlog_range
+from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
@@ -26,7 +27,6 @@ from connector.protocol.commitlog import (
     min_record_size,
     topic_length_prefix_bytes,
 )
-from connector.protocol.errors import CommitLogFormatError
 
 LONG_TOPIC = "%DLQ%" + "g" * 140  # 145 bytes: more than a signed byte holds
 FILE_SIZE = 1 << 16

@@ -4,8 +4,8 @@ import logging
 
 import pytest
 
-from connector.data_loss import DataLossError, on_data_loss
-from connector.protocol.errors import HAReplicaError
+from connector.data_loss import on_data_loss
+from connector.errors import DataLossError, HAReplicaError
 
 LOSS = "broker broker-a (127.0.0.1:10911) no longer holds CommitLog bytes [5, 9) that the query needs: gone"
 

@@ -14,8 +14,8 @@ from connector import _decode_kernel as kernel
 from connector.decode import kernels
 from connector.decode.hosts import ipv4_hosts
 from connector.decode.locate import CHECKS, Located
+from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, HostAddress, encode_record
-from connector.protocol.errors import CommitLogFormatError
 
 MAPPED_FILE_SIZE = 1 << 30
 _hosts = st.one_of(st.builds(HostAddress, st.binary(min_size=4, max_size=4), st.integers(0, 65535)),

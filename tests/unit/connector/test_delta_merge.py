@@ -9,8 +9,9 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql.types import BooleanType, DateType, LongType, StringType, StructField, StructType, TimestampType
 
-from connector.delta.faults import FAULT_INJECTION_ENV, InjectedFaultError
+from connector.delta.faults import FAULT_INJECTION_ENV
 from connector.delta.merge import FinalizeRows, key_condition, merge_batch
+from connector.errors import InjectedFaultError
 
 SCHEMA = StructType([StructField("windowDate", DateType()), StructField("windowStart", TimestampType()),
                      StructField("windowEnd", TimestampType()), StructField("status", StringType()),

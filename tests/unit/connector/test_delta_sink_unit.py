@@ -23,7 +23,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from connector.delta.errors import DeltaSinkConfigError
 from connector.delta.file_names import (
     SINK_FILE_NAME,
     SINK_FILE_PREFIX,
@@ -39,10 +38,10 @@ from connector.delta.partitions import (
     partition_folder,
     partition_value_string,
 )
-from connector.delta.schema import DeltaSchemaMismatchError, check_partition_columns, check_schema_matches
+from connector.delta.schema import check_partition_columns, check_schema_matches
 from connector.delta.sink import DeltaLakeDataSource
 from connector.delta.stats import file_stats_json
-from connector.protocol.errors import HAReplicaError
+from connector.errors import DeltaSchemaMismatchError, DeltaSinkConfigError, HAReplicaError
 
 SCHEMA = StructType([StructField("id", LongType()), StructField("topic", StringType()),
                      StructField("body", BinaryType())])

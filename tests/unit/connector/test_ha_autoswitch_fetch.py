@@ -12,8 +12,7 @@ import pytest
 
 from connector.client.ha import HAFetchError, HARangeFetcher, NotAnHAPortError
 from connector.client.ha_autoswitch import probe_master
-from connector.data_loss import DataLossError
-from connector.protocol.errors import HAProtocolError
+from connector.errors import DataLossError, HAProtocolError
 from connector.protocol.ha_autoswitch import (
     EpochEntry,
     HandshakeReply,

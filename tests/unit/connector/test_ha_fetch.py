@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from connector.client.ha import HAFetchError, HARangeFetcher, NotAnHAPortError, prefetch_chunks
-from connector.data_loss import DataLossError
-from connector.protocol.errors import HAProtocolError
+from connector.errors import DataLossError, HAProtocolError
 from connector.protocol.ha import encode_transfer_header
 
 MAPPED_FILE_SIZE = 1048576

@@ -147,7 +147,7 @@ def fixture_reader(monkeypatch):
 def test_the_reader_puts_fingerprints_in_offsets_and_checks_them_at_restart(commitlog, messages, fixture_reader):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from connector.data_loss import DataLossError
+    from connector.errors import DataLossError
 
     commitlog = commitlog[:3402931]  # commitLogMaxOffset of the fixture (the rest of file 3 is unwritten)
     broker = Bytes(commitlog)

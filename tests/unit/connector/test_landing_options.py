@@ -7,9 +7,9 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from connector.delta.errors import DeltaSinkConfigError
+from connector.errors import DeltaSinkConfigError, HAReplicaOptionError
 from connector.landing import landing_writer, split_landing_options, with_store_date
-from connector.options import HAReplicaOptionError, SourceOptions
+from connector.options import SourceOptions
 
 
 def test_landing_options_are_split_from_the_source_options_case_insensitively():
@@ -54,7 +54,7 @@ def test_a_bronze_table_from_before_decode_error_gets_the_column_and_keeps_its_r
     from deltalake import DeltaTable, write_deltalake
 
     from connector.decode.stream import decode_commitlog_range
-    from connector.delta.schema import DeltaSchemaMismatchError
+    from connector.errors import DeltaSchemaMismatchError
     from connector.landing import add_new_source_columns
     from connector.protocol.commitlog import encode_record
 

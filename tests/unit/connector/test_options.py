@@ -6,8 +6,8 @@ import pytest
 
 from connector.decode.stream import DEFAULT_ARROW_MAX_BYTES_PER_BATCH, DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
 from connector.decode.topic_filter import TopicFilter
-from connector.options import BrokerEndpoint, HAReplicaOptionError, SourceOptions, parse_brokers
-from connector.protocol.errors import HAReplicaError
+from connector.errors import HAReplicaError, HAReplicaOptionError
+from connector.options import BrokerEndpoint, SourceOptions, parse_brokers
 
 BROKERS = "broker-a=127.0.0.1:10912"
 

@@ -8,9 +8,8 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes
 
 from connector.client.admin import BrokerAdminClient
-from connector.client.remoting import BrokerAdminError
-from connector.data_loss import DataLossError
-from connector.options import HAReplicaOptionError, SourceOptions
+from connector.errors import BrokerAdminError, DataLossError, HAReplicaOptionError
+from connector.options import SourceOptions
 from connector.source import HAReplicaDataSource, HAReplicaInputPartition, HAReplicaStreamReader
 from connector.source.driver.batches import apply_byte_limit
 from connector.source.driver.broker_view import BrokerSetView, ServerOffsets

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from connector.options import HAReplicaOptionError, SourceOptions
+from connector.errors import HAReplicaOptionError
+from connector.options import SourceOptions
 from connector.source.task.transform import transform_batches, transform_source_columns
 
 BROKERS = "broker-a=127.0.0.1:10912"

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from connector.protocol.address import (
-    AddressError,
-    join_host_port,
-    shift_port,
-    split_host_port,
-    vip_channel_address,
-)
+from connector.errors import AddressError
+from connector.protocol.address import join_host_port, shift_port, split_host_port, vip_channel_address
 
 
 def test_host_names_ipv4_and_bracketed_ipv6():

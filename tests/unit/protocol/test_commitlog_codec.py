@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from connector.errors import BodyDecodeError, CommitLogFormatError
 from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
     BORNHOST_V6_FLAG,
@@ -22,7 +23,6 @@ from connector.protocol.commitlog import (
     V4_HEADER_BYTES,
     BatchEntry,
     BlankRecord,
-    BodyDecodeError,
     HostAddress,
     MessageRecord,
     body_crc,
@@ -44,7 +44,6 @@ from connector.protocol.commitlog import (
     offset_msg_id,
     parse_properties,
 )
-from connector.protocol.errors import CommitLogFormatError
 
 ipv4 = st.binary(min_size=4, max_size=4)
 ipv6 = st.binary(min_size=16, max_size=16)

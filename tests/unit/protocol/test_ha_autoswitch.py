@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.protocol.errors import HAProtocolError
+from connector.errors import HAProtocolError
 from connector.protocol.ha_autoswitch import (
     HANDSHAKE_HEADER_SIZE_BYTES,
     TRANSFER_HEADER_SIZE_BYTES,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.protocol.errors import HAProtocolError
+from connector.errors import HAProtocolError
 from connector.protocol.ha import (
     HA_TRANSFER_BATCH_SIZE_BYTES,
     ReportReader,

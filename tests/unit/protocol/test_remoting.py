@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.protocol.errors import RemotingProtocolError
+from connector.errors import RemotingProtocolError
 from connector.protocol.remoting import (
     SERIALIZE_TYPE_JSON,
     SERIALIZE_TYPE_ROCKETMQ,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.protocol.errors import RemotingProtocolError
+from connector.errors import RemotingProtocolError
 from connector.protocol.remoting import SERIALIZE_TYPE_JSON, FrameDecoder, decode_frame
 
 FIELDS = ("code", "opaque", "flag", "version", "language", "remark", "extFields", "serializeTypeCurrentRPC")

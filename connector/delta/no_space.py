@@ -1,28 +1,15 @@
-"""Errors shared by the Delta writers: the base class and the configuration error.
+"""Telling a full file system apart from other write errors, for the Delta writers' one-line messages.
 
-Errors raised by one module only live there: :class:`connector.delta.schema.DeltaSchemaMismatchError`,
-:class:`connector.delta.commit.DeltaCommitError`, :class:`connector.delta.faults.InjectedFaultError`,
-:class:`connector.delta.location.DeltaTablePathError` and its subclass
-:class:`connector.delta.features.UnsupportedTableFeatureError`.
+The writers' errors themselves are in :mod:`connector.errors` (docs/errors.md).
 """
 
 from __future__ import annotations
 
 import errno
 
-from connector.protocol.errors import HAReplicaError
-
 #: errnos that mean the file system has no room for the write (ENOSPC; EDQUOT: the user's quota is used up)
 _NO_SPACE_ERRNOS = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 _NO_SPACE_TEXTS = ("no space left on device", "disk quota exceeded")
-
-
-class DeltaSinkError(HAReplicaError):
-    """Base class of the Delta sink's errors; the message names the table path and, where known, the batch."""
-
-
-class DeltaSinkConfigError(DeltaSinkError, ValueError):
-    """A missing or invalid sink option (``path``, ``appId``, ``partitionBy``, ``targetFileSize``...)."""
 
 
 def no_space_text(error: BaseException) -> str | None:

@@ -1,8 +1,8 @@
-"""The decoder's CommitLogFormatError: offset, field and the mapped file named."""
+"""`record_error`: the decoder's CommitLogFormatError (connector.errors) naming offset, field and mapped file."""
 
 from __future__ import annotations
 
-from connector.protocol.errors import CommitLogFormatError
+from connector.errors import CommitLogFormatError
 from connector.protocol.mapped_files import file_name_of
 
 
