@@ -9,6 +9,7 @@ import re
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from connector import register_data_sources  # noqa: F401 - re-exported: the apps and tests call it from here
@@ -96,7 +97,7 @@ def local_parallelism_conf(master: str) -> dict[str, str]:
 def build_spark_session(app_name: str, *, master: str = DEFAULT_MASTER, local_dir: str | None = None,
                         ui: bool = False, extra_conf: dict[str, str] | None = None,
                         jars: list[str] | None = None, delta: bool = False, c1_only_jit: bool = False,
-                        parallel_gc: bool = False):
+                        parallel_gc: bool = False, log_file: str | Path | None = None):
     """Create (or get) a SparkSession with the hareplica data sources registered.
 
     Python workers use this interpreter (``PYSPARK_PYTHON``), so they import the installed project (and, through
@@ -119,6 +120,10 @@ def build_spark_session(app_name: str, *, master: str = DEFAULT_MASTER, local_di
     (:func:`streaming_apps.blas_threads.single_blas_thread`; the executors get it as ``spark.executorEnv``).
     The Python workers keep freed memory for the next batch unless the environment chose glibc's malloc
     thresholds (:func:`streaming_apps.worker_malloc.worker_malloc_conf`, as ``spark.executorEnv``).
+    ``log_file``: when this call launches the driver JVM (no JVM yet in this process, not under ``spark-submit``),
+    the JVM's standard output and error are appended to that file (Spark's log4j console lines, the JVM's own
+    notices, and what the Python workers it starts write there), not to this process's console
+    (:mod:`streaming_apps.console_log`).
     Registers ``format("hareplica")`` and ``format("deltalake")``.
     """
     single_blas_thread()  # before the JVM starts: it and every Python process it starts inherit the variable
@@ -170,11 +175,39 @@ def build_spark_session(app_name: str, *, master: str = DEFAULT_MASTER, local_di
     for k, v in conf.items():
         builder = builder.config(k, v)
     with driver_launch_dir(executor_python):
+        if log_file is not None and not submitted:
+            launch_driver_jvm(builder, log_file)
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     skip_installed_data_source_lookup(spark)
     register_data_sources(spark)
     return spark
+
+
+def launch_driver_jvm(builder, log_file: str | Path) -> bool:
+    """Launch the driver JVM for ``builder``'s session (a ``SparkSession.Builder``) with its standard output and
+    error appended to ``log_file``; True when it was launched here, False when this process has a JVM already.
+
+    PySpark's ``launch_gateway`` starts the JVM (``spark-submit`` with the session's conf, as
+    ``builder.getOrCreate()`` would) and takes the ``Popen`` arguments for it; the ``SparkContext`` made on that
+    gateway is the one ``getOrCreate`` then uses. The JVM writes to the file from its first line on, before
+    log4j is configured. It runs in a process group of its own, so that a terminal's Ctrl-C reaches this
+    process only (which then stops the queries between micro-batches), not the Python processes the JVM starts
+    for the data sources' planning; the JVM still ends with this process (its gateway reads this process's pipe).
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:  # noqa: SLF001 - a JVM of this process runs already: getOrCreate uses it
+        return False
+    conf = SparkConf()
+    for key, value in builder._options.items():  # noqa: SLF001 - the conf getOrCreate passes to the JVM's launch
+        conf.set(key, value)
+    Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as output:  # the JVM keeps its own descriptors of the file
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": output, "stderr": output, "process_group": 0})
+    SparkContext(conf=conf, gateway=gateway)
+    return True
 
 
 def skip_installed_data_source_lookup(spark) -> bool:
@@ -315,7 +348,14 @@ def _handler_error_at_debug(request, client_address) -> None:
 
 def _end_launched_jvm(context_class) -> None:
     """Shut the py4j gateway down and close the driver JVM's stdin, when this process launched that JVM
-    (PySpark's ``launch_gateway`` keeps the process as ``gateway.proc``); reset PySpark's gateway."""
+    (PySpark's ``launch_gateway`` keeps the process as ``gateway.proc``); reset PySpark's gateway.
+
+    The JVM is told first (py4j's shutdown command: it closes its server and its callback connections), and the
+    Python side's callback server is shut down only once each of its connections has read that end
+    (:func:`_wait_for_callback_connections`): closing a connection from here while its thread still reads it
+    made py4j log that thread's failure with a stack (``ValueError: PyMemoryView_FromBuffer(): info->buf must
+    not be NULL``) after a clean run.
+    """
     gateway = getattr(context_class, "_gateway", None)
     proc = getattr(gateway, "proc", None)
     if proc is None:  # spark-submit launched this process: its JVM outlives it on purpose
@@ -323,11 +363,35 @@ def _end_launched_jvm(context_class) -> None:
     context_class._gateway = None
     context_class._jvm = None
     try:
-        gateway.shutdown()
+        try:
+            gateway._gateway_client.shutdown_gateway()  # noqa: SLF001 - py4j's shutdown() without its server part
+        except Exception:  # noqa: BLE001 - the JVM may be gone already: its connections are closed then
+            log.debug("the py4j shutdown command did not reach the JVM", exc_info=True)
+        _wait_for_callback_connections(gateway.get_callback_server(), CALLBACK_CLOSE_WAIT_S)
+        gateway.shutdown_callback_server()
     finally:
         if proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()  # the gateway server's main loop exits at EOF: the JVM ends now
+
+
+#: How long :func:`_end_launched_jvm` waits for the JVM's callback connections to end after its shutdown command.
+CALLBACK_CLOSE_WAIT_S = 5.0
+
+
+def _wait_for_callback_connections(server, timeout_s: float) -> bool:
+    """Wait until every connection of py4j's callback server ``server`` (None: none started) has been closed by
+    its own thread, which does so when it reads the JVM's end of it; False when one is still open after
+    ``timeout_s`` seconds (it is then closed by the server's shutdown, as py4j does)."""
+    if server is None:
+        return True
+    deadline = time.monotonic() + timeout_s
+    while any(getattr(c, "socket", None) is not None for c in list(server.connections)):
+        if time.monotonic() >= deadline:
+            log.debug("a py4j callback connection is still open %.1f s after the JVM's shutdown", timeout_s)
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def is_connect_session(spark) -> bool:
