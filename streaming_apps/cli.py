@@ -225,7 +225,7 @@ def _tables_root(args) -> str:
 
 
 def warm_workers_of(args) -> int:
-    """``run``'s Python workers to warm (connector.worker_warmup): ``--warm-workers``, else the cores of a
+    """``run``'s Python workers to warm (streaming_apps.worker_warmup): ``--warm-workers``, else the cores of a
     ``local[N]`` master; 0 for a cluster master or ``--remote`` (tasks may land on any executor).
 
     Raises:

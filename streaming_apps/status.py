@@ -1,6 +1,6 @@
 """``hareplica status``: what the apps' progress files say, and optionally what the brokers say now.
 
-The apps' StreamingQueryListener (:mod:`connector.progress_listener`) appends a line per micro-batch to
+The apps' StreamingQueryListener (:mod:`streaming_apps.progress_listener`) appends a line per micro-batch to
 ``WORKDIR/status/APP.jsonl``. This command reads those files and prints one row per query: its state
 (running / terminated / failed), last batch id and time, rows of the last batch, input and processing
 rates, batch duration, the broker lag in bytes of CommitLog at the last batch (``latestOffset`` -
@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from connector.progress_listener import latest_status, read_events
+from streaming_apps.progress_listener import latest_status, read_events
 
 log = logging.getLogger(__name__)
 

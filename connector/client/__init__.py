@@ -6,7 +6,6 @@
 * :mod:`connector.client.net` — opening a TCP connection to ``host:port`` (remoting and HA clients);
 * :mod:`connector.client.admin` — :class:`BrokerAdminClient`: runtime info and broker config for the source,
   the apps' preflight and status, and the stub's ``status`` command;
-* :mod:`connector.client.producer` — a producer that sends like the RocketMQ 4.9.8 Java client;
 * :mod:`connector.client.ha` — the HA-port client of the source: :class:`~connector.client.ha.HARangeFetcher`,
   one frame loop for the classic and the AutoSwitch protocol, and its prefetch thread;
 * :mod:`connector.client.ha_connection` — :class:`~connector.client.ha_connection.HATransferConnection`, the only

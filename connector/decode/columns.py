@@ -19,10 +19,10 @@ import pyarrow as pa
 from connector.arrow_numpy import from_numpy, repeat_string
 from connector.decode.arrays import as_string
 from connector.decode.bodies import BODY_BYTES_PER_ARROW_ARRAY, BodyPolicy, decode_errors
-from connector.decode.record_error import record_error
 from connector.decode.hosts import hosts, ipv4_hosts, msg_ids
 from connector.decode.kernels import active
 from connector.decode.locate import Located
+from connector.decode.record_error import record_error
 from connector.decode.schema import TIMESTAMP, column_schema
 from connector.decode.topic_filter import TopicFilter
 

@@ -23,10 +23,10 @@ import pyarrow as pa
 from connector.arrow_numpy import binary_array, indices_or_null
 from connector.decode.arrays import as_string
 from connector.decode.bodies import BodyGroup, BodyPolicy, reason_of
-from connector.decode.record_error import record_error
 from connector.decode.locate import Located, check_failed
 from connector.decode.numpy_kernels import NumpyKernels
 from connector.decode.properties import SPECIAL_KEYS, PropertyColumns, properties_by_record
+from connector.decode.record_error import record_error
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_LZ4_TYPE,

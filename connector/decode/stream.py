@@ -21,8 +21,8 @@ import pyarrow as pa
 
 from connector.decode.bodies import BAD_RECORD_MODES, MODE_FAILFAST, MODE_PERMISSIVE, BodyPolicy
 from connector.decode.columns import iter_record_batches
-from connector.decode.record_error import record_error
 from connector.decode.kernels import active
+from connector.decode.record_error import record_error
 from connector.decode.schema import column_schema
 from connector.decode.topic_filter import TopicFilter
 from connector.protocol.commitlog import (

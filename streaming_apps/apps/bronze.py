@@ -21,7 +21,7 @@ NAME = "bronze"
 TABLE = "bronze"
 TABLES = (TABLE,)
 QUERY_NAMES = ("hareplica-bronze",)
-WORKER_MODULES = ()  # what the tasks import besides connector.worker_warmup.WARMUP_MODULES: nothing
+WORKER_MODULES = ()  # what the tasks import besides streaming_apps.worker_warmup.WARMUP_MODULES: nothing
 PARTITION_BY = ("storeDate",)
 MS_PER_DAY = 86_400_000
 

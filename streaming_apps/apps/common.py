@@ -7,7 +7,7 @@ wires it up:
 1. the sink: ``deltalake`` (this project's ``format("deltalake")``, no jars) or ``delta`` (Spark's own
    ``format("delta")``, which needs the delta-spark jars; without them :class:`DeltaJarsMissingError`
    is raised before any query starts, saying how to stage and pass them);
-2. a :class:`connector.progress_listener.ProgressFileListener` appending each batch's progress and
+2. a :class:`streaming_apps.progress_listener.ProgressFileListener` appending each batch's progress and
    broker lag to ``status_dir/APP.jsonl`` (read by ``hareplica status``);
 3. a :class:`connector.delta.maintenance.TableMaintainer` compacting, checkpointing and vacuuming the
    app's tables every ``maintenance_every`` micro-batches (counted by the listener);
@@ -33,9 +33,9 @@ from connector.delta.maintenance import DEFAULT_ORPHAN_GRACE_PERIOD_MS, Maintena
 from connector.delta.merge import FinalizeRows, MergeResult, merge_batch, spark_merge_batch
 from connector.delta.options import app_id_from_checkpoint
 from connector.errors import HAReplicaError
-from connector.progress_listener import ProgressFileListener
 from connector.spark_compat import available_now_problem
-from connector.worker_warmup import WARMUP_MODULES, Warmup, start_warmup
+from streaming_apps.progress_listener import ProgressFileListener
+from streaming_apps.worker_warmup import WARMUP_MODULES, Warmup, start_warmup
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class AppConfig:
         target_file_size: bytes per Parquet file of the deltalake sink (None: 100 MiB).
         watermark: gold's event-time watermark delay (a Spark interval, default ``1 minute``).
         topics: topics holding order events (silver and gold).
-        warm_workers: Python workers to start while the query starts (:mod:`connector.worker_warmup`), for a
+        warm_workers: Python workers to start while the query starts (:mod:`streaming_apps.worker_warmup`), for a
             ``local[N]`` master only: N (the CLI's default), or 0 for none (default).
     """
 
@@ -393,7 +393,7 @@ class DeltaSink:
 @dataclass
 class RunningApp:
     """A started app: its queries, progress listener, maintainer and the warm-up of its Python workers
-    (:mod:`connector.worker_warmup`; None without one). Use :meth:`wait` then :meth:`close`."""
+    (:mod:`streaming_apps.worker_warmup`; None without one). Use :meth:`wait` then :meth:`close`."""
 
     config: AppConfig
     spark: Any

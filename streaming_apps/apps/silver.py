@@ -50,7 +50,7 @@ QUARANTINE_COLUMNS = ("broker", "topic", "queueId", "queueOffset", "commitLogOff
 MS_PER_DAY = 86_400_000
 #: the source's batchTransform of silver (--landing spark) and gold: the order decoder, run in the source's tasks
 DECODE_TRANSFORM = "streaming_apps.apps.orders:decode_order_batch"
-#: what the tasks import besides connector.worker_warmup.WARMUP_MODULES: the order decoder's module
+#: what the tasks import besides streaming_apps.worker_warmup.WARMUP_MODULES: the order decoder's module
 WORKER_MODULES = (DECODE_TRANSFORM.partition(":")[0],)
 
 

@@ -93,7 +93,7 @@ def corrupt_body_on_disk(broker: BrokerProcess, offset: int) -> None:
 def broker(tmp_path_factory):
     """The master and what it holds: ``broker.bad`` maps the offsets of the bad records to their kind,
     ``broker.bomb`` is the bomb's offset."""
-    from connector.client.producer import Producer
+    from streaming_apps.producer import Producer
 
     events = [(m.topic, m.body, m.tags) for m in order_events(240, seed=9)]
     with BrokerProcess.start(tmp_path_factory.mktemp("bad-records"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:

@@ -47,8 +47,8 @@ def test_a_table_that_is_not_an_earlier_bronze_is_refused_unchanged(tmp_path, ki
 def test_bronze_refuses_a_foreign_table_without_writing_to_it(spark, broker_factory, tmp_path):
     """The app itself (in this process, the shared session): the refusal names the schema mismatch and the
     table's version and schema are untouched."""
-    from connector.client.producer import Producer
     from streaming_apps.apps import AppConfig, AppError, run_app
+    from streaming_apps.producer import Producer
     from streaming_apps.spark_session import register_data_sources
 
     register_data_sources(spark)
@@ -73,7 +73,7 @@ def test_the_cli_refuses_a_foreign_table_in_one_line_with_exit_2_before_spark(br
     import subprocess
     import sys
 
-    from connector.client.producer import Producer
+    from streaming_apps.producer import Producer
 
     broker = broker_factory("master")
     with Producer(broker.remoting_addr) as producer:

@@ -2,7 +2,7 @@
 
 Importing it creates the file named by ``HAREPLICA_TEST_BLOCK_MARKER`` (the test waits for it: the worker is now
 inside the import) and then waits until the file named by ``HAREPLICA_TEST_BLOCK_RELEASE`` exists, at most
-:data:`MAX_BLOCK_S` seconds. A warm-up job given this module (``connector.worker_warmup``) is thus still running
+:data:`MAX_BLOCK_S` seconds. A warm-up job given this module (``streaming_apps.worker_warmup``) is thus still running
 at the moment the test chooses.
 """
 

@@ -18,10 +18,10 @@ import pytest
 from deltalake import DeltaTable
 
 from broker_stub.launcher import BrokerProcess
-from connector.progress_listener import read_events
 from streaming_apps.apps import AppConfig, AppError, run_app
 from streaming_apps.apps.orders import OrderDecodeError, decode_order_body
 from streaming_apps.inspect_commitlog import iter_commitlog_dir
+from streaming_apps.progress_listener import read_events
 from streaming_apps.query import discover_tables, query_tables, register_spark_views
 from streaming_apps.spark_session import register_data_sources
 from streaming_apps.status import collect_status
@@ -59,7 +59,7 @@ def _workload() -> list[tuple[str, bytes, str | None]]:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    from connector.client.producer import Producer
+    from streaming_apps.producer import Producer
 
     with BrokerProcess.start(tmp_path_factory.mktemp("apps-broker"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:
         with Producer(b.remoting_addr, "apps-test") as producer:
@@ -190,7 +190,7 @@ def test_silver_decodes_orders_and_quarantines_bad_bodies(app_spark, broker, com
 
 
 def _send(broker, messages: list[tuple[str, bytes, str | None]]) -> None:
-    from connector.client.producer import Producer
+    from streaming_apps.producer import Producer
 
     with Producer(broker.remoting_addr, "gold-test") as producer:
         futures = [producer.send_async(topic, body, tags=tags) for topic, body, tags in messages]

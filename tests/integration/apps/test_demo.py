@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from connector.progress_listener import read_events
+from streaming_apps.progress_listener import read_events
 from streaming_apps.query import discover_tables, query_tables
 
 pytestmark = pytest.mark.spark

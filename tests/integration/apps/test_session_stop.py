@@ -90,7 +90,7 @@ import json, logging, os, sys, threading, time
 from pathlib import Path
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)  # what the CLI shows: INFO, the root logger's too
 from pyspark import SparkContext
-from connector.worker_warmup import start_warmup
+from streaming_apps.worker_warmup import start_warmup
 from streaming_apps.spark_session import build_spark_session, stop_session
 
 spark = build_spark_session("warmup-stop-test", master="local[2]")

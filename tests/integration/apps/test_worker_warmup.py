@@ -1,4 +1,4 @@
-"""connector.worker_warmup: the Python workers an app warms while its query starts are the ones its reads then use,
+"""streaming_apps.worker_warmup: the Python workers an app warms while its query starts are the ones its reads then use,
 and the read planner's worker it warms is the one the stream's first micro-batch plans in.
 
 The shared session's Python workers are counted from /proc: the children of its pyspark daemons (the daemons
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from broker_stub.launcher import BrokerProcess
-from connector.worker_warmup import start_warmup
 from streaming_apps.apps import AppConfig
 from streaming_apps.apps import start as start_app
 from streaming_apps.spark_session import register_data_sources
+from streaming_apps.worker_warmup import start_warmup
 
 pytestmark = pytest.mark.spark
 
@@ -61,7 +61,7 @@ def own_worker_pool(spark):
 def test_the_bronze_reads_run_in_the_workers_the_warmup_started(spark, own_worker_pool, tmp_path):
     jvm_pid = own_worker_pool
     with BrokerProcess.start(tmp_path / "broker", mappedFileSizeCommitLog=1024 * 1024) as broker:
-        from connector.client.producer import Producer
+        from streaming_apps.producer import Producer
 
         with Producer(broker.remoting_addr, "warmup-test") as producer:
             for i in range(2000):
@@ -114,7 +114,7 @@ def test_the_streams_first_planning_runs_in_the_planner_worker_the_warmup_starte
     start no planner worker of its own (without the planner's warm-up, the first micro-batch forks one)."""
     jvm_pid = no_idle_planner_worker
     with BrokerProcess.start(tmp_path / "broker", mappedFileSizeCommitLog=1024 * 1024) as broker:
-        from connector.client.producer import Producer
+        from streaming_apps.producer import Producer
 
         with Producer(broker.remoting_addr, "warmup-test") as producer:
             for i in range(200):

@@ -17,7 +17,7 @@ from py4j.java_gateway import JavaMember
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import JStreamingQueryListener
 
-from connector.progress_listener import JsonEventsBridge, ProgressFileListener
+from streaming_apps.progress_listener import JsonEventsBridge, ProgressFileListener
 
 pytestmark = pytest.mark.spark
 

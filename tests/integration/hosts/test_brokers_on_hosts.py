@@ -28,9 +28,9 @@ from deltalake import DeltaTable
 
 from broker_stub.javautil import fastjson_loads
 from broker_stub.launcher import BrokerProcess, NameServerProcess
-from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from streaming_apps.inspect_commitlog import iter_commitlog_dir
+from streaming_apps.producer import Producer
 from tests.cluster.app_runs import PythonWatcher, clean_env, finish
 from tests.cluster.standalone import StandaloneCluster, executor_tasks
 from tests.integration.connector.conftest import run_stream
@@ -175,7 +175,7 @@ def hareplica_status(capsys, status_dir, brokers: str) -> dict:
 
 
 def test_slave_host_unplugged_holds_its_set_at_what_the_slave_holds(hareplica_spark, lab, cluster, tmp_path, capsys):
-    from connector.progress_listener import ProgressFileListener
+    from streaming_apps.progress_listener import ProgressFileListener
 
     a_master, a_slave, b_master = cluster["a-master"], cluster["a-slave"], cluster["b-master"]
     opts = options(cluster, minInSyncSlaves="1", readTimeoutMs="1500", connectTimeoutMs="500")

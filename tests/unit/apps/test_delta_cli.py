@@ -16,9 +16,9 @@ from pyspark.sql.types import BinaryType, DateType, LongType, StringType, Struct
 
 from connector.delta.options import app_id_from_checkpoint
 from connector.delta.sink import DeltaLakeDataSource
-from connector.progress_listener import ProgressFileListener
 from streaming_apps.apps.common import AppConfig, AppError, expand_jars, trigger_kwargs
 from streaming_apps.cli import build_parser, main
+from streaming_apps.progress_listener import ProgressFileListener
 from streaming_apps.query import QueryError, discover_tables, display_value, query_tables, render
 
 SCHEMA = StructType([StructField("commitLogOffset", LongType()), StructField("topic", StringType()),

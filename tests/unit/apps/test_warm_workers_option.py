@@ -1,5 +1,5 @@
 """``hareplica run --warm-workers``: how many Python workers an app warms while its query starts
-(streaming_apps.cli.warm_workers_of; connector.worker_warmup)."""
+(streaming_apps.cli.warm_workers_of; streaming_apps.worker_warmup)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""connector.progress_listener: progress lines, broker lag, the progress file and its summary."""
+"""streaming_apps.progress_listener: progress lines, broker lag, the progress file and its summary."""
 
 from __future__ import annotations
 
 import json
 
-from connector.progress_listener import (
+from streaming_apps.progress_listener import (
     ProgressFileListener,
     latest_status,
     offset_lag_bytes,

@@ -86,7 +86,7 @@ def test_poll_until_raises_the_conditions_error():
 def test_the_task_workers_modules_import_neither_tenacity_nor_javaproperties():
     """Every Python task worker imports WARMUP_MODULES; tenacity (retries) and javaproperties (GET_BROKER_CONFIG
     bodies, with urllib, http and xml) are imported where they are used, never by a task."""
-    script = ("import sys; from connector.worker_warmup import WARMUP_MODULES\n"
+    script = ("import sys; from streaming_apps.worker_warmup import WARMUP_MODULES\n"
               "for name in WARMUP_MODULES: __import__(name)\n"
               "print(sorted(m for m in ('tenacity', 'javaproperties') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
