@@ -200,7 +200,7 @@ def run_bronze(spark, broker, workdir: Path, landing: str | None = None) -> RunS
 
     cfg = AppConfig(app="bronze", brokers=f"broker-a={broker.ha_addr}", workdir=workdir, trigger="available-now",
                     max_bytes_per_trigger=MAX_BYTES_PER_TRIGGER, maintenance_every=0, landing=landing)
-    result, elapsed, cpu = _timed(lambda: run_app(spark, cfg, timeout_s=QUERY_TIMEOUT_S))
+    result, elapsed, cpu = _timed(lambda: run_app(spark, cfg, max_runtime_s=QUERY_TIMEOUT_S))
     records = [json.loads(line) for line in cfg.status_file.read_text().splitlines() if line.strip()]
     return RunStats(result.rows, elapsed, batch_seconds([r for r in records if r.get("event") == "progress"]), cpu)
 

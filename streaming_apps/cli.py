@@ -20,6 +20,16 @@ def _offset(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
+    return value
+
+
 def _positive(text: str) -> int:
     value = int(text, 0)
     if value <= 0:
@@ -42,7 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hareplica",
         description="Replicate a RocketMQ CommitLog into Delta Lake over the classic HA protocol.")
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument("--log-level", default="WARNING",
+                        help="level of hareplica's log records on the console (default WARNING); DEBUG also shows "
+                             "Spark's and py4j's output and the traceback of an error")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show Spark's and py4j's output on the console instead of the log file that commands "
+                             "starting Spark write (WORKDIR/logs/NAME.log)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}",
                         help="print hareplica's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -170,7 +185,10 @@ def _add_run_parser(sub) -> None:
                         "python -m streaming_apps.package builds (repeatable; docs/deployment.md)")
     p.add_argument("--conf", dest="spark_conf", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="any Spark conf, e.g. spark.pyspark.python=./environment/bin/python (repeatable)")
-    p.add_argument("--timeout-s", type=float, default=None, help="stop the app after this many seconds")
+    p.add_argument("--max-runtime", type=_seconds, default=None, metavar="SECONDS",
+                   help="stop the app after this many seconds, between micro-batches (a micro-batch in flight "
+                        "commits first), print what it landed and exit 0 (default: run until the trigger ends it "
+                        "or SIGTERM / Ctrl-C)")
     p.add_argument("--remote", default=None, metavar="sc://HOST:PORT",
                    help="run the app's queries on this Spark Connect server instead of a Spark started here "
                         "(the server's Python imports this project; docs/delta.md, 'Spark Connect')")
@@ -283,8 +301,19 @@ def check_remote_run(args) -> None:
 def _run(args) -> int:
     from rich.console import Console
 
-    from streaming_apps.apps import AppConfig, AppError, DeltaJarsMissingError, app_module, run_app
-    from streaming_apps.apps.common import check_table_locations, delta_jars_for, expand_jars
+    from connector.delta.schema import DeltaSchemaMismatchError
+    from streaming_apps.apps import (
+        MAX_RUNTIME,
+        AppConfig,
+        AppError,
+        DeltaJarsMissingError,
+        StopRequest,
+        app_module,
+        progress_line,
+        run_app,
+    )
+    from streaming_apps.apps.common import check_table_locations, check_table_schemas, delta_jars_for, expand_jars
+    from streaming_apps.console_log import open_log_file
     from streaming_apps.preflight import (
         PreflightError,
         check_brokers,
@@ -317,57 +346,93 @@ def _run(args) -> int:
             check_remote_run(args)
         jars = delta_jars_for(config.sink, expand_jars(args.jars))  # --sink delta: the staged jars by default
         # before Spark starts: options (the source's own validation), folders, the brokers themselves, a JSON
-        # starting offset against them, and the table folders: a refusal is one line and exit 2, no Spark banner
+        # starting offset against them, the table folders and the tables' schemas: a refusal is one line and
+        # exit 2, no Spark banner
         source_options = check_run_config(config.source_option_map(), {
             "--workdir": config.workdir, "--tables-root": config.tables_root,
             "--checkpoint-root": config.checkpoint_root, "--status-dir": config.status_dir})
         check_brokers(source_options)
         check_starting_offsets(source_options, config.checkpoint())
         check_table_locations(config, app_module(config.app).TABLES)
+        check_table_schemas(config, app_module(config.app))
     except (AppError, PreflightError, ConnectSessionError) as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 2
-    import signal
-
-    def stop_on_sigterm(signum, frame):  # a service manager's stop: end the micro-batch loop like Ctrl-C
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, stop_on_sigterm)
-    if args.remote:  # the Connect server's Spark runs the queries; --conf becomes session conf
+    stop = StopRequest()
+    previous = _stop_on_signals(stop)
+    try:
+        if args.remote:  # the Connect server's Spark runs the queries; --conf becomes session conf
+            try:
+                spark = build_connect_session(args.remote, extra_conf=dict(args.spark_conf))
+            except ConnectSessionError as e:
+                console.print(f"[red]error:[/red] {e}", highlight=False)
+                return 2
+        else:
+            log_file = open_log_file(config.workdir, config.app)
+            if log_file is not None:
+                console.print(f"Spark's and py4j's log: {log_file}", highlight=False)
+            spark = build_spark_session(f"hareplica-{args.app}", master=args.master, jars=jars,
+                                        delta=args.sink == "delta" and bool(jars), extra_conf=spark_conf_of(args),
+                                        c1_only_jit=config.c1_only_jit, parallel_gc=config.parallel_gc,
+                                        log_file=log_file)
+        several = len(app_module(config.app).QUERY_NAMES) > 1
         try:
-            spark = build_connect_session(args.remote, extra_conf=dict(args.spark_conf))
-        except ConnectSessionError as e:
-            signal.signal(signal.SIGTERM, previous)
+            result = run_app(spark, config, max_runtime_s=args.max_runtime, stop=stop,
+                             on_progress=lambda record, rows: console.print(progress_line(record, rows, several),
+                                                                            highlight=False))
+        except DeltaJarsMissingError as e:
             console.print(f"[red]error:[/red] {e}", highlight=False)
             return 2
-    else:
-        spark = build_spark_session(f"hareplica-{args.app}", master=args.master, jars=jars,
-                                    delta=args.sink == "delta" and bool(jars), extra_conf=spark_conf_of(args),
-                                    c1_only_jit=config.c1_only_jit, parallel_gc=config.parallel_gc)
-    debug = logging.getLogger().isEnabledFor(logging.DEBUG)
-    # Spark (log4j) and py4j log task and query failures with Java and Python stacks; we print one line.
-    # Over Connect there is no SparkContext here (sparkContext.setLogLevel is a classic-only call): the server logs.
-    if not debug and not args.remote:
-        spark.sparkContext.setLogLevel("FATAL")
-        logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    try:
-        result = run_app(spark, config, timeout_s=args.timeout_s)
-    except DeltaJarsMissingError as e:
-        console.print(f"[red]error:[/red] {e}", highlight=False)
-        return 2
-    except (AppError, TimeoutError) as e:
-        logging.getLogger(__name__).debug("the app failed", exc_info=True)
-        console.print(f"[red]error:[/red] {args.app}: {error_line(e)}", highlight=False)
-        return 1
+        except DeltaSchemaMismatchError as e:  # a table written while the app started: refused, nothing written
+            console.print(f"[red]error:[/red] {args.app}: {error_line(e)}", highlight=False)
+            return 2
+        except AppError as e:
+            logging.getLogger(__name__).debug("the app failed", exc_info=True)
+            console.print(f"[red]error:[/red] {args.app}: {error_line(e)}", highlight=False)
+            return 1
+        finally:
+            stop_session(spark)
+    except KeyboardInterrupt:  # a second Ctrl-C while the app stopped: no clean stop waited for
+        console.print(f"[red]error:[/red] {args.app}: interrupted again while stopping; the checkpoint holds every "
+                      "committed micro-batch", highlight=False)
+        return 130
     finally:
-        stop_session(spark)
-        signal.signal(signal.SIGTERM, previous)
+        _restore_signals(previous)
+    if result.stopped_by:
+        how = (f"after --max-runtime {args.max_runtime:g} s" if result.stopped_by == MAX_RUNTIME
+               else f"by {result.stopped_by}")
+        console.print(f"{result.app}: stopped {how}, between micro-batches", highlight=False)
     console.print(f"{result.app}: {result.rows} rows in {result.batches} micro-batches, {len(result.maintenance)} "
                   f"table maintenance runs, {result.elapsed_s:.1f} s", highlight=False)
     for name, path in result.tables.items():
         console.print(f"  table {name}: {path}", highlight=False)
     console.print(f"  progress: {config.status_file} (hareplica status --workdir {config.workdir})", highlight=False)
     return 0
+
+
+#: The signals that stop ``hareplica run`` as a stop the user asked for.
+STOP_SIGNALS = ("SIGTERM", "SIGINT")
+
+
+def _stop_on_signals(stop) -> dict:
+    """Make SIGTERM (a service manager's stop) and SIGINT (Ctrl-C) ask ``stop`` (a StopRequest) for a clean stop
+    instead of raising in whatever py4j call the main thread is in; a second signal raises KeyboardInterrupt.
+    Returns the previous handlers for :func:`_restore_signals`."""
+    import signal
+
+    def handler(signum, frame):
+        if stop:
+            raise KeyboardInterrupt
+        stop.set(signal.Signals(signum).name)
+
+    return {name: signal.signal(getattr(signal, name), handler) for name in STOP_SIGNALS}
+
+
+def _restore_signals(previous: dict) -> None:
+    import signal
+
+    for name, handler in previous.items():
+        signal.signal(getattr(signal, name), handler)
 
 
 def _maintain(args) -> int:
@@ -414,10 +479,12 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "broker":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    level = args.log_level.upper()
-    if not isinstance(logging.getLevelName(level), int):
-        parser.error(f"--log-level {args.log_level!r}: must be DEBUG, INFO, WARNING or ERROR")
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from streaming_apps.console_log import install
+
+    try:
+        install(args.log_level, verbose=args.verbose)
+    except ValueError as e:
+        parser.error(str(e))
     try:
         return _dispatch(args, extra)
     except Exception as exc:  # noqa: BLE001 - one line for people; the traceback only at DEBUG
@@ -463,7 +530,7 @@ def _dispatch(args, extra: list[str]) -> int:
             sys.stderr.write(f"error: {e}\n")
             return 2
         return query_command(args.sql, tables_root=_tables_root(args), tables=dict(args.tables), fmt=args.format,
-                             max_rows=args.max_rows or None, engine=args.engine, jars=jars)
+                             max_rows=args.max_rows or None, engine=args.engine, jars=jars, log_workdir=args.workdir)
     if args.command == "maintain":
         return _maintain(args)
     if args.command == "status":

@@ -9,7 +9,7 @@
    runs it on its default master, ``local[2]`` (:func:`demo_config`): that is also the run whose classes the
    driver JVM's class-data-sharing archive holds (streaming_apps.jvm_cds trains on this demo);
 4. check the table against the broker's own CommitLog files (missing and duplicated messages) and run
-   a few example queries with deltalake's SQL engine (no JVM), as ``hareplica query`` does;
+   an example query with deltalake's SQL engine (no JVM), as ``hareplica query`` does;
 5. stop the broker. Exit code 0 only when nothing is missing or duplicated.
 """
 
@@ -56,9 +56,9 @@ def run_demo(workdir: str, *, messages: int = 100_000, keep: bool = False) -> in
         ok = _check_and_query(console, broker, table_path, produced)
     finally:
         broker.stop()
-        console.print("broker stopped")
-    console.print(f"bronze Delta table: [bold]{table_path}[/bold]")
-    console.print(f"micro-batches: {landed_batches}; total time {time.monotonic() - started:.1f} s")
+        log.info("broker stub stopped")
+    console.print(f"bronze Delta table: [bold]{table_path}[/bold] ({landed_batches} micro-batches; total time "
+                  f"{time.monotonic() - started:.1f} s)")
     return 0 if ok else 1
 
 
@@ -114,50 +114,34 @@ def demo_config(ha_addr: str, root: Path):
 
 
 def _stream(console: Console, broker, root: Path) -> int:
-    """Run the bronze app until caught up; returns the number of micro-batches."""
-    from streaming_apps.apps import start
+    """Run the bronze app until caught up (streaming_apps.apps.run_app, as ``hareplica run bronze``); returns the
+    number of micro-batches. Spark's and py4j's output go to ``root/logs/demo.log`` (named on the console)."""
+    from streaming_apps.apps import progress_line, run_app
+    from streaming_apps.console_log import open_log_file
     from streaming_apps.spark_session import DEFAULT_MASTER, build_spark_session, stop_session
 
     console.print(f"starting Spark ({DEFAULT_MASTER}) …")
+    log_file = open_log_file(root, "demo")
+    if log_file is not None:
+        console.print(f"Spark's and py4j's log: {log_file}", highlight=False, soft_wrap=True)
     config = demo_config(broker.ha_addr, root)
-    spark = build_spark_session("hareplica-demo", c1_only_jit=config.c1_only_jit, parallel_gc=config.parallel_gc)
+    spark = build_spark_session("hareplica-demo", c1_only_jit=config.c1_only_jit, parallel_gc=config.parallel_gc,
+                                log_file=log_file)
     console.print(f"bronze app: checkpoint {config.checkpoint()}, progress {config.status_file}")
     try:
-        running = start(spark, config)
-        shown = 0
-        try:
-            while not running.wait(1.0):
-                shown = _print_progress(console, running.progress, shown)
-        finally:
-            running.close()
-        progress = running.progress
-        _print_progress(console, progress, shown)
-        rows = sum(int(p.get("numInputRows") or 0) for p in progress)
-        console.print(f"caught up: {rows} rows in {len(progress)} micro-batches; "
-                      f"{len(running.maintainer.results)} table maintenance runs")
-        return len(progress)
+        result = run_app(spark, config, on_progress=lambda record, rows: console.print(progress_line(record, rows)))
     finally:
         stop_session(spark)
+    console.print(f"caught up: {result.rows} rows in {result.batches} micro-batches; "
+                  f"{len(result.maintenance)} table maintenance runs")
+    return result.batches
 
 
-def _print_progress(console: Console, progress: list[dict], shown: int) -> int:
-    rows = sum(int(p.get("numInputRows") or 0) for p in progress[:shown])
-    for p in progress[shown:]:
-        rows += int(p.get("numInputRows") or 0)
-        console.print(f"  micro-batch {p.get('batchId')}: {rows} rows landed so far, broker lag "
-                      f"{p.get('lagBytes')} bytes")
-    return len(progress)
-
-
-#: Example queries the demo runs and prints (also shown as `hareplica query` commands).
-EXAMPLE_QUERIES = (
-    ("messages and CommitLog bytes per topic",
-     "SELECT topic, count(*) AS messages, sum(storeSize) AS commitlog_bytes, "
-     "sum(CASE WHEN sysFlag & 1 = 1 THEN 1 ELSE 0 END) AS compressed FROM bronze GROUP BY topic ORDER BY topic"),
-    ("messages per store date (the partition column)",
-     "SELECT storeDate, count(*) AS messages, min(commitLogOffset) AS first_offset, "
-     "max(commitLogOffset) AS last_offset FROM bronze GROUP BY storeDate ORDER BY storeDate"),
-)
+#: The example query the demo runs and prints (also shown as a `hareplica query` command).
+EXAMPLE_QUERY = ("messages, CommitLog bytes and store dates (the partition column) per topic",
+                 "SELECT topic, count(*) AS messages, sum(storeSize) AS commitlog_bytes, "
+                 "sum(CASE WHEN sysFlag & 1 = 1 THEN 1 ELSE 0 END) AS compressed, min(storeDate) AS first_date, "
+                 "max(storeDate) AS last_date FROM bronze GROUP BY topic ORDER BY topic")
 
 
 def _check_and_query(console: Console, broker, table_path: Path, produced: int) -> bool:
@@ -179,7 +163,7 @@ def _check_and_query(console: Console, broker, table_path: Path, produced: int) 
                     if off in broker_offsets and broker_offsets[off] != mid)
     dt = DeltaTable(str(table_path))
 
-    summary = Table(title="bronze vs. the broker's CommitLog", show_header=False)
+    summary = Table(title="bronze vs. the broker's CommitLog", show_header=False, box=None, padding=(0, 1))
     summary.add_row("messages produced", str(produced))
     summary.add_row("messages in the broker's CommitLog", str(len(broker_offsets)))
     summary.add_row("rows landed in Delta", str(table.num_rows))
@@ -192,19 +176,21 @@ def _check_and_query(console: Console, broker, table_path: Path, produced: int) 
     console.print(summary)
 
     workdir = table_path.parent.parent
-    for title, sql in EXAMPLE_QUERIES:
-        console.print(f"[bold]{title}[/bold]: hareplica query --workdir {workdir} \"{sql}\"", highlight=False)
-        render(query_tables(sql, tables), console=console)
+    title, sql = EXAMPLE_QUERY
+    console.print(f"[bold]{title}[/bold]:", highlight=False)
+    render(query_tables(sql, tables), console=console)
+    console.print(f"the same query: hareplica query --workdir {workdir} \"{sql}\"", highlight=False, soft_wrap=True)
 
     one = query_tables("SELECT commitLogOffset, topic, tags, keys, body FROM bronze "
                        "WHERE topic = 'OrderPaid' ORDER BY commitLogOffset LIMIT 1", tables).to_pylist()
     if one:
         event = decode_order(one[0]["body"])
-        event["note"] = f"<{len(event.get('note', ''))} chars>"
-        console.print(f"one order decoded from msgpack (commitLogOffset {one[0]['commitLogOffset']}, "
-                      f"tags {one[0]['tags']}, keys {one[0]['keys']}):")
-        console.print(event)
-    console.print(f"progress and broker lag of the run: hareplica status --workdir {workdir}", highlight=False)
+        console.print(f"one order decoded from msgpack (commitLogOffset {one[0]['commitLogOffset']}, tags "
+                      f"{one[0]['tags']}): {event.get('orderId')}, {event.get('status')}, "
+                      f"{event.get('amountCents')} cents ({event.get('currency')}), {len(event.get('items', []))} "
+                      "items", highlight=False)
+    console.print(f"progress and broker lag of the run: hareplica status --workdir {workdir}", highlight=False,
+                  soft_wrap=True)
     ok = produced == len(broker_offsets) == table.num_rows and not missing and not duplicated and not foreign \
         and not wrong_ids
     console.print("[bold green]OK[/]: every message landed exactly once" if ok

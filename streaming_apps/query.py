@@ -186,11 +186,13 @@ def render(result: pa.Table, fmt: str = "table", *, max_rows: int | None = DEFAU
 
 def query_command(sql: str, *, tables_root: str | None, tables: Mapping[str, str] | None = None, fmt: str = "table",
                   max_rows: int | None = DEFAULT_MAX_ROWS, engine: str = ENGINE_DELTALAKE,
-                  jars: list[str] | None = None, master: str | None = None) -> int:
+                  jars: list[str] | None = None, master: str | None = None,
+                  log_workdir: str | os.PathLike | None = None) -> int:
     """``hareplica query``: run and print; returns the exit code (0 ok, 1 query error).
 
     ``engine``: ``deltalake`` (default, no JVM) or ``spark`` (:func:`spark_query`, with ``jars`` or the
-    staged Delta jars).
+    staged Delta jars; with ``log_workdir``, Spark's and py4j's output go to its ``logs/query.log``,
+    :mod:`streaming_apps.console_log`, named on stderr).
     """
     import sys
 
@@ -201,7 +203,14 @@ def query_command(sql: str, *, tables_root: str | None, tables: Mapping[str, str
             raise QueryError(f"--engine {engine!r} must be one of {', '.join(ENGINES)}")
         resolved = resolve_tables(tables_root, tables)
         if engine == ENGINE_SPARK:
-            result = spark_query(sql, resolved, jars=jars, master=master)
+            log_file = None
+            if log_workdir is not None:
+                from streaming_apps.console_log import open_log_file
+
+                log_file = open_log_file(log_workdir, "query")
+                if log_file is not None:
+                    Console(stderr=True, soft_wrap=True).print(f"Spark's and py4j's log: {log_file}", highlight=False)
+            result = spark_query(sql, resolved, jars=jars, master=master, log_file=log_file)
         else:
             result = query_tables(sql, resolved)
     except QueryError as e:
@@ -253,14 +262,14 @@ def register_spark_views(spark, tables_root: str | os.PathLike | None, tables: M
     return frames
 
 
-def spark_query(sql: str, tables: Mapping[str, str], *, jars: list[str] | None = None, master: str | None = None
-                ) -> pa.Table:
+def spark_query(sql: str, tables: Mapping[str, str], *, jars: list[str] | None = None, master: str | None = None,
+                log_file: str | os.PathLike | None = None) -> pa.Table:
     """Run ``sql`` in Spark SQL over ``tables`` (``{name: path}``); the result as a pyarrow.Table.
 
     Starts a Spark session on ``master`` (None: streaming_apps.spark_session.DEFAULT_MASTER) with ``jars``
     (default: the Delta jars ``make jvm-peers`` staged, :func:`streaming_apps.spark_session.staged_delta_jars`)
     and the Delta SQL extension when there are any, registers the tables with :func:`register_spark_tables`,
-    runs the statement and stops Spark.
+    runs the statement and stops Spark. ``log_file``: the driver JVM's output goes there (build_spark_session).
 
     Raises:
         QueryError: a table cannot be registered, or the statement fails (Spark's first message line).
@@ -269,7 +278,8 @@ def spark_query(sql: str, tables: Mapping[str, str], *, jars: list[str] | None =
 
     jars = list(jars) if jars else staged_delta_jars()
     with_delta = any(os.path.basename(j).startswith("delta-spark") for j in jars)
-    spark = build_spark_session("hareplica-query", master=master or DEFAULT_MASTER, jars=jars, delta=with_delta)
+    spark = build_spark_session("hareplica-query", master=master or DEFAULT_MASTER, jars=jars, delta=with_delta,
+                                log_file=log_file)
     try:
         register_spark_tables(spark, None, tables)
         try:

@@ -1,13 +1,16 @@
 """The streaming apps ``hareplica run APP`` starts: bronze, silver and gold (docs/delta.md).
 
 ``run_app(spark, config)`` starts an app (:func:`streaming_apps.apps.common.start_app`), waits until it
-ends (Trigger.AvailableNow) or is interrupted, and returns what it did.
+ends (Trigger.AvailableNow), its maximum run time passes or a stop is asked for, stops it between
+micro-batches and returns what it did.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,9 @@ APPS = {m.NAME: m for m in (bronze, silver, gold)}
 
 @dataclass
 class AppRunResult:
-    """What one run did: micro-batches and rows over all its queries, its tables, maintenance runs."""
+    """What one run did: micro-batches and rows over all its queries, its tables, maintenance runs, and what
+    stopped it (``stopped_by``: None when its queries ended by themselves, Trigger.AvailableNow; else
+    :data:`MAX_RUNTIME` or the name of the signal, ``SIGTERM`` / ``SIGINT``)."""
 
     app: str
     batches: int
@@ -31,6 +36,33 @@ class AppRunResult:
     tables: dict[str, Path]
     maintenance: list[dict[str, Any]] = field(default_factory=list)
     elapsed_s: float = 0.0
+    stopped_by: str | None = None
+
+
+#: ``AppRunResult.stopped_by`` of a run that reached its ``max_runtime_s``.
+MAX_RUNTIME = "max-runtime"
+#: Seconds between two looks at the queries, the stop request and the run's progress.
+POLL_S = 0.5
+#: How long a stop waits for a running micro-batch to commit before interrupting it (RunningApp.stop).
+STOP_BATCH_WAIT_S = 60.0
+
+
+class StopRequest:
+    """A stop the user asked for from outside the run (a signal handler): :meth:`set` records why; thread- and
+    signal-safe (it only sets an attribute and an event)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.reason: str | None = None
+
+    def set(self, reason: str) -> None:
+        """Ask the run to stop; ``reason`` becomes ``AppRunResult.stopped_by`` (the first one given wins)."""
+        if self.reason is None:
+            self.reason = reason
+        self.event.set()
+
+    def __bool__(self) -> bool:
+        return self.event.is_set()
 
 
 def app_module(name: str):
@@ -46,30 +78,69 @@ def start(spark, config: AppConfig) -> RunningApp:
     return start_app(spark, config, app_module(config.app))
 
 
-def run_app(spark, config: AppConfig, *, timeout_s: float | None = None) -> AppRunResult:
-    """Run an app until its queries end (AvailableNow), ``timeout_s`` passes, or Ctrl-C; then close it.
+def run_app(spark, config: AppConfig, *, max_runtime_s: float | None = None, stop: StopRequest | None = None,
+            on_progress: Callable[[dict[str, Any], int], None] | None = None) -> AppRunResult:
+    """Run an app until its queries end (Trigger.AvailableNow), ``max_runtime_s`` seconds pass, or ``stop`` is
+    set; then stop its queries between micro-batches and close it (:meth:`RunningApp.close`).
+
+    ``max_runtime_s`` has the meaning of Spark's ``awaitTermination(timeout)``: after that long the queries are
+    stopped, a micro-batch in flight being given :data:`STOP_BATCH_WAIT_S` to commit first; that is a success
+    (``stopped_by`` :data:`MAX_RUNTIME`), as is a ``stop`` (``stopped_by`` its reason). ``on_progress(record,
+    rows)`` is called in this thread for each micro-batch's progress record as it arrives, with the rows
+    landed so far.
 
     Raises:
-        AppError: the app could not start, or a query failed.
+        AppError: the app could not start, a query failed, or a query could not be stopped cleanly.
         DeltaJarsMissingError: ``sink="delta"`` without Spark's Delta jars.
-        TimeoutError: ``timeout_s`` passed with a query still running (it is stopped first).
     """
     started = time.monotonic()
+    deadline = None if max_runtime_s is None else started + max_runtime_s
     running = start(spark, config)
+    stopped_by, shown, rows = None, 0, 0
     try:
-        finished = running.wait(timeout_s)
-        if not finished:
-            raise TimeoutError(f"app {config.app} still running after {timeout_s} s")
-    except KeyboardInterrupt:
-        log.warning("interrupted: stopping %s", config.app)
-    finally:
+        while True:
+            remaining = POLL_S if deadline is None else min(POLL_S, max(0.0, deadline - time.monotonic()))
+            finished = running.wait(remaining)
+            shown, rows = _report(running.progress, shown, rows, on_progress)
+            if finished:
+                break
+            if stop:
+                stopped_by = stop.reason
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                stopped_by = MAX_RUNTIME
+                break
+    except BaseException:
         running.close()
+        raise
+    problems = running.close(STOP_BATCH_WAIT_S)
+    _report(running.progress, shown, rows, on_progress)
+    if problems:
+        raise AppError(f"app {config.app} did not stop cleanly: {'; '.join(problems)}")
     progress = running.progress
     batches = len({(p.get("query"), p.get("batchId")) for p in progress})
     return AppRunResult(app=config.app, batches=batches, rows=sum(int(p.get("numInputRows") or 0) for p in progress),
                         tables=running.tables, maintenance=list(running.maintainer.results),
-                        elapsed_s=time.monotonic() - started)
+                        elapsed_s=time.monotonic() - started, stopped_by=stopped_by)
 
 
-__all__ = ["APPS", "AppConfig", "AppError", "AppRunResult", "DeltaJarsMissingError", "RunningApp", "app_module",
-           "run_app", "start"]
+def progress_line(record: dict[str, Any], rows: int, with_query: bool = False) -> str:
+    """The console's line for one micro-batch's progress record (streaming_apps.progress_listener): its batch id, the
+    rows landed so far and the broker lag; ``with_query``: prefixed with the query's name (apps of several)."""
+    where = f"{record.get('query')} " if with_query else ""
+    return (f"  {where}micro-batch {record.get('batchId')}: {rows} rows landed so far, broker lag "
+            f"{record.get('lagBytes')} bytes")
+
+
+def _report(progress: list[dict[str, Any]], shown: int, rows: int,
+            on_progress: Callable[[dict[str, Any], int], None] | None) -> tuple[int, int]:
+    """Hand the progress records after the first ``shown`` to ``on_progress``; returns (shown, rows) after."""
+    for record in progress[shown:]:
+        rows += int(record.get("numInputRows") or 0)
+        if on_progress is not None:
+            on_progress(record, rows)
+    return len(progress), rows
+
+
+__all__ = ["APPS", "MAX_RUNTIME", "AppConfig", "AppError", "AppRunResult", "DeltaJarsMissingError", "RunningApp",
+           "StopRequest", "app_module", "progress_line", "run_app", "start"]

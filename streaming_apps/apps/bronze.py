@@ -13,7 +13,14 @@ from __future__ import annotations
 
 import logging
 
-from streaming_apps.apps.common import LANDING_DIRECT, AppConfig, DeltaSink, hareplica_stream, trigger_kwargs
+from streaming_apps.apps.common import (
+    LANDING_DIRECT,
+    AppConfig,
+    AppError,
+    DeltaSink,
+    hareplica_stream,
+    trigger_kwargs,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +43,40 @@ def store_date(column: str = "storeTimestamp"):
 def bronze_frame(spark, config: AppConfig):
     """The bronze rows: the hareplica stream plus ``storeDate``."""
     return hareplica_stream(spark, config).withColumn("storeDate", store_date())
+
+
+def check_tables(config: AppConfig) -> None:
+    """Refuse a table at bronze's path that is not a raw replica, before Spark starts (read with deltalake; the
+    table is not changed): its columns must be the bronze columns, or those of an earlier version without some
+    of ``connector.landing.ADDED_SOURCE_COLUMNS`` (:func:`start` adds them), partitioned by ``storeDate``.
+    A missing or empty folder passes.
+
+    Raises:
+        AppError: ``table bronze: `` and the DeltaSchemaMismatchError naming every difference from the bronze
+            columns.
+    """
+    from pyspark.sql.types import StructType
+
+    from connector.delta.location import open_delta_table
+    from connector.delta.schema import DeltaSchemaMismatchError, check_schema_matches
+    from connector.landing import ADDED_SOURCE_COLUMNS, landed_schema
+
+    path = str(config.table_path(TABLE))
+    table = open_delta_table(path)
+    if table is None:
+        return
+    schema_json, partitions = table.schema().to_json(), table.metadata().partition_columns
+    have = {f.name for f in table.schema().fields}
+    full = landed_schema()
+    earlier = StructType([f for f in full.fields if f.name in have or f.name not in ADDED_SOURCE_COLUMNS])
+    try:
+        try:
+            check_schema_matches(path, schema_json, partitions, earlier, PARTITION_BY)
+        except DeltaSchemaMismatchError:
+            check_schema_matches(path, schema_json, partitions, full, PARTITION_BY)  # names every difference
+            raise
+    except DeltaSchemaMismatchError as e:
+        raise AppError(f"table {TABLE}: {e}") from e
 
 
 def start(spark, config: AppConfig, sink: DeltaSink) -> list:

@@ -420,34 +420,70 @@ class RunningApp:
                 return False
         return True
 
-    def stop(self) -> None:
-        """Stop every query (the current micro-batch is interrupted; the checkpoint stays consistent)."""
+    def stop(self, batch_wait_s: float = 0.0) -> list[str]:
+        """Stop every query, as ``StreamingQuery.stop()`` does; the checkpoint stays consistent either way.
+
+        With ``batch_wait_s`` > 0 a query whose micro-batch is running (its status' ``isTriggerActive``) is
+        first given up to that many seconds to commit it, so that the stop comes between micro-batches; a
+        micro-batch still running then is interrupted (Spark runs it again at the next start). Returns one line
+        per query that could not be stopped or that ended with an error (empty: a clean stop).
+        """
+        problems = []
         for q in self.queries:
             try:
-                q.stop()
-            except Exception as e:  # noqa: BLE001
-                log.warning("stopping %s: %s", q.name, e)
+                if q.isActive:  # a query that ended (Trigger.AvailableNow) has nothing to stop
+                    if batch_wait_s > 0:
+                        _wait_between_batches(q, batch_wait_s)
+                    q.stop()
+                error = q.exception()
+            except Exception as e:  # noqa: BLE001 - py4j and Spark errors of a query that did not stop
+                log.debug("stopping %s", q.name, exc_info=True)
+                problems.append(f"query {q.name} did not stop: {_first_line(e)}")
+                continue
+            if error is not None:
+                problems.append(f"query {q.name} failed: {_first_line(error)}")
+        return problems
 
-    def close(self) -> None:
-        """End the worker warm-up (its job cancelled if it still runs: :meth:`Warmup.end`), stop queries, let the
-        listener record their end, wait for maintenance, remove the listener."""
+    def close(self, batch_wait_s: float = 0.0) -> list[str]:
+        """End the worker warm-up (its job cancelled if it still runs: :meth:`Warmup.end`), stop the queries
+        (:meth:`stop` with ``batch_wait_s``), let the listener record their end, wait for maintenance, remove
+        the listener. Returns :meth:`stop`'s problems, plus one when the listener did not see every query end."""
         if self.warmup is not None and not self.warmup.end(CLOSE_WAIT_S):
             log.warning("the worker warm-up still runs after %.0f s; leaving it in the background", CLOSE_WAIT_S)
-        self.stop()
+        problems = self.stop(batch_wait_s)
         names = {q.name for q in self.queries}
-        self.listener.wait_for(lambda records: names <= {r.get("query") for r in records
-                                                         if r.get("event") == "terminated"}, CLOSE_WAIT_S)
+        if not self.listener.wait_for(lambda records: names <= {r.get("query") for r in records
+                                                                if r.get("event") == "terminated"}, CLOSE_WAIT_S):
+            problems.append(f"the progress listener did not see every query end within {CLOSE_WAIT_S:.0f} s")
         if not self.maintainer.wait(CLOSE_WAIT_S):
             log.warning("maintenance still running after %.0f s; leaving it in the background", CLOSE_WAIT_S)
         try:
             self.spark.streams.removeListener(self.listener)
         except Exception as e:  # noqa: BLE001
             log.warning("removing the progress listener: %s", e)
+        return problems
 
     @property
     def progress(self) -> list[dict[str, Any]]:
         """The progress lines recorded so far (this run)."""
         return [r for r in list(self.listener.records) if r.get("event") == "progress"]
+
+
+def _wait_between_batches(query, timeout_s: float, poll_s: float = 0.05) -> bool:
+    """Wait until ``query`` (a StreamingQuery) runs no micro-batch (its status' ``isTriggerActive`` is false) or
+    has ended; False when one still runs after ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.status.get("isTriggerActive"):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+    return True
+
+
+def _first_line(error: BaseException) -> str:
+    from streaming_apps.preflight import error_line  # our error's own line inside Spark's wrapping, if any
+
+    return error_line(error)
 
 
 def check_table_locations(config: AppConfig, tables: Sequence[str]) -> None:
@@ -469,6 +505,18 @@ def check_table_locations(config: AppConfig, tables: Sequence[str]) -> None:
                 check_new_table_location(uri)
         except DeltaTablePathError as e:
             raise AppError(f"table {table}: {e}") from e
+
+
+def check_table_schemas(config: AppConfig, app_module) -> None:
+    """The app's own check of the tables it would append to (``app_module.check_tables(config)``, when it has
+    one), made with deltalake before Spark starts: a table of another schema is refused before anything runs.
+
+    Raises:
+        AppError: one line naming the table and every difference (the table is not touched).
+    """
+    check = getattr(app_module, "check_tables", None)
+    if check is not None:
+        check(config)
 
 
 #: Spark's conf naming the class that writes checkpoint files (offsets, commits, state store files)

@@ -102,7 +102,7 @@ def _expected_orders(commitlog) -> tuple[dict[int, dict], dict[int, str]]:
 def test_bronze_lands_every_message_once_partitioned_by_store_date_with_maintenance(app_spark, broker, commitlog,
                                                                                      tmp_path, landing):
     cfg = _config(broker, tmp_path, "bronze", maintenance_every=2, landing=landing)
-    result = run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+    result = run_app(app_spark, cfg, max_runtime_s=APP_TIMEOUT_S)
     assert result.batches >= 3, "the read limit must split the backlog into several micro-batches"
     assert result.rows == len(commitlog)
 
@@ -157,7 +157,7 @@ def test_bronze_lands_every_message_once_partitioned_by_store_date_with_maintena
 @pytest.mark.parametrize("landing", ["direct", "spark"])
 def test_silver_decodes_orders_and_quarantines_bad_bodies(app_spark, broker, commitlog, tmp_path, landing):
     cfg = _config(broker, tmp_path, "silver", landing=landing)
-    run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+    run_app(app_spark, cfg, max_runtime_s=APP_TIMEOUT_S)
     good, bad = _expected_orders(commitlog)
     assert len(bad) == len(BAD_BODIES) and len(good) == ORDERS + 1
     tables = discover_tables(cfg.tables_root)
@@ -185,7 +185,7 @@ def test_silver_decodes_orders_and_quarantines_bad_bodies(app_spark, broker, com
 
     # a rerun from the same checkpoint finds nothing new and writes nothing twice
     versions = {n: DeltaTable(p).version() for n, p in tables.items()}
-    run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+    run_app(app_spark, cfg, max_runtime_s=APP_TIMEOUT_S)
     assert {n: DeltaTable(p).version() for n, p in tables.items()} == versions
 
 
@@ -235,7 +235,7 @@ def test_gold_shows_every_window_with_data_and_marks_those_behind_the_watermark_
     with BrokerProcess.start(tmp_path / "gold-broker", mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:
         _send(b, workload[:split])
         cfg = _config(b, tmp_path / "work", "gold", watermark="1 minute")
-        run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+        run_app(app_spark, cfg, max_runtime_s=APP_TIMEOUT_S)
         first = _expected_gold(b, MINUTE_MS)
         got = _gold_rows(cfg)
         assert sorted(got) == sorted(first), "after one AvailableNow run every window with data is in the table"
@@ -247,7 +247,7 @@ def test_gold_shows_every_window_with_data_and_marks_those_behind_the_watermark_
 
         # more data: the open windows are updated, and final once the watermark (the tick - 1 minute) passed them
         _send(b, workload[split:])
-        run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+        run_app(app_spark, cfg, max_runtime_s=APP_TIMEOUT_S)
         second = _expected_gold(b, MINUTE_MS)
         got = _gold_rows(cfg)
         assert sorted(got) == sorted(second) and got == second
@@ -262,7 +262,7 @@ def test_gold_shows_every_window_with_data_and_marks_those_behind_the_watermark_
 
 def test_app_status_file_is_valid_json_lines(app_spark, broker, tmp_path):
     cfg = _config(broker, tmp_path, "bronze", max_bytes_per_trigger=None, maintenance_every=0)
-    run_app(app_spark, cfg, timeout_s=APP_TIMEOUT_S)
+    run_app(app_spark, cfg, max_runtime_s=APP_TIMEOUT_S)
     lines = cfg.status_file.read_text().splitlines()
     events = [json.loads(line) for line in lines]
     assert [e["event"] for e in events] == ["started", "progress", "terminated"]

@@ -45,7 +45,7 @@ def workdir(spark, tmp_path_factory) -> Path:
             assert {f.result(timeout=60).send_status for f in futures} == {"SEND_OK"}
         register_data_sources(spark)
         cfg = AppConfig(app="bronze", brokers=f"broker-a={broker.ha_addr}", workdir=work, trigger="available-now")
-        assert run_app(spark, cfg, timeout_s=240).rows == MESSAGES
+        assert run_app(spark, cfg, max_runtime_s=240).rows == MESSAGES
     return work
 
 

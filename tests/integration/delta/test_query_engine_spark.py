@@ -30,7 +30,7 @@ def tables(spark, broker, tmp_path_factory):
     work = tmp_path_factory.mktemp("query")
     cfg = AppConfig(app="bronze", brokers=f"broker-a={broker.ha_addr}", workdir=work, trigger="available-now",
                     maintenance_every=0)
-    run_app(spark, cfg, timeout_s=CLI_TIMEOUT_S)
+    run_app(spark, cfg, max_runtime_s=CLI_TIMEOUT_S)
     events = str(cfg.tables_root / "events")
     (spark.range(0, 40).selectExpr("id", "cast(id % 4 AS string) AS kind").write.format("delta")
      .option("delta.enableDeletionVectors", "true").save(events))

@@ -83,7 +83,7 @@ def test_bronze_with_spark_delta_lands_every_message_once(spark, broker, commitl
 
     # a rerun from the same checkpoint adds nothing
     version = dt.version()
-    again = run_app(spark, cfg, timeout_s=APP_TIMEOUT_S)
+    again = run_app(spark, cfg, max_runtime_s=APP_TIMEOUT_S)
     assert again.rows == 0 and DeltaTable(str(table)).version() == version
 
 
@@ -105,7 +105,7 @@ def test_silver_and_gold_with_spark_delta(spark, broker, commitlog, tmp_path):
     assert len(good) == ORDERS + 1 and len(bad) == len(BAD_BODIES)
 
     silver = _config(broker, tmp_path, "silver")
-    run_app(spark, silver, timeout_s=APP_TIMEOUT_S)
+    run_app(spark, silver, max_runtime_s=APP_TIMEOUT_S)
     orders = _spark_rows(spark, silver.table_path("silver_orders"), "commitLogOffset,orderId,amountCents,eventDate")
     assert sorted(r["commitLogOffset"] for r in orders) == sorted(good)
     for r in orders:
@@ -116,11 +116,11 @@ def test_silver_and_gold_with_spark_delta(spark, broker, commitlog, tmp_path):
     assert {r["commitLogOffset"]: r["reason"] for r in rejected} == bad
     # Delta's idempotent writes (txnAppId/txnVersion): a rerun writes neither table again
     versions = {t: DeltaTable(str(silver.table_path(t))).version() for t in ("silver_orders", "silver_quarantine")}
-    run_app(spark, silver, timeout_s=APP_TIMEOUT_S)
+    run_app(spark, silver, max_runtime_s=APP_TIMEOUT_S)
     assert {t: DeltaTable(str(silver.table_path(t))).version() for t in versions} == versions
 
     gold = _config(broker, tmp_path, "gold")
-    run_app(spark, gold, timeout_s=APP_TIMEOUT_S)
+    run_app(spark, gold, max_runtime_s=APP_TIMEOUT_S)
     table = gold.table_path("gold_orders_per_minute")
     # every window with data, exact; final where the last watermark (latest event - 1 minute) passed its end
     latest_ms = max(int(o["eventTime"].timestamp() * 1000) for o in good.values())
@@ -145,7 +145,7 @@ def test_silver_and_gold_with_spark_delta(spark, broker, commitlog, tmp_path):
     assert committed is not None and committed >= 1
     # a rerun from the same checkpoint changes nothing
     version = DeltaTable(str(table)).version()
-    run_app(spark, gold, timeout_s=APP_TIMEOUT_S)
+    run_app(spark, gold, max_runtime_s=APP_TIMEOUT_S)
     assert DeltaTable(str(table)).version() == version
 
 
