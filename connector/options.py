@@ -6,9 +6,7 @@ source where the meaning is the same (``subscribe``, ``subscribePattern``, ``sta
 setting (``haSendHeartbeatInterval``). ``minInSyncSlaves`` is also the broker stub's ``broker.conf`` key
 for the same idea: how many slaves must hold the bytes.
 
-**Aliases.** This source's earlier names are still accepted, without a warning: ``topics`` for
-``subscribe``, ``topicPattern`` for ``subscribePattern``, ``minReplicas`` for ``minInSyncSlaves``
-(:data:`OPTION_ALIASES`). Giving a name and its alias together is an error naming both.
+**Aliases** (:data:`OPTION_ALIASES`): none today; a name given with its alias would be an error naming both.
 
 **Options, defaults and meanings** are listed in docs/source.md "Options" (and, shorter, in README's
 source section). The defaults are gathered in :data:`OPTION_DEFAULTS`: the parser reads no other, and
@@ -109,8 +107,8 @@ OPTION_DEFAULTS: Mapping[str, object] = {
 }
 
 _BROKER_NAME = re.compile(r"^[A-Za-z0-9_.%-]+$")
-#: earlier option names accepted as they are (no warning): alias -> option
-OPTION_ALIASES = {"topics": "subscribe", "topicPattern": "subscribePattern", "minReplicas": "minInSyncSlaves"}
+#: other names accepted for an option (no warning): alias -> option; none today
+OPTION_ALIASES: dict[str, str] = {}
 _KNOWN = {name.lower(): name for name in (*OPTION_DEFAULTS, *OPTION_ALIASES)}
 
 
@@ -293,8 +291,7 @@ def import_function(option: str, spec: str) -> Callable:
 
 
 def parse_topic_filter(opts: Mapping[str, str]) -> TopicFilter:
-    """``subscribe`` / ``subscribePattern`` (or their aliases ``topics`` / ``topicPattern``) /
-    ``includeSystemTopics`` (lower-cased keys) → TopicFilter.
+    """``subscribe`` / ``subscribePattern`` / ``includeSystemTopics`` (lower-cased keys) → TopicFilter.
 
     Topic names must be valid RocketMQ topics (``^[%|a-zA-Z0-9_-]+$``, at most 127 characters,
     TopicValidator). Raises HAReplicaOptionError for an empty list, a bad name, a pattern that does

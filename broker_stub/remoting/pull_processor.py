@@ -123,10 +123,6 @@ class PullRequestHoldService:
                 if not waiters:
                     self._waiters.pop(key, None)
 
-    @property
-    def held_count(self) -> int:
-        return sum(len(v) for v in self._waiters.values())
-
 
 class PullMessageProcessor:
     """Serves PULL_MESSAGE for one broker (see module doc)."""

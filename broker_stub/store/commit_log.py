@@ -184,11 +184,6 @@ class PutMessageResult:
     status: PutMessageStatus
     result: AppendMessageResult | None = None
 
-    @property
-    def is_ok(self) -> bool:
-        return self.status in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT,
-                               PutMessageStatus.FLUSH_SLAVE_TIMEOUT, PutMessageStatus.SLAVE_NOT_AVAILABLE)
-
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000

@@ -166,16 +166,6 @@ class RemotingConnection:
                 log.debug("%s: ignoring unrelated frame code=%s opaque=%s", what, cmd.code, cmd.opaque)
 
 
-def request_once(addr: str, request: RemotingCommand, timeout_ms: int,
-                 credentials: AclCredentials | None = None) -> RemotingCommand:
-    """One request on a fresh connection, closed afterwards; the response whatever its code.
-
-    Raises BrokerUnreachableError / NotARocketMQBrokerError as :meth:`RemotingConnection.invoke`.
-    """
-    with RemotingConnection(addr, timeout_ms, credentials) as connection:
-        return connection.invoke(request)
-
-
 class PipelinedConnection:
     """One remoting connection with up to ``max_in_flight`` requests awaiting responses (RocketMQ's client
     sends asynchronously the same way): a reader thread matches responses to requests by ``opaque``.

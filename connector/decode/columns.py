@@ -94,16 +94,6 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
         yield pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
-def build_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, broker: str,
-                         mapped_file_size: int, decompress: bool = True, topic_filter: TopicFilter | None = None,
-                         max_body_bytes: int = BODY_BYTES_PER_ARROW_ARRAY,
-                         policy: BodyPolicy | None = None) -> list[pa.RecordBatch]:
-    """:func:`iter_record_batches` as a list (one RecordBatch unless bodies pass ``max_body_bytes``)."""
-    return list(iter_record_batches(data, starts, base_offset, broker=broker, mapped_file_size=mapped_file_size,
-                                    decompress=decompress, topic_filter=topic_filter, max_body_bytes=max_body_bytes,
-                                    policy=policy))
-
-
 def _topics(kernels, buf: pa.Buffer, u8: np.ndarray, loc: Located, mapped_file_size: int) -> pa.StringArray:
     """The topic column; raises CommitLogFormatError (field TOPIC) at the first topic that is not UTF-8."""
     topics = as_string(kernels.slices(buf, loc.topic_pos, loc.topic_len))

@@ -130,11 +130,6 @@ class CommitLogArrowDecoder:
         return self._stream_offset
 
     @property
-    def next_record_offset(self) -> int:
-        """Offset of the next record boundary not yet walked (== end once done)."""
-        return self.end if self._done else self._buf_offset + self._pos
-
-    @property
     def buffered_bytes(self) -> int:
         """Bytes held right now: walked records not yet emitted plus bytes not walked yet (memory bound)."""
         return self._len
@@ -331,9 +326,3 @@ class CommitLogArrowDecoder:
                                          columns=self.schema):
             self.records_emitted += batch.num_rows
             yield batch
-
-
-def decode_commitlog_range(chunks: Iterable[tuple[int, bytes]], start: int, end: int, mapped_file_size: int, *,
-                           broker: str, **kwargs) -> Iterator[pa.RecordBatch]:
-    """Decode ``[start, end)`` from ``(offset, bytes)`` chunks; see :class:`CommitLogArrowDecoder`."""
-    return CommitLogArrowDecoder(start, end, mapped_file_size, broker=broker, **kwargs).decode_all(chunks)

@@ -3,9 +3,9 @@
 The CommitLog holds every topic of a broker, including RocketMQ's own. The rule, applied to the raw
 topic bytes of each record before any other column is built (:mod:`connector.decode.columns`):
 
-1. ``subscribe`` (alias ``topics``; a comma-separated list of exact names) keeps exactly those topics. A
+1. ``subscribe`` (a comma-separated list of exact names) keeps exactly those topics. A
    system topic named there is kept too: naming it is an explicit choice.
-2. Otherwise ``subscribePattern`` (alias ``topicPattern``; a Python regular expression) keeps topics it
+2. Otherwise ``subscribePattern`` (a Python regular expression) keeps topics it
    matches *as a whole* (``re.fullmatch``, like Java's ``Matcher.matches()`` that Kafka's
    ``subscribePattern`` uses).
 3. Otherwise every topic is kept.

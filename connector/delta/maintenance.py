@@ -227,13 +227,6 @@ class TableMaintainer:
             self._thread.start()
             return True
 
-    def run_now(self) -> list[dict[str, Any]]:
-        """Wait for a background run, then run maintenance on every table in this thread; the summaries."""
-        self.wait()
-        with self._lock:
-            self._batches_since_run = 0
-        return self._run_all()
-
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait for the background run (if any); False when it is still going after ``timeout_s``."""
         thread = self._thread

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 from collections.abc import Sequence
-from urllib.parse import quote
 
 #: Folder name Hive and Delta use for a null partition value.
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -53,12 +52,4 @@ def partition_folder(columns: Sequence[str], values: Sequence[str | None]) -> st
     return "/".join(
         f"{escape_partition_path(c)}={HIVE_DEFAULT_PARTITION if v is None else escape_partition_path(v)}"
         for c, v in zip(columns, values, strict=True))
-
-
-def delta_log_path(relative_path: str) -> str:
-    """How ``add.path`` appears in the Delta log: the relative path as a URI reference (percent-encoded).
-
-    deltalake's ``AddAction`` takes the plain path and encodes it itself; this is for reading logs.
-    """
-    return quote(relative_path, safe="/=")
 

@@ -50,12 +50,6 @@ def join_host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def shift_port(addr: str, delta: int) -> str:
-    """The same host with ``port + delta``. Raises AddressError."""
-    host, port = split_host_port(addr, bare_ipv6=True)
-    return join_host_port(host, port + delta)
-
-
 def vip_channel_address(addr: str) -> str:
     """``MixAll.brokerVIPChannel(true, addr)``: the same host with the broker's VIP remoting port
     (:func:`connector.protocol.broker.vip_listen_port`). Raises AddressError."""

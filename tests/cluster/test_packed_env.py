@@ -24,10 +24,10 @@ if sys.argv[3] == "hide":
 logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
 import pyarrow as pa
 from connector.decode import kernels
-from connector.decode.stream import decode_commitlog_range
+from connector.decode.stream import CommitLogArrowDecoder
 data = b"".join(f.read_bytes() for f in sorted(Path(sys.argv[1]).iterdir()))
 end = int(sys.argv[2])
-table = pa.Table.from_batches(list(decode_commitlog_range([(0, data[:end])], 0, end, 1048576, broker="b")))
+table = pa.Table.from_batches(list(CommitLogArrowDecoder(0, end, 1048576, broker="b").decode_all([(0, data[:end])])))
 sink = pa.BufferOutputStream()
 with pa.ipc.new_stream(sink, table.schema) as w:
     w.write_table(table)

@@ -10,10 +10,10 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from connector.decode.stream import decode_commitlog_range
 from connector.errors import DeltaSchemaMismatchError
 from connector.landing import add_new_source_columns, with_store_date
 from connector.protocol.commitlog import encode_record
+from tests.support.decoding import decode_commitlog_range
 
 
 def _snapshot(path: str) -> tuple[int, str, list[str]]:

@@ -1,6 +1,6 @@
 """Bodies the real 4.9.8 Java client compressed with ZLIB, LZ4 and ZSTD decode through the source's Arrow decoder
 (docs/source.md, "Compressed bodies"): the real producer sends to a stub master, the master's CommitLog bytes go
-through :func:`connector.decode.stream.decode_commitlog_range` on both decode paths, and every body equals what
+through :func:`tests.support.decoding.decode_commitlog_range` on both decode paths, and every body equals what
 the client sent (SHA-256), with no ``decodeError``.
 """
 
@@ -13,10 +13,10 @@ import pyarrow as pa
 import pytest
 
 from connector.decode import kernels
-from connector.decode.stream import decode_commitlog_range
 from streaming_apps.inspect_commitlog import commitlog_files
 from tests.interop.java_fixtures import COMPRESSED_FLAG, COMPRESSION_TYPE_BITS, wait_for_route
 from tests.support.brokers import max_offset
+from tests.support.decoding import decode_commitlog_range
 from tests.support.fixtures import namesrv_factory  # noqa: F401 - fixture
 from tests.support.java_tools import run_java
 

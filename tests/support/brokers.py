@@ -23,8 +23,9 @@ from broker_stub.launcher import (
     free_port,
     free_port_pair,
 )
-from connector.client.remoting import request_once
+from connector.client.remoting import RemotingConnection
 from connector.errors import BrokerAdminError
+from connector.protocol.acl import AclCredentials
 from connector.protocol.address import split_host_port
 from connector.protocol.commitlog import BlankRecord, EndOfData, MessageRecord, decode_record, iter_records
 from connector.protocol.ha import TransferFrame, TransferFrameReader, encode_report
@@ -39,7 +40,7 @@ from connector.protocol.remoting import (
 # --- clients ---------------------------------------------------------------------------------------
 def remoting_request(addr: str, cmd: RemotingCommand, *, timeout_s: float = 5.0) -> RemotingCommand:
     """Send one request on a fresh connection and return its response, whatever its code
-    (:func:`connector.client.remoting.request_once`).
+    (:func:`request_once`).
 
     Raises BrokerAdminError when the broker cannot be reached, closes early or does not answer in time.
     """
@@ -277,3 +278,13 @@ def write_delivered_delay_offsets(store_root: Path, fixture_dir: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(encode_delay_offsets(table))
     return path
+
+
+def request_once(addr: str, request: RemotingCommand, timeout_ms: int,
+                 credentials: AclCredentials | None = None) -> RemotingCommand:
+    """One request on a fresh connection, closed afterwards; the response whatever its code.
+
+    Raises BrokerUnreachableError / NotARocketMQBrokerError as :meth:`RemotingConnection.invoke`.
+    """
+    with RemotingConnection(addr, timeout_ms, credentials) as connection:
+        return connection.invoke(request)

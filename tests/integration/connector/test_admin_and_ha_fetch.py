@@ -9,10 +9,10 @@ import pytest
 
 from connector.client.admin import BrokerAdminClient
 from connector.client.ha import HARangeFetcher, prefetch_chunks
-from connector.decode.stream import decode_commitlog_range
 from connector.errors import BrokerAdminError, DataLossError
 from tests.integration.connector.conftest import FIXTURE_MAX_OFFSET, MAPPED_FILE_SIZE, start_fixture_master
 from tests.support.brokers import runtime_info, wait_for
+from tests.support.decoding import decode_commitlog_range
 
 
 def test_admin_reads_offsets_and_config_of_the_stub(fixture_master):

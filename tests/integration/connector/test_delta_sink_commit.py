@@ -518,7 +518,8 @@ def test_table_maintainer_reports_errors_without_raising(tmp_path):
     assert maintainer.batch_completed(0)
     assert maintainer.wait(60)
     assert results[0]["error"] == f"RuntimeError: disk full under {path}"
-    assert maintainer.run_now()[0]["error"].startswith("RuntimeError")
+    assert maintainer.batch_completed(1) and maintainer.wait(60)
+    assert results[1]["error"].startswith("RuntimeError")
     disabled = TableMaintainer([str(path)], MaintenancePolicy(every_batches=0))
     assert not any(disabled.batch_completed(b) for b in range(10))
 

@@ -40,10 +40,10 @@ def test_signed_source_reads_every_message_and_unsigned_is_refused(hareplica_spa
     brokers = f"broker-a={acl_broker.ha_addr}/{acl_broker.remoting_addr}"
 
     run = run_stream(hareplica_spark, tmp_path / "signed", {
-        "brokers": brokers, "accessKey": "reader1", "secretKey": "reader-secret-123", "topics": "AclTopic"})
+        "brokers": brokers, "accessKey": "reader1", "secretKey": "reader-secret-123", "subscribe": "AclTopic"})
     assert sorted(bytes(r["body"]) for r in run.rows) == sorted(bodies)
     assert "reader-secret-123" not in str(run.progress)
 
     with pytest.raises(StreamingQueryException, match="AclException") as err:
-        run_stream(hareplica_spark, tmp_path / "unsigned", {"brokers": brokers, "topics": "AclTopic"})
+        run_stream(hareplica_spark, tmp_path / "unsigned", {"brokers": brokers, "subscribe": "AclTopic"})
     assert "reader-secret-123" not in str(err.value)

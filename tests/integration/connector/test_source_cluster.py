@@ -92,10 +92,10 @@ def test_topic_options_filter_records_on_the_executors(hareplica_spark, fixture_
     run = run_stream(hareplica_spark, tmp_path / "cp1", {**base, "subscribe": "FixOrders611,%DLQ%fixture_cg_20240611"})
     assert sorted(r["commitLogOffset"] for r in run.rows) == [
         m["commitLogOffset"] for m in messages if m["topic"] in ("FixOrders611", "%DLQ%fixture_cg_20240611")]
-    run = run_stream(hareplica_spark, tmp_path / "cp2", {**base, "topicPattern": "Q8Topic_.*|tOqx|.*_TOPIC_XXXX"})
+    run = run_stream(hareplica_spark, tmp_path / "cp2", {**base, "subscribePattern": "Q8Topic_.*|tOqx|.*_TOPIC_XXXX"})
     assert sorted(r["commitLogOffset"] for r in run.rows) == [
         m["commitLogOffset"] for m in messages if m["topic"] in ("Q8Topic_11", "tOqx")]  # system topic hidden
-    run = run_stream(hareplica_spark, tmp_path / "cp3", {**base, "topicPattern": ".*_TOPIC_XXXX",
+    run = run_stream(hareplica_spark, tmp_path / "cp3", {**base, "subscribePattern": ".*_TOPIC_XXXX",
                                                          "includeSystemTopics": "true"})
     assert {r["topic"] for r in run.rows} == {"SCHEDULE_TOPIC_XXXX"} and len(run.rows) == 14
     # the offsets still cover the whole CommitLog: filtered records are consumed, not re-read later

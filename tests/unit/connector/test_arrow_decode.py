@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from connector.decode import kernels
-from connector.decode.columns import build_record_batches
+from connector.decode.columns import iter_record_batches
 from connector.decode.schema import ARROW_SCHEMA, spark_schema
-from connector.decode.stream import CommitLogArrowDecoder, decode_commitlog_range
+from connector.decode.stream import CommitLogArrowDecoder
 from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
@@ -28,6 +28,7 @@ from connector.protocol.commitlog import (
     encode_record,
     record_to_json,
 )
+from tests.support.decoding import decode_commitlog_range
 
 MAPPED_FILE_SIZE = 1048576
 MAX_OFFSET = 3402931
@@ -335,8 +336,8 @@ def test_vectorised_columns_equal_the_scalar_codec(recs, base):
     for r in recs:
         starts.append(len(data))
         data += encode_record(commit_log_offset=base + len(data), **r)
-    batches = build_record_batches(bytes(data), np.array(starts, dtype=np.int64), base, broker="broker-a",
-                                   mapped_file_size=2 ** 62)
+    batches = list(iter_record_batches(bytes(data), np.array(starts, dtype=np.int64), base, broker="broker-a",
+                                       mapped_file_size=2 ** 62))
     got = rows(batches)
     assert len(got) == len(recs)
     for pos, g in zip(starts, got, strict=True):

@@ -16,7 +16,7 @@ import zstandard
 
 from connector.decode import kernels
 from connector.decode.schema import ARROW_SCHEMA
-from connector.decode.stream import CommitLogArrowDecoder, decode_commitlog_range
+from connector.decode.stream import CommitLogArrowDecoder
 from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
@@ -26,6 +26,7 @@ from connector.protocol.commitlog import (
     body_crc,
     encode_record,
 )
+from tests.support.decoding import decode_commitlog_range
 
 ZLIB = COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE
 LZ4 = COMPRESSED_FLAG | COMPRESSION_LZ4_TYPE

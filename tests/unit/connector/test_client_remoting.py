@@ -7,10 +7,11 @@ import threading
 
 import pytest
 
-from connector.client.remoting import PipelinedConnection, RemotingConnection, request_once
+from connector.client.remoting import PipelinedConnection, RemotingConnection
 from connector.errors import BrokerConnectionError, BrokerUnreachableError, MQClientException, NotARocketMQBrokerError
 from connector.protocol.acl import SIGNATURE, AclCredentials
 from connector.protocol.remoting import FrameDecoder, RemotingCommand, RequestCode, ResponseCode
+from tests.support.brokers import request_once
 
 
 class Peer:

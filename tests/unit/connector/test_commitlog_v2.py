@@ -14,7 +14,6 @@ import struct
 import pytest
 
 from connector.decode import kernels
-from connector.decode.stream import decode_commitlog_range
 from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog import (
     MESSAGE_MAGIC_CODE,
@@ -27,6 +26,7 @@ from connector.protocol.commitlog import (
     min_record_size,
     topic_length_prefix_bytes,
 )
+from tests.support.decoding import decode_commitlog_range
 
 LONG_TOPIC = "%DLQ%" + "g" * 140  # 145 bytes: more than a signed byte holds
 FILE_SIZE = 1 << 16

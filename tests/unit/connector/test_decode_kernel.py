@@ -25,11 +25,11 @@ import hashlib, sys
 from pathlib import Path
 import pyarrow as pa
 from connector import _decode_kernel
-from connector.decode.stream import decode_commitlog_range
+from connector.decode.stream import CommitLogArrowDecoder
 files = sorted(Path(sys.argv[1]).iterdir())
 data = b"".join(f.read_bytes() for f in files)
 end = int(sys.argv[2])
-table = pa.Table.from_batches(list(decode_commitlog_range([(0, data[:end])], 0, end, 1048576, broker="b")))
+table = pa.Table.from_batches(list(CommitLogArrowDecoder(0, end, 1048576, broker="b").decode_all([(0, data[:end])])))
 sink = pa.BufferOutputStream()
 with pa.ipc.new_stream(sink, table.schema) as w:
     w.write_table(table)

@@ -33,7 +33,6 @@ from connector.delta.file_names import (
 from connector.delta.options import DEFAULT_TARGET_FILE_SIZE_BYTES, DeltaSinkOptions, app_id_from_checkpoint
 from connector.delta.partitions import (
     HIVE_DEFAULT_PARTITION,
-    delta_log_path,
     escape_partition_path,
     partition_folder,
     partition_value_string,
@@ -149,7 +148,6 @@ def test_partition_folders_escape_like_hive():
     assert escape_partition_path("\x01#?") == "%01%23%3F"
     assert partition_folder(["topic", "day"], ["T/1", None]) == f"topic=T%2F1/day={HIVE_DEFAULT_PARTITION}"
     assert partition_folder([], []) == ""
-    assert delta_log_path("topic=T%2F1 x/f.parquet") == "topic=T%252F1%20x/f.parquet"
 
 
 # --- schema checks ---------------------------------------------------------------------------------

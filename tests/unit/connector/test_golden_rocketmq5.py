@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from connector.decode import kernels
-from connector.decode.stream import decode_commitlog_range
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     MESSAGE_MAGIC_CODE_V2,
@@ -27,6 +26,7 @@ from connector.protocol.commitlog import (
     iter_records,
     record_to_json,
 )
+from tests.support.decoding import decode_commitlog_range
 from tests.support.message_version import LONG_RETRY_TOPIC
 from tests.unit.connector.test_arrow_decode import assert_matches, rows
 from tests.unit.protocol.test_commitlog_fixtures import COMPARED_FIELDS

@@ -53,10 +53,10 @@ def test_store_date_is_the_utc_date_of_store_timestamp_also_before_1970():
 def test_a_bronze_table_from_before_decode_error_gets_the_column_and_keeps_its_rows(tmp_path):
     from deltalake import DeltaTable, write_deltalake
 
-    from connector.decode.stream import decode_commitlog_range
     from connector.errors import DeltaSchemaMismatchError
     from connector.landing import add_new_source_columns
     from connector.protocol.commitlog import encode_record
+    from tests.support.decoding import decode_commitlog_range
 
     record = encode_record(commit_log_offset=0, topic="t", body=b"old row", store_timestamp=1_790_000_000_000)
     batch = with_store_date(next(decode_commitlog_range([(0, record)], 0, len(record), 1 << 20, broker="b")))

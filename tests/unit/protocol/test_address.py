@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from connector.errors import AddressError
-from connector.protocol.address import join_host_port, shift_port, split_host_port, vip_channel_address
+from connector.protocol.address import join_host_port, split_host_port, vip_channel_address
 
 
 def test_host_names_ipv4_and_bracketed_ipv6():
@@ -33,6 +33,5 @@ def test_join_and_shift_round_trip():
     assert join_host_port("::1", 10911) == "[::1]:10911"
     assert join_host_port("10.0.0.1", 10911) == "10.0.0.1:10911"
     assert split_host_port(join_host_port("::1", 7)) == ("::1", 7)
-    assert shift_port("10.0.0.1:10912", -1) == "10.0.0.1:10911"
     assert vip_channel_address("[::1]:10911") == "[::1]:10909"
     assert vip_channel_address("::1:10911") == "[::1]:10909"
