@@ -120,3 +120,32 @@ def test_a_checkpoint_of_the_old_form_is_still_read(source_spark, broker_factory
     assert sorted(int(r["properties"]["seq"]) for r in second.rows) == list(range(20, 35))
     last = json.loads(second.progress[-1]["sources"][0]["endOffset"])
     assert last["@lastRecord"]["broker-a"][0] + last["@lastRecord"]["broker-a"][1] == last["broker-a"]
+
+
+def test_a_checkpoint_offset_inside_an_intact_record_names_the_checkpoint(source_spark, broker_factory, tmp_path):
+    """A checkpoint's latest ``offsets/N`` file edited to an offset inside a record the broker still holds intact
+    (a corrupted or foreign file, issue 42): the broker's history shows no rewrite, so the error names the
+    checkpoint's offset file as the suspect, not a rewritten CommitLog."""
+    import json
+
+    master = broker_factory("master", mappedFileSizeCommitLog=FILE)
+    produce(master, range(20))
+    options = {"brokers": brokers_option(master)}
+    assert len(run_stream(source_spark, tmp_path / "cp", options).rows) == 20
+    record = messages(master)[12]
+    inside = record.commit_log_offset + 10
+    latest = max((p for p in (tmp_path / "cp" / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    lines = latest.read_text().splitlines()
+    offset = json.loads(lines[-1])
+    offset["broker-a"] = inside  # its "@lastRecord" still ends at the real offset: the file is inconsistent
+    lines[-1] = json.dumps(offset)
+    latest.write_text("\n".join(lines))
+    latest.with_name(f".{latest.name}.crc").unlink(missing_ok=True)
+    with pytest.raises(StreamingQueryException) as info:
+        run_stream(source_spark, tmp_path / "cp", options)
+    text = str(info.value)
+    assert (f"broker broker-a: the query's offset {inside} is not a record boundary: it falls inside the record "
+            f"[{record.commit_log_offset}, {record.commit_log_offset + record.store_size}) (storeTimestamp "
+            f"{record.store_timestamp}), which the broker holds intact") in text
+    assert "suspect the checkpoint's latest offsets/<batchId> file" in text
+    assert "rewritten below" not in text

@@ -206,11 +206,21 @@ class Rewrite:
     resume: int  # the next real record boundary at or after ``start``
     problems: tuple[str, ...]
     exact: bool = True  # False: the rewrite may begin below ``lost_from`` (the search was cut short)
+    #: ``start`` falls inside this intact record ``(offset, end, storeTimestamp)`` and the checkpoint's
+    #: fingerprint is absent or does not end at ``start``: the broker shows no rewrite, the checkpoint is suspect
+    inside: tuple[int, int, int] | None = None
 
     def describe(self, broker: str) -> str:
         """One sentence naming the broker, the rewritten range [lost_from, start) and what was found; the
         rows landed there are those with ``lost_from <= commitLogOffset < start`` (docs/source.md
-        "Rewritten history")."""
+        "Rewritten history"). When :attr:`inside` is set, it names the checkpoint's offset file as the
+        suspect instead."""
+        if self.inside is not None:
+            lo, hi, stored = self.inside
+            return (f"broker {broker}: the query's offset {self.start} is not a record boundary: it falls inside "
+                    f"the record [{lo}, {hi}) (storeTimestamp {stored}), which the broker holds intact, so its "
+                    "CommitLog shows no rewrite there; suspect the checkpoint's latest offsets/<batchId> file "
+                    "(corrupted, edited or copied from another query) rather than the broker")
         at_least = "" if self.exact else " (at least)"
         return (f"broker {broker}: the CommitLog was rewritten below the query's offset {self.start}: "
                 f"{'; '.join(self.problems)}. Rows already landed for [{self.lost_from}, {self.start}){at_least} "
@@ -305,17 +315,40 @@ def check_start(source: CommitLogBytes, start: int, fingerprint: RecordFingerpri
             problems.append(f"offset {start} is no longer the start of a record")
     if not problems:
         return None
-    resume = start
+    resume, inside = start, None
     if not aligned:
         window = source.read(start, min(start + RESYNC_WINDOW_BYTES, max_offset))
         found = first_boundary_at_or_after(window, start, start, mapped_file_size)
         resume = found if found is not None else min(next_file_start(start, mapped_file_size), max_offset)
+        if len(problems) == 1:  # the fingerprint (if any) names no other record: is the broker's history intact?
+            inside = _record_around(source, start, window, min_offset, mapped_file_size)
+            if inside is not None and resume != inside[1]:
+                inside = None
+    if inside is not None:
+        return Rewrite(start, start, resume, tuple(problems), True, inside)
     lost_from = fingerprint.offset if fingerprint is not None and fingerprint.end == start else start
     exact = fingerprint is not None
     if fingerprint is not None:
         lost_from, exact = rewritten_from(source, start, fingerprint.store_timestamp, lost_from, min_offset,
                                           mapped_file_size)
     return Rewrite(start, lost_from, resume, tuple(problems), exact)
+
+
+def _record_around(source: CommitLogBytes, start: int, after: bytes, min_offset: int,
+                   mapped_file_size: int) -> tuple[int, int, int] | None:
+    """``(offset, end, storeTimestamp)`` of the self-consistent record that starts below ``start`` and ends
+    past it, walked from a record boundary at most :data:`TAIL_WINDOW_BYTES` below ``start`` in its mapped
+    file (``after``: the bytes from ``start`` on); None when no such walk reaches it."""
+    file_start = start - start % mapped_file_size
+    lo = max(file_start, min_offset, start - TAIL_WINDOW_BYTES)
+    buf = source.read(lo, start) + after
+    first = lo if lo == file_start else first_boundary_at_or_after(buf, lo, lo, mapped_file_size)
+    if first is None or first >= start:
+        return None
+    for rec in _messages_from(buf, lo, first, lo + len(buf), mapped_file_size):
+        if rec.commit_log_offset < start < rec.commit_log_offset + rec.store_size:
+            return rec.commit_log_offset, rec.commit_log_offset + rec.store_size, rec.store_timestamp
+    return None
 
 
 def end_fingerprint(source: CommitLogBytes, begin: int, end: int, mapped_file_size: int,

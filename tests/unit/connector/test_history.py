@@ -173,6 +173,29 @@ def test_the_reader_puts_fingerprints_in_offsets_and_checks_them_at_restart(comm
     assert parts[0].start == SIZE
 
 
+def test_an_offset_inside_an_intact_record_names_the_checkpoint_not_a_rewrite(commitlog, messages, fixture_reader):
+    """Issue 42: a checkpoint offset that falls inside a record the broker holds intact (a corrupted or foreign
+    offsets file) is not reported as a rewritten CommitLog; with a fingerprint of another record, too."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from connector.errors import DataLossError
+
+    commitlog = commitlog[:3402931]
+    m, before = messages[40], messages[39]
+    inside = m["commitLogOffset"] + 10
+    expected = (rf"broker broker-a: the query's offset {inside} is not a record boundary: it falls inside the record "
+                rf"\[{m['commitLogOffset']}, {m['commitLogOffset'] + m['storeSize']}\) \(storeTimestamp "
+                rf"{m['storeTimestamp']}\), which the broker holds intact, so its CommitLog shows no rewrite there; "
+                rf"suspect the checkpoint's latest offsets/<batchId> file")
+    for checkpoint in ({"broker-a": inside},
+                       {"broker-a": inside, FINGERPRINT_KEY: {"broker-a": fp(before).to_json()}}):
+        with pytest.raises(DataLossError, match=expected):
+            fixture_reader(Bytes(commitlog)).latestOffset(checkpoint, ReadAllAvailable())
+    lenient = fixture_reader(Bytes(commitlog), failOnDataLoss="false")  # goes on at the record's end
+    parts = lenient.partitions({"broker-a": inside}, {"broker-a": len(commitlog)})
+    assert parts[0].start == m["commitLogOffset"] + m["storeSize"]
+
+
 def test_a_broker_that_lost_the_tail_is_checked_once_it_passes_the_checkpoint_again(commitlog, messages, caplog,
                                                                                      fixture_reader):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
