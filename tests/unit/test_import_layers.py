@@ -1,13 +1,19 @@
-"""No import cycles between the project's modules: every ``import`` counts, module-level or inside a function
-(issue 11); the second test counts those under ``if TYPE_CHECKING:`` too (issue 23: annotations are
-dependencies of the design even when never executed)."""
+"""The import rules of docs/architecture.md "Layers", checked on the code.
+
+No import cycles between the project's modules: every ``import`` counts, module-level or inside a function
+(issue 11), and those under ``if TYPE_CHECKING:`` too (issue 23: annotations are dependencies of the design
+even when never executed). The doc's layer table (layer, its modules, the layers it may import) is read here:
+an import between two layers the table does not allow fails, and so does an allowed import no module makes
+(issue 41), so every arrow the doc draws is one the code has."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "architecture.md"
 PACKAGES = ("connector", "broker_stub", "streaming_apps")
 
 
@@ -126,3 +132,83 @@ def test_the_delta_writers_sit_beside_the_source_not_above_it():
     assert upward == []
     landing = set().union(*(deps for m, deps in graph.items() if m.startswith("connector.landing.")))
     assert {"connector.source", "connector.delta.sink"} <= landing
+
+
+# --- the doc's layer table ------------------------------------------------------------------------------
+Layers = dict[str, tuple[tuple[str, ...], frozenset[str]]]  # layer -> (module patterns, layers it may import)
+
+
+def _layer_table(text: str) -> Layers:
+    """The table of docs/architecture.md "Layers" whose header is ``| layer | its modules | may import |``:
+    ``layer -> (module patterns, allowed layers)``; a pattern ``a.b.*`` is ``a.b`` and everything under it."""
+    section = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    table = section.split("| layer | its modules | may import |", 1)[1].split("\n\n", 1)[0]
+    out: Layers = {}
+    for row in table.strip().splitlines()[1:]:
+        layer, modules, allowed = (cell.strip() for cell in row.strip().strip("|").split("|"))
+        out[layer] = (tuple(re.findall(r"`([\w.*]+)`", modules)), frozenset(re.findall(r"`([\w-]+)`", allowed)))
+    return out
+
+
+def _layer_of(module: str, layers: Layers) -> str | None:
+    """The layer whose patterns name ``module`` most closely (the longest pattern wins), or None."""
+    best, best_len = None, -1
+    for layer, (patterns, _) in layers.items():
+        for pattern in patterns:
+            base = pattern[:-2] if pattern.endswith(".*") else pattern
+            if module == base or (pattern.endswith(".*") and module.startswith(base + ".")):
+                if len(base) > best_len:
+                    best, best_len = layer, len(base)
+    return best
+
+
+def _layer_problems(graph: dict[str, set[str]], layers: Layers) -> list[str]:
+    """Every module without a layer, every import between two layers the table does not allow, and every
+    allowed arrow no import makes."""
+    problems, used = [], set()
+    for module in sorted(graph):
+        if _layer_of(module, layers) is None:
+            problems.append(f"{module} is in no layer of the table")
+    for module, deps in sorted(graph.items()):
+        here = _layer_of(module, layers)
+        for dep in sorted(deps):
+            there = _layer_of(dep, layers)
+            if here is None or there is None or here == there:
+                continue
+            used.add((here, there))
+            if there not in layers[here][1]:
+                problems.append(f"{module} -> {dep}: layer {here} may not import layer {there}")
+    for layer, (_, allowed) in sorted(layers.items()):
+        problems += [f"the doc lets {layer} import {other}, but no module of it does"
+                     for other in sorted(allowed - {there for here, there in used if here == layer})]
+        problems += [f"the doc lets {layer} import {other}, which is not a layer of the table"
+                     for other in sorted(allowed - set(layers))]
+    return problems
+
+
+def test_the_layer_table_of_the_architecture_doc_is_what_the_code_imports():
+    layers = _layer_table(DOC.read_text(encoding="utf-8"))
+    assert {"protocol", "errors", "client", "decode", "source-driver", "source-task", "delta", "landing",
+            "broker_stub", "apps"} <= set(layers)
+    assert _layer_problems(_graph(type_checking=True), layers) == []
+
+
+def test_the_layer_checker_finds_a_wrong_direction_import_and_an_unused_arrow():
+    doc = """
+## Layers
+
+| layer | its modules | may import |
+|---|---|---|
+| top | `pkg.top.*` | `low` |
+| low | `pkg.low.*`, `pkg.base` | — |
+
+## Next
+"""
+    layers = _layer_table(doc)
+    assert layers == {"top": (("pkg.top.*",), frozenset({"low"})), "low": (("pkg.low.*", "pkg.base"), frozenset())}
+    good = {"pkg.top.a": {"pkg.low.b"}, "pkg.low.b": {"pkg.base"}, "pkg.base": set()}
+    assert _layer_problems(good, layers) == []
+    bad = {**good, "pkg.low.c": {"pkg.top.a"}}  # one import up the table
+    assert _layer_problems(bad, layers) == ["pkg.low.c -> pkg.top.a: layer low may not import layer top"]
+    assert _layer_problems({"pkg.top.a": set(), "pkg.low.b": set(), "pkg.x": set()}, layers) == [
+        "pkg.x is in no layer of the table", "the doc lets top import low, but no module of it does"]
