@@ -212,3 +212,17 @@ def test_the_layer_checker_finds_a_wrong_direction_import_and_an_unused_arrow():
     assert _layer_problems(bad, layers) == ["pkg.low.c -> pkg.top.a: layer low may not import layer top"]
     assert _layer_problems({"pkg.top.a": set(), "pkg.low.b": set(), "pkg.x": set()}, layers) == [
         "pkg.x is in no layer of the table", "the doc lets top import low, but no module of it does"]
+
+
+def test_no_module_directly_under_connector_serves_only_the_source():
+    """Issue 41: what only ``format("hareplica")`` uses lives under connector/source/; a module directly under
+    connector/ is shared (imported by some other package too). The Spark classes import at most 8 project
+    modules (the rest is behind the driver's BatchPlanner and the task's read_task)."""
+    graph = _graph(type_checking=True)
+    packages = {m for m in graph if (ROOT / m.replace(".", "/") / "__init__.py").exists()}
+    top = sorted(m for m in graph if m.count(".") == 1 and m.startswith("connector.") and m not in packages)
+    only_source = [m for m in top
+                   if (users := {u for u, deps in graph.items() if m in deps})
+                   and all(u.startswith("connector.source") for u in users)]
+    assert only_source == []
+    assert len(graph["connector.source.reader"]) <= 8, sorted(graph["connector.source.reader"])
