@@ -1,30 +1,9 @@
-"""Which CommitLog records a ``format("hareplica")`` query keeps, decided by topic on the executors.
+"""Which CommitLog records a ``format("hareplica")`` query keeps, decided by topic in the tasks.
 
-The CommitLog holds every topic of a broker, including RocketMQ's own. The rule, applied to the raw
-topic bytes of each record before any other column is built (:mod:`connector.decode.columns`):
-
-1. ``subscribe`` (a comma-separated list of exact names) keeps exactly those topics. A
-   system topic named there is kept too: naming it is an explicit choice.
-2. Otherwise ``subscribePattern`` (a Python regular expression) keeps topics it
-   matches *as a whole* (``re.fullmatch``, like Java's ``Matcher.matches()`` that Kafka's
-   ``subscribePattern`` uses).
-3. Otherwise every topic is kept.
-
-In cases 2 and 3, *system topics* are dropped unless ``includeSystemTopics=true``. A system topic is
-what RocketMQ 4.9.8 itself calls one (``TopicValidator.isSystemTopic``, :mod:`connector.protocol.topics`): ``TBW102``,
-``SCHEDULE_TOPIC_XXXX``, ``BenchmarkTest``, ``RMQ_SYS_TRANS_HALF_TOPIC``, ``RMQ_SYS_TRACE_TOPIC``,
-``RMQ_SYS_TRANS_OP_HALF_TOPIC``, ``TRANS_CHECK_MAX_TIME_TOPIC``, ``SELF_TEST_TOPIC``,
-``OFFSET_MOVED_EVENT``, and any topic starting with ``rmq_sys_``. Their records are broker
-bookkeeping or *parked copies* of user messages: a delayed message sits in ``SCHEDULE_TOPIC_XXXX``
-until it is due and is then written again under its real topic; a transactional message sits in
-``RMQ_SYS_TRANS_HALF_TOPIC`` until its commit writes it again under its real topic. Keeping them by
-default would show such messages twice (or, for rolled-back transactions, messages that never
-happened), as Kafka's internal topics are hidden from a pattern subscription by default.
-
-``%RETRY%<group>`` and ``%DLQ%<group>`` topics are *not* system topics: they are user-visible
-(consumers subscribe to their retry topic, operators read dead letters) and are kept like any other
-topic. Their records are re-sent copies of earlier messages (property ``RETRY_TOPIC`` / ``ORIGIN_MESSAGE_ID``
-name the original); exclude them with a pattern such as ``(?!%RETRY%|%DLQ%).*`` when they are not wanted.
+:class:`TopicFilter` applies ``subscribe``, ``subscribePattern`` (a whole-topic ``re.fullmatch``) and
+``includeSystemTopics`` to the raw topic bytes of each record before any other column is built
+(:mod:`connector.decode.columns`); system topics are RocketMQ 4.9.8's own (:mod:`connector.protocol.topics`).
+The rules and why system topics are dropped by default: docs/source.md "Which topics are kept".
 """
 
 from __future__ import annotations

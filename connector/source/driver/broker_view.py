@@ -1,30 +1,9 @@
-"""Driver-side knowledge of one broker set and the pure rules that turn it into batch ends and partitions.
+"""Driver-side knowledge of one broker set (:class:`BrokerSetView`) and the pure rules that turn it into batch ends
+and the server of each slice: the record boundaries known without reading data, slave samples and reput offsets,
+and the SYNC_MASTER acknowledgement window. Plain Python over offsets (bytes), no I/O.
 
-Everything here is plain Python over offsets (bytes); :mod:`connector.source` feeds it with what the
-brokers answer over remoting and turns its answers into Spark offsets and InputPartitions.
-
-**Record boundaries the driver knows without reading data** (docs/source.md "Offsets, batches, partitions"): the start
-of every mapped
-file (a record never spans two files, docs/protocol.md §1.9), every commitLogMaxOffset a *master* reported (the
-master's write position only ever stops between records), and the offsets already in the checkpoint.
-A slave's commitLogMaxOffset is *not* a boundary: a slave appends whatever byte ranges the master
-pushes, and a 32 KiB frame can end inside a record (docs/protocol.md §2.3). So a batch that must stay within what
-a slave holds ends at the largest known boundary at or below the slave's offset. One more boundary
-comes from a slave itself: its reput offset, ``commitLogMaxOffset - dispatchBehindBytes`` (the
-ReputMessageService walks whole records), taken only when two samples in a row agree on both values
-(the broker computes them one after the other, so a write in between could skew one sample).
-This lets a query that reads from slaves reach their last record while the master is down.
-
-**Acknowledgements on a SYNC_MASTER.** An executor's first HA report must be the start of its range
-(the master starts pushing there), and the master counts it as a replica ack of every byte below
-(push2SlaveMaxOffset, docs/protocol.md §2.8). For the first partition of a batch that start is the batch start,
-already landed downstream. A later partition starts at a mapped-file start ``F`` inside the batch, and
-bytes below ``F`` are not landed until the batch commits. A producer still waiting for a SYNC_MASTER
-ack of a message below ``F`` (at most ``slaveTimeout`` ms after the message was appended) would get
-SEND_OK on the strength of the reader. So on a SYNC_MASTER a batch may contain a partition starting at
-``F`` only once every byte below ``F`` was seen in the master's commitLogMaxOffset at least
-``max(slaveTimeout, syncFlushTimeout) + ACK_WINDOW_MARGIN_MS`` ago (:meth:`BrokerSetView.settled_offset`);
-otherwise the batch ends at ``F`` and the next batch starts there, acknowledged by the commit.
+The rules are docs/source.md "Offsets, batches, partitions", "Full history, reading from slaves" and
+"Acknowledgements (safe on a SYNC_MASTER)"; the RocketMQ facts behind them docs/protocol.md §1.9, §2.3, §2.8.
 """
 
 from __future__ import annotations
