@@ -69,8 +69,8 @@ def hareplica(*args: str, cwd) -> subprocess.CompletedProcess:
 
 
 def one_line(result: subprocess.CompletedProcess, *, only: bool = True) -> str:
-    """The one ``error:`` line on stderr (``only``: and nothing else; after Spark started, its start-up
-    notices and our INFO logs may come too), and no Python or Java stack anywhere."""
+    """The one ``error:`` line on stderr (``only``: and nothing else; after Spark started, the line naming the
+    log file that holds Spark's output comes too), and no Python or Java stack anywhere."""
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("error:")]
     assert len(errors) == 1 and (not only or len(lines) == 1), f"stderr:\n{result.stderr[-3000:]}"
@@ -143,6 +143,8 @@ def test_an_error_inside_spark_is_our_one_line(tmp_path, peer, broker_factory):
     assert result.returncode == 1, result.stderr[-3000:]
     line = one_line(result, only=False)
     assert f"NotAnHAPortError: {http.addr} (broker broker-a) is not a RocketMQ HA port" in line, line
+    others = [x for x in result.stderr.splitlines() if x.strip() and not x.startswith("error:")]
+    assert others == [f"Spark's and py4j's log: {tmp_path / 'w' / 'logs' / 'bronze.log'}"], others  # Spark's: there
     debug = hareplica("--log-level", "DEBUG", *args, cwd=tmp_path)
     assert debug.returncode == 1 and "Traceback" in debug.stderr  # the stacks are there when asked for
 
