@@ -3,8 +3,8 @@
 At the default log level the console holds hareplica's own lines (what the command prints and log records at
 ``--log-level``, default WARNING); py4j's Python log records and the driver JVM's output (Spark's log4j lines,
 the JVM's own notices) go to ``WORKDIR/logs/NAME.log``, which the command names once when it starts Spark.
-``--verbose`` (or ``--log-level DEBUG``) keeps them all on the console instead. docs/troubleshooting.md
-("Logs") describes the file.
+``--verbose`` (or ``--log-level DEBUG``) keeps them all on the console instead. docs/cli.md ("The console and
+the log file") describes both.
 """
 
 from __future__ import annotations
