@@ -375,6 +375,7 @@ def _run(args) -> int:
                                         delta=args.sink == "delta" and bool(jars), extra_conf=spark_conf_of(args),
                                         c1_only_jit=config.c1_only_jit, parallel_gc=config.parallel_gc,
                                         log_file=log_file)
+            _stop_on_signals(stop)  # again: PySpark's SparkContext sets a SIGINT handler of its own (cancel, raise)
         several = len(app_module(config.app).QUERY_NAMES) > 1
         try:
             result = run_app(spark, config, max_runtime_s=args.max_runtime, stop=stop,
