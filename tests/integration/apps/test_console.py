@@ -125,9 +125,11 @@ def test_max_runtime_stops_cleanly_and_exits_0(tmp_path, stored_broker):
     assert "stopped after --max-runtime 25" in out, out
 
 
-def test_sigterm_stops_cleanly_and_exits_0(tmp_path, stored_broker):
-    """SIGTERM (a service manager's stop) once the messages landed: the query stops as ``query.stop()`` does and
-    the run prints its summary alone, exit 0 (it printed about 125 lines, 20 of them stacks)."""
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+def test_sigterm_and_ctrl_c_stop_cleanly_and_exit_0(tmp_path, stored_broker, how):
+    """SIGTERM (a service manager's stop, to the command's process) or Ctrl-C (a terminal's SIGINT, to its whole
+    process group) once the messages landed: the query stops as ``query.stop()`` does and the run prints its
+    summary, exit 0 (a SIGTERM printed about 125 lines, 20 of them stacks)."""
     workdir = tmp_path / "w"
     with open(tmp_path / "out.txt", "w+") as sink:
         proc = subprocess.Popen(_cli("run", "bronze", "--workdir", str(workdir), "--brokers",
@@ -140,7 +142,10 @@ def test_sigterm_stops_cleanly_and_exits_0(tmp_path, stored_broker):
                 assert time.monotonic() < deadline, "the messages never landed"
                 time.sleep(0.2)
             time.sleep(2)  # a micro-batch or two without data: the stop comes between triggers or in one
-            proc.send_signal(signal.SIGTERM)
+            if how == "SIGTERM":
+                proc.send_signal(signal.SIGTERM)
+            else:  # the group a terminal's foreground job is: the command and every process it started there
+                os.killpg(proc.pid, signal.SIGINT)
             code = proc.wait(timeout=120)
         finally:
             kill_session(proc)
@@ -149,4 +154,4 @@ def test_sigterm_stops_cleanly_and_exits_0(tmp_path, stored_broker):
     assert code == 0, out[-4000:]
     assert_quiet(out)
     assert int(SUMMARY.search(out).group(1)) == MESSAGES, out
-    assert "stopped by SIGTERM" in out, out
+    assert f"stopped by {'SIGTERM' if how == 'SIGTERM' else 'SIGINT'}" in out, out
