@@ -17,8 +17,8 @@ FIXTURES = Path(__file__).parent / "fixtures" / "rocketmq-4.9.8"
 #: test folders whose tests share session fixtures that build from the checkout (the wheel, the packed environment,
 #: a Spark standalone cluster): one pytest-xdist worker runs them all
 PACKAGING = ("tests/cluster/", "tests/compat/")
-#: The most the suite adds to the disk of its temporary folders at once (README "Tests": ``df`` every 5 s through a
-#: whole ``make test`` of a fresh clone under /tmp peaked 11.9 GiB above its start; with room to spare).
+#: The most the suite adds to the disk of its temporary folders at once (CONTRIBUTING.md "The disk": ``df`` every 5 s
+#: through a whole ``make test`` of a fresh clone under /tmp peaked 11.9 GiB above its start; with room to spare).
 SUITE_DISK_PEAK_BYTES = 14 * 1024**3
 
 
@@ -40,7 +40,7 @@ def disk_problem(folder: Path, peak_bytes: int = SUITE_DISK_PEAK_BYTES) -> str |
     need = used + peak_bytes - int(DISK_SPACE_CLEAN_FORCIBLY_RATIO * entire)
     return (f"the disk of {folder} is {used / entire:.0%} used ({st.f_bavail * st.f_frsize / 1024**3:.1f} GiB "
             f"free): the suite adds up to {peak_bytes / 1024**3:.0f} GiB there and its brokers delete unexpired "
-            f"CommitLog files above {DISK_SPACE_CLEAN_FORCIBLY_RATIO:.0%} (README \"Tests\"); free "
+            f"CommitLog files above {DISK_SPACE_CLEAN_FORCIBLY_RATIO:.0%} (CONTRIBUTING.md \"The disk\"); free "
             f"{need / 1024**3:.1f} GiB more first (uv's cache: .venv/bin/uv cache prune)")
 
 
@@ -64,9 +64,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``make test`` runs ``-n 2 --dist loadscope`` (README "Tests"): each module goes to one worker whole, so
-    its module-scoped fixtures (a broker, a real peer) start once; tests/cluster and tests/compat go to one
-    worker together. Each worker holds one Spark session, started by the first test that needs it."""
+    """``make test`` runs ``-n 2 --dist loadscope`` (CONTRIBUTING.md "How the suite is grouped"): each module goes to
+    one worker whole, so its module-scoped fixtures (a broker, a real peer) start once; tests/cluster and
+    tests/compat go to one worker together. Each worker holds one Spark session, started by the first test that needs it."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling

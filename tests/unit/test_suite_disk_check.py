@@ -1,6 +1,6 @@
 """The suite's disk check (tests/conftest.py ``disk_problem``): the suite stops before its first test, in one line,
 when its temporary folders' disk cannot hold what the suite adds while staying under the brokers' forcible
-clean-up ratio (README "Tests")."""
+clean-up ratio (CONTRIBUTING.md "The disk")."""
 
 from __future__ import annotations
 
