@@ -60,6 +60,7 @@ from connector.protocol.commitlog import (
 )
 from connector.protocol.ha import HA_TRANSFER_BATCH_SIZE_BYTES, encode_transfer_header
 from connector.protocol.mapped_files import file_start as file_start_of
+from connector.settings import DecodeSettings, FetchSettings
 
 log = logging.getLogger(__name__)
 
@@ -225,9 +226,10 @@ def fetch_and_decode(addr: str, start: int, end: int, file_size: int, decompress
     """Seconds and rows to read ``[start, end)`` through the executor path (fetch + decode, all columns)."""
     began = time.perf_counter()
     rows = 0
-    decoder = CommitLogArrowDecoder(start, end, file_size, broker="broker-a", decompress_body=decompress)
+    decoder = CommitLogArrowDecoder(start, end, file_size, broker="broker-a",
+                                    settings=DecodeSettings(decompress_body=decompress))
     with HARangeFetcher(addr, start, end, broker="broker-a") as fetcher:
-        for offset, data in prefetch_chunks(fetcher):  # as connector.source.read_partition reads
+        for offset, data in prefetch_chunks(fetcher, FetchSettings().prefetch_chunks):  # as read_partition reads
             for batch in decoder.feed(offset, data):
                 rows += batch.num_rows
     for batch in decoder.finish():
@@ -245,7 +247,8 @@ def decode_only(directory: Path, start: int, end: int, file_size: int, verify_cr
                       for i in range(0, len(data), HA_TRANSFER_BATCH_SIZE_BYTES))
     began = time.perf_counter()
     rows = 0
-    decoder = CommitLogArrowDecoder(start, end, file_size, broker="broker-a", verify_body_crc=verify_crc)
+    decoder = CommitLogArrowDecoder(start, end, file_size, broker="broker-a",
+                                    settings=DecodeSettings(verify_body_crc=verify_crc))
     for offset, data in chunks:
         for batch in decoder.feed(offset, data):
             rows += batch.num_rows
@@ -258,7 +261,7 @@ def decode_only(directory: Path, start: int, end: int, file_size: int, verify_cr
 _WORKER = r"""
 import resource, sys, time
 import pandas, pyarrow as pa, pyspark.sql  # what a Spark Python worker has loaded
-from connector.options import FetchSettings
+from connector.settings import FetchSettings
 from connector.source import HAReplicaInputPartition, read_partition
 addr, start, end, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 part = HAReplicaInputPartition(broker="broker-a", ha_addr=addr, remoting_addr="127.0.0.1:1", start=start, end=end,

@@ -76,7 +76,7 @@ class BrokerAdminError(HAReplicaError):
 
 class BrokerUnreachableError(BrokerAdminError):
     """The broker's remoting port refused, reset or timed out the request: it may be down or restarting,
-    so callers wait it out (``maxOutageMs``, docs/source.md "Broker outages")."""
+    so callers wait it out (``max_outage_ms``, docs/source.md "Broker outages")."""
 
 
 class BrokerNotReadyError(BrokerUnreachableError):
@@ -121,7 +121,7 @@ class HAReplicaOptionError(HAReplicaError, ValueError):
 
 
 class DataLossError(HAReplicaError):
-    """CommitLog bytes the query still needs are no longer held by the broker (``failOnDataLoss=true``).
+    """CommitLog bytes the query still needs are no longer held by the broker (``fail_on_data_loss=True``).
 
     The message names the broker, the lost offset range and why the bytes are gone.
     """

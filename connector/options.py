@@ -1,18 +1,9 @@
-"""Every option of ``format("hareplica")``: parsing, defaults and validation in one place.
+"""Parsing and validation of ``format("hareplica")``'s options into :class:`SourceOptions`.
 
-Option names are case-insensitive (Spark hands them over lower-cased). Names follow Spark's Kafka
-source where the meaning is the same (``subscribe``, ``subscribePattern``, ``startingOffsets``,
-``failOnDataLoss``, ``maxBytesPerTrigger``) and RocketMQ's property names where the value is a RocketMQ
-setting (``haSendHeartbeatInterval``). ``minInSyncSlaves`` is also the broker stub's ``broker.conf`` key
-for the same idea: how many slaves must hold the bytes.
-
-**Aliases** (:data:`OPTION_ALIASES`): none today; a name given with its alias would be an error naming both.
-
-**Options, defaults and meanings** are listed in docs/source.md "Options" (and, shorter, in README's
-source section). The defaults are gathered in :data:`OPTION_DEFAULTS`: the parser reads no other, and
-tests/unit/test_option_docs.py checks both tables against it. Where a lower module uses a default itself, it
-defines it and this table takes it from there (the fetch defaults from :mod:`connector.client.ha`, the Arrow
-batch bounds from :mod:`connector.decode.stream`, ``maxInflatedBodyBytes`` from :mod:`connector.protocol.commitlog`).
+Every option is declared once in :data:`connector.settings.OPTIONS` (name, default, bounds, meaning); this
+module reads the declaration for every default, bound and option name it writes in an error. Option names are
+case-insensitive (Spark hands them over lower-cased). What each option does: docs/options.md and
+docs/source.md "Options" (tests/unit/test_option_docs.py checks the table against the declaration).
 
 Errors: :class:`HAReplicaOptionError` (a ``ValueError``) naming the option and the bad value.
 """
@@ -26,90 +17,27 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from connector.client.ha import (
-    DEFAULT_CONNECT_TIMEOUT_MS,
-    DEFAULT_FETCH_PREFETCH_CHUNKS,
-    DEFAULT_FETCH_RETRIES,
-    DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS,
-    DEFAULT_MAX_OUTAGE_MS,
-    DEFAULT_READ_TIMEOUT_MS,
-    DEFAULT_RECONNECT_BACKOFF_MAX_MS,
-    DEFAULT_RECONNECT_BACKOFF_MS,
-)
-from connector.decode.bodies import BAD_RECORD_MODES, MAX_MAX_INFLATED_BODY_BYTES, MODE_PERMISSIVE
-from connector.decode.stream import DEFAULT_ARROW_MAX_BYTES_PER_BATCH, DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
-from connector.decode.topic_filter import TopicFilter
 from connector.errors import AddressError, HAReplicaOptionError
 from connector.protocol.acl import AclCredentials, credentials
 from connector.protocol.address import join_host_port, split_host_port
 from connector.protocol.broker import listen_port_of_ha
-from connector.protocol.commitlog import DEFAULT_MAX_INFLATED_BODY_BYTES
 from connector.protocol.ha import HA_HOUSEKEEPING_INTERVAL_MS
 from connector.protocol.topics import TOPIC_MAX_LENGTH, VALID_TOPIC
+from connector.settings import (
+    EARLIEST_OFFSET_SENTINEL,
+    OPTIONS,
+    READ_FROM_SLAVE,
+    STARTING_OFFSETS_EARLIEST,
+    STARTING_OFFSETS_LATEST,
+    DecodeSettings,
+    FetchSettings,
+    Option,
+)
 
 log = logging.getLogger(__name__)
 
-STARTING_OFFSETS_EARLIEST = "earliest"
-STARTING_OFFSETS_LATEST = "latest"
-EARLIEST_OFFSET_SENTINEL = -2  # Kafka's convention in startingOffsets JSON
-LATEST_OFFSET_SENTINEL = -1
-
-DEFAULT_FAIL_ON_DATA_LOSS = True
-DEFAULT_DECOMPRESS_BODY = True
-DEFAULT_VERIFY_BODY_CRC = True
-DEFAULT_INCLUDE_SYSTEM_TOPICS = False
-DEFAULT_MIN_IN_SYNC_SLAVES = 0  # replicated-only reads off
-READ_FROM_MASTER = "master"
-READ_FROM_SLAVE = "slave"
-
-
-class _Required:
-    """The default of an option that has none: it must be given."""
-
-    def __repr__(self) -> str:
-        return "REQUIRED"
-
-
-REQUIRED = _Required()
-
-#: Every option of the source and its default, the one definition (docs/source.md "Options" documents them).
-#: ``REQUIRED``: must be given; ``None``: unset unless given (the tables say "(none)" or "(all)").
-OPTION_DEFAULTS: Mapping[str, object] = {
-    "brokers": REQUIRED,
-    "slaves": None,
-    "readFrom": READ_FROM_MASTER,
-    "minInSyncSlaves": DEFAULT_MIN_IN_SYNC_SLAVES,
-    "startingOffsets": STARTING_OFFSETS_EARLIEST,
-    "maxBytesPerTrigger": None,
-    "minPartitions": None,
-    "maxBytesPerPartition": None,
-    "failOnDataLoss": DEFAULT_FAIL_ON_DATA_LOSS,
-    "subscribe": None,
-    "subscribePattern": None,
-    "includeSystemTopics": DEFAULT_INCLUDE_SYSTEM_TOPICS,
-    "decompressBody": DEFAULT_DECOMPRESS_BODY,
-    "mode": MODE_PERMISSIVE,
-    "verifyBodyCRC": DEFAULT_VERIFY_BODY_CRC,
-    "maxInflatedBodyBytes": DEFAULT_MAX_INFLATED_BODY_BYTES,
-    "connectTimeoutMs": DEFAULT_CONNECT_TIMEOUT_MS,
-    "readTimeoutMs": DEFAULT_READ_TIMEOUT_MS,
-    "fetchRetries": DEFAULT_FETCH_RETRIES,
-    "reconnectBackoffMs": DEFAULT_RECONNECT_BACKOFF_MS,
-    "reconnectBackoffMaxMs": DEFAULT_RECONNECT_BACKOFF_MAX_MS,
-    "maxOutageMs": DEFAULT_MAX_OUTAGE_MS,
-    "haSendHeartbeatInterval": DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS,
-    "arrowMaxRecordsPerBatch": DEFAULT_ARROW_MAX_RECORDS_PER_BATCH,
-    "arrowMaxBytesPerBatch": DEFAULT_ARROW_MAX_BYTES_PER_BATCH,
-    "fetchPrefetchChunks": DEFAULT_FETCH_PREFETCH_CHUNKS,
-    "batchTransform": None,
-    "accessKey": None,
-    "secretKey": None,
-}
-
 _BROKER_NAME = re.compile(r"^[A-Za-z0-9_.%-]+$")
-#: other names accepted for an option (no warning): alias -> option; none today
-OPTION_ALIASES: dict[str, str] = {}
-_KNOWN = {name.lower(): name for name in (*OPTION_DEFAULTS, *OPTION_ALIASES)}
+_KNOWN = {name.lower(): name for name in OPTIONS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,53 +62,28 @@ class BrokerEndpoint:
 
 
 @dataclass(frozen=True, slots=True)
-class FetchSettings:
-    """What an executor needs to fetch and decode one range (carried inside every InputPartition).
-
-    Times in milliseconds, sizes in bytes.
-    """
-
-    connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS
-    read_timeout_ms: int = DEFAULT_READ_TIMEOUT_MS
-    fetch_retries: int = DEFAULT_FETCH_RETRIES
-    heartbeat_interval_ms: int = DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS
-    fail_on_data_loss: bool = DEFAULT_FAIL_ON_DATA_LOSS
-    decompress_body: bool = DEFAULT_DECOMPRESS_BODY
-    mode: str = MODE_PERMISSIVE  # bad-record policy: PERMISSIVE or FAILFAST
-    verify_body_crc: bool = DEFAULT_VERIFY_BODY_CRC
-    max_inflated_body_bytes: int = DEFAULT_MAX_INFLATED_BODY_BYTES
-    max_records_per_batch: int = DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
-    max_bytes_per_batch: int = DEFAULT_ARROW_MAX_BYTES_PER_BATCH
-    topic_filter: TopicFilter = field(default_factory=TopicFilter)
-    prefetch_chunks: int = DEFAULT_FETCH_PREFETCH_CHUNKS
-    reconnect_backoff_ms: int = DEFAULT_RECONNECT_BACKOFF_MS
-    reconnect_backoff_max_ms: int = DEFAULT_RECONNECT_BACKOFF_MAX_MS
-    max_outage_ms: int = DEFAULT_MAX_OUTAGE_MS
-    # accessKey/secretKey: remoting requests are signed (RocketMQ 4.9.8 plain ACL); repr hides the secret
-    credentials: AclCredentials | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class SourceOptions:
     """The validated options of one ``format("hareplica")`` source.
 
     ``starting_offsets`` is ``"earliest"``, ``"latest"`` or a mapping broker name → CommitLog offset
     (bytes; -2 earliest, -1 latest). ``max_bytes_per_trigger`` is None when unset. ``slaves`` holds
     one endpoint per configured slave (``name`` = its broker set); ``read_from`` is ``"master"`` or
-    ``"slave"``; ``min_in_sync_slaves`` (``minInSyncSlaves``) is 0 when replicated-only reads are off.
+    ``"slave"``; ``min_in_sync_slaves`` is 0 when replicated-only reads are off. ``fetch`` is what the HA reads
+    need, ``decode`` what the decoder needs; defaults are the declaration's (:data:`connector.settings.OPTIONS`).
     """
 
     brokers: tuple[BrokerEndpoint, ...]
-    starting_offsets: str | Mapping[str, int] = STARTING_OFFSETS_EARLIEST
-    max_bytes_per_trigger: int | None = None
+    starting_offsets: str | Mapping[str, int] = OPTIONS.starting_offsets.default
+    max_bytes_per_trigger: int | None = OPTIONS.max_bytes_per_trigger.default
     fetch: FetchSettings = field(default_factory=FetchSettings)
+    decode: DecodeSettings = field(default_factory=DecodeSettings)
     slaves: tuple[BrokerEndpoint, ...] = ()
-    read_from: str = READ_FROM_MASTER
-    min_in_sync_slaves: int = DEFAULT_MIN_IN_SYNC_SLAVES
-    min_partitions: int | None = None
-    max_bytes_per_partition: int | None = None
-    #: ``batchTransform``: ``package.module:function`` the tasks apply to each batch (connector.source.task.transform)
-    batch_transform: str | None = None
+    read_from: str = OPTIONS.read_from.default
+    min_in_sync_slaves: int = OPTIONS.min_in_sync_slaves.default
+    min_partitions: int | None = OPTIONS.min_partitions.default
+    max_bytes_per_partition: int | None = OPTIONS.max_bytes_per_partition.default
+    #: ``package.module:function`` the tasks apply to each batch (connector.source.task.transform)
+    batch_transform: str | None = OPTIONS.batch_transform.default
 
     def slaves_of(self, name: str) -> tuple[BrokerEndpoint, ...]:
         """The configured slaves of broker set ``name``, in option order."""
@@ -188,7 +91,7 @@ class SourceOptions:
 
     @property
     def fail_on_data_loss(self) -> bool:
-        """``failOnDataLoss``: fail (True) or log and skip (False) when needed bytes are gone."""
+        """Fail (True) or log and skip (False) when needed bytes are gone."""
         return self.fetch.fail_on_data_loss
 
     @property
@@ -207,69 +110,64 @@ class SourceOptions:
     def from_options(cls, options: Mapping[str, str]) -> SourceOptions:
         """Parse Spark's option map (keys in any case, values strings).
 
-        Raises HAReplicaOptionError naming the option for a missing ``brokers``, an unknown or
-        reserved option, or any malformed value.
+        Raises HAReplicaOptionError naming the option for a missing ``brokers``, an unknown option, or any
+        malformed value.
         """
         opts = {str(k).lower(): v for k, v in options.items()}
         for key, value in opts.items():
             if key not in _KNOWN:
                 raise HAReplicaOptionError(key, value, f"unknown option; known options: {', '.join(_KNOWN.values())}")
-        for name in OPTION_ALIASES.values():
-            _spelling(opts, name)
         brokers = parse_brokers(opts.get("brokers"))
         names = [b.name for b in brokers]
         slaves = parse_slaves(opts.get("slaves"), names)
-        read_from = _choice(opts, "readFrom", (READ_FROM_MASTER, READ_FROM_SLAVE))
-        slaves_option = _spelling(opts, "minInSyncSlaves")
-        min_in_sync_slaves = _int(opts, slaves_option, minimum=0)
+        read_from = value_of(opts, OPTIONS.read_from)
+        min_in_sync_slaves = value_of(opts, OPTIONS.min_in_sync_slaves)
         for name in names:
             count = sum(1 for s in slaves if s.name == name)
             if read_from == READ_FROM_SLAVE and count == 0:
-                raise HAReplicaOptionError("readFrom", opts.get("readfrom"), f"needs at least one slave of broker "
-                                           f"{name} in the slaves option")
+                raise _error(opts, OPTIONS.read_from, f"needs at least one slave of broker {name} in the slaves "
+                             "option")
             if count < min_in_sync_slaves:
-                raise HAReplicaOptionError(slaves_option, opts.get(slaves_option.lower()), f"needs at least "
-                                           f"{min_in_sync_slaves} slave(s) of broker {name} in the slaves option, "
-                                           f"found {count}")
+                raise _error(opts, OPTIONS.min_in_sync_slaves, f"needs at least {min_in_sync_slaves} slave(s) of "
+                             f"broker {name} in the slaves option, found {count}")
         fetch = FetchSettings(
-            connect_timeout_ms=_positive_int(opts, "connectTimeoutMs"),
-            read_timeout_ms=_positive_int(opts, "readTimeoutMs"),
-            fetch_retries=_int(opts, "fetchRetries", minimum=0),
-            heartbeat_interval_ms=_positive_int(opts, "haSendHeartbeatInterval"),
-            fail_on_data_loss=_bool(opts, "failOnDataLoss"),
-            decompress_body=_bool(opts, "decompressBody"),
-            mode=_choice(opts, "mode", BAD_RECORD_MODES).upper(),
-            verify_body_crc=_bool(opts, "verifyBodyCRC"),
-            max_inflated_body_bytes=_int(opts, "maxInflatedBodyBytes", minimum=1,
-                                         maximum=MAX_MAX_INFLATED_BODY_BYTES),
-            max_records_per_batch=_positive_int(opts, "arrowMaxRecordsPerBatch"),
-            max_bytes_per_batch=_positive_int(opts, "arrowMaxBytesPerBatch"),
-            topic_filter=parse_topic_filter(opts),
-            prefetch_chunks=_int(opts, "fetchPrefetchChunks", minimum=0),
-            reconnect_backoff_ms=_positive_int(opts, "reconnectBackoffMs"),
-            reconnect_backoff_max_ms=_positive_int(opts, "reconnectBackoffMaxMs"),
-            max_outage_ms=_int(opts, "maxOutageMs", minimum=0),
-            credentials=_credentials(opts),
-        )
+            **{attr: value_of(opts, getattr(OPTIONS, attr)) for attr in _FETCH_OPTION_ATTRS},
+            credentials=_credentials(opts))
         if fetch.reconnect_backoff_max_ms < fetch.reconnect_backoff_ms:
-            raise HAReplicaOptionError(
-                "reconnectBackoffMaxMs", opts.get("reconnectbackoffmaxms"),
-                f"must be >= reconnectBackoffMs ({fetch.reconnect_backoff_ms})")
+            raise _error(opts, OPTIONS.reconnect_backoff_max_ms,
+                         f"must be >= {OPTIONS.reconnect_backoff_ms.name} ({fetch.reconnect_backoff_ms})")
         if fetch.heartbeat_interval_ms >= HA_HOUSEKEEPING_INTERVAL_MS:
-            raise HAReplicaOptionError(
-                "haSendHeartbeatInterval", opts.get("hasendheartbeatinterval"),
-                f"must be below the master's haHousekeepingInterval ({HA_HOUSEKEEPING_INTERVAL_MS} ms) "
-                "or the master closes the connection")
-        max_bytes = _positive_int(opts, "maxBytesPerTrigger")
-        min_partitions = _positive_int(opts, "minPartitions")
-        max_part = _positive_int(opts, "maxBytesPerPartition")
-        transform = opts.get("batchtransform", OPTION_DEFAULTS["batchTransform"])
+            raise _error(opts, OPTIONS.heartbeat_interval_ms,
+                         f"must be below the master's haHousekeepingInterval ({HA_HOUSEKEEPING_INTERVAL_MS} ms) "
+                         "or the master closes the connection")
+        decode = parse_decode_settings(opts)
+        max_bytes = value_of(opts, OPTIONS.max_bytes_per_trigger)
+        min_partitions = value_of(opts, OPTIONS.min_partitions)
+        max_part = value_of(opts, OPTIONS.max_bytes_per_partition)
+        transform = value_of(opts, OPTIONS.batch_transform)
         if transform is not None:
-            import_function("batchTransform", transform)  # fails here, on the driver, not in every task
-        return cls(brokers=brokers, starting_offsets=parse_starting_offsets(opts.get("startingoffsets"), names),
-                   max_bytes_per_trigger=max_bytes, fetch=fetch, slaves=slaves, read_from=read_from,
+            import_function(OPTIONS.batch_transform.name, transform)  # fails here, on the driver, not in every task
+        starting = parse_starting_offsets(opts.get(OPTIONS.starting_offsets.name.lower()), names)
+        return cls(brokers=brokers, starting_offsets=starting,
+                   max_bytes_per_trigger=max_bytes, fetch=fetch, decode=decode, slaves=slaves, read_from=read_from,
                    min_in_sync_slaves=min_in_sync_slaves, min_partitions=min_partitions,
                    max_bytes_per_partition=max_part, batch_transform=transform)
+
+
+#: the FetchSettings fields that are one option each (``credentials`` is built from two)
+_FETCH_OPTION_ATTRS = ("connect_timeout_ms", "read_timeout_ms", "fetch_retries", "heartbeat_interval_ms",
+                       "fail_on_data_loss", "prefetch_chunks", "reconnect_backoff_ms", "reconnect_backoff_max_ms",
+                       "max_outage_ms")
+#: the DecodeSettings fields that are one option each and need no rule beyond the declaration's
+_DECODE_OPTION_ATTRS = ("decompress_body", "verify_body_crc", "max_inflated_body_bytes", "max_records_per_batch",
+                        "max_bytes_per_batch", "include_system_topics")
+
+
+def parse_decode_settings(opts: Mapping[str, str]) -> DecodeSettings:
+    """The decoder's settings from Spark's option map (lower-cased keys). Raises HAReplicaOptionError."""
+    topics, pattern = parse_topics(opts)
+    return DecodeSettings(**{attr: value_of(opts, getattr(OPTIONS, attr)) for attr in _DECODE_OPTION_ATTRS},
+                          mode=value_of(opts, OPTIONS.mode).upper(), topics=topics, topic_pattern=pattern)
 
 
 def import_function(option: str, spec: str) -> Callable:
@@ -290,51 +188,40 @@ def import_function(option: str, spec: str) -> Callable:
     return function
 
 
-def parse_topic_filter(opts: Mapping[str, str]) -> TopicFilter:
-    """``subscribe`` / ``subscribePattern`` / ``includeSystemTopics`` (lower-cased keys) → TopicFilter.
+def parse_topics(opts: Mapping[str, str]) -> tuple[frozenset[str] | None, str | None]:
+    """The topic list and the topic pattern of Spark's option map (lower-cased keys), None when not given.
 
     Topic names must be valid RocketMQ topics (``^[%|a-zA-Z0-9_-]+$``, at most 127 characters,
     TopicValidator). Raises HAReplicaOptionError for an empty list, a bad name, a pattern that does
     not compile, or both options at once.
     """
-    include = _bool(opts, "includeSystemTopics")
-    topics_option, pattern_option = _spelling(opts, "subscribe"), _spelling(opts, "subscribePattern")
-    raw_topics = opts.get(topics_option.lower())
-    raw_pattern = opts.get(pattern_option.lower())
+    topics_option, pattern_option = OPTIONS.topics, OPTIONS.topic_pattern
+    raw_topics = opts.get(topics_option.name.lower())
+    raw_pattern = opts.get(pattern_option.name.lower())
     if raw_topics is not None and raw_pattern is not None:
-        raise HAReplicaOptionError(topics_option, raw_topics, f"give {topics_option} or {pattern_option}, not both")
+        raise HAReplicaOptionError(topics_option.name, raw_topics,
+                                   f"give {topics_option.name} or {pattern_option.name}, not both")
     if raw_topics is not None:
         names = [t.strip() for t in str(raw_topics).split(",") if t.strip()]
         if not names:
-            raise HAReplicaOptionError(topics_option, raw_topics,
+            raise HAReplicaOptionError(topics_option.name, raw_topics,
                                        "names no topic; give one or more names joined by commas")
         for name in names:
             if not VALID_TOPIC.match(name) or len(name) > TOPIC_MAX_LENGTH:
-                raise HAReplicaOptionError(topics_option, raw_topics, f"{name!r} is not a RocketMQ topic name "
+                raise HAReplicaOptionError(topics_option.name, raw_topics, f"{name!r} is not a RocketMQ topic name "
                                            f"(^[%|a-zA-Z0-9_-]+$, at most {TOPIC_MAX_LENGTH} characters)")
-        return TopicFilter(topics=frozenset(names), include_system_topics=include)
+        return frozenset(names), None
     if raw_pattern is not None:
         pattern = str(raw_pattern)
         if not pattern.strip():
-            raise HAReplicaOptionError(pattern_option, raw_pattern, "is empty")
+            raise HAReplicaOptionError(pattern_option.name, raw_pattern, "is empty")
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise HAReplicaOptionError(pattern_option, raw_pattern, f"is not a valid regular expression: {exc}"
-                                       ) from None
-        return TopicFilter(pattern=pattern, include_system_topics=include)
-    return TopicFilter(include_system_topics=include)
-
-
-def _spelling(opts: Mapping[str, str], name: str) -> str:
-    """How option ``name`` was given: ``name`` itself, or its alias (:data:`OPTION_ALIASES`) when only that is
-    in ``opts`` (lower-cased keys). Raises HAReplicaOptionError naming both when both are given."""
-    for alias, option in OPTION_ALIASES.items():
-        if option == name and alias.lower() in opts:
-            if name.lower() in opts:
-                raise HAReplicaOptionError(name, opts[name.lower()], f"give {name} or its alias {alias}, not both")
-            return alias
-    return name
+            raise HAReplicaOptionError(pattern_option.name, raw_pattern,
+                                       f"is not a valid regular expression: {exc}") from None
+        return None, pattern
+    return None, None
 
 
 def parse_slaves(value: str | None, broker_names: list[str]) -> tuple[BrokerEndpoint, ...]:
@@ -392,13 +279,14 @@ def parse_endpoints(value: str, option: str, *, unique_names: bool) -> tuple[Bro
 
 
 def parse_starting_offsets(value: str | None, broker_names: list[str]) -> str | dict[str, int]:
-    """Parse startingOffsets: earliest | latest | JSON object broker → offset (>= 0, or -2 / -1).
+    """Parse the starting offsets: earliest | latest | JSON object broker → offset (>= 0, or -2 / -1).
 
-    Raises HAReplicaOptionError (option startingOffsets) for anything else, for a JSON object that
+    Raises HAReplicaOptionError (option ``OPTIONS.starting_offsets``) for anything else, for a JSON object that
     misses a configured broker or names one that is not configured.
     """
+    option = OPTIONS.starting_offsets.name
     if value is None:
-        return OPTION_DEFAULTS["startingOffsets"]
+        return OPTIONS.starting_offsets.default
     text = str(value).strip()
     if text.lower() in (STARTING_OFFSETS_EARLIEST, STARTING_OFFSETS_LATEST):
         return text.lower()
@@ -407,20 +295,20 @@ def parse_starting_offsets(value: str | None, broker_names: list[str]) -> str | 
     except ValueError:
         obj = None
     if not isinstance(obj, dict):
-        raise HAReplicaOptionError("startingOffsets", value,
+        raise HAReplicaOptionError(option, value,
                                    'must be earliest, latest or a JSON object like {"broker-a": 12345}')
     offsets: dict[str, int] = {}
     for name, off in obj.items():
         if name not in broker_names:
-            raise HAReplicaOptionError("startingOffsets", value, f"names broker {name!r} which is not in brokers "
+            raise HAReplicaOptionError(option, value, f"names broker {name!r} which is not in brokers "
                                        f"({', '.join(broker_names)})")
         if isinstance(off, bool) or not isinstance(off, int) or off < EARLIEST_OFFSET_SENTINEL:
-            raise HAReplicaOptionError("startingOffsets", value, f"offset of {name!r} must be an integer CommitLog "
+            raise HAReplicaOptionError(option, value, f"offset of {name!r} must be an integer CommitLog "
                                        "offset >= 0, or -2 (earliest) / -1 (latest)")
         offsets[name] = off
     missing = [n for n in broker_names if n not in offsets]
     if missing:
-        raise HAReplicaOptionError("startingOffsets", value, f"has no offset for broker(s) {', '.join(missing)}")
+        raise HAReplicaOptionError(option, value, f"has no offset for broker(s) {', '.join(missing)}")
     return offsets
 
 
@@ -432,59 +320,50 @@ def _split_host_port(text: str, whole: str, what: str, option: str = "brokers") 
         raise HAReplicaOptionError(option, whole, str(exc)) from None
 
 
-def _default(name: str):
-    """The default of option ``name`` or of the option it is an alias of (:data:`OPTION_DEFAULTS`)."""
-    return OPTION_DEFAULTS[OPTION_ALIASES.get(name, name)]
+def _error(opts: Mapping[str, str], option: Option, reason: str) -> HAReplicaOptionError:
+    """The HAReplicaOptionError of ``option`` as given in ``opts`` (lower-cased keys)."""
+    return HAReplicaOptionError(option.name, opts.get(option.name.lower()), reason)
 
 
-def _int(opts: Mapping[str, str], name: str, *, minimum: int, maximum: int | None = None) -> int | None:
-    """Integer option ``name`` (lower-cased keys in ``opts``), its default when absent. Raises HAReplicaOptionError."""
-    raw = opts.get(name.lower())
+def value_of(opts: Mapping[str, str], option: Option):
+    """The value of ``option`` in Spark's option map ``opts`` (lower-cased keys), its declared default when absent.
+
+    Checked as the declaration says: an ``int`` within ``minimum`` / ``maximum``, a ``bool`` written true or
+    false (any case), a ``choice`` among ``choices`` (any case; returned as the declaration writes it), a ``str``
+    as given. Raises HAReplicaOptionError naming the option and the value.
+    """
+    raw = opts.get(option.name.lower())
     if raw is None:
-        return _default(name)
+        return option.default
+    if option.kind == "str":
+        return raw
     text = str(raw).strip()
+    if option.kind == "bool":
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        raise HAReplicaOptionError(option.name, raw, "must be true or false")
+    if option.kind == "choice":
+        by_lower = {c.lower(): c for c in option.choices}
+        if text.lower() not in by_lower:
+            raise HAReplicaOptionError(option.name, raw, f"must be one of {', '.join(by_lower)}")
+        return by_lower[text.lower()]
     try:
         value = int(text)
     except ValueError:
-        raise HAReplicaOptionError(name, raw, "must be an integer") from None
-    if value < minimum:
-        raise HAReplicaOptionError(name, raw, f"must be >= {minimum}")
-    if maximum is not None and value > maximum:
-        raise HAReplicaOptionError(name, raw, f"must be <= {maximum}")
+        raise HAReplicaOptionError(option.name, raw, "must be an integer") from None
+    if option.minimum is not None and value < option.minimum:
+        raise HAReplicaOptionError(option.name, raw, f"must be >= {option.minimum}")
+    if option.maximum is not None and value > option.maximum:
+        raise HAReplicaOptionError(option.name, raw, f"must be <= {option.maximum}")
     return value
 
 
 def _credentials(opts: Mapping[str, str]) -> AclCredentials | None:
-    """``accessKey``/``secretKey``: both or neither (docs/security.md); errors never show the secret."""
+    """The ACL account of the access-key / secret-key options: both or neither (docs/security.md); errors never
+    show the secret."""
+    access, secret = OPTIONS.access_key.name, OPTIONS.secret_key.name
     try:
-        return credentials(opts.get("accesskey"), opts.get("secretkey"))
+        return credentials(opts.get(access.lower()), opts.get(secret.lower()))
     except ValueError:
-        missing = "secretKey" if opts.get("accesskey") else "accessKey"
-        raise HAReplicaOptionError(missing, None, "accessKey and secretKey must be given together") from None
-
-
-def _positive_int(opts: Mapping[str, str], name: str) -> int | None:
-    return _int(opts, name, minimum=1)
-
-
-def _choice(opts: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
-    """One of ``choices`` (compared case-insensitively; returned as the choice is written), its default when
-    absent."""
-    raw = opts.get(name.lower())
-    if raw is None:
-        return _default(name)
-    text = str(raw).strip().lower()
-    by_lower = {c.lower(): c for c in choices}
-    if text not in by_lower:
-        raise HAReplicaOptionError(name, raw, f"must be one of {', '.join(by_lower)}")
-    return by_lower[text]
-
-
-def _bool(opts: Mapping[str, str], name: str) -> bool:
-    raw = opts.get(name.lower())
-    if raw is None:
-        return _default(name)
-    text = str(raw).strip().lower()
-    if text in ("true", "false"):
-        return text == "true"
-    raise HAReplicaOptionError(name, raw, "must be true or false")
+        missing = secret if opts.get(access.lower()) else access
+        raise HAReplicaOptionError(missing, None, f"{access} and {secret} must be given together") from None

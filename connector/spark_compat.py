@@ -12,7 +12,7 @@ pyspark 4.0 and 4.1 have the Python streaming data source API but not two parts 
 - **Trigger.AvailableNow for Python sources.** Spark wraps such a source (``AvailableNowDataStreamWrapper``):
   it calls ``latestOffset()`` once when the query starts and runs everything up to that offset as one
   micro-batch. Without a read limit that ends at the same offsets as on 4.2+ (each broker's commitLogMaxOffset
-  when the query starts); with ``maxBytesPerTrigger`` the single batch would stop at the first cut, so the
+  when the query starts); with ``max_bytes_per_trigger`` the single batch would stop at the first cut, so the
   apps refuse that combination (:func:`available_now_problem`) and the source warns once.
 
 pyspark 4.0 also lacks ``DataSourceStreamArrowWriter``: a stream writer there receives ``pyspark.sql.Row``
@@ -26,6 +26,8 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 import pyspark
+
+from connector.settings import OPTIONS
 
 #: (major, minor) of the pyspark this process runs, e.g. (4, 2).
 SPARK_VERSION: tuple[int, int] = tuple(int(part) for part in pyspark.__version__.split(".")[:2])  # type: ignore[assignment]
@@ -77,14 +79,15 @@ def available_now_problem(max_bytes_per_trigger: int | None, version: tuple[int,
     """Why Trigger.AvailableNow cannot run as asked on this Spark, or None when it can.
 
     On Spark < 4.2 AvailableNow is one micro-batch up to the offsets at start (module docstring), so a
-    ``maxBytesPerTrigger`` would end the query early instead of splitting it. Returns one line naming the
+    ``max_bytes_per_trigger`` would end the query early instead of splitting it. Returns one line naming the
     Spark version and what to use instead.
     """
     if max_bytes_per_trigger is None or version >= ADMISSION_CONTROL_SINCE:
         return None
+    name = OPTIONS.max_bytes_per_trigger.name
     return (f"Spark {version[0]}.{version[1]} runs Trigger.AvailableNow on a Python source as one micro-batch "
-            f"without read limits, so maxBytesPerTrigger={max_bytes_per_trigger} would end the query after its "
-            "first cut: drop maxBytesPerTrigger, use a processing-time trigger, or run Spark 4.2 or later")
+            f"without read limits, so {name}={max_bytes_per_trigger} would end the query after its "
+            f"first cut: drop {name}, use a processing-time trigger, or run Spark 4.2 or later")
 
 
 def arrow_batches(items: Iterable, spark_schema) -> Iterator[pa.RecordBatch]:

@@ -31,7 +31,8 @@ from connector.errors import (
     NotARocketMQBrokerError,
     UnsupportedBrokerModeError,
 )
-from connector.options import EARLIEST_OFFSET_SENTINEL, LATEST_OFFSET_SENTINEL, SourceOptions
+from connector.options import SourceOptions
+from connector.settings import EARLIEST_OFFSET_SENTINEL, LATEST_OFFSET_SENTINEL
 from connector.source.driver.history import HEAD_BYTES, starts_record
 from connector.source.driver.reads import fetch_range
 

@@ -66,7 +66,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``make test`` runs ``-n 2 --dist loadscope`` (CONTRIBUTING.md "How the suite is grouped"): each module goes to
     one worker whole, so its module-scoped fixtures (a broker, a real peer) start once; tests/cluster and
-    tests/compat go to one worker together. Each worker holds one Spark session, started by the first test that needs it."""
+    tests/compat go to one worker together. Each worker holds one Spark session, started by the first test that
+    needs it."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling

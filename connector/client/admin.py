@@ -33,8 +33,8 @@ class BrokerAdminClient:
     Args:
         addr: the broker's remoting address ``host:listenPort``.
         timeout_ms: connect timeout and the longest wait for one response (ms).
-        credentials: an ACL account (:class:`connector.protocol.acl.AclCredentials`, options
-            ``accessKey``/``secretKey``); requests are then signed as RocketMQ 4.9.8's ``AclClientRPCHook``
+        credentials: an ACL account (:class:`connector.protocol.acl.AclCredentials`, the source's
+            ``FetchSettings.credentials``); requests are then signed as RocketMQ 4.9.8's ``AclClientRPCHook``
             signs them (docs/security.md). None: unsigned.
 
     Every method raises :class:`BrokerAdminError` naming ``addr`` and the request when the broker

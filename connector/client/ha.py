@@ -10,7 +10,8 @@ controller mode's AutoSwitch protocol (``protocol="autoswitch"``,
 acknowledges:
 
 * **Reports.** The first report is ``start`` and every keep-alive report repeats it (a thread sends one
-  every ``haSendHeartbeatInterval`` ms, below the master's 20 s ``haHousekeepingInterval``). The master
+  every ``heartbeat_interval_ms`` of :class:`connector.settings.FetchSettings`, below the master's 20 s
+  ``haHousekeepingInterval``). The master
   treats each report as a replica ack (``push2SlaveMaxOffset``, docs/protocol.md §2.8), and a SYNC_MASTER
   would tell producers SEND_OK on the strength of it; ``start`` is already committed downstream, so reporting
   it acknowledges nothing new (docs/source.md "Acknowledgements (safe on a SYNC_MASTER)"; §10.7 for AutoSwitch).
@@ -63,26 +64,15 @@ from connector.data_loss import on_data_loss
 from connector.errors import HAProtocolError, HAReplicaError
 from connector.protocol.acl import AclCredentials
 from connector.protocol.ha import (
-    HA_CONNECT_TIMEOUT_MS,
-    HA_HOUSEKEEPING_INTERVAL_MS,
     HA_PROTOCOL_CLASSIC,
-    HA_SEND_HEARTBEAT_INTERVAL_MS,
     TransferFrameReader,
 )
 from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH, HandshakeReply
+from connector.settings import OPTIONS, FetchSettings
 
 log = logging.getLogger(__name__)
 
-# The fetch defaults: the source's options of the same meaning take them (connector.options.OPTION_DEFAULTS).
-DEFAULT_CONNECT_TIMEOUT_MS = HA_CONNECT_TIMEOUT_MS  # RemotingUtil.connect
-DEFAULT_READ_TIMEOUT_MS = HA_HOUSEKEEPING_INTERVAL_MS
-DEFAULT_FETCH_RETRIES = 3
-DEFAULT_RECONNECT_BACKOFF_MS = 50  # Kafka's reconnect.backoff.ms
-DEFAULT_RECONNECT_BACKOFF_MAX_MS = 1000  # Kafka's reconnect.backoff.max.ms
-DEFAULT_MAX_OUTAGE_MS = 5 * 60 * 1000  # a broker restart of a minute is waited out with room to spare
-DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS = HA_SEND_HEARTBEAT_INTERVAL_MS
-DEFAULT_FETCH_PREFETCH_CHUNKS = 4  # received chunks waiting for the decoder (prefetch_chunks)
-
+_DEFAULT_SETTINGS = FetchSettings()  # the declared defaults (connector.settings.OPTIONS)
 RECV_BUFFER_BYTES = 1024 * 1024  # the reader's buffers: recv_into them, frames parsed in place, bodies never copied
 PREFETCH_POLL_S = 0.2
 
@@ -93,7 +83,8 @@ _ZERO_BYTE = memoryview(b"\x00")
 
 
 class HAFetchError(HAReplicaError):
-    """An HA fetch gave up: an outage longer than ``maxOutageMs`` or stalls beyond ``fetchRetries``."""
+    """An HA fetch gave up: an outage longer than ``max_outage_ms`` or stalls beyond ``fetch_retries``
+    (:class:`connector.settings.FetchSettings`)."""
 
 
 class NotAnHAPortError(HAProtocolError):
@@ -109,15 +100,17 @@ class HARangeFetcher:
         protocol: the HA protocol id, ``"classic"`` (RocketMQ 4.9.8 master/slave) or ``"autoswitch"`` (5.x
             controller mode); :meth:`connector.client.admin.BrokerAdminClient.ha_protocol` tells which.
         broker: broker name for messages.
-        connect_timeout_ms: TCP connect timeout.
-        read_timeout_ms: longest silence from the broker before the connection counts as dead.
-        fetch_retries: heartbeat stalls in a row (a live broker sending no data) before giving up.
-        reconnect_backoff_ms, reconnect_backoff_max_ms: backoff between reconnect attempts (ms).
-        max_outage_ms: longest time without a working connection before HAFetchError (ms).
-        heartbeat_interval_ms: period of keep-alive reports (all equal to the first report).
+        settings: the query's :class:`connector.settings.FetchSettings` (the declared defaults when not given):
+            ``connect_timeout_ms`` (TCP connect), ``read_timeout_ms`` (longest silence from the broker before the
+            connection counts as dead), ``fetch_retries`` (heartbeat stalls in a row, a live broker sending no
+            data, before giving up), ``reconnect_backoff_ms`` / ``reconnect_backoff_max_ms`` (backoff between
+            reconnect attempts), ``max_outage_ms`` (longest time without a working connection before
+            HAFetchError), ``heartbeat_interval_ms`` (period of keep-alive reports, all equal to the first),
+            ``fail_on_data_loss``; all times in ms.
         offsets_probe: returns the broker's (commitLogMinOffset, commitLogMaxOffset); called when the
             master sends heartbeats although bytes are expected. None disables loss detection.
-        fail_on_data_loss: raise DataLossError (True) or skip the lost bytes with a warning (False).
+        fail_on_data_loss: raise DataLossError (True) or skip the lost bytes with a warning (False); None:
+            ``settings.fail_on_data_loss``.
         server_is_slave: ``ha_addr`` is a slave's HA port: a max offset below ``end`` then means the
             slave has not replicated the bytes *yet* (a stall, retried), not that they were lost.
         keep_views: yield chunks safe to keep: memoryviews, one per frame, of receive buffers that are
@@ -143,18 +136,14 @@ class HARangeFetcher:
 
     def __init__(self, ha_addr: str, start: int, end: int, *, protocol: str = HA_PROTOCOL_CLASSIC,
                  broker: str = "broker",
-                 connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS, read_timeout_ms: int = DEFAULT_READ_TIMEOUT_MS,
-                 fetch_retries: int = DEFAULT_FETCH_RETRIES,
-                 heartbeat_interval_ms: int = DEFAULT_HA_SEND_HEARTBEAT_INTERVAL_MS,
-                 offsets_probe: OffsetsProbe | None = None,
-                 fail_on_data_loss: bool = True, server_is_slave: bool = False, keep_views: bool = True,
-                 reconnect_backoff_ms: int = DEFAULT_RECONNECT_BACKOFF_MS,
-                 reconnect_backoff_max_ms: int = DEFAULT_RECONNECT_BACKOFF_MAX_MS,
-                 max_outage_ms: int = DEFAULT_MAX_OUTAGE_MS,
+                 settings: FetchSettings = _DEFAULT_SETTINGS, offsets_probe: OffsetsProbe | None = None,
+                 fail_on_data_loss: bool | None = None, server_is_slave: bool = False, keep_views: bool = True,
                  locate_master: MasterLocator | None = None, planned_epochs: Sequence[tuple[int, int]] = (),
                  credentials: AclCredentials | None = None):
         if not 0 <= start <= end:
             raise ValueError(f"bad CommitLog range [{start}, {end})")
+        connect_timeout_ms, read_timeout_ms = settings.connect_timeout_ms, settings.read_timeout_ms
+        heartbeat_interval_ms = settings.heartbeat_interval_ms
         self.wire = _wire(protocol, locate_master, planned_epochs, credentials, read_timeout_ms)
         self.protocol = protocol
         self.ha_addr = ha_addr
@@ -163,10 +152,10 @@ class HARangeFetcher:
         self.broker = broker
         self.connect_timeout_ms = connect_timeout_ms
         self.read_timeout_ms = read_timeout_ms
-        self.fetch_retries = fetch_retries
+        self.fetch_retries = settings.fetch_retries
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.offsets_probe = offsets_probe
-        self.fail_on_data_loss = fail_on_data_loss
+        self.fail_on_data_loss = settings.fail_on_data_loss if fail_on_data_loss is None else fail_on_data_loss
         self.server_is_slave = server_is_slave
         self.keep_views = keep_views
         #: the one value every report carries: ``start`` (classic: 1 for a range starting at 0)
@@ -184,8 +173,9 @@ class HARangeFetcher:
         self._cap, self._cap_why = end, ""  # where this connection's bytes stop being the planned ones
         self._cancelled = False
         self._cancel_event = threading.Event()
-        self.outage = OutageWait(f"broker {broker} HA {ha_addr}", reconnect_backoff_ms, reconnect_backoff_max_ms,
-                                 max_outage_ms, cancelled=self._cancel_event)
+        self.outage = OutageWait(f"broker {broker} HA {ha_addr}", settings.reconnect_backoff_ms,
+                                 settings.reconnect_backoff_max_ms, settings.max_outage_ms,
+                                 cancelled=self._cancel_event)
 
     def __enter__(self) -> HARangeFetcher:
         return self
@@ -368,7 +358,7 @@ class HARangeFetcher:
         if self.wire.unproven(self, reader, stream):
             return self.not_an_ha_port(reader.head(64), f"then less than one frame header in {self.read_timeout_ms} ms")
         return _Stall(f"the master sent only {reader.buffered_bytes} bytes of the frame at offset {stream.offset} in "
-                      f"{self.read_timeout_ms} ms (readTimeoutMs bounds a whole frame)")
+                      f"{self.read_timeout_ms} ms ({OPTIONS.read_timeout_ms.name} bounds a whole frame)")
 
     def not_an_ha_port(self, first: bytes, what: str) -> NotAnHAPortError:
         """The NotAnHAPortError of a peer that answered with ``first`` (bytes) and then did ``what``."""
@@ -406,7 +396,7 @@ class HARangeFetcher:
                     return self.delivered
         if stalls > self.fetch_retries:
             raise HAFetchError(f"{self.describe()}: master sent {stalls} heartbeats in a row at offset {offset} "
-                               f"instead of data (fetchRetries={self.fetch_retries})")
+                               f"instead of data ({OPTIONS.fetch_retries.name}={self.fetch_retries})")
         return None
 
     def lose(self, lo: int, hi: int, why: str) -> None:
@@ -449,7 +439,7 @@ _END = object()
 
 
 def prefetch_chunks(fetcher: HARangeFetcher,
-                    depth: int = DEFAULT_FETCH_PREFETCH_CHUNKS) -> Iterator[tuple[int, bytes | memoryview]]:
+                    depth: int) -> Iterator[tuple[int, bytes | memoryview]]:
     """Iterate ``fetcher`` on a background thread, ``depth`` receives ahead of the consumer.
 
     Receiving (``recv_into``, frame parsing) then overlaps with whatever the consumer does with the previous

@@ -99,7 +99,7 @@ class HAWire:
 
     def unproven(self, fetch: RangeFetch, reader: TransferFrameReader, stream: StreamState) -> bool:
         """True while the peer has not shown it speaks this protocol (a frame begun and not whole after
-        ``readTimeoutMs`` then means it is not an HA port, rather than a stall)."""
+        ``read_timeout_ms`` then means it is not an HA port, rather than a stall)."""
         return False
 
     def close(self) -> None:

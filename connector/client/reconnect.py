@@ -4,13 +4,16 @@ A broker restart is an event to wait out, not an error (docs/source.md "Broker o
 executors' HA fetches (:mod:`connector.client.ha`) and the driver's remoting calls (:mod:`connector.source`)
 use one :class:`OutageWait` per broker connection:
 
-* the n-th attempt in a row that fails waits ``reconnectBackoffMs * 2**(n-1)`` ms, capped at
-  ``reconnectBackoffMaxMs``, times a random factor in [0.8, 1.2] — Kafka clients' ``reconnect.backoff.ms``
+* the n-th attempt in a row that fails waits ``backoff_ms * 2**(n-1)`` ms, capped at
+  ``backoff_max_ms``, times a random factor in [0.8, 1.2] — Kafka clients' ``reconnect.backoff.ms``
   / ``reconnect.backoff.max.ms`` rule, so that many readers do not reconnect in lock-step;
-* an outage lasts from the first failure after the last success; once it has lasted ``maxOutageMs`` the
+* an outage lasts from the first failure after the last success; once it has lasted ``max_outage_ms`` the
   caller gives up (:meth:`OutageWait.failed` returns False) and raises its own error;
 * the outage is logged once at WARNING when it starts (broker, address, first error) and once when it
   ends (how long it lasted, how many attempts); single attempts are logged at DEBUG.
+
+The three bounds are the query's settings (:class:`connector.settings.FetchSettings`); the log lines and the
+give-up message name the option each comes from (:data:`connector.settings.OPTIONS`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import random
 import threading
 import time
 from collections.abc import Callable
+
+from connector.settings import OPTIONS
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +36,9 @@ class OutageWait:
 
     Args:
         what: who is waiting, for log lines, e.g. ``"broker broker-a HA 10.0.0.1:10912"``.
-        backoff_ms: first backoff (ms), ``reconnectBackoffMs``.
-        backoff_max_ms: largest backoff (ms), ``reconnectBackoffMaxMs``.
-        max_outage_ms: longest outage (ms) before :meth:`failed` returns False, ``maxOutageMs``.
+        backoff_ms: first backoff (ms), ``FetchSettings.reconnect_backoff_ms``.
+        backoff_max_ms: largest backoff (ms), ``FetchSettings.reconnect_backoff_max_ms``.
+        max_outage_ms: longest outage (ms) before :meth:`failed` returns False, ``FetchSettings.max_outage_ms``.
         clock: monotonic seconds (tests may pass their own).
         cancelled: an Event that, once set, ends a backoff sleep early (the caller then checks it).
     """
@@ -74,8 +79,8 @@ class OutageWait:
             self.started = self._clock()
             self.attempts = 0
             self.outages += 1
-            log.warning("%s: unreachable (%s); waiting up to maxOutageMs=%d ms for it to come back", self.what,
-                        error, self.max_outage_ms)
+            log.warning("%s: unreachable (%s); waiting up to %s=%d ms for it to come back", self.what,
+                        error, OPTIONS.max_outage_ms.name, self.max_outage_ms)
         self.attempts += 1
         elapsed = self.elapsed_ms()
         if elapsed >= self.max_outage_ms:
@@ -98,4 +103,4 @@ class OutageWait:
     def give_up_message(self, error: object) -> str:
         """The text of the error a caller raises when :meth:`failed` returned False."""
         return (f"{self.what}: unreachable for {self.elapsed_ms()} ms ({self.attempts} attempts), longer than "
-                f"maxOutageMs={self.max_outage_ms}; last error: {error}")
+                f"{OPTIONS.max_outage_ms.name}={self.max_outage_ms}; last error: {error}")

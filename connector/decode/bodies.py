@@ -2,8 +2,8 @@
 
 Bodies are copied as stored, or decompressed (ZLIB, LZ4, ZSTD by the SYSFLAG compression type, docs/source.md
 "Compressed bodies"), after an optional BODYCRC check, with every decompression bounded by
-``maxInflatedBodyBytes``. A bad body (BODYCRC mismatch, does not decompress, unknown type, past the bound) is
-kept as stored and reported with the field at fault and why; :mod:`connector.decode.columns` turns those
+``max_inflated`` (:class:`BodyPolicy`). A bad body (BODYCRC mismatch, does not decompress, unknown type, past
+the bound) is kept as stored and reported with the field at fault and why; :mod:`connector.decode.columns` turns those
 reports into ``decodeError`` values (PERMISSIVE) or a CommitLogFormatError (FAILFAST).
 
 :func:`body_groups` here is the NumPy path (one library call per compressed body); the native kernel's
@@ -24,31 +24,33 @@ from connector.errors import BodyDecodeError
 from connector.protocol.commitlog import (
     BODYCRC_MASK,
     COMPRESSED_FLAG,
-    DEFAULT_MAX_INFLATED_BODY_BYTES,
     check_body_crc,
     inflate_body,
 )
+from connector.settings import MODE_FAILFAST, DecodeSettings
 
 BODY_BYTES_PER_ARROW_ARRAY = 512 * 1024 * 1024  # keeps int32 binary offsets far from overflow
-MAX_MAX_INFLATED_BODY_BYTES = 1024 * 1024 * 1024  # keeps a group plus one body below int32 Arrow offsets
-MODE_PERMISSIVE = "PERMISSIVE"
-MODE_FAILFAST = "FAILFAST"
-BAD_RECORD_MODES = (MODE_PERMISSIVE, MODE_FAILFAST)
 
 
 class BodyPolicy(NamedTuple):
     """How bodies are turned into the ``body`` column and what a bad one does (docs/source.md, "Bad records").
 
-    decompress: decompress COMPRESSED bodies (``decompressBody``); verify_crc: check BODYCRC
-    (``verifyBodyCRC``); max_inflated: bytes a body may decompress to (``maxInflatedBodyBytes``);
-    fail_fast: ``mode=FAILFAST`` raises CommitLogFormatError at a bad body, else (PERMISSIVE) the row
-    keeps the stored bytes and names field and reason in ``decodeError``.
+    decompress: decompress COMPRESSED bodies; verify_crc: check BODYCRC; max_inflated: bytes a body may
+    decompress to; fail_fast: raise CommitLogFormatError at a bad body (``FAILFAST``), else (``PERMISSIVE``)
+    the row keeps the stored bytes and names field and reason in ``decodeError``. :meth:`of` takes them from
+    the query's :class:`connector.settings.DecodeSettings`.
     """
 
-    decompress: bool = True
-    verify_crc: bool = True
-    max_inflated: int = DEFAULT_MAX_INFLATED_BODY_BYTES
-    fail_fast: bool = False
+    decompress: bool
+    verify_crc: bool
+    max_inflated: int
+    fail_fast: bool
+
+    @classmethod
+    def of(cls, settings: DecodeSettings) -> BodyPolicy:
+        """The policy of ``settings`` (``mode`` compared case-insensitively)."""
+        return cls(decompress=settings.decompress_body, verify_crc=settings.verify_body_crc,
+                   max_inflated=settings.max_inflated_body_bytes, fail_fast=settings.mode.upper() == MODE_FAILFAST)
 
 
 #: ``(first row, end row, body array, {row: (field, reason)} of the bad rows)``

@@ -25,6 +25,7 @@ from connector.decode.locate import Located
 from connector.decode.record_error import record_error
 from connector.decode.schema import TIMESTAMP, column_schema
 from connector.decode.topic_filter import TopicFilter
+from connector.settings import DecodeSettings
 
 _PER_GROUP = ("body", "decodeError")  # the columns each body group brings; the others are sliced per group
 _PROPERTY_COLUMNS = ("properties", "tags", "keys", "uniqKey")  # one split of the PROPERTIES field gives all four
@@ -43,15 +44,16 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
             were already checked and the whole record lies inside ``data``.
         broker: value of the ``broker`` column.
         mapped_file_size: mappedFileSizeCommitLog (bytes), to name files in errors.
-        decompress: inflate COMPRESSED bodies (``decompressBody``); ignored when ``policy`` is given.
+        decompress: inflate COMPRESSED bodies; ignored when ``policy`` is given.
         topic_filter: records whose topic it does not keep are dropped before their other columns are
             built (None keeps all).
         max_body_bytes: a RecordBatch is cut before a row whose *inflated* body would take its bodies
             past this many bytes, so compressed bodies cannot blow memory up (soft: one row; the native
             kernel applies the same cut to stored bodies too).
-        policy: BODYCRC check, decompression bound and bad-record mode (default: :class:`BodyPolicy`
-            with ``decompress``). In PERMISSIVE mode a bad body (BODYCRC mismatch, does not decompress,
-            unknown compression type, past ``max_inflated``) is kept as stored with ``decodeError`` set.
+        policy: BODYCRC check, decompression bound and bad-record mode (default: the declared defaults of
+            :class:`connector.settings.DecodeSettings` with ``decompress``). In PERMISSIVE mode a bad body
+            (BODYCRC mismatch, does not decompress, unknown compression type, past ``max_inflated``) is kept as
+            stored with ``decodeError`` set.
         columns: build only these columns (None: all), or the schema :func:`connector.decode.schema.column_schema`
             gives for them. Bodies are still checked and decompressed, so the batches and the errors stay those
             of the whole schema; the other columns are never built.
@@ -64,7 +66,7 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
     first bad body (broker, offset, file and field BODY or BODYCRC named).
     """
     if policy is None:
-        policy = BodyPolicy(decompress=decompress)
+        policy = BodyPolicy.of(DecodeSettings(decompress_body=decompress))
     schema = columns if isinstance(columns, pa.Schema) else column_schema(columns)
     kernels = active()
     u8 = np.frombuffer(data, dtype=np.uint8)

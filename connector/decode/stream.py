@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from connector.decode.bodies import BAD_RECORD_MODES, MODE_FAILFAST, MODE_PERMISSIVE, BodyPolicy
+from connector.decode.bodies import BodyPolicy
 from connector.decode.columns import iter_record_batches
 from connector.decode.kernels import active
 from connector.decode.record_error import record_error
@@ -27,7 +27,6 @@ from connector.decode.schema import column_schema
 from connector.decode.topic_filter import TopicFilter
 from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
-    DEFAULT_MAX_INFLATED_BODY_BYTES,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     SIZE_AND_MAGIC_BYTES,
@@ -35,13 +34,11 @@ from connector.protocol.commitlog import (
     read_size_and_magic,
 )
 from connector.protocol.mapped_files import next_file_start
+from connector.settings import BAD_RECORD_MODES, DecodeSettings
 
 log = logging.getLogger(__name__)
 
-#: the decoder's batch bounds by default (the options arrowMaxRecordsPerBatch / arrowMaxBytesPerBatch take them)
-DEFAULT_ARROW_MAX_RECORDS_PER_BATCH = 10000  # spark.sql.execution.arrow.maxRecordsPerBatch
-DEFAULT_ARROW_MAX_BYTES_PER_BATCH = 8 * 1024 * 1024
-
+_DEFAULT_SETTINGS = DecodeSettings()  # the declared defaults (connector.settings.OPTIONS)
 WALK_MIN_BYTES = 1024 * 1024  # unwalked bytes gathered before a walk (fewer, larger numpy passes)
 _NO_BYTES = np.empty(0, dtype=np.uint8)
 
@@ -54,14 +51,15 @@ class CommitLogArrowDecoder:
         end: offset where the range ends: a record boundary, a mapped-file start or commitLogMaxOffset.
         mapped_file_size: mappedFileSizeCommitLog (bytes); a record never spans two files.
         broker: the ``broker`` column's value.
-        decompress_body: inflate bodies stored compressed.
-        mode: ``PERMISSIVE`` (a bad body becomes a row with its stored bytes and ``decodeError``) or
-            ``FAILFAST`` (CommitLogFormatError naming broker, offset, file and field); case-insensitive.
-        verify_body_crc: check every body against its BODYCRC.
-        max_inflated_body_bytes: bytes a compressed body may decompress to (a larger one is bad).
-        max_records_per_batch / max_bytes_per_batch: a batch is emitted when either is reached
-            (bytes = stored record bytes, and inflated body bytes; soft by at most one record).
-        topic_filter: drop records of other topics before their columns are built (None keeps all).
+        settings: the query's :class:`connector.settings.DecodeSettings` (the declared defaults when not given):
+            ``decompress_body`` (inflate bodies stored compressed); ``mode``, ``PERMISSIVE`` (a bad body becomes
+            a row with its stored bytes and ``decodeError``) or ``FAILFAST`` (CommitLogFormatError naming
+            broker, offset, file and field), case-insensitive; ``verify_body_crc`` (check every body against
+            its BODYCRC); ``max_inflated_body_bytes`` (bytes a compressed body may decompress to, a larger one
+            is bad); ``max_records_per_batch`` / ``max_bytes_per_batch`` (a batch is emitted when either is
+            reached; bytes = stored record bytes, and inflated body bytes; soft by at most one record).
+        topic_filter: drop records of other topics before their columns are built (None keeps all; a query's
+            filter is ``TopicFilter.of(settings)``, :class:`connector.decode.topic_filter.TopicFilter`).
         columns: build only these columns of the source's schema (None: all;
             :func:`connector.decode.schema.column_schema`, which raises ValueError for an unknown name).
 
@@ -83,14 +81,11 @@ class CommitLogArrowDecoder:
     rows (PERMISSIVE) as :func:`connector.decode.columns.iter_record_batches` says.
     """
 
-    def __init__(self, start: int, end: int, mapped_file_size: int, *, broker: str, decompress_body: bool = True,
-                 max_records_per_batch: int = DEFAULT_ARROW_MAX_RECORDS_PER_BATCH,
-                 max_bytes_per_batch: int = DEFAULT_ARROW_MAX_BYTES_PER_BATCH, topic_filter: TopicFilter | None = None,
-                 mode: str = MODE_PERMISSIVE, verify_body_crc: bool = True,
-                 max_inflated_body_bytes: int = DEFAULT_MAX_INFLATED_BODY_BYTES,
+    def __init__(self, start: int, end: int, mapped_file_size: int, *, broker: str,
+                 settings: DecodeSettings = _DEFAULT_SETTINGS, topic_filter: TopicFilter | None = None,
                  columns: Collection[str] | None = None):
-        if mode.upper() not in BAD_RECORD_MODES:
-            raise ValueError(f"mode {mode!r} is not one of {', '.join(BAD_RECORD_MODES)}")
+        if settings.mode.upper() not in BAD_RECORD_MODES:
+            raise ValueError(f"mode {settings.mode!r} is not one of {', '.join(BAD_RECORD_MODES)}")
         if not 0 <= start <= end:
             raise ValueError(f"bad CommitLog range [{start}, {end})")
         if mapped_file_size <= 0:
@@ -99,11 +94,10 @@ class CommitLogArrowDecoder:
         self.end = end
         self.mapped_file_size = mapped_file_size
         self.broker = broker
-        self.decompress_body = decompress_body
-        self.policy = BodyPolicy(decompress=decompress_body, verify_crc=verify_body_crc,
-                                 max_inflated=max_inflated_body_bytes, fail_fast=mode.upper() == MODE_FAILFAST)
-        self.max_records = max_records_per_batch
-        self.max_bytes = max_bytes_per_batch
+        self.decompress_body = settings.decompress_body
+        self.policy = BodyPolicy.of(settings)
+        self.max_records = settings.max_records_per_batch
+        self.max_bytes = max_bytes_per_batch = settings.max_bytes_per_batch
         self.topic_filter = None if topic_filter is None or topic_filter.keeps_everything else topic_filter
         self.schema = column_schema(columns)  # the batches' columns
         self._walk_bytes = min(WALK_MIN_BYTES, max_bytes_per_batch)
@@ -176,7 +170,7 @@ class CommitLogArrowDecoder:
     def jump(self, offset: int, reason: str) -> list[pa.RecordBatch]:
         """Continue the range at record boundary ``offset`` >= the stream offset (bytes between are gone).
 
-        Used when ``failOnDataLoss=false`` and the broker no longer holds part of the range: the
+        Used when ``fail_on_data_loss`` is false and the broker no longer holds part of the range: the
         complete records already received are emitted, a partial record is dropped, and ``reason`` is
         logged with the skipped range.
         """

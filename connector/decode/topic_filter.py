@@ -1,8 +1,9 @@
 """Which CommitLog records a ``format("hareplica")`` query keeps, decided by topic in the tasks.
 
-:class:`TopicFilter` applies ``subscribe``, ``subscribePattern`` (a whole-topic ``re.fullmatch``) and
-``includeSystemTopics`` to the raw topic bytes of each record before any other column is built
-(:mod:`connector.decode.columns`); system topics are RocketMQ 4.9.8's own (:mod:`connector.protocol.topics`).
+:class:`TopicFilter` applies the query's topic list, topic pattern (a whole-topic ``re.fullmatch``) and
+``include_system_topics`` (:class:`connector.settings.DecodeSettings`) to the raw topic bytes of each record
+before any other column is built (:mod:`connector.decode.columns`); system topics are RocketMQ 4.9.8's own
+(:mod:`connector.protocol.topics`).
 The rules and why system topics are dropped by default: docs/source.md "Which topics are kept".
 """
 
@@ -17,6 +18,7 @@ import pyarrow as pa
 
 from connector.arrow_numpy import to_numpy
 from connector.protocol.topics import is_system_topic
+from connector.settings import DecodeSettings
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,12 @@ class TopicFilter:
         object.__setattr__(self, "include_system_topics", include)
         object.__setattr__(self, "_cache", {})
         object.__setattr__(self, "_regex", None if pattern is None else re.compile(pattern))
+
+    @classmethod
+    def of(cls, settings: DecodeSettings) -> TopicFilter:
+        """The filter of the query's ``settings`` (``topics``, ``topic_pattern``, ``include_system_topics``)."""
+        return cls(topics=settings.topics, pattern=settings.topic_pattern,
+                   include_system_topics=settings.include_system_topics)
 
     @property
     def keeps_everything(self) -> bool:

@@ -20,6 +20,7 @@ from connector.errors import HAReplicaOptionError
 from connector.landing.options import landing_writers, resolve_split, split_landing_options
 from connector.landing.rows import with_store_date
 from connector.options import SourceOptions
+from connector.settings import OPTIONS
 from connector.source import (
     HAReplicaInputPartition,
     HAReplicaStreamReader,
@@ -116,7 +117,7 @@ class HAReplicaLandingDataSource(DataSource):
         source, sink = split_landing_options(options)
         self.source_options = SourceOptions.from_options(source)
         if self.source_options.batch_transform is not None:
-            raise HAReplicaOptionError("batchTransform", self.source_options.batch_transform,
+            raise HAReplicaOptionError(OPTIONS.batch_transform.name, self.source_options.batch_transform,
                                        "format(\"hareplica-landing\") writes the decoded rows; to change them "
                                        "per table use landingTargets with landingSplit")
         self.sink_options = sink

@@ -14,8 +14,8 @@ from connector.client.admin import BrokerAdminClient
 from connector.client.ha import HARangeFetcher
 from connector.client.ha_autoswitch import probe_master
 from connector.errors import BrokerAdminError, HAReplicaError
-from connector.options import FetchSettings
 from connector.protocol.acl import AclCredentials
+from connector.settings import FetchSettings
 
 log = logging.getLogger(__name__)
 
@@ -26,15 +26,11 @@ NO_REPORT = 1 << 62
 def open_fetcher(fetch: FetchSettings, ha_addr: str, start: int, end: int, *, broker: str, protocol: str,
                  server_is_slave: bool, fail_on_data_loss: bool, **extra) -> HARangeFetcher:
     """The HA fetcher of CommitLog bytes ``[start, end)`` at ``ha_addr``, configured from the query's ``fetch``
-    settings (timeouts, retries, heartbeat, reconnect backoff, ``maxOutageMs``): a :class:`HARangeFetcher`
+    settings (timeouts, retries, heartbeat, reconnect backoff, outage bound): a :class:`HARangeFetcher`
     speaking ``protocol`` (``"classic"``, or ``"autoswitch"`` for 5.x controller mode). ``extra``: the
     fetcher's other keywords (``offsets_probe``, ``keep_views``, controller-mode ``locate_master``, ...)."""
-    return HARangeFetcher(
-        ha_addr, start, end, protocol=protocol, broker=broker, connect_timeout_ms=fetch.connect_timeout_ms,
-        read_timeout_ms=fetch.read_timeout_ms, fetch_retries=fetch.fetch_retries,
-        heartbeat_interval_ms=fetch.heartbeat_interval_ms, fail_on_data_loss=fail_on_data_loss,
-        server_is_slave=server_is_slave, reconnect_backoff_ms=fetch.reconnect_backoff_ms,
-        reconnect_backoff_max_ms=fetch.reconnect_backoff_max_ms, max_outage_ms=fetch.max_outage_ms, **extra)
+    return HARangeFetcher(ha_addr, start, end, protocol=protocol, broker=broker, settings=fetch,
+                          fail_on_data_loss=fail_on_data_loss, server_is_slave=server_is_slave, **extra)
 
 
 def broker_role(remoting_addr: str, timeout_ms: int, credentials: AclCredentials | None = None) -> str | None:

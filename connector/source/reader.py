@@ -70,7 +70,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     Offsets: ``{broker_name: next_commitlog_offset}``. Broker errors raise
     :class:`connector.client.remoting.BrokerAdminError` (or UnsupportedBrokerModeError for DLedger / controller
-    mode); lost data raises :class:`connector.data_loss.DataLossError` when ``failOnDataLoss`` is true.
+    mode); lost data raises :class:`connector.data_loss.DataLossError` when ``fail_on_data_loss`` is true.
     """
 
     def __init__(self, options: SourceOptions, columns: tuple[str, ...] | None = None):
@@ -100,7 +100,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return dict(self._initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        """ReadMaxBytes(maxBytesPerTrigger) when set, else ReadAllAvailable."""
+        """ReadMaxBytes(``max_bytes_per_trigger``) when set, else ReadAllAvailable."""
         if self.options.max_bytes_per_trigger is not None:
             return ReadMaxBytes(self.options.max_bytes_per_trigger)
         return ReadAllAvailable()
@@ -116,7 +116,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         Spark 4.2+ passes the batch's start and read limit. Spark 4.0/4.1 pass neither
         (:mod:`connector.spark_compat`): the batch then starts at the last end offset Spark showed this reader
         (:meth:`partitions`, also called with an empty range when a query resumes from its checkpoint) or at the
-        initial offset, and :meth:`getDefaultReadLimit` applies, so ``maxBytesPerTrigger`` bounds it the same way.
+        initial offset, and :meth:`getDefaultReadLimit` applies, so ``max_bytes_per_trigger`` bounds it the same way.
         """
         if start is None:
             start = self._last_seen if self._last_seen is not None else self.initialOffset()
@@ -135,8 +135,8 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         """One HAReplicaInputPartition per (broker, mapped-file slice) of ``[start, end)``, slices split further at
-        ConsumeQueue-given record boundaries when ``minPartitions`` / ``maxBytesPerPartition`` ask for it
-        (:mod:`connector.source.driver.partitions`); each is read from the master, or with ``readFrom=slave``
+        ConsumeQueue-given record boundaries when ``min_partitions`` / ``max_bytes_per_partition`` ask for it
+        (:mod:`connector.source.driver.partitions`); each is read from the master, or with ``read_from='slave'``
         from a slave that holds it."""
         self._last_seen = dict(end)
         return self.planner.partitions(start, end, self.columns)
@@ -156,7 +156,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
 
 def warn_without_admission_control(options: SourceOptions) -> None:
-    """On Spark < 4.2, one WARNING when ``maxBytesPerTrigger`` is set: it bounds processing-time micro-batches,
+    """On Spark < 4.2, one WARNING when ``max_bytes_per_trigger`` is set: it bounds processing-time micro-batches,
     but Trigger.AvailableNow there is a single micro-batch that would stop at the first cut
     (:func:`connector.spark_compat.available_now_problem`)."""
     problem = None if ADMISSION_CONTROL else available_now_problem(options.max_bytes_per_trigger)

@@ -4,8 +4,8 @@ The stream reader (:mod:`connector.source.reader`) hands each Spark call to a :c
 the brokers (:mod:`connector.source.driver.brokers`), checks and writes the ``"@lastRecord"`` fingerprints
 (:mod:`connector.source.driver.history`) and builds the partitions (:mod:`connector.source.driver.partitions`).
 The rules below are plain functions over offsets (bytes), no I/O: where
-each broker's batch starts (the checkpoint, or commitLogMinOffset once retention deleted it: ``failOnDataLoss``),
-how far it may go (the master's max offset cut to what ``minInSyncSlaves`` slaves or, with ``readFrom=slave``, the
+each broker's batch starts (the checkpoint, or commitLogMinOffset once retention deleted it: ``fail_on_data_loss``),
+how far it may go (the master's max offset cut to what ``min_in_sync_slaves`` slaves or, with ``read_from='slave'``, the
 best slave hold, the AvailableNow target, a controller-mode set's confirmOffset, the SYNC_MASTER ack window), and
 how a ``ReadMaxBytes`` limit cuts it (docs/source.md "Offsets, batches, partitions"). The boundary knowledge and
 the ack rule are :class:`connector.source.driver.broker_view.BrokerSetView`'s.
@@ -19,14 +19,14 @@ from collections.abc import Sequence
 
 from connector.data_loss import on_data_loss
 from connector.errors import HAReplicaError, HAReplicaOptionError
-from connector.options import (
+from connector.options import BrokerEndpoint, SourceOptions
+from connector.settings import (
     EARLIEST_OFFSET_SENTINEL,
     LATEST_OFFSET_SENTINEL,
+    OPTIONS,
     READ_FROM_SLAVE,
     STARTING_OFFSETS_EARLIEST,
     STARTING_OFFSETS_LATEST,
-    BrokerEndpoint,
-    SourceOptions,
 )
 from connector.source.driver.broker_view import BrokerSetView
 from connector.source.driver.brokers import BrokerSets, bounds
@@ -65,15 +65,15 @@ def check_min(broker: BrokerEndpoint, start: int, min_offset: int, fail_on_data_
 def batch_target(options: SourceOptions, view: BrokerSetView, begin: int, max_offset: int, *,
                  trigger_target: int | None = None, cset: ControllerModeSet | None = None) -> int:
     """Where a batch of this broker set may end at most (bytes, >= ``begin``): the max offset, cut to what
-    ``minInSyncSlaves`` slaves hold and (``readFrom=slave``) what the best slave holds, as known boundaries;
+    ``min_in_sync_slaves`` slaves hold and (``read_from='slave'``) what the best slave holds, as known boundaries;
     then to ``trigger_target`` (Trigger.AvailableNow), a controller-mode set's confirmOffset and the
     SYNC_MASTER ack window (:meth:`connector.source.driver.broker_view.BrokerSetView.ack_safe_end`)."""
     target = max_offset
     if options.min_in_sync_slaves:
         replicated = view.replicated_offset(options.min_in_sync_slaves)
         if replicated is None:
-            log.warning("broker %s: fewer than minInSyncSlaves=%d slaves answered; the batch waits", view.name,
-                        options.min_in_sync_slaves)
+            log.warning("broker %s: fewer than %s=%d slaves answered; the batch waits", view.name,
+                        OPTIONS.min_in_sync_slaves.name, options.min_in_sync_slaves)
             return begin
         target = min(target, view.floor_boundary(replicated, begin))
     if options.read_from == READ_FROM_SLAVE:
@@ -119,7 +119,7 @@ class BatchPlanner:
     Offsets are ``{broker_name: next_commitlog_offset}`` dicts (bytes) plus the ``"@"`` entries of
     :class:`connector.source.driver.offsets.SourceOffset`. ``brokers``: the :class:`BrokerSets` sampled over
     remoting; ``trigger_target``: the AvailableNow end per broker, or None. Broker errors raise
-    BrokerAdminError (or UnsupportedBrokerModeError); lost data raises DataLossError when ``failOnDataLoss``.
+    BrokerAdminError (or UnsupportedBrokerModeError); lost data raises DataLossError when ``fail_on_data_loss``.
     """
 
     def __init__(self, options: SourceOptions):
@@ -146,7 +146,7 @@ class BatchPlanner:
                 elif value == LATEST_OFFSET_SENTINEL:
                     value = max_offset
                 elif value > max_offset:
-                    raise HAReplicaOptionError("startingOffsets", starting,
+                    raise HAReplicaOptionError(OPTIONS.starting_offsets.name, starting,
                                                f"offset {value} of broker {broker.name} is past its "
                                                f"commitLogMaxOffset {max_offset}")
             out[broker.name] = value
@@ -199,7 +199,7 @@ class BatchPlanner:
                        min_offset: int, max_offset: int) -> int:
         """``begin``, checked against the fingerprint the offset carries
         (:func:`connector.source.driver.history.check_start`) unless this planner computed it itself with no
-        regression since. A rewritten history raises DataLossError (``failOnDataLoss``) or is logged and
+        regression since. A rewritten history raises DataLossError (``fail_on_data_loss``) or is logged and
         skipped to the next real record boundary."""
         if begin > max_offset:
             return begin

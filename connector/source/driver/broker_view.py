@@ -144,7 +144,7 @@ class BrokerSetView:
     # --- replicas and servers ----------------------------------------------------------------------
     def replicated_offset(self, slaves: int) -> int | None:
         """The commitLogMaxOffset that at least ``slaves`` reachable slaves hold (the N-th highest), or None
-        when fewer slaves answered (``slaves``: the ``minInSyncSlaves`` option)."""
+        when fewer slaves answered (``slaves``: the query's ``min_in_sync_slaves``)."""
         held = sorted((s.max_offset for s in self.slaves if s.reachable), reverse=True)
         if len(held) < slaves:
             return None

@@ -2,9 +2,9 @@
 
 One :class:`BrokerSets` per stream reader: the remoting clients (GET_BROKER_CONFIG, GET_BROKER_RUNTIME_INFO),
 each set's :class:`connector.source.driver.broker_view.BrokerSetView` (mapped-file size, offset samples, known
-boundaries), the outage clocks (``maxOutageMs``, :mod:`connector.client.reconnect`), each set's HA protocol and, for 5.x
-controller-mode sets, the :class:`connector.source.driver.controller_mode.ControllerModeSet` that follows master
-switches (docs/source.md "Offsets, batches, partitions", "Slaves", "RocketMQ 5.x controller mode").
+boundaries), the outage clocks (``max_outage_ms``, :mod:`connector.client.reconnect`), each set's HA
+protocol and, for 5.x controller-mode sets, the :class:`connector.source.driver.controller_mode.ControllerModeSet`
+that follows master switches (docs/source.md "Offsets, batches, partitions", "Slaves", "RocketMQ 5.x controller mode").
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import time
 from connector.client.admin import BrokerAdminClient
 from connector.client.reconnect import OutageWait
 from connector.errors import BrokerAdminError, BrokerUnreachableError, HAReplicaOptionError
-from connector.options import READ_FROM_SLAVE, BrokerEndpoint, SourceOptions
+from connector.options import BrokerEndpoint, SourceOptions
 from connector.protocol.ha import HA_PROTOCOL_CLASSIC
 from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH
+from connector.settings import OPTIONS, READ_FROM_SLAVE
 from connector.source.driver.broker_view import ACK_WINDOW_MARGIN_MS, BrokerSetView, ServerOffsets
 from connector.source.driver.controller_mode import ControllerModeSet
 
@@ -96,8 +97,8 @@ class BrokerSets:
         return wait
 
     def view(self, broker: BrokerEndpoint) -> BrokerSetView:
-        """The broker set's view; the first call asks the master (or with ``readFrom=slave`` a slave) for
-        its config, waits out an outage (``maxOutageMs``) and fails fast when the broker is not a classic
+        """The broker set's view; the first call asks the master (or with ``read_from='slave'`` a slave) for
+        its config, waits out an outage (``max_outage_ms``) and fails fast when the broker is not a classic
         master/slave one or not a RocketMQ broker at all."""
         view = self.views.get(broker.name)
         if view is not None:
@@ -127,11 +128,11 @@ class BrokerSets:
         """A set's view from the GET_BROKER_CONFIG answer of one of its servers."""
         protocol = admin.ha_protocol(config)
         if protocol == HA_PROTOCOL_AUTOSWITCH and self.options.read_from == READ_FROM_SLAVE:
-            raise HAReplicaOptionError("readFrom", self.options.read_from,
+            raise HAReplicaOptionError(OPTIONS.read_from.name, self.options.read_from,
                                        f"broker {broker.name} runs in controller mode (AutoSwitch HA): "
                                        "hareplica reads controller-mode brokers from the master only")
         if protocol == HA_PROTOCOL_AUTOSWITCH and self.options.min_in_sync_slaves:
-            raise HAReplicaOptionError("minInSyncSlaves", self.options.min_in_sync_slaves,
+            raise HAReplicaOptionError(OPTIONS.min_in_sync_slaves.name, self.options.min_in_sync_slaves,
                                        f"broker {broker.name} runs in controller mode: batches end at the "
                                        "master's confirmOffset; set allAckInSyncStateSet=true on the brokers "
                                        "to have it held by every in-sync replica")
@@ -163,7 +164,7 @@ class BrokerSets:
         """Sample the master's (and, when they matter, the slaves') commitLogMin/MaxOffset.
 
         The master's max offset is remembered as a record boundary. A master that is down is waited
-        for (``maxOutageMs``) unless ``readFrom=slave`` and a slave answers (then batches go on from
+        for (``max_outage_ms``) unless ``read_from='slave'`` and a slave answers (then batches go on from
         the slaves); a peer that answers but is not a RocketMQ broker fails at once.
         """
         view = self.view(broker)

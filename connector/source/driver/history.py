@@ -295,7 +295,7 @@ def check_start(source: CommitLogBytes, start: int, fingerprint: RecordFingerpri
     found in the next :data:`RESYNC_WINDOW_BYTES`, else the next mapped-file start or ``max_offset``).
     """
     if start > max_offset or start < min_offset:
-        return None  # a lost tail or deleted files: the failOnDataLoss rules of connector.source apply
+        return None  # a lost tail or deleted files: the fail_on_data_loss rules of connector.source apply
     problems = []
     if fingerprint is not None and fingerprint.end == start and fingerprint.offset >= min_offset:
         data = source.read(fingerprint.offset, start)

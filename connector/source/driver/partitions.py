@@ -2,8 +2,8 @@
 
 :func:`build_partitions` turns each broker set's checked ``[begin, end)`` into :class:`HAReplicaInputPartition`
 values: one per mapped-file slice (a record never spans two files, docs/protocol.md §1.9), cut further at
-ConsumeQueue-given record boundaries for ``minPartitions`` / ``maxBytesPerPartition``
-(:mod:`connector.source.driver.splits`), each read from the master or, with ``readFrom=slave``, a slave holding it
+ConsumeQueue-given record boundaries for ``min_partitions`` / ``max_bytes_per_partition``
+(:mod:`connector.source.driver.splits`), each read from the master or, with ``read_from='slave'``, a slave holding it
 (docs/source.md "Offsets, batches, partitions"). Executors read them with
 :func:`connector.source.task.read.read_partition`.
 """
@@ -15,9 +15,10 @@ import time
 
 from connector.client.consume_queue import ConsumeQueueReader
 from connector.errors import BrokerAdminError
-from connector.options import READ_FROM_SLAVE, SourceOptions
+from connector.options import SourceOptions
 from connector.protocol.ha import HA_PROTOCOL_CLASSIC
 from connector.protocol.mapped_files import next_file_start
+from connector.settings import READ_FROM_SLAVE
 from connector.source.driver.broker_view import BrokerSetView
 from connector.source.driver.controller_mode import ControllerModeSet
 from connector.source.driver.splits import find_boundaries, partition_counts, pick_splits
@@ -39,9 +40,10 @@ def file_slices(view: BrokerSetView, begin: int, stop: int) -> list[tuple[Broker
 def build_partitions(slices: list[tuple[BrokerSetView, int, int]], options: SourceOptions, *,
                      columns: tuple[str, ...] | None, protocols: dict[str, str],
                      sets: dict[str, ControllerModeSet]) -> list[HAReplicaInputPartition]:
-    """The partitions of the mapped-file ``slices`` of a batch (:func:`file_slices`), split as ``minPartitions``
-    / ``maxBytesPerPartition`` ask; ``protocols`` / ``sets`` are the HA protocol and controller-mode set of each
-    broker set by name (:class:`connector.source.driver.brokers.BrokerSets`)."""
+    """The partitions of the mapped-file ``slices`` of a batch (:func:`file_slices`), split as
+    ``options.min_partitions`` / ``options.max_bytes_per_partition`` ask; ``protocols`` / ``sets`` are the HA
+    protocol and controller-mode set of each broker set by name
+    (:class:`connector.source.driver.brokers.BrokerSets`)."""
     prefer_slave = options.read_from == READ_FROM_SLAVE
     counts = partition_counts([hi - lo for _, lo, hi in slices], options.min_partitions,
                               options.max_bytes_per_partition)
@@ -53,6 +55,7 @@ def build_partitions(slices: list[tuple[BrokerSetView, int, int]], options: Sour
             parts.append(HAReplicaInputPartition(
                 broker=view.name, ha_addr=server.endpoint.ha_addr, remoting_addr=server.endpoint.remoting_addr,
                 start=begin, end=slice_end, mapped_file_size=view.mapped_file_size, fetch=options.fetch,
+                decode=options.decode,
                 server_role=server.role, columns=columns, transform=options.batch_transform,
                 ha_protocol=protocols.get(view.name, HA_PROTOCOL_CLASSIC),
                 **(sets[view.name].partition_fields() if view.name in sets else {})))

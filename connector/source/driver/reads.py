@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from connector.options import FetchSettings
 from connector.protocol.ha import HA_PROTOCOL_CLASSIC
+from connector.settings import FetchSettings
 from connector.source.driver.broker_view import BrokerSetView
 from connector.source.fetch import open_fetcher
 

@@ -1,5 +1,5 @@
 """Splitting one broker's slice of a micro-batch into several InputPartitions at exact record boundaries
-(options ``minPartitions`` and ``maxBytesPerPartition``; docs/source.md "Partitions inside a mapped file").
+(options ``min_partitions`` and ``max_bytes_per_partition``; docs/source.md "Partitions inside a mapped file").
 
 The driver never guesses where a record starts. It asks the broker's ConsumeQueues (QUERY_CONSUME_QUEUE,
 docs/protocol.md §5.5): each real entry's ``physicOffset`` is the first byte of a whole record, so a split
@@ -39,8 +39,8 @@ def partition_counts(sizes: Sequence[int], min_partitions: int | None,
                      max_bytes_per_partition: int | None) -> list[int]:
     """How many pieces each slice (``sizes`` in bytes) should become.
 
-    ``minPartitions`` (as Spark's Kafka source): the total is raised to at least ``min_partitions`` by giving
-    each slice a share proportional to its size (at least 1). ``maxBytesPerPartition``: each slice gets at
+    ``min_partitions`` (as Spark's Kafka source): the total is raised to at least ``min_partitions`` by giving
+    each slice a share proportional to its size (at least 1). ``max_bytes_per_partition``: each slice gets at
     least ``ceil(size / max)`` pieces. No piece is planned below :data:`MIN_PARTITION_BYTES`.
     """
     counts = [1] * len(sizes)

@@ -14,6 +14,7 @@ import pyarrow as pa
 from connector.client.admin import BrokerAdminClient
 from connector.client.ha import prefetch_chunks
 from connector.decode.stream import CommitLogArrowDecoder
+from connector.decode.topic_filter import TopicFilter
 from connector.source.fetch import master_locator, open_fetcher
 from connector.source.partition import HAReplicaInputPartition
 from connector.source.task.transform import transform_batches, transform_source_columns
@@ -28,20 +29,17 @@ def read_partition(partition: HAReplicaInputPartition, columns: Collection[str] 
     source's schema, or of only its ``columns`` (the decoder builds no other; docs/source.md "Speed and memory").
 
     Bytes are received on a background thread (:func:`connector.client.ha.prefetch_chunks`) while the
-    previous ones are decoded, unless ``fetchPrefetchChunks`` is 0. Memory stays bounded by one batch
-    plus ``fetchPrefetchChunks`` + 2 receive buffers (1 MiB each) whatever the partition size. Records
+    previous ones are decoded, unless ``fetch.prefetch_chunks`` is 0. Memory stays bounded by one batch
+    plus ``fetch.prefetch_chunks`` + 2 receive buffers (1 MiB each) whatever the partition size. Records
     whose topic the query's filter drops are skipped before their columns are built. Raises
     DataLossError, HAFetchError, HAProtocolError or CommitLogFormatError (each naming offsets).
     """
     freeze_imports()  # the worker's modules are loaded by now: out of every later collection (worker_gc)
     fetch = partition.fetch
     admin = BrokerAdminClient(partition.remoting_addr, fetch.read_timeout_ms, fetch.credentials)
-    decoder = CommitLogArrowDecoder(
-        partition.start, partition.end, partition.mapped_file_size, broker=partition.broker,
-        decompress_body=fetch.decompress_body, max_records_per_batch=fetch.max_records_per_batch,
-        max_bytes_per_batch=fetch.max_bytes_per_batch, topic_filter=fetch.topic_filter, mode=fetch.mode,
-        verify_body_crc=fetch.verify_body_crc, max_inflated_body_bytes=fetch.max_inflated_body_bytes,
-        columns=columns)
+    decoder = CommitLogArrowDecoder(partition.start, partition.end, partition.mapped_file_size,
+                                    broker=partition.broker, settings=partition.decode,
+                                    topic_filter=TopicFilter.of(partition.decode), columns=columns)
     extra = {} if not partition.members else {
         "locate_master": master_locator(partition.members, fetch.connect_timeout_ms, fetch.read_timeout_ms,
                                         fetch.credentials),
@@ -69,7 +67,7 @@ def read_partition(partition: HAReplicaInputPartition, columns: Collection[str] 
 
 def read_task(partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
     """A task's RecordBatches of ``partition`` (see :func:`read_partition`): only the partition's ``columns``
-    when the query gave a schema, and only those are decoded. With a ``batchTransform``, the columns it says
+    when the query gave a schema, and only those are decoded. With a ``batch_transform``, the columns it says
     it reads (:func:`connector.source.task.transform.transform_source_columns`) are decoded and handed to it."""
     if partition.transform is not None:
         read = transform_source_columns(partition.transform, partition.columns)

@@ -1,9 +1,9 @@
-"""``batchTransform``: a Python function the source's own tasks apply to every decoded batch (docs/source.md
+"""``batch_transform``: a Python function the source's own tasks apply to every decoded batch (docs/source.md
 "Transforming batches in the task").
 
 Through ``format("hareplica")`` every column a query reads crosses from the source's Python worker into the
 JVM (Arrow → rows); a ``mapInArrow`` that then turns the body into other columns sends them back out
-(rows → Arrow) and in again. With ``batchTransform`` the task calls the function on each decoded
+(rows → Arrow) and in again. With ``batch_transform`` the task calls the function on each decoded
 ``pyarrow.RecordBatch`` itself and only its result enters the JVM: for a body decoder (the silver and gold
 apps' msgpack orders) the bodies never do.
 
@@ -28,38 +28,39 @@ import pyarrow as pa
 
 from connector.errors import HAReplicaOptionError
 from connector.options import import_function
+from connector.settings import OPTIONS
 
 
 def transform_source_columns(spec: str, columns: Sequence[str]) -> tuple[str, ...] | None:
-    """The source columns the ``batchTransform`` function ``spec`` reads to build ``columns``: its
+    """The source columns the ``batch_transform`` function ``spec`` reads to build ``columns``: its
     ``source_columns(columns)`` (module docstring), or None (every column) when it has no such attribute.
 
-    Raises HAReplicaOptionError (option ``batchTransform``) when that attribute is not callable or names a
+    Raises HAReplicaOptionError (option ``batch_transform``) when that attribute is not callable or names a
     column the source does not have (docs/source.md "Rows").
     """
     from connector.decode.schema import column_schema
 
-    declared = getattr(import_function("batchTransform", spec), "source_columns", None)
+    declared = getattr(import_function(OPTIONS.batch_transform.name, spec), "source_columns", None)
     if declared is None:
         return None
     if not callable(declared):
-        raise HAReplicaOptionError("batchTransform", spec, "its source_columns attribute is not callable")
+        raise HAReplicaOptionError(OPTIONS.batch_transform.name, spec, "its source_columns attribute is not callable")
     names = tuple(declared(tuple(columns)))
     try:
         column_schema(names)
     except ValueError as e:
-        raise HAReplicaOptionError("batchTransform", spec, f"source_columns: {e}") from None
+        raise HAReplicaOptionError(OPTIONS.batch_transform.name, spec, f"source_columns: {e}") from None
     return names
 
 
 def transform_batches(batches: Iterable[pa.RecordBatch], spec: str, columns: Sequence[str]
                       ) -> Iterator[pa.RecordBatch]:
-    """Apply the ``batchTransform`` function ``spec`` to every non-empty batch (module docstring).
+    """Apply the ``batch_transform`` function ``spec`` to every non-empty batch (module docstring).
 
-    Raises HAReplicaOptionError (option ``batchTransform``) when the function returns anything but a
+    Raises HAReplicaOptionError (option ``batch_transform``) when the function returns anything but a
     RecordBatch of exactly ``columns``, in order; what the function itself raises propagates.
     """
-    function = import_function("batchTransform", spec)
+    function = import_function(OPTIONS.batch_transform.name, spec)
     want = list(columns)
     for batch in batches:
         if not batch.num_rows:
@@ -67,5 +68,6 @@ def transform_batches(batches: Iterable[pa.RecordBatch], spec: str, columns: Seq
         out = function(batch, tuple(columns))
         if not isinstance(out, pa.RecordBatch) or out.schema.names != want:
             got = out.schema.names if isinstance(out, pa.RecordBatch) else type(out).__name__
-            raise HAReplicaOptionError("batchTransform", spec, f"returned {got}, the query's schema has {want}")
+            raise HAReplicaOptionError(OPTIONS.batch_transform.name, spec,
+                                       f"returned {got}, the query's schema has {want}")
         yield out

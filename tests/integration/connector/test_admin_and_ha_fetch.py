@@ -10,6 +10,7 @@ import pytest
 from connector.client.admin import BrokerAdminClient
 from connector.client.ha import HARangeFetcher, prefetch_chunks
 from connector.errors import BrokerAdminError, DataLossError
+from connector.settings import FetchSettings
 from tests.integration.connector.conftest import FIXTURE_MAX_OFFSET, MAPPED_FILE_SIZE, start_fixture_master
 from tests.support.brokers import runtime_info, wait_for
 from tests.support.decoding import decode_commitlog_range
@@ -42,7 +43,7 @@ def test_admin_error_names_address_and_request():
 def test_fetched_ranges_equal_the_commitlog_bytes(fixture_master, fixture_commitlog, start, end):
     with BrokerAdminClient(fixture_master.remoting_addr, 5000) as admin, \
             HARangeFetcher(fixture_master.ha_addr, start, end, offsets_probe=admin.commit_log_offsets,
-                           heartbeat_interval_ms=200) as fetcher:
+                           settings=FetchSettings(heartbeat_interval_ms=200)) as fetcher:
         chunks = list(fetcher)
     assert chunks[0][0] == start
     assert all(a[0] + len(a[1]) == b[0] for a, b in zip(chunks, chunks[1:], strict=False))
@@ -107,7 +108,7 @@ def test_prefetched_chunks_are_the_fetchers_chunks(fixture_master, fixture_commi
 
 def test_prefetch_needs_owned_chunks(fixture_master):
     with pytest.raises(ValueError, match="keep_views=True"):
-        next(prefetch_chunks(HARangeFetcher(fixture_master.ha_addr, 0, 10, keep_views=False)))
+        next(prefetch_chunks(HARangeFetcher(fixture_master.ha_addr, 0, 10, keep_views=False), depth=4))
 
 
 def test_prefetch_raises_the_fetchers_error_in_the_consumer(lossy_master):
@@ -115,7 +116,7 @@ def test_prefetch_raises_the_fetchers_error_in_the_consumer(lossy_master):
         fetcher = HARangeFetcher(lossy_master.ha_addr, 554616, MAPPED_FILE_SIZE + 5000, broker="broker-a",
                                  offsets_probe=admin.commit_log_offsets)
         with pytest.raises(DataLossError, match=r"no longer holds CommitLog bytes \[554616, 1048576\)"):
-            list(prefetch_chunks(fetcher))
+            list(prefetch_chunks(fetcher, depth=4))
 
 
 def test_closing_the_consumer_early_cancels_the_fetch_and_its_connection(fixture_master):

@@ -28,6 +28,7 @@ from connector.protocol.commitlog import (
     encode_record,
     record_to_json,
 )
+from connector.settings import DecodeSettings
 from tests.support.decoding import decode_commitlog_range
 
 MAPPED_FILE_SIZE = 1048576
@@ -193,8 +194,8 @@ def test_small_chunk_sizes(commitlog, messages, size):
 
 
 def test_batches_are_bounded_in_rows_and_bytes_and_memory(commitlog, messages):
-    dec = CommitLogArrowDecoder(0, MAX_OFFSET, MAPPED_FILE_SIZE, broker="broker-a", max_records_per_batch=7,
-                                max_bytes_per_batch=20000)
+    dec = CommitLogArrowDecoder(0, MAX_OFFSET, MAPPED_FILE_SIZE, broker="broker-a",
+                                settings=DecodeSettings(max_records_per_batch=7, max_bytes_per_batch=20000))
     largest_record = max(m["storeSize"] for m in messages)
     batches = []
     peak = 0
@@ -449,7 +450,8 @@ def test_inflated_bodies_are_split_into_bounded_record_batches():
         data += encode_record(commit_log_offset=len(data), topic="big", body=stored,
                               sys_flag=COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE)
         data += encode_record(commit_log_offset=len(data), topic="small", body=b"s%d" % i)
-    dec = CommitLogArrowDecoder(0, len(data), 2 ** 30, broker="b", max_bytes_per_batch=1_000_000)
+    dec = CommitLogArrowDecoder(0, len(data), 2 ** 30, broker="b",
+                                settings=DecodeSettings(max_bytes_per_batch=1_000_000))
     batches = list(dec.decode_all([(0, bytes(data))]))
     assert len(batches) >= 8
     for b in batches:

@@ -26,6 +26,7 @@ from connector.protocol.commitlog import (
     body_crc,
     encode_record,
 )
+from connector.settings import DecodeSettings
 from tests.support.decoding import decode_commitlog_range
 
 ZLIB = COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE
@@ -166,7 +167,8 @@ def test_bad_records_in_many_groups_and_batches_keep_order_and_count(kernel):
         else:
             records.append((zlib.compress(bytes([i]) * 40_000), ZLIB))
     data, offsets = commitlog(records)
-    dec = CommitLogArrowDecoder(0, len(data), FILE_SIZE, broker="broker-a", max_bytes_per_batch=100_000)
+    dec = CommitLogArrowDecoder(0, len(data), FILE_SIZE, broker="broker-a",
+                                settings=DecodeSettings(max_bytes_per_batch=100_000))
     table = pa.Table.from_batches(list(dec.decode_all([(0, data)])), schema=ARROW_SCHEMA)
     assert table.column("commitLogOffset").to_pylist() == offsets
     errors = table.column("decodeError").to_pylist()
@@ -176,18 +178,18 @@ def test_bad_records_in_many_groups_and_batches_keep_order_and_count(kernel):
 
 def test_mode_is_checked():
     with pytest.raises(ValueError, match="mode 'DROPMALFORMED' is not one of PERMISSIVE, FAILFAST"):
-        CommitLogArrowDecoder(0, 0, FILE_SIZE, broker="b", mode="DROPMALFORMED")
+        CommitLogArrowDecoder(0, 0, FILE_SIZE, broker="b", settings=DecodeSettings(mode="DROPMALFORMED"))
 
 
 def test_bad_record_options_parse_with_defaults_and_name_what_is_wrong():
     from connector.errors import HAReplicaOptionError
     from connector.options import SourceOptions
 
-    fetch = SourceOptions.from_options({"brokers": "a=h:2"}).fetch
-    assert (fetch.mode, fetch.verify_body_crc, fetch.max_inflated_body_bytes) == ("PERMISSIVE", True, 64 << 20)
-    fetch = SourceOptions.from_options({"brokers": "a=h:2", "MODE": "failFast", "verifybodycrc": "false",
-                                        "maxInflatedBodyBytes": "1073741824"}).fetch
-    assert (fetch.mode, fetch.verify_body_crc, fetch.max_inflated_body_bytes) == ("FAILFAST", False, 1 << 30)
+    decode = SourceOptions.from_options({"brokers": "a=h:2"}).decode
+    assert (decode.mode, decode.verify_body_crc, decode.max_inflated_body_bytes) == ("PERMISSIVE", True, 64 << 20)
+    decode = SourceOptions.from_options({"brokers": "a=h:2", "MODE": "failFast", "verifybodycrc": "false",
+                                         "maxInflatedBodyBytes": "1073741824"}).decode
+    assert (decode.mode, decode.verify_body_crc, decode.max_inflated_body_bytes) == ("FAILFAST", False, 1 << 30)
     for options, message in [({"mode": "DROPMALFORMED"}, "option mode='DROPMALFORMED': must be one of permissive, "
                                                          "failfast"),
                              ({"verifyBodyCRC": "yes"}, "option verifyBodyCRC='yes': must be true or false"),

@@ -20,6 +20,7 @@ from connector.protocol.ha_autoswitch import (
     TransferHeader,
     decode_slave_frames,
 )
+from connector.settings import FetchSettings
 
 BYTES = bytes(range(256)) * 40  # 10240 CommitLog bytes of a pretend master
 
@@ -92,10 +93,9 @@ ONE_EPOCH = HandshakeReply(len(BYTES), 1, (EpochEntry(1, 0),)).encode()
 TWO_EPOCHS = HandshakeReply(len(BYTES), 2, (EpochEntry(1, 0), EpochEntry(2, 6000))).encode()
 
 
-def fetch(master, start, end, **kw) -> bytes:
-    kw = {"read_timeout_ms": 2000, **kw}
-    with HARangeFetcher(master.addr, start, end, protocol="autoswitch", broker="b", max_outage_ms=0,
-                        **kw) as fetcher:
+def fetch(master, start, end, read_timeout_ms=2000, **kw) -> bytes:
+    with HARangeFetcher(master.addr, start, end, protocol="autoswitch", broker="b",
+                        settings=FetchSettings(read_timeout_ms=read_timeout_ms, max_outage_ms=0), **kw) as fetcher:
         return b"".join(bytes(c) for _, c in fetcher)
 
 
@@ -187,8 +187,8 @@ def test_each_frame_has_its_own_read_timeout_budget(scripted):
 
     master = HalvingMaster(ONE_EPOCH, frames)
     try:
-        with HARangeFetcher(master.addr, 0, 1000, protocol="autoswitch", broker="b", read_timeout_ms=300,
-                            max_outage_ms=0) as fetcher:
+        with HARangeFetcher(master.addr, 0, 1000, protocol="autoswitch", broker="b",
+                            settings=FetchSettings(read_timeout_ms=300, max_outage_ms=0)) as fetcher:
             assert b"".join(bytes(c) for _, c in fetcher) == BYTES[:1000]
         assert fetcher.connections == 1
     finally:
@@ -228,7 +228,8 @@ def test_a_fetch_follows_a_master_switch_and_reads_the_rest_from_the_new_master(
         return new.addr, "127.0.0.1:1"
 
     with HARangeFetcher(old.addr, 100, 6000, protocol="autoswitch", broker="b", planned_epochs=[(1, 0)],
-                        locate_master=locate, reconnect_backoff_ms=1, max_outage_ms=10000) as fetcher:
+                        locate_master=locate, settings=FetchSettings(reconnect_backoff_ms=1, max_outage_ms=10000)
+                        ) as fetcher:
         got = b"".join(bytes(c) for _, c in fetcher)
     assert got == BYTES[100:6000] and fetcher.switches == [(old.addr, new.addr)]
     assert old.reports == [100] and new.reports[:1] == [100]  # the new master is asked for the range start again

@@ -15,6 +15,7 @@ import pytest
 from connector.client.ha import HAFetchError, HARangeFetcher, NotAnHAPortError, prefetch_chunks
 from connector.errors import DataLossError, HAProtocolError
 from connector.protocol.ha import encode_transfer_header
+from connector.settings import FetchSettings
 
 MAPPED_FILE_SIZE = 1048576
 
@@ -109,7 +110,7 @@ def test_recorded_stream_of_a_real_master_reassembles_to_the_commitlog(replay, f
     meta = json.loads((fixture_dir / "ha_stream" / "report_boundary_554616.json").read_text())
     start, end = meta["reportedOffset"], meta["lastDataEndOffset"]
     master = replay(lambda report, conn: conn.sendall(recorded))
-    got = fetch_all(HARangeFetcher(master.addr, start, end, heartbeat_interval_ms=100))
+    got = fetch_all(HARangeFetcher(master.addr, start, end, settings=FetchSettings(heartbeat_interval_ms=100)))
     assert got[0][0] == start
     assert all(a[0] + len(a[1]) == b[0] for a, b in zip(got, got[1:], strict=False))  # contiguous, in order
     assert b"".join(chunk for _, chunk in got) == commitlog[start:end]
@@ -125,7 +126,9 @@ def test_chunks_are_views_of_receive_buffers_that_are_never_written_over(replay,
     meta = json.loads((fixture_dir / "ha_stream" / "report_boundary_554616.json").read_text())
     start, end = meta["reportedOffset"], meta["lastDataEndOffset"]
     master = replay(lambda report, conn: conn.sendall(recorded))
-    kept = list(prefetch_chunks(HARangeFetcher(master.addr, start, end, heartbeat_interval_ms=100)))
+    kept = list(prefetch_chunks(HARangeFetcher(master.addr, start, end,
+                                               settings=FetchSettings(heartbeat_interval_ms=100)),
+                                depth=4))
     assert all(isinstance(chunk, memoryview) for _, chunk in kept)
     assert b"".join(chunk for _, chunk in kept) == commitlog[start:end], "still intact after every receive"
 
@@ -157,7 +160,7 @@ def test_range_from_zero_reports_one_and_supplies_byte_zero(replay, commitlog):
         conn.sendall(encode_transfer_header(1, 0) + _frames(commitlog, 1, 100000))
 
     master = replay(script)
-    fetcher = HARangeFetcher(master.addr, 0, 70000, heartbeat_interval_ms=50)
+    fetcher = HARangeFetcher(master.addr, 0, 70000, settings=FetchSettings(heartbeat_interval_ms=50))
     got = fetch_all(fetcher)
     assert got[0][0] == 0 and got[0][1][:1] == b"\x00"  # byte 0 supplied by the fetcher
     assert b"".join(c for _, c in got) == commitlog[:70000]
@@ -172,7 +175,7 @@ def test_keepalive_reports_repeat_the_start_offset(replay, commitlog):
         conn.sendall(_frames(commitlog, report, report + 1000))
 
     master = replay(script)
-    fetcher = HARangeFetcher(master.addr, 5000, 6000, heartbeat_interval_ms=20)
+    fetcher = HARangeFetcher(master.addr, 5000, 6000, settings=FetchSettings(heartbeat_interval_ms=20))
     result = []
     t = threading.Thread(target=lambda: result.extend(fetch_all(fetcher)))
     t.start()
@@ -204,8 +207,10 @@ def test_silent_master_read_timeout_reconnects_then_fails_after_max_outage(repla
     master = replay(lambda report, conn: None)
     with pytest.raises(HAFetchError, match=r"unreachable for \d+ ms \(\d+ attempts\), longer than maxOutageMs=400; "
                                            r"last error: no bytes from the master for 150 ms.*stopped at offset 5000"):
-        fetch_all(HARangeFetcher(master.addr, 5000, 9000, read_timeout_ms=150, max_outage_ms=400,
-                                 heartbeat_interval_ms=50, reconnect_backoff_ms=10, reconnect_backoff_max_ms=20))
+        fetch_all(HARangeFetcher(master.addr, 5000, 9000,
+                                 settings=FetchSettings(read_timeout_ms=150, max_outage_ms=400,
+                                                        heartbeat_interval_ms=50, reconnect_backoff_ms=10,
+                                                        reconnect_backoff_max_ms=20)))
     assert len(master.reports) >= 2  # reconnected while the outage lasted
 
 
@@ -214,7 +219,7 @@ def test_connection_refused_fails_naming_the_address_once_max_outage_is_over():
         addr = f"127.0.0.1:{s.getsockname()[1]}"
     with pytest.raises(HAFetchError, match=f"broker b HA {addr}: unreachable for .*maxOutageMs=0.*refused.*"
                                            r"range \[5, 9\) stopped at offset 5"):
-        fetch_all(HARangeFetcher(addr, 5, 9, broker="b", max_outage_ms=0))
+        fetch_all(HARangeFetcher(addr, 5, 9, broker="b", settings=FetchSettings(max_outage_ms=0)))
 
 
 def test_a_broker_down_for_a_while_is_waited_out_and_logged_once_each_way(commitlog, caplog):
@@ -231,8 +236,9 @@ def test_a_broker_down_for_a_while_is_waited_out_and_logged_once_each_way(commit
     threading.Thread(target=come_back, daemon=True).start()
     caplog.set_level("DEBUG", logger="connector.client.reconnect")
     try:
-        fetcher = HARangeFetcher(f"127.0.0.1:{port}", 7000, 60000, broker="b", max_outage_ms=30000,
-                                 reconnect_backoff_ms=20, reconnect_backoff_max_ms=200)
+        fetcher = HARangeFetcher(f"127.0.0.1:{port}", 7000, 60000, broker="b",
+                                 settings=FetchSettings(max_outage_ms=30000, reconnect_backoff_ms=20,
+                                                        reconnect_backoff_max_ms=200))
         got = fetch_all(fetcher)
     finally:
         for m in masters:
@@ -251,14 +257,15 @@ def test_an_http_server_on_the_ha_port_is_named_not_retried(replay):
     master = replay(lambda report, conn: conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
     with pytest.raises(NotAnHAPortError, match=rf"{master.addr} \(broker broker\) is not a RocketMQ HA port: "
                                                r"it answered the 8-byte offset report with b'HTTP/1.1 400"):
-        fetch_all(HARangeFetcher(master.addr, 5000, 9000, max_outage_ms=60000))
+        fetch_all(HARangeFetcher(master.addr, 5000, 9000, settings=FetchSettings(max_outage_ms=60000)))
     assert len(master.reports) == 1
 
 
 def test_an_echo_server_on_the_ha_port_is_named(replay):
     master = replay(lambda report, conn: conn.sendall(struct.pack(">q", report)))
     with pytest.raises(NotAnHAPortError, match=r"is not a RocketMQ HA port.*less than one frame header"):
-        fetch_all(HARangeFetcher(master.addr, 5000, 9000, read_timeout_ms=300, max_outage_ms=60000))
+        fetch_all(HARangeFetcher(master.addr, 5000, 9000,
+                                 settings=FetchSettings(read_timeout_ms=300, max_outage_ms=60000)))
 
 
 DRIP_EVERY_S = 0.05
@@ -283,8 +290,9 @@ def test_a_master_dripping_a_frame_byte_by_byte_is_bounded_by_the_outage_limit(r
     started = time.monotonic()
     with pytest.raises(HAFetchError, match=r"longer than maxOutageMs=1000; last error: the master sent only \d+ "
                                            r"bytes of the frame at offset 6000 in 300 ms.*stopped at offset 6000"):
-        fetch_all(HARangeFetcher(master.addr, 5000, 9000, read_timeout_ms=300, max_outage_ms=1000,
-                                 reconnect_backoff_ms=10, reconnect_backoff_max_ms=20))
+        fetch_all(HARangeFetcher(master.addr, 5000, 9000,
+                                 settings=FetchSettings(read_timeout_ms=300, max_outage_ms=1000,
+                                                        reconnect_backoff_ms=10, reconnect_backoff_max_ms=20)))
     held_s = time.monotonic() - started
     assert held_s < 0.3 + 1.0 + 2.0, f"held {held_s:.1f} s"  # readTimeoutMs + maxOutageMs + slack
 
@@ -300,7 +308,8 @@ def test_a_consumer_slower_than_read_timeout_does_not_count_against_a_frame(repl
             time.sleep(0.01)
 
     master = replay(script)
-    fetcher = HARangeFetcher(master.addr, 5000, 45000, read_timeout_ms=200, max_outage_ms=0, keep_views=True)
+    fetcher = HARangeFetcher(master.addr, 5000, 45000, keep_views=True,
+                             settings=FetchSettings(read_timeout_ms=200, max_outage_ms=0))
     got = []
     with fetcher:
         for chunk in fetcher:
@@ -321,7 +330,7 @@ def test_reconnect_resumes_without_duplicates_and_without_reporting_more(replay,
             conn.sendall(_frames(commitlog, report, 200000))
 
     master = replay(script)
-    fetcher = HARangeFetcher(master.addr, 7000, 120000, max_outage_ms=5000)
+    fetcher = HARangeFetcher(master.addr, 7000, 120000, settings=FetchSettings(max_outage_ms=5000))
     got = fetch_all(fetcher)
     assert b"".join(c for _, c in got) == commitlog[7000:120000]
     assert calls == [7000, 7000] and {r for conn in master.reports for r in conn} == {7000}
@@ -358,7 +367,8 @@ def test_heartbeats_with_data_loss_allowed_skip_to_the_min_offset(replay, commit
 def test_heartbeats_while_the_broker_has_the_data_fail_after_retries(replay):
     master = replay(lambda report, conn: conn.sendall(encode_transfer_header(report, 0) * 10))
     with pytest.raises(HAFetchError, match=r"master sent 3 heartbeats in a row at offset 5000"):
-        fetch_all(HARangeFetcher(master.addr, 5000, 9000, fetch_retries=2, offsets_probe=lambda: (0, 20000)))
+        fetch_all(HARangeFetcher(master.addr, 5000, 9000, offsets_probe=lambda: (0, 20000),
+                                 settings=FetchSettings(fetch_retries=2)))
 
 
 def test_truncated_broker_tail_is_data_loss(replay):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from connector.decode.stream import DEFAULT_ARROW_MAX_BYTES_PER_BATCH, DEFAULT_ARROW_MAX_RECORDS_PER_BATCH
 from connector.decode.topic_filter import TopicFilter
 from connector.errors import HAReplicaError, HAReplicaOptionError
 from connector.options import BrokerEndpoint, SourceOptions, parse_brokers
@@ -21,11 +20,10 @@ def test_defaults_follow_upstream():
     assert o.brokers == (BrokerEndpoint("broker-a", "127.0.0.1", 10912, "127.0.0.1", 10911),)
     assert o.starting_offsets == "earliest"
     assert o.max_bytes_per_trigger is None
-    f = o.fetch
-    assert (f.fail_on_data_loss, f.decompress_body) == (True, True)
+    f, d = o.fetch, o.decode
+    assert (f.fail_on_data_loss, d.decompress_body) == (True, True)
     assert (f.connect_timeout_ms, f.read_timeout_ms, f.fetch_retries, f.heartbeat_interval_ms) == (5000, 20000, 3, 5000)
-    assert (f.max_records_per_batch, f.max_bytes_per_batch) == (DEFAULT_ARROW_MAX_RECORDS_PER_BATCH,
-                                                                DEFAULT_ARROW_MAX_BYTES_PER_BATCH)
+    assert (d.max_records_per_batch, d.max_bytes_per_batch) == (10000, 8 * 1024 * 1024)
 
 
 def test_option_names_are_case_insensitive_as_spark_passes_them():
@@ -34,9 +32,9 @@ def test_option_names_are_case_insensitive_as_spark_passes_them():
                                     "fetchretries": "0", "hasendheartbeatinterval": "1000",
                                     "arrowmaxrecordsperbatch": "5", "arrowmaxbytesperbatch": "6"})
     assert o.max_bytes_per_trigger == 100
-    f = o.fetch
-    assert (f.fail_on_data_loss, f.decompress_body, f.connect_timeout_ms, f.read_timeout_ms) == (False, False, 7, 8)
-    assert (f.fetch_retries, f.heartbeat_interval_ms, f.max_records_per_batch, f.max_bytes_per_batch) == (0, 1000, 5, 6)
+    f, d = o.fetch, o.decode
+    assert (f.fail_on_data_loss, d.decompress_body, f.connect_timeout_ms, f.read_timeout_ms) == (False, False, 7, 8)
+    assert (f.fetch_retries, f.heartbeat_interval_ms, d.max_records_per_batch, d.max_bytes_per_batch) == (0, 1000, 5, 6)
 
 
 def test_several_brokers_ipv6_and_explicit_remoting_address():
@@ -147,25 +145,25 @@ def test_unknown_options_are_rejected_listing_the_known_ones():
 
 # --- subscribe, subscribePattern, includeSystemTopics ---------------------------------------------------------
 def test_topic_filter_defaults_to_every_user_topic():
-    f = parse().fetch.topic_filter
+    f = TopicFilter.of(parse().decode)
     assert f == TopicFilter(include_system_topics=False) and not f.keeps_everything
     assert f.keep("orders") and f.keep("%RETRY%group-a") and f.keep("%DLQ%group-a")
     assert not f.keep("SCHEDULE_TOPIC_XXXX") and not f.keep("RMQ_SYS_TRANS_HALF_TOPIC") and not f.keep("rmq_sys_x")
-    assert parse(includeSystemTopics="true").fetch.topic_filter.keeps_everything
+    assert TopicFilter.of(parse(includeSystemTopics="true").decode).keeps_everything
 
 
 def test_topics_option_keeps_exactly_the_named_topics_system_ones_included():
-    f = parse(subscribe=" orders , %DLQ%g1,SCHEDULE_TOPIC_XXXX").fetch.topic_filter
+    f = TopicFilter.of(parse(subscribe=" orders , %DLQ%g1,SCHEDULE_TOPIC_XXXX").decode)
     assert f.topics == frozenset({"orders", "%DLQ%g1", "SCHEDULE_TOPIC_XXXX"})
     assert f.keep("orders") and f.keep("SCHEDULE_TOPIC_XXXX") and not f.keep("orders2") and not f.keep("ORDERS")
 
 
 def test_topic_pattern_matches_whole_names_and_hides_system_topics_unless_asked():
-    f = parse(subscribePattern="Order.*").fetch.topic_filter
+    f = TopicFilter.of(parse(subscribePattern="Order.*").decode)
     assert f.keep("OrderPaid") and not f.keep("xOrderPaid") and not f.keep("order")
-    f = parse(subscribePattern=".*TOPIC.*").fetch.topic_filter
+    f = TopicFilter.of(parse(subscribePattern=".*TOPIC.*").decode)
     assert f.keep("MY_TOPIC") and not f.keep("RMQ_SYS_TRACE_TOPIC")
-    f = parse(subscribePattern=".*TOPIC.*", includeSystemTopics="TRUE").fetch.topic_filter
+    f = TopicFilter.of(parse(subscribePattern=".*TOPIC.*", includeSystemTopics="TRUE").decode)
     assert f.keep("RMQ_SYS_TRACE_TOPIC")
 
 
@@ -247,7 +245,7 @@ def test_options_are_frozen_and_picklable():
     o = parse(startingOffsets='{"broker-a": 5}', maxBytesPerTrigger="10", subscribePattern="a.*",
               slaves="broker-a=h:3", minInSyncSlaves="1")
     clone = pickle.loads(pickle.dumps(o))
-    assert clone == o and clone.fetch.topic_filter.keep("ab") and not clone.fetch.topic_filter.keep("b")
+    assert clone == o and TopicFilter.of(clone.decode).keep("ab") and not TopicFilter.of(clone.decode).keep("b")
     with pytest.raises(AttributeError):
         o.max_bytes_per_trigger = 3  # type: ignore[misc]
     assert o.broker("broker-a").ha_port == 10912

@@ -1,0 +1,207 @@
+"""Every option of ``format("hareplica")`` declared once, and the typed settings the driver and the tasks get.
+
+:data:`OPTIONS` holds one :class:`Option` record per option: its name, the settings attribute it fills, its
+type, default, bounds or choices, the Kafka/RocketMQ/Spark name it mirrors (or none) and its one-line meaning.
+The parser and validation (:mod:`connector.options`), the error messages naming an option (``OPTIONS.x.name``),
+:class:`FetchSettings` (what an HA read needs) and :class:`DecodeSettings` (what the decoder needs) all take
+them from here; docs/options.md's table is checked against it (``tests/unit/test_option_docs.py``) and
+``tests/unit/test_options_declared_once.py`` checks that no other product module of ``connector/`` writes an
+option's name. What each option does in context: docs/options.md and docs/source.md.
+
+A few RocketMQ names are spelled like an option without being one: ``haSendHeartbeatInterval`` is also the
+broker's ``MessageStoreConfig`` key (:mod:`connector.protocol.ha`) and ``accessKey`` / ``secretKey`` are also
+the ACL header fields (:mod:`connector.protocol.acl`); those modules write RocketMQ's name, not the option's.
+
+This module imports only the standard library and :mod:`connector.protocol` constants, so every layer may read
+the declaration without pulling in sockets, the HA client, pyarrow or the decoder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from connector.protocol.acl import AclCredentials
+from connector.protocol.commitlog.layout import DEFAULT_MAX_INFLATED_BODY_BYTES
+from connector.protocol.ha import HA_CONNECT_TIMEOUT_MS, HA_HOUSEKEEPING_INTERVAL_MS, HA_SEND_HEARTBEAT_INTERVAL_MS
+
+STARTING_OFFSETS_EARLIEST = "earliest"
+STARTING_OFFSETS_LATEST = "latest"
+EARLIEST_OFFSET_SENTINEL = -2  # Kafka's convention in startingOffsets JSON
+LATEST_OFFSET_SENTINEL = -1
+READ_FROM_MASTER = "master"
+READ_FROM_SLAVE = "slave"
+MODE_PERMISSIVE = "PERMISSIVE"  # the bad-record modes, Spark's file-source ``mode`` values
+MODE_FAILFAST = "FAILFAST"
+BAD_RECORD_MODES = (MODE_PERMISSIVE, MODE_FAILFAST)
+#: the largest bound of an inflated body: keeps a group plus one body below int32 Arrow offsets
+MAX_MAX_INFLATED_BODY_BYTES = 1024 * 1024 * 1024
+
+
+class _Required:
+    """The default of an option that has none: it must be given."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED = _Required()
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One option of ``format("hareplica")``.
+
+    ``name``: the option as users write it (case-insensitive); ``attr``: the settings attribute it fills
+    (snake_case, on :class:`FetchSettings`, :class:`DecodeSettings` or ``SourceOptions``); ``kind``: ``"int"``,
+    ``"bool"``, ``"choice"`` or ``"str"``; ``default``: the value when absent (:data:`REQUIRED`: must be given;
+    None: unset); ``minimum`` / ``maximum``: bounds of an ``int`` (inclusive, None: unbounded); ``choices``: the
+    values of a ``choice`` (compared case-insensitively); ``mirrors``: the Kafka, Spark or RocketMQ setting it
+    follows (None: our own); ``meaning``: one line.
+    """
+
+    name: str
+    attr: str
+    kind: str
+    default: object
+    meaning: str
+    minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] = ()
+    mirrors: str | None = None
+
+
+class OptionTable(Mapping[str, Option]):
+    """The declared options by name, in declaration order; ``OPTIONS.<attr>`` is the option of that attribute
+    (``OPTIONS.max_outage_ms.name == "maxOutageMs"``). AttributeError for an attribute no option fills."""
+
+    def __init__(self, options: tuple[Option, ...]):
+        self._by_name = {o.name: o for o in options}
+        self._by_attr = {o.attr: o for o in options}
+        if len(self._by_name) != len(options) or len(self._by_attr) != len(options):
+            raise ValueError("two options share a name or an attribute")
+
+    def __getitem__(self, name: str) -> Option:
+        return self._by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __getattr__(self, attr: str) -> Option:
+        try:
+            return self.__dict__["_by_attr"][attr]
+        except KeyError:
+            raise AttributeError(f"no option fills the settings attribute {attr!r}") from None
+
+
+OPTIONS = OptionTable((
+    Option("brokers", "brokers", "str", REQUIRED, "the broker sets to read: brokerName=host:haPort[/host:port]"),
+    Option("slaves", "slaves", "str", None, "the slaves (or 5.x controller-mode members) of the broker sets"),
+    Option("readFrom", "read_from", "choice", READ_FROM_MASTER, "read partitions from the master or a slave",
+           choices=(READ_FROM_MASTER, READ_FROM_SLAVE)),
+    Option("minInSyncSlaves", "min_in_sync_slaves", "int", 0,
+           "a batch ends no later than what this many slaves hold (0: off)", minimum=0,
+           mirrors="RocketMQ broker.conf minInSyncSlaves (the broker stub's key)"),
+    Option("startingOffsets", "starting_offsets", "str", STARTING_OFFSETS_EARLIEST,
+           "where a query without a checkpoint starts: earliest, latest or JSON broker -> offset",
+           mirrors="Kafka source startingOffsets"),
+    Option("maxBytesPerTrigger", "max_bytes_per_trigger", "int", None,
+           "soft cap of CommitLog bytes per micro-batch over all brokers", minimum=1,
+           mirrors="Spark ReadMaxBytes"),
+    Option("minPartitions", "min_partitions", "int", None, "desired minimum number of partitions per micro-batch",
+           minimum=1, mirrors="Kafka source minPartitions"),
+    Option("maxBytesPerPartition", "max_bytes_per_partition", "int", None,
+           "split every slice larger than this many CommitLog bytes", minimum=1),
+    Option("failOnDataLoss", "fail_on_data_loss", "bool", True,
+           "fail the query (true) or log and skip (false) when needed bytes are gone",
+           mirrors="Kafka source failOnDataLoss"),
+    Option("subscribe", "topics", "str", None, "keep only records of these topics (comma-separated)",
+           mirrors="Kafka source subscribe"),
+    Option("subscribePattern", "topic_pattern", "str", None,
+           "keep records whose topic matches this regular expression as a whole",
+           mirrors="Kafka source subscribePattern"),
+    Option("includeSystemTopics", "include_system_topics", "bool", False,
+           "also keep RocketMQ's system topics when no topic list is given"),
+    Option("decompressBody", "decompress_body", "bool", True, "decompress bodies stored compressed"),
+    Option("mode", "mode", "choice", MODE_PERMISSIVE, "what a bad record does: PERMISSIVE keeps it, FAILFAST fails",
+           choices=BAD_RECORD_MODES, mirrors="Spark file-source mode"),
+    Option("verifyBodyCRC", "verify_body_crc", "bool", True, "check every body against its stored BODYCRC"),
+    Option("maxInflatedBodyBytes", "max_inflated_body_bytes", "int", DEFAULT_MAX_INFLATED_BODY_BYTES,
+           "bytes one compressed body may decompress to", minimum=1, maximum=MAX_MAX_INFLATED_BODY_BYTES),
+    Option("connectTimeoutMs", "connect_timeout_ms", "int", HA_CONNECT_TIMEOUT_MS,
+           "TCP connect timeout (ms) of HA and remoting connections", minimum=1,
+           mirrors="RocketMQ RemotingUtil.connect timeout"),
+    Option("readTimeoutMs", "read_timeout_ms", "int", HA_HOUSEKEEPING_INTERVAL_MS,
+           "silence (ms) after which a connection, or an HA frame begun, is dead", minimum=1,
+           mirrors="RocketMQ haHousekeepingInterval"),
+    Option("fetchRetries", "fetch_retries", "int", 3, "heartbeat stalls in a row before a partition fails",
+           minimum=0),
+    Option("reconnectBackoffMs", "reconnect_backoff_ms", "int", 50, "first wait (ms) before reconnecting",
+           minimum=1, mirrors="Kafka reconnect.backoff.ms"),
+    Option("reconnectBackoffMaxMs", "reconnect_backoff_max_ms", "int", 1000,
+           "longest wait (ms) between reconnect attempts", minimum=1, mirrors="Kafka reconnect.backoff.max.ms"),
+    Option("maxOutageMs", "max_outage_ms", "int", 5 * 60 * 1000,
+           "how long (ms) a task or the driver waits for a broker that is down", minimum=0),
+    Option("haSendHeartbeatInterval", "heartbeat_interval_ms", "int", HA_SEND_HEARTBEAT_INTERVAL_MS,
+           "ms between keep-alive reports on an HA connection, below the master's haHousekeepingInterval",
+           minimum=1, mirrors="RocketMQ MessageStoreConfig.haSendHeartbeatInterval"),
+    Option("arrowMaxRecordsPerBatch", "max_records_per_batch", "int", 10000, "rows per Arrow record batch",
+           minimum=1, mirrors="Spark spark.sql.execution.arrow.maxRecordsPerBatch"),
+    Option("arrowMaxBytesPerBatch", "max_bytes_per_batch", "int", 8 * 1024 * 1024,
+           "stored CommitLog bytes (and inflated body bytes) per Arrow record batch", minimum=1),
+    Option("fetchPrefetchChunks", "prefetch_chunks", "int", 4,
+           "received chunks a task holds ahead of decoding (0: receive on the task's thread)", minimum=0),
+    Option("batchTransform", "batch_transform", "str", None,
+           "package.module:function the tasks apply to every decoded batch"),
+    Option("accessKey", "access_key", "str", None, "the ACL account's access key (with secretKey)",
+           mirrors="RocketMQ plain ACL accessKey"),
+    Option("secretKey", "secret_key", "str", None, "the ACL account's secret key (with accessKey)",
+           mirrors="RocketMQ plain ACL secretKey"),
+))
+
+#: option name -> default, in declaration order (``REQUIRED``: must be given; None: unset unless given)
+OPTION_DEFAULTS: Mapping[str, object] = {name: option.default for name, option in OPTIONS.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSettings:
+    """What an HA read of CommitLog bytes needs, on a task or the driver (carried inside every InputPartition).
+
+    Times in milliseconds; the defaults are the declaration's (:data:`OPTIONS`). ``fail_on_data_loss``: raise
+    DataLossError (True) or skip lost bytes with a warning; ``prefetch_chunks``: received chunks held ahead of
+    decoding; ``credentials``: the ACL account remoting requests are signed with (repr hides the secret).
+    """
+
+    connect_timeout_ms: int = OPTIONS.connect_timeout_ms.default
+    read_timeout_ms: int = OPTIONS.read_timeout_ms.default
+    fetch_retries: int = OPTIONS.fetch_retries.default
+    heartbeat_interval_ms: int = OPTIONS.heartbeat_interval_ms.default
+    fail_on_data_loss: bool = OPTIONS.fail_on_data_loss.default
+    prefetch_chunks: int = OPTIONS.prefetch_chunks.default
+    reconnect_backoff_ms: int = OPTIONS.reconnect_backoff_ms.default
+    reconnect_backoff_max_ms: int = OPTIONS.reconnect_backoff_max_ms.default
+    max_outage_ms: int = OPTIONS.max_outage_ms.default
+    credentials: AclCredentials | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeSettings:
+    """What the decoder needs to turn CommitLog bytes into record batches (carried inside every InputPartition).
+
+    Sizes in bytes; the defaults are the declaration's (:data:`OPTIONS`). ``mode`` is ``PERMISSIVE`` or
+    ``FAILFAST``; ``topics`` (exact names) and ``topic_pattern`` (a regular expression) are exclusive, None when
+    not given (:class:`connector.decode.topic_filter.TopicFilter` applies them).
+    """
+
+    decompress_body: bool = OPTIONS.decompress_body.default
+    mode: str = OPTIONS.mode.default
+    verify_body_crc: bool = OPTIONS.verify_body_crc.default
+    max_inflated_body_bytes: int = OPTIONS.max_inflated_body_bytes.default
+    max_records_per_batch: int = OPTIONS.max_records_per_batch.default
+    max_bytes_per_batch: int = OPTIONS.max_bytes_per_batch.default
+    topics: frozenset[str] | None = None
+    topic_pattern: str | None = None
+    include_system_topics: bool = OPTIONS.include_system_topics.default
