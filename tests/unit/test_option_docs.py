@@ -1,9 +1,11 @@
 """The option table of docs/options.md (section ``format("hareplica")``) names every option of
-``format("hareplica")`` once, with the default ``connector.options.OPTION_DEFAULTS`` defines (issue 23): the
-code is the one definition, the table is checked against it. docs/source.md "Options" points to that table.
+``format("hareplica")`` once, with the default and the bounds the declaration ``connector.settings.OPTIONS``
+gives (issues 23, 41): the code is the one definition, the table is checked against it. docs/source.md
+"Options" points to that table.
 
-A table row's option cell holds the name in backticks, maybe ``(alias `old`)`` or two names joined by ``/``;
-the default cell holds ``(required)``, ``(none)`` / ``(all)`` (unset) or the value in backticks.
+A table row's option cell holds the name in backticks, or two names joined by ``/``; the default cell holds
+``(required)``, ``(none)`` / ``(all)`` (unset) or the value in backticks; the values cell states the bounds
+(``≥ N``, ``N .. M``), the choices in backticks or ``true`` / ``false``; the meaning cell is not empty.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import connector.options as options_module
-from connector.options import OPTION_ALIASES, OPTION_DEFAULTS, REQUIRED
+from connector.settings import OPTION_DEFAULTS, OPTIONS, REQUIRED, DecodeSettings, FetchSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 _UNSET_CELLS = {"(none)": None, "(all)": None}
@@ -30,8 +32,9 @@ def _section(text: str, heading: str) -> str:
     return "\n".join(lines[start + 1:end])
 
 
-def _option_rows(section: str) -> list[tuple[str, str]]:
-    """``(option cell, default cell)`` of every row of the first table whose header starts ``| option | default |``."""
+def _option_rows(section: str) -> list[tuple[str, str, str, str]]:
+    """``(option, default, values, meaning)`` cells of every row of the first table whose header starts
+    ``| option | default |``."""
     rows, inside = [], False
     for line in section.splitlines():
         if re.match(r"^\|\s*option\s*\|\s*default\s*\|", line):
@@ -43,16 +46,14 @@ def _option_rows(section: str) -> list[tuple[str, str]]:
             cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
             if set(cells[0]) <= set("-: "):
                 continue
-            rows.append((cells[0], cells[1]))
+            rows.append((cells[0], cells[1], cells[2], cells[3]))
     assert rows, "no option table found"
     return rows
 
 
-def _names(cell: str) -> tuple[list[str], list[str]]:
-    """The option names of an option cell and the aliases it gives (``(alias `x`)``)."""
-    aliases = re.findall(r"\(alias `([^`]+)`\)", cell)
-    names = re.findall(r"`([^`]+)`", re.sub(r"\(alias `[^`]+`\)", "", cell))
-    return names, aliases
+def _names(cell: str) -> list[str]:
+    """The option names of an option cell."""
+    return re.findall(r"`([^`]+)`", cell)
 
 
 def _documented(default: object) -> str:
@@ -65,13 +66,9 @@ def _documented(default: object) -> str:
 def _check_table(path: str, heading: str) -> dict[str, str]:
     rows = _option_rows(_section((ROOT / path).read_text(encoding="utf-8"), heading))
     problems, seen = [], {}
-    for option_cell, default_cell in rows:
-        names, aliases = _names(option_cell)
+    for option_cell, default_cell, values_cell, meaning_cell in rows:
+        names = _names(option_cell)
         assert names, f"{path}: row {option_cell!r} names no option"
-        for alias in aliases:
-            if OPTION_ALIASES.get(alias) not in names:
-                problems.append(f"{path}: {alias} is documented as an alias of {names}, the code says "
-                                f"{OPTION_ALIASES.get(alias)}")
         for name in names:
             if name in seen:
                 problems.append(f"{path}: option {name} has two rows")
@@ -90,11 +87,53 @@ def _check_table(path: str, heading: str) -> dict[str, str]:
                     and value.group(1) == _documented(code)
             if not ok:
                 problems.append(f"{path}: option {name} has default {default_cell!r}, the code's is {code!r}")
+            problems += [f"{path}: option {name}: {p}" for p in _values_problems(OPTIONS[name], values_cell)]
+            if not meaning_cell.strip():
+                problems.append(f"{path}: option {name} has no meaning")
     missing = sorted(set(OPTION_DEFAULTS) - set(seen))
     if missing:
         problems.append(f"{path}: no row for option(s) {', '.join(missing)}")
     assert not problems, "\n".join(problems)
     return seen
+
+
+def _values_problems(option, cell: str) -> list[str]:
+    """What the values cell ``cell`` of ``option``'s row misses of the declaration: an integer's bounds (``≥ N``
+    or ``N .. M``; a bound stated against another option, ``≥ `name```, stands for the minimum), a choice
+    option's choices, a boolean's ``true`` / ``false``."""
+    if option.kind == "int":
+        stated = (f"≥ {option.minimum}" in cell or f"{option.minimum} .. {option.maximum}" in cell
+                  or re.search(r"≥ `\w+`", cell) is not None)
+        if option.maximum is not None:
+            stated = stated and str(option.maximum) in cell
+        return [] if stated else [f"values {cell!r} do not state the bounds {option.minimum} .. {option.maximum}"]
+    if option.kind == "bool":
+        return [] if "`true` / `false`" in cell else [f"values {cell!r} do not say `true` / `false`"]
+    if option.kind == "choice":
+        return [f"values {cell!r} do not name the choice {c}" for c in option.choices if f"`{c}`" not in cell]
+    return []
+
+
+def test_the_values_check_finds_a_wrong_bound():
+    assert _values_problems(OPTIONS.fetch_retries, "integer ≥ 0") == []
+    assert _values_problems(OPTIONS.fetch_retries, "integer ≥ 1") != []
+    assert _values_problems(OPTIONS.max_inflated_body_bytes, "integer 1 .. 1073741824") == []
+    assert _values_problems(OPTIONS.max_inflated_body_bytes, "integer ≥ 1") != []
+    assert _values_problems(OPTIONS.read_from, "`master` or `slave`") == []
+    assert _values_problems(OPTIONS.read_from, "`master`") != []
+
+
+def test_every_option_is_declared_with_a_one_line_meaning():
+    """The declaration is complete: a meaning on one line for each option, bounds only on integers, choices only
+    on choice options, and the settings attribute it names exists where the parser puts it."""
+    fields = {*FetchSettings.__dataclass_fields__, *DecodeSettings.__dataclass_fields__,
+              *options_module.SourceOptions.__dataclass_fields__, "access_key", "secret_key"}
+    for option in OPTIONS.values():
+        assert option.meaning.strip() and "\n" not in option.meaning, option.name
+        assert option.kind in ("int", "bool", "choice", "str"), option.name
+        assert (option.minimum is None and option.maximum is None) or option.kind == "int", option.name
+        assert bool(option.choices) == (option.kind == "choice"), option.name
+        assert option.attr in fields, option.name
 
 
 @pytest.mark.parametrize(("path", "heading"), [
@@ -111,36 +150,35 @@ def test_source_doc_points_to_the_option_table():
     assert "| option | default |" not in section, "docs/source.md holds a second option table"
 
 
-def test_every_option_the_parser_knows_has_a_default_entry():
-    """OPTION_DEFAULTS is the list of options: the parser knows exactly those and their aliases."""
-    known = {name.lower() for name in OPTION_DEFAULTS} | {alias.lower() for alias in OPTION_ALIASES}
-    assert set(options_module._KNOWN) == known
+def test_every_option_the_parser_knows_is_declared():
+    """The declaration is the list of options: the parser knows exactly those."""
+    assert set(options_module._KNOWN) == {name.lower() for name in OPTIONS}
 
 
 def test_parsed_defaults_are_the_table():
-    """Options left out come back as OPTION_DEFAULTS says (the parser reads no default of its own)."""
+    """Options left out come back as the declaration says (the parser reads no default of its own)."""
     opts = options_module.SourceOptions.from_options({"brokers": "broker-a=127.0.0.1:10912"})
-    fetch = opts.fetch
+    fetch, decode = opts.fetch, opts.decode
     parsed = {
         "slaves": opts.slaves or None, "readFrom": opts.read_from, "minInSyncSlaves": opts.min_in_sync_slaves,
         "startingOffsets": opts.starting_offsets, "maxBytesPerTrigger": opts.max_bytes_per_trigger,
         "minPartitions": opts.min_partitions, "maxBytesPerPartition": opts.max_bytes_per_partition,
-        "failOnDataLoss": fetch.fail_on_data_loss, "subscribe": fetch.topic_filter.topics,
-        "subscribePattern": fetch.topic_filter.pattern,
-        "includeSystemTopics": fetch.topic_filter.include_system_topics, "decompressBody": fetch.decompress_body,
-        "mode": fetch.mode, "verifyBodyCRC": fetch.verify_body_crc,
-        "maxInflatedBodyBytes": fetch.max_inflated_body_bytes, "connectTimeoutMs": fetch.connect_timeout_ms,
+        "failOnDataLoss": fetch.fail_on_data_loss, "subscribe": decode.topics,
+        "subscribePattern": decode.topic_pattern,
+        "includeSystemTopics": decode.include_system_topics, "decompressBody": decode.decompress_body,
+        "mode": decode.mode, "verifyBodyCRC": decode.verify_body_crc,
+        "maxInflatedBodyBytes": decode.max_inflated_body_bytes, "connectTimeoutMs": fetch.connect_timeout_ms,
         "readTimeoutMs": fetch.read_timeout_ms, "fetchRetries": fetch.fetch_retries,
         "reconnectBackoffMs": fetch.reconnect_backoff_ms, "reconnectBackoffMaxMs": fetch.reconnect_backoff_max_ms,
         "maxOutageMs": fetch.max_outage_ms, "haSendHeartbeatInterval": fetch.heartbeat_interval_ms,
-        "arrowMaxRecordsPerBatch": fetch.max_records_per_batch, "arrowMaxBytesPerBatch": fetch.max_bytes_per_batch,
+        "arrowMaxRecordsPerBatch": decode.max_records_per_batch, "arrowMaxBytesPerBatch": decode.max_bytes_per_batch,
         "fetchPrefetchChunks": fetch.prefetch_chunks, "batchTransform": opts.batch_transform,
         "accessKey": fetch.credentials, "secretKey": fetch.credentials,
     }
     expected = {name: default for name, default in OPTION_DEFAULTS.items() if name != "brokers"}
     assert parsed == expected
-    # the same defaults when FetchSettings / SourceOptions are built in code
-    assert options_module.FetchSettings() == fetch
+    # the same defaults when FetchSettings / DecodeSettings / SourceOptions are built in code
+    assert (FetchSettings(), DecodeSettings()) == (fetch, decode)
     assert options_module.SourceOptions(brokers=opts.brokers) == opts
 
 
