@@ -1,36 +1,7 @@
-"""Lag monitoring: a StreamingQueryListener that appends every micro-batch's progress to a JSON-lines file.
-
-Spark calls Python StreamingQueryListeners through py4j (the driver's callback server), on its
-listener-bus thread, after each micro-batch. For every ``QueryProgressEvent`` of the watched queries
-:class:`ProgressFileListener` writes one line built by :func:`progress_record`; start and termination
-become lines too, and so does anything else the app reports (maintenance runs) through
-:meth:`ProgressFileListener.write_event`. ``hareplica status`` reads the file (:func:`read_events`,
-:func:`latest_status`).
-
-Broker lag: ``format("hareplica")`` reports the brokers' commitLogMaxOffset seen when the batch was
-planned (``reportLatestOffset``); Spark puts it in ``progress.sources[].latestOffset`` next to the batch's
-``endOffset``. Both are JSON objects ``{broker: CommitLog offset}``, so the lag of each broker in bytes of
-CommitLog is ``latestOffset[broker] - endOffset[broker]`` (0 = the batch reached the broker's end).
-
-A line (``event`` = "progress")::
-
-    {"event": "progress", "time": "2026-01-01T00:00:00.000Z", "query": "hareplica-bronze", "id": "...",
-     "runId": "...", "batchId": 7, "numInputRows": 1000, "inputRowsPerSecond": 950.0,
-     "processedRowsPerSecond": 1200.0, "batchDurationMs": 830, "durationMs": {...},
-     "watermark": null, "stateRows": 0, "sink": "...", "lagBytes": 0,
-     "sources": [{"description": "...", "startOffset": {...}, "endOffset": {...}, "latestOffset": {...},
-                  "numInputRows": 1000, "lagBytes": {"broker-a": 0}}]}
-
-Spark's own Python bridge (``pyspark.sql.streaming.listener.JStreamingQueryListener``) turns every progress
-event into Python objects with one py4j call per field (about 200 per event of a stateful aggregation): in a
-traced gold run that took 10–20 ms of the driver's Python and 65–180 ms of the listener-bus thread per
-micro-batch, beside the next batch on the same cores. :class:`ProgressFileListener` registers its own bridge
-(:class:`JsonEventsBridge`): two py4j calls per progress event (``progress().json()``), parsed in Python
-(docs/delta.md §6).
-
-Other events: ``started`` (query, id, runId), ``terminated`` (query, id, runId, exception),
-``maintenance`` (see ``connector.delta.maintenance.summarize_maintenance``). Every line has ``event``
-and ``time`` (ISO-8601 UTC). The file is rotated to ``NAME.1`` when it passes ``max_bytes``.
+"""Lag monitoring: a StreamingQueryListener (:class:`ProgressFileListener`) that appends every micro-batch's
+progress, with each broker's lag in CommitLog bytes, to a JSON-lines file that ``hareplica status`` reads
+(:func:`read_events`, :func:`latest_status`); its own py4j bridge (:class:`JsonEventsBridge`) takes each event as
+its JSON text. The line format, the lag rule and the bridge's cost: docs/delta.md §6.
 """
 
 from __future__ import annotations

@@ -1,31 +1,8 @@
-"""Python workers started while the query starts, so that its first micro-batch does not wait for them.
-
-Spark forks an executor's Python worker when a task first needs one and keeps it for later tasks
-(``spark.python.worker.reuse``, the default). A new worker imports pyspark's worker, pyarrow, numpy
-and this project (not pandas: :mod:`connector.arrow_numpy`), and pays their first use: on the 2-core machine
-about 0.7 CPU-s per worker, inside the first micro-batch of every run (README "Benchmarks", "Where the time
-goes"). Meanwhile the driver spends about a second starting the query, most of it on one core.
-
-:func:`start_warmup` uses that second: a background thread runs one small ``mapInArrow`` job of ``workers``
-tasks, each of which imports ``modules``, builds an Arrow array and freezes the imports out of the garbage
-collector (:func:`connector.source.task.worker_gc.freeze_imports`). The query's first tasks then take these idle
-workers. A worker is reused only by a task of the same kind: Spark keeps one pool per interpreter, worker module and
-environment, and its SQL runners (a Python data source's reads, ``mapInArrow``) set variables that an RDD's
-do not. That is why the job is a ``mapInArrow`` and not an RDD ``foreachPartition``, whose workers the reads
-would never get (both were tried; docs/deployment.md §7 "Python workers").
-
-The same thread pair also warms the *read planner*: the first micro-batch of a Python data source's stream asks
-Spark's planner worker (``pyspark.sql.worker.plan_data_source_read``, in a pyspark daemon of its own that the
-driver starts at that moment) for the read function. Starting that daemon and importing the planner and the
-connector took about 0.75 s of the first micro-batch on the 2-core machine, most of the data phase's fixed
-part. A second background thread plans a batch read of :class:`PlannerWarmupSource`, a source of no rows whose
-reader imports ``planner_modules``, without running it (``DataFrame.rdd`` plans, ``getNumPartitions`` asks
-for the partitions): Spark starts the daemon and the worker, and returns the worker to its pool, where the
-stream's first planning finds it (one pool per worker module and environment, the same for every Python data
-source of a session).
-
-Only for a ``local[N]`` master: there the executor is the driver's own JVM and its ``N`` task slots take
-every task. On a cluster, executors come and go and tasks land on any of them.
+"""Python workers (and Spark's read-planner worker) started while a query starts, so that its first micro-batch
+does not wait for them: :func:`start_warmup` runs one small ``mapInArrow`` job whose tasks import the project and
+freeze those imports out of the garbage collector, and plans a batch read of :class:`PlannerWarmupSource` to start
+the planner's daemon. Only for a ``local[N]`` master. Why a ``mapInArrow`` and not an RDD job, and what it saves:
+docs/deployment.md §7 "Python workers".
 """
 
 from __future__ import annotations

@@ -1,30 +1,6 @@
-"""The gold app: per-minute order aggregates with an event-time watermark, every window with data shown.
-
-``hareplica run gold --brokers ... [--watermark "1 minute"]`` decodes the order events as silver does
-(invalid bodies are dropped here; silver quarantines them), then counts per one-minute window of the
-event's own time (``eventTimeMs``) and status, region and currency into ``gold_orders_per_minute``:
-
-    windowStart, windowEnd (timestamps), windowDate (UTC date of windowStart, the partition column),
-    status, region, currency, orders (count), amountCents (sum), itemQuantity (sum of item quantities),
-    final (boolean)
-
-The query runs in output mode ``update``: each micro-batch holds the full current aggregate of every
-(window, status, region, currency) that changed, and foreachBatch upserts them with one Delta MERGE
-keyed by (windowDate, windowStart, status, region, currency) (``DeltaSink.merge_batch``, with
-``txn(appId, batchId)``: a replayed batch is skipped, and re-upserting the same full values would
-give the same table anyway). So after any run, AvailableNow included, every window with data is in
-the table with its counts so far.
-
-``final`` comes from the batch's own event-time watermark W (the latest event time of the earlier
-batches minus ``--watermark``; Spark writes it to the offset log, ``checkpoint/offsets/<batchId>``,
-before it runs the batch, so a replay reads the same W). In that batch Spark evicts the state of every
-window whose end is at or before W, and from the next batch on drops every event for such a window as
-late; so a row with windowEnd <= W never changes again. The MERGE sets ``final`` on the batch's rows
-with windowEnd <= W and on the table's other rows W has now passed. Rows with ``final = false`` are
-the open windows and may still grow; ``WHERE final`` selects the rows that never change. Micro-batches
-without new data also run when the watermark moves (``spark.sql.streaming.noDataMicroBatches.enabled``
-is set for this query): such a batch upserts nothing and only marks the windows it closed, so after
-an AvailableNow run every window the final watermark has passed is final.
+"""The gold app: per-minute order aggregates (``gold_orders_per_minute``) under an event-time watermark, upserted
+with one Delta MERGE per micro-batch, every window with data shown and marked ``final`` once the watermark has
+passed it. Columns, keys and the ``final`` rule: docs/delta.md "4. The apps" (gold).
 """
 
 from __future__ import annotations
