@@ -42,6 +42,15 @@ class HAProtocolError(HAReplicaError):
     """A violation of the classic HA wire protocol (docs/protocol.md §2.2, §2.3)."""
 
 
+class NotAnHAPortError(HAProtocolError):
+    """The peer at the HA address does not speak RocketMQ's HA protocol (e.g. an HTTP or echo server)."""
+
+
+class HAFetchError(HAReplicaError):
+    """An HA fetch gave up: an outage longer than ``max_outage_ms`` or stalls beyond ``fetch_retries``
+    (:class:`connector.settings.FetchSettings`)."""
+
+
 class RemotingProtocolError(HAReplicaError):
     """A malformed RocketMQ remoting frame or header (docs/protocol.md §4.1, §4.2)."""
 

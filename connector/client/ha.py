@@ -61,7 +61,7 @@ from connector.client.ha_connection import HATransferConnection
 from connector.client.ha_wire import ClassicWire, HAWire, OffsetsProbe, StreamState
 from connector.client.reconnect import OutageWait
 from connector.data_loss import on_data_loss
-from connector.errors import HAProtocolError, HAReplicaError
+from connector.errors import HAFetchError, HAReplicaError, NotAnHAPortError
 from connector.protocol.acl import AclCredentials
 from connector.protocol.ha import (
     HA_PROTOCOL_CLASSIC,
@@ -80,15 +80,6 @@ PREFETCH_POLL_S = 0.2
 HA_PROTOCOLS = (HA_PROTOCOL_CLASSIC, HA_PROTOCOL_AUTOSWITCH)
 
 _ZERO_BYTE = memoryview(b"\x00")
-
-
-class HAFetchError(HAReplicaError):
-    """An HA fetch gave up: an outage longer than ``max_outage_ms`` or stalls beyond ``fetch_retries``
-    (:class:`connector.settings.FetchSettings`)."""
-
-
-class NotAnHAPortError(HAProtocolError):
-    """The peer at the HA address does not speak RocketMQ's HA protocol (e.g. an HTTP or echo server)."""
 
 
 class HARangeFetcher:

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from connector.client.ha import HAFetchError, HARangeFetcher, NotAnHAPortError
+from connector.client.ha import HARangeFetcher
 from connector.client.ha_autoswitch import probe_master
-from connector.errors import DataLossError, HAProtocolError
+from connector.errors import DataLossError, HAFetchError, HAProtocolError, NotAnHAPortError
 from connector.protocol.ha_autoswitch import (
     EpochEntry,
     HandshakeReply,

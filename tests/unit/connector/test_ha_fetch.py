@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from connector.client.ha import HAFetchError, HARangeFetcher, NotAnHAPortError, prefetch_chunks
-from connector.errors import DataLossError, HAProtocolError
+from connector.client.ha import HARangeFetcher, prefetch_chunks
+from connector.errors import DataLossError, HAFetchError, HAProtocolError, NotAnHAPortError
 from connector.protocol.ha import encode_transfer_header
 from connector.settings import FetchSettings
 
