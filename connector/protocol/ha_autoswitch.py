@@ -71,32 +71,6 @@ def encode_slave_report(offset: int) -> bytes:
     return _SLAVE_REPORT.pack(STATE_TRANSFER, offset)
 
 
-def decode_slave_frames(data: bytes | bytearray | memoryview) -> tuple[list[SlaveHandshake | int], int]:
-    """Master side: the complete slave frames at the start of ``data`` (handshakes, and report offsets as
-    ints) and the number of bytes they took; an incomplete frame at the end is left for the caller to
-    keep. A state other than HANDSHAKE/TRANSFER raises HAProtocolError naming the byte (the master closes
-    the connection there, §10.2)."""
-    out: list[SlaveHandshake | int] = []
-    at = 0
-    while len(data) - at >= _STATE.size:
-        state = _STATE.unpack_from(data, at)[0]
-        if state == STATE_HANDSHAKE:
-            if len(data) - at < SLAVE_HANDSHAKE_SIZE_BYTES:
-                break
-            _, last_file, learner, broker_id = _SLAVE_HANDSHAKE.unpack_from(data, at)
-            out.append(SlaveHandshake(broker_id, last_file == 1, learner == 1))
-            at += SLAVE_HANDSHAKE_SIZE_BYTES
-        elif state == STATE_TRANSFER:
-            if len(data) - at < SLAVE_REPORT_SIZE_BYTES:
-                break
-            out.append(_SLAVE_REPORT.unpack_from(data, at)[1])
-            at += SLAVE_REPORT_SIZE_BYTES
-        else:
-            raise HAProtocolError(f"bad AutoSwitch slave frame at stream byte {at}: field state is "
-                                  f"{state_name(state)}, expected HANDSHAKE (1) or TRANSFER (2)")
-    return out, at
-
-
 # --- epochs ------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class EpochEntry:
@@ -276,5 +250,5 @@ class AutoSwitchFrameReader(TransferFrameReader):
 __all__ = [
     "HA_MAX_TRANSFER_BODY_BYTES", "HA_PROTOCOL_AUTOSWITCH", "AutoSwitchFrameReader", "EpochEntry", "EpochHistory",
     "HandshakeReply",
-    "SlaveHandshake", "TransferHeader", "decode_slave_frames", "encode_slave_report", "state_name",
+    "SlaveHandshake", "TransferHeader", "encode_slave_report", "state_name",
 ]

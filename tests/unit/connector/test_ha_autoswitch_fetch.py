@@ -5,6 +5,7 @@ tests/interop/test_source_real_5_controller.py)."""
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 
@@ -18,11 +19,24 @@ from connector.protocol.ha_autoswitch import (
     HandshakeReply,
     SlaveHandshake,
     TransferHeader,
-    decode_slave_frames,
 )
 from connector.settings import FetchSettings
 
 BYTES = bytes(range(256)) * 40  # 10240 CommitLog bytes of a pretend master
+
+
+def read_handshake(data: bytes) -> SlaveHandshake:
+    """The master's side of the 16-byte slave handshake (state, syncFromLastFile, isAsyncLearner, brokerId)."""
+    state, last_file, learner, broker_id = struct.unpack(">ihhq", data)
+    assert state == 1, f"expected a HANDSHAKE frame, got state {state}"
+    return SlaveHandshake(broker_id, last_file == 1, learner == 1)
+
+
+def read_report(data: bytes) -> int:
+    """The master's side of a 12-byte TRANSFER report (state, the slave's max offset)."""
+    state, offset = struct.unpack(">iq", data)
+    assert state == 2, f"expected a TRANSFER report, got state {state}"
+    return offset
 
 
 class ScriptedMaster:
@@ -54,13 +68,13 @@ class ScriptedMaster:
                 return
             with conn:
                 try:
-                    self.handshakes += decode_slave_frames(self._read(conn, 16))[0]
+                    self.handshakes.append(read_handshake(self._read(conn, 16)))
                     conn.sendall(self.reply)
-                    report = decode_slave_frames(self._read(conn, 12))[0][0]
+                    report = read_report(self._read(conn, 12))
                     self.reports.append(report)
                     conn.sendall(self.frames(report))
                     while True:
-                        self.reports += decode_slave_frames(self._read(conn, 12))[0]
+                        self.reports.append(read_report(self._read(conn, 12)))
                 except OSError:
                     pass
 
@@ -169,9 +183,9 @@ class HalvingMaster(ScriptedMaster):
     def _serve(self):
         conn, _ = self.server.accept()
         with conn:
-            self.handshakes += decode_slave_frames(self._read(conn, 16))[0]
+            self.handshakes.append(read_handshake(self._read(conn, 16)))
             conn.sendall(self.reply)
-            self.reports.append(decode_slave_frames(self._read(conn, 12))[0][0])
+            self.reports.append(read_report(self._read(conn, 12)))
             for frame in self.frames(self.reports[-1]):
                 conn.sendall(frame[:20])
                 time.sleep(0.06)
@@ -211,9 +225,9 @@ class DyingMaster(ScriptedMaster):
         except OSError:
             return
         with conn:
-            self.handshakes += decode_slave_frames(self._read(conn, 16))[0]
+            self.handshakes.append(read_handshake(self._read(conn, 16)))
             conn.sendall(self.reply)
-            self.reports.append(decode_slave_frames(self._read(conn, 12))[0][0])
+            self.reports.append(read_report(self._read(conn, 12)))
             conn.sendall(self.frames(self.reports[-1]))
         self.server.close()
 

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from connector.errors import HAProtocolError
 from connector.protocol.ha_autoswitch import (
     HANDSHAKE_HEADER_SIZE_BYTES,
+    SLAVE_HANDSHAKE_SIZE_BYTES,
+    SLAVE_REPORT_SIZE_BYTES,
     TRANSFER_HEADER_SIZE_BYTES,
     AutoSwitchFrameReader,
     EpochEntry,
@@ -18,24 +20,24 @@ from connector.protocol.ha_autoswitch import (
     HandshakeReply,
     SlaveHandshake,
     TransferHeader,
-    decode_slave_frames,
     encode_slave_report,
 )
 
 
-def test_slave_frames_have_rocketmqs_sizes_and_round_trip():
+def test_slave_frames_have_rocketmqs_sizes_and_bytes():
     handshake = SlaveHandshake(slave_broker_id=7, sync_from_last_file=True, async_learner=False)
-    raw = handshake.encode() + encode_slave_report(1234) + SlaveHandshake().encode()
-    assert len(handshake.encode()) == 16 and len(encode_slave_report(0)) == 12
-    assert raw[:8] == bytes.fromhex("00000001 0001 0000")  # state HANDSHAKE, isSyncFromLastFile 1, learner 0
-    frames, used = decode_slave_frames(raw + b"\x00\x00\x00\x02\x00")  # plus a partial report
-    assert frames == [handshake, 1234, SlaveHandshake(-1, False, True)] and used == len(raw)
+    assert len(handshake.encode()) == SLAVE_HANDSHAKE_SIZE_BYTES == 16
+    assert len(encode_slave_report(0)) == SLAVE_REPORT_SIZE_BYTES == 12
+    # state HANDSHAKE, isSyncFromLastFile 1, isAsyncLearner 0, brokerId 7 (AutoSwitchHAClient's handshake header)
+    assert handshake.encode() == bytes.fromhex("00000001 0001 0000 0000000000000007")
+    # the learner the connector sends: brokerId -1, isAsyncLearner 1
+    assert SlaveHandshake().encode() == bytes.fromhex("00000001 0000 0001 ffffffffffffffff")
+    # state TRANSFER, the slave's max CommitLog offset
+    assert encode_slave_report(1234) == struct.pack(">iq", 2, 1234) == bytes.fromhex("00000002 00000000000004d2")
 
 
-def test_a_slave_frame_with_another_state_is_named():
-    with pytest.raises(HAProtocolError, match=r"stream byte 12: field state is SUSPEND"):
-        decode_slave_frames(encode_slave_report(5) + struct.pack(">iq", 3, 0))
-    with pytest.raises(ValueError):
+def test_a_negative_report_offset_is_refused():
+    with pytest.raises(ValueError, match="must be >= 0"):
         encode_slave_report(-1)
 
 
