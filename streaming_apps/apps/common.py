@@ -411,7 +411,8 @@ class RunningApp:
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         for q in self.queries:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            # Spark's awaitTermination takes whole milliseconds and refuses 0 ('Timeout has to be positive')
+            remaining = None if deadline is None else max(0.001, deadline - time.monotonic())
             try:
                 finished = q.awaitTermination(remaining) if remaining is not None else q.awaitTermination()
             except Exception as e:  # noqa: BLE001 - StreamingQueryException
