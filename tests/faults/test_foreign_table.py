@@ -28,6 +28,20 @@ def _old_bronze_rows() -> pa.Table:
     return pa.Table.from_batches([batch]).drop_columns(["decodeError"])
 
 
+def _foreign_table_under_bronze(broker_factory, tmp_path):
+    """A master holding one message, and a foreign Delta table (``id``, ``note``) at bronze's path under a workdir:
+    ``(broker, workdir, bronze path, the table's snapshot)``."""
+    from streaming_apps.producer import Producer
+
+    broker = broker_factory("master")
+    with Producer(broker.remoting_addr) as producer:
+        producer.send("orders", b"one message")
+    workdir = tmp_path / "w"
+    path = str(workdir / "tables" / "bronze")
+    write_deltalake(path, pa.table({"id": pa.array([7], pa.int64()), "note": ["not bronze"]}))
+    return broker, workdir, path, _snapshot(path)
+
+
 @pytest.mark.parametrize("kind", ["other columns", "bronze's columns, other partitioning"])
 def test_a_table_that_is_not_an_earlier_bronze_is_refused_unchanged(tmp_path, kind):
     path = str(tmp_path / "bronze")
@@ -48,17 +62,10 @@ def test_bronze_refuses_a_foreign_table_without_writing_to_it(spark, broker_fact
     """The app itself (in this process, the shared session): the refusal names the schema mismatch and the
     table's version and schema are untouched."""
     from streaming_apps.apps import AppConfig, AppError, run_app
-    from streaming_apps.producer import Producer
     from streaming_apps.spark_session import register_data_sources
 
     register_data_sources(spark)
-    broker = broker_factory("master")
-    with Producer(broker.remoting_addr) as producer:
-        producer.send("orders", b"one message")
-    workdir = tmp_path / "w"
-    path = str(workdir / "tables" / "bronze")
-    write_deltalake(path, pa.table({"id": pa.array([7], pa.int64()), "note": ["not bronze"]}))
-    before = _snapshot(path)
+    broker, workdir, path, before = _foreign_table_under_bronze(broker_factory, tmp_path)
     config = AppConfig(app="bronze", brokers=f"broker-a={broker.ha_addr}",
                        workdir=str(workdir), trigger="available-now")
     with pytest.raises((AppError, DeltaSchemaMismatchError), match="does not match Delta table"):
@@ -73,15 +80,7 @@ def test_the_cli_refuses_a_foreign_table_in_one_line_with_exit_2_before_spark(br
     import subprocess
     import sys
 
-    from streaming_apps.producer import Producer
-
-    broker = broker_factory("master")
-    with Producer(broker.remoting_addr) as producer:
-        producer.send("orders", b"one message")
-    workdir = tmp_path / "w"
-    path = str(workdir / "tables" / "bronze")
-    write_deltalake(path, pa.table({"id": pa.array([7], pa.int64()), "note": ["not bronze"]}))
-    before = _snapshot(path)
+    broker, workdir, path, before = _foreign_table_under_bronze(broker_factory, tmp_path)
     result = subprocess.run([sys.executable, "-m", "streaming_apps.cli", "run", "bronze", "--workdir", str(workdir),
                              "--brokers", f"broker-a={broker.ha_addr}", "--trigger", "available-now"],
                             capture_output=True, text=True, timeout=240)
