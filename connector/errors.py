@@ -74,6 +74,20 @@ class BodyDecodeError(ValueError):
         self.reason = reason
 
 
+class BodyTooLargeError(BodyDecodeError):
+    """A compressed body that decompresses past the bound it was given (field ``BODY``).
+
+    Attributes:
+        kind: the compression type, ``ZLIB``, ``LZ4`` or ``ZSTD``.
+        max_bytes: the bound, in bytes (the source's ``DecodeSettings.max_inflated_body_bytes``).
+    """
+
+    def __init__(self, kind: str, max_bytes: int):
+        super().__init__("BODY", f"{kind} body decompresses to more than {max_bytes} bytes")
+        self.kind = kind
+        self.max_bytes = max_bytes
+
+
 # --- brokers over remoting (connector.client) ----------------------------------------------------------------
 
 class BrokerAdminError(HAReplicaError):

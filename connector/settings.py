@@ -11,8 +11,6 @@ option's name. What each option does in context: docs/options.md and docs/source
 A few RocketMQ names are spelled like an option without being one: ``haSendHeartbeatInterval`` is also the
 broker's ``MessageStoreConfig`` key (:mod:`connector.protocol.ha`) and ``accessKey`` / ``secretKey`` are also
 the ACL header fields (:mod:`connector.protocol.acl`); those modules write RocketMQ's name, not the option's.
-One codec message is the exception: :mod:`connector.protocol.commitlog.bodies` names ``maxInflatedBodyBytes`` in
-the BodyDecodeError of a body past the bound, because ``connector.protocol`` sits below this module.
 
 This module imports only the standard library and :mod:`connector.protocol` constants, so every layer may read
 the declaration without pulling in sockets, the HA client, pyarrow or the decoder.

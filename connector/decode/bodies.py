@@ -20,14 +20,14 @@ import pyarrow as pa
 
 from connector.arrow_numpy import binary_array
 from connector.decode.arrays import take_slices
-from connector.errors import BodyDecodeError
+from connector.errors import BodyDecodeError, BodyTooLargeError
 from connector.protocol.commitlog import (
     BODYCRC_MASK,
     COMPRESSED_FLAG,
     check_body_crc,
     inflate_body,
 )
-from connector.settings import MODE_FAILFAST, DecodeSettings
+from connector.settings import MODE_FAILFAST, OPTIONS, DecodeSettings
 
 BODY_BYTES_PER_ARROW_ARRAY = 512 * 1024 * 1024  # keeps int32 binary offsets far from overflow
 
@@ -78,12 +78,22 @@ def _crc_failures(view: memoryview, loc, zlib_module) -> dict[int, tuple[str, st
     return bad
 
 
+def bad_body(exc: BodyDecodeError) -> tuple[str, str]:
+    """``(field, reason)`` of a bad body as the ``decodeError`` column shows it: a body past the bound names the
+    option that sets it."""
+    if isinstance(exc, BodyTooLargeError):
+        return exc.field, (f"{exc.kind} body decompresses to more than {OPTIONS.max_inflated_body_bytes.name} "
+                           f"({exc.max_bytes} bytes)")
+    return exc.field, exc.reason
+
+
 def reason_of(check, *args, **kwargs) -> tuple[str, str]:
-    """``(field, reason)`` of the BodyDecodeError ``check(...)`` raises (a generic BODY one if it does not)."""
+    """``(field, reason)`` (:func:`bad_body`) of the BodyDecodeError ``check(...)`` raises (a generic BODY one if
+    it does not)."""
     try:
         check(*args, **kwargs)
     except BodyDecodeError as exc:
-        return exc.field, exc.reason
+        return bad_body(exc)
     return "BODY", "body does not decompress"  # pragma: no cover - the kernel and the libraries agree
 
 
@@ -129,7 +139,7 @@ def body_groups(buf: pa.Buffer, loc, policy: BodyPolicy, max_body_bytes: int, zl
         try:
             value = inflate_body(view[a:b], flag, max_bytes=policy.max_inflated, zlib_module=zlib_module)
         except BodyDecodeError as exc:
-            bad[c] = (exc.field, exc.reason)
+            bad[c] = bad_body(exc)
             value = None  # kept as stored
         grows = len(value) if value is not None else b - a
         if c > first and size + grows > max_body_bytes:

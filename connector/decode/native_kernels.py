@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from connector.arrow_numpy import binary_array, indices_or_null
 from connector.decode.arrays import as_string
-from connector.decode.bodies import BodyGroup, BodyPolicy, reason_of
+from connector.decode.bodies import BodyGroup, BodyPolicy, bad_body, reason_of
 from connector.decode.locate import Located, check_failed
 from connector.decode.numpy_kernels import NumpyKernels
 from connector.decode.properties import SPECIAL_KEYS, PropertyColumns, properties_by_record
@@ -150,8 +150,7 @@ class NativeKernels(NumpyKernels):
                 if code == BAD_BODYCRC:
                     bad[row] = reason_of(check_body_crc, stored, int(crcs[row]))
                 elif code == BAD_TOO_LARGE:
-                    too_large = body_too_large(compression_type_name(int(flags[row])), policy.max_inflated)
-                    bad[row] = (too_large.field, too_large.reason)
+                    bad[row] = bad_body(body_too_large(compression_type_name(int(flags[row])), policy.max_inflated))
                 else:  # does not inflate, or a compression type the kernel leaves alone: the library names why
                     bad[row] = reason_of(inflate_body, stored, int(flags[row]), max_bytes=policy.max_inflated)
             yield first, end, pa.Array.from_buffers(pa.binary(), end - first,

@@ -5,7 +5,7 @@ Error messages take an option's name from the declaration (``OPTIONS.fail_on_dat
 name the settings attribute, so a module of ``connector/`` that spells an option's name (as users write it, or
 lower-cased as Spark hands it over) is a second declaration of it. The scan covers every option whose name is
 camelCase; ``brokers``, ``slaves``, ``subscribe`` and ``mode`` are English words the code uses in other senses
-too. The allow-list holds the RocketMQ names that happen to be spelled like an option, and one codec message.
+too. The allow-list holds the RocketMQ names that happen to be spelled like an option.
 """
 
 from __future__ import annotations
@@ -25,9 +25,6 @@ ALLOWED = {
     "connector/protocol/acl.py": {"accessKey", "secretKey"},
     # RocketMQ's MessageStoreConfig key whose default the option takes (HA_SEND_HEARTBEAT_INTERVAL_MS)
     "connector/protocol/ha.py": {"haSendHeartbeatInterval"},
-    # the body codec's BodyDecodeError names the bound as users set it (tests/unit/protocol asserts the text);
-    # connector.protocol sits below the declaration (the broker stub imports it), so it cannot read it there
-    "connector/protocol/commitlog/bodies.py": {"maxInflatedBodyBytes"},
 }
 CAMEL_CASE = sorted(name for name in OPTIONS if name != name.lower())
 

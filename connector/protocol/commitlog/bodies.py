@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import zlib
 
-from connector.errors import BodyDecodeError, CommitLogFormatError
+from connector.errors import BodyDecodeError, BodyTooLargeError, CommitLogFormatError
 from connector.protocol.commitlog.layout import (
     BODYCRC_MASK,
     COMPRESSED_FLAG,
@@ -50,9 +50,9 @@ def check_body_crc(body: Buffer, stored_crc: int) -> None:
                               f"0x{computed:08X} over the {len(body)} stored body bytes")
 
 
-def body_too_large(kind: str, max_bytes: int) -> BodyDecodeError:
-    """The BodyDecodeError (field BODY) of a ``kind`` (ZLIB, LZ4, ZSTD) body decompressing past ``max_bytes``."""
-    return BodyDecodeError("BODY", f"{kind} body decompresses to more than maxInflatedBodyBytes ({max_bytes} bytes)")
+def body_too_large(kind: str, max_bytes: int) -> BodyTooLargeError:
+    """The BodyTooLargeError (field BODY) of a ``kind`` (ZLIB, LZ4, ZSTD) body decompressing past ``max_bytes``."""
+    return BodyTooLargeError(kind, max_bytes)
 
 
 def _inflate_zlib(body: Buffer, max_bytes: int | None, zlib_module=zlib) -> bytes:

@@ -163,8 +163,8 @@ def test_compress_body_as_the_java_client_and_inflate_body_round_trip(kind):
     assert flags & COMPRESSED_FLAG and compression_type_name(flags) == kind
     assert len(stored) < len(body) // 2
     assert inflate_body(stored, flags) == body == inflate_body(stored, flags, max_bytes=len(body))
-    with pytest.raises(BodyDecodeError, match=f"^BODY: {kind} body decompresses to more than maxInflatedBodyBytes "
-                                              f"\\({len(body) - 1} bytes\\)$"):
+    with pytest.raises(BodyDecodeError, match=f"^BODY: {kind} body decompresses to more than "
+                                              f"{len(body) - 1} bytes$"):
         inflate_body(stored, flags, max_bytes=len(body) - 1)
     assert decompress_body(stored, flags) == body
     assert inflate_body(stored, 0) == stored  # not flagged: the stored bytes
