@@ -11,8 +11,6 @@ decode test through both). Callers ask :func:`active` for the kernels and call i
 - ``slices(buf, starts, lengths) -> BinaryArray``: byte ranges of a buffer as values;
 - ``properties(buf, u8, props_pos, props_len) -> (map, tags, keys, uniqKey)``;
 - ``body_groups(buf, located, policy, max_body_bytes, mapped_file_size) -> iterator of body groups``.
-
-:func:`use_kernels` switches between the two in one process (tests, benchmarks).
 """
 
 from __future__ import annotations
@@ -61,16 +59,3 @@ def native_kernel_available() -> bool:
     """True when the native decode kernel is in use (else the NumPy path, same results)."""
     return _active is NATIVE
 
-
-def use_kernels(name: str) -> str:
-    """Make ``"native"`` or ``"numpy"`` the kernels in use from now on; returns the previous name.
-
-    Raises ValueError for another name, or ``"native"`` when the extension is not built.
-    """
-    global _active
-    chosen = {"numpy": NUMPY, "native": NATIVE}.get(name)
-    if chosen is None:
-        raise ValueError(f"decode kernels {name!r} are not available (native built: {NATIVE is not None})")
-    previous = _active.name
-    _active = chosen
-    return previous

@@ -7,26 +7,22 @@ the client sent (SHA-256), with no ``decodeError``.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
 
-from connector.decode import kernels
 from streaming_apps.inspect_commitlog import commitlog_files
 from tests.interop.java_fixtures import COMPRESSED_FLAG, COMPRESSION_TYPE_BITS, wait_for_route
 from tests.support.brokers import max_offset
-from tests.support.decoding import decode_commitlog_range
+from tests.support.decoding import decode_commitlog_range, use_decode_kernels
 from tests.support.fixtures import namesrv_factory  # noqa: F401 - fixture
 from tests.support.java_tools import run_java
 
 
 @pytest.fixture(params=["native", "numpy"])
-def kernel(request) -> Iterator[str]:
+def kernel(request, monkeypatch) -> str:
     """The test runs through the native kernel and through the NumPy path (same results)."""
-    previous = kernels.use_kernels(request.param)
-    yield request.param
-    kernels.use_kernels(previous)
+    return use_decode_kernels(monkeypatch, request.param)
 
 
 def test_java_client_lz4_zstd_zlib_bodies_decode_to_what_was_sent(broker_factory, namesrv_factory,  # noqa: F811

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +28,7 @@ from connector.protocol.commitlog import (
     record_to_json,
 )
 from connector.settings import DecodeSettings
-from tests.support.decoding import decode_commitlog_range
+from tests.support.decoding import decode_commitlog_range, use_decode_kernels
 
 MAPPED_FILE_SIZE = 1048576
 MAX_OFFSET = 3402931
@@ -39,11 +38,9 @@ FIELDS = ("topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bo
 
 
 @pytest.fixture(params=["native", "numpy"], autouse=True)
-def kernel(request) -> Iterator[str]:
+def kernel(request, monkeypatch) -> str:
     """Every test runs twice: through the native kernel and through the NumPy path (same results)."""
-    previous = kernels.use_kernels(request.param)
-    yield request.param
-    kernels.use_kernels(previous)
+    return use_decode_kernels(monkeypatch, request.param)
 
 
 def test_the_native_kernel_is_built(kernel):

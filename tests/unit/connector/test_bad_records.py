@@ -7,14 +7,12 @@ in the 4.9.8 client's frame formats decompress. Every test runs through the nati
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
 
 import lz4.frame
 import pyarrow as pa
 import pytest
 import zstandard
 
-from connector.decode import kernels
 from connector.decode.schema import ARROW_SCHEMA
 from connector.decode.stream import CommitLogArrowDecoder
 from connector.errors import CommitLogFormatError
@@ -27,7 +25,7 @@ from connector.protocol.commitlog import (
     encode_record,
 )
 from connector.settings import DecodeSettings
-from tests.support.decoding import decode_commitlog_range
+from tests.support.decoding import decode_commitlog_range, use_decode_kernels
 
 ZLIB = COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE
 LZ4 = COMPRESSED_FLAG | COMPRESSION_LZ4_TYPE
@@ -37,11 +35,9 @@ BOUND = 1 << 20  # maxInflatedBodyBytes in these tests
 
 
 @pytest.fixture(params=["native", "numpy"], autouse=True)
-def kernel(request) -> Iterator[str]:
+def kernel(request, monkeypatch) -> str:
     """Every test runs twice: through the native kernel and through the NumPy path (same results)."""
-    previous = kernels.use_kernels(request.param)
-    yield request.param
-    kernels.use_kernels(previous)
+    return use_decode_kernels(monkeypatch, request.param)
 
 
 def java_lz4(body: bytes) -> bytes:

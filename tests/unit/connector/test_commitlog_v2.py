@@ -13,7 +13,6 @@ import struct
 
 import pytest
 
-from connector.decode import kernels
 from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog import (
     MESSAGE_MAGIC_CODE,
@@ -26,7 +25,7 @@ from connector.protocol.commitlog import (
     min_record_size,
     topic_length_prefix_bytes,
 )
-from tests.support.decoding import decode_commitlog_range
+from tests.support.decoding import decode_commitlog_range, use_decode_kernels
 
 LONG_TOPIC = "%DLQ%" + "g" * 140  # 145 bytes: more than a signed byte holds
 FILE_SIZE = 1 << 16
@@ -93,19 +92,16 @@ def test_iter_records_walks_v1_and_v2_records():
 
 
 @pytest.mark.parametrize("name", ["numpy", "native"])
-def test_arrow_decoder_reads_v1_and_v2_records_with_both_kernels(name):
+def test_arrow_decoder_reads_v1_and_v2_records_with_both_kernels(name, monkeypatch):
     data, sent = mixed_file()
     end = sum(r.store_size for r in iter_records(data, base_offset=0) if isinstance(r, MessageRecord))
-    previous = kernels.use_kernels(name)
-    try:
-        for chunk in (len(data), 100):  # whole, and in small pieces that split records
-            chunks = [(o, data[o:o + chunk]) for o in range(0, end, chunk)]
-            batches = list(decode_commitlog_range(chunks, 0, end, FILE_SIZE, broker="b"))
-            rows = [row for b in batches for row in b.to_pylist()]
-            assert [(r["topic"], r["body"]) for r in rows] == sent
-            assert [r["tags"] for r in rows] == ["t0", "t1", "t2", "t3"]
-            assert [r["queueOffset"] for r in rows] == [0, 1, 2, 3]
-            assert [r["storeSize"] for r in rows] == [r.store_size for r in iter_records(data, base_offset=0)
-                                                      if isinstance(r, MessageRecord)]
-    finally:
-        kernels.use_kernels(previous)
+    use_decode_kernels(monkeypatch, name)
+    for chunk in (len(data), 100):  # whole, and in small pieces that split records
+        chunks = [(o, data[o:o + chunk]) for o in range(0, end, chunk)]
+        batches = list(decode_commitlog_range(chunks, 0, end, FILE_SIZE, broker="b"))
+        rows = [row for b in batches for row in b.to_pylist()]
+        assert [(r["topic"], r["body"]) for r in rows] == sent
+        assert [r["tags"] for r in rows] == ["t0", "t1", "t2", "t3"]
+        assert [r["queueOffset"] for r in rows] == [0, 1, 2, 3]
+        assert [r["storeSize"] for r in rows] == [r.store_size for r in iter_records(data, base_offset=0)
+                                                  if isinstance(r, MessageRecord)]

@@ -14,7 +14,7 @@ import pytest
 
 import connector
 from connector import _decode_kernel as kernel
-from connector.decode import kernels, native_kernels
+from connector.decode import native_kernels
 from connector.decode.kernels import PURE_PYTHON_ENV
 from connector.protocol.commitlog import layout
 
@@ -92,17 +92,6 @@ def test_the_kernels_are_chosen_once_at_import_and_the_environment_can_force_num
                           "print(kernels.active().name, kernels.native_kernel_available())"],
                          capture_output=True, text=True, timeout=60, check=True, env=env)
     assert out.stdout.split() == [expected, str(expected == "native")]
-
-
-def test_use_kernels_switches_and_refuses_unknown_names():
-    previous = kernels.use_kernels("numpy")
-    try:
-        assert kernels.active() is kernels.NUMPY and not kernels.native_kernel_available()
-        assert kernels.use_kernels("native") == "numpy" and kernels.active() is kernels.NATIVE
-        with pytest.raises(ValueError, match="'cython' are not available"):
-            kernels.use_kernels("cython")
-    finally:
-        kernels.use_kernels(previous)
 
 
 def test_libdeflate_is_used_where_the_system_has_it():

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from connector.decode import kernels
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     MESSAGE_MAGIC_CODE_V2,
@@ -26,7 +24,7 @@ from connector.protocol.commitlog import (
     iter_records,
     record_to_json,
 )
-from tests.support.decoding import decode_commitlog_range
+from tests.support.decoding import decode_commitlog_range, use_decode_kernels
 from tests.support.message_version import LONG_RETRY_TOPIC
 from tests.unit.connector.test_arrow_decode import assert_matches, rows
 from tests.unit.protocol.test_commitlog_fixtures import COMPARED_FIELDS
@@ -99,10 +97,8 @@ def test_reencoding_every_record_gives_the_stored_bytes(records, data):
 
 
 @pytest.fixture(params=["native", "numpy"])
-def kernel(request) -> Iterator[str]:
-    previous = kernels.use_kernels(request.param)
-    yield request.param
-    kernels.use_kernels(previous)
+def kernel(request, monkeypatch) -> str:
+    return use_decode_kernels(monkeypatch, request.param)
 
 
 @pytest.mark.parametrize("chunk", [FILE_SIZE, 1000])
