@@ -1,8 +1,10 @@
 """Shared fixtures: the golden RocketMQ 4.9.8 data folder and one Spark session per test run (per pytest-xdist
-worker); how modules are shared out between the workers."""
+worker); how modules are shared out between the workers, longest first (CONTRIBUTING.md "How the suite is
+grouped")."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -17,6 +19,13 @@ FIXTURES = Path(__file__).parent / "fixtures" / "rocketmq-4.9.8"
 #: test folders whose tests share session fixtures that build from the checkout (the wheel, the packed environment,
 #: a Spark standalone cluster): one pytest-xdist worker runs them all
 PACKAGING = ("tests/cluster/", "tests/compat/")
+#: Test-seconds per group (a module, or "packaging") from a whole ``make test`` run: the scheduler hands out the
+#: longest groups first. A run with HAREPLICA_RECORD_SCOPE_SECONDS=FILE writes the figures of that run to FILE.
+SCOPE_SECONDS_FILE = Path(__file__).parent / "scope_seconds.json"
+RECORD_SCOPE_SECONDS_ENV = "HAREPLICA_RECORD_SCOPE_SECONDS"
+#: The guess for a group the file does not list, per test: a unit module runs no broker, JVM or Spark
+UNLISTED_UNIT_SECONDS_PER_TEST = 0.2
+UNLISTED_SECONDS_PER_TEST = 10.0
 #: The most the suite adds to the disk of its temporary folders at once (CONTRIBUTING.md "The disk": ``df`` every 5 s
 #: through a whole ``make test`` of a fresh clone under /tmp peaked 11.9 GiB above its start; with room to spare).
 SUITE_DISK_PEAK_BYTES = 14 * 1024**3
@@ -62,21 +71,86 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit(problem, returncode=pytest.ExitCode.USAGE_ERROR)
 
 
+def scope_of(nodeid: str) -> str:
+    """The group a test goes to a worker with: ``"packaging"`` for tests/cluster and tests/compat, else its module
+    (``tests/unit/test_x.py``)."""
+    return "packaging" if nodeid.startswith(PACKAGING) else nodeid.split("::", 1)[0]
+
+
+def scope_seconds(path: Path = SCOPE_SECONDS_FILE) -> dict[str, float]:
+    """``{group: test-seconds}`` of :data:`SCOPE_SECONDS_FILE` (empty when the file is missing). Raises
+    pytest's usage error naming the file when it is not a JSON object of numbers."""
+    if not path.exists():
+        return {}
+    try:
+        table = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(table, dict) or not all(isinstance(v, int | float) for v in table.values()):
+            raise ValueError("not an object of numbers")
+    except ValueError as e:
+        raise pytest.UsageError(f"{path}: {e}") from e
+    return table
+
+
+def expected_seconds(scope: str, tests: int, table: dict[str, float]) -> float:
+    """How long group ``scope`` of ``tests`` tests is expected to run: its figure in ``table``, else a guess per
+    test (:data:`UNLISTED_UNIT_SECONDS_PER_TEST` in tests/unit, :data:`UNLISTED_SECONDS_PER_TEST` elsewhere)."""
+    if scope in table:
+        return table[scope]
+    per_test = UNLISTED_UNIT_SECONDS_PER_TEST if scope.startswith("tests/unit/") else UNLISTED_SECONDS_PER_TEST
+    return per_test * tests
+
+
+def longest_first(groups: dict[str, int], table: dict[str, float]) -> list[str]:
+    """The groups (``{scope: number of tests}``) in the order the workers take them: longest expected first
+    (:func:`expected_seconds`), ties in the given order. Handing out the longest first keeps one long module from
+    running alone at the end while the other worker has nothing left."""
+    return sorted(groups, key=lambda scope: -expected_seconds(scope, groups[scope], table))
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``make test`` runs ``-n 2 --dist loadscope`` (CONTRIBUTING.md "How the suite is grouped"): each module goes to
     one worker whole, so its module-scoped fixtures (a broker, a real peer) start once; tests/cluster and
-    tests/compat go to one worker together. Each worker holds one Spark session, started by the first test that
-    needs it."""
+    tests/compat go to one worker together. The groups are handed out longest first (:func:`longest_first`).
+    Each worker holds one Spark session, started by the first test that needs it."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    table = scope_seconds()
+
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "packaging" if nodeid.startswith(PACKAGING) else super()._split_scope(nodeid)
+            return scope_of(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            order = longest_first({scope: len(unit) for scope, unit in self.workqueue.items()}, table)
+            units = {scope: self.workqueue[scope] for scope in order}
+            self.workqueue.clear()
+            self.workqueue.update(units)
+            super()._assign_work_unit(node)
 
     return Scheduling(config, log)
+
+
+_recorded: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Add each phase's duration to its group's test-seconds, for HAREPLICA_RECORD_SCOPE_SECONDS (on the xdist
+    controller, which gets every worker's reports, or in a run without ``-n``)."""
+    if os.environ.get(RECORD_SCOPE_SECONDS_ENV):
+        scope = scope_of(report.nodeid)
+        _recorded[scope] = _recorded.get(scope, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """With HAREPLICA_RECORD_SCOPE_SECONDS=FILE, write the run's test-seconds per group (to 0.1 s, longest first)
+    to FILE as :data:`SCOPE_SECONDS_FILE` holds them."""
+    target = os.environ.get(RECORD_SCOPE_SECONDS_ENV)
+    if target and not hasattr(session.config, "workerinput"):
+        table = {scope: round(s, 1) for scope, s in sorted(_recorded.items(), key=lambda kv: -kv[1])}
+        Path(target).write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
 
 
 @pytest.fixture(scope="session")
