@@ -1,51 +1,12 @@
-"""Blocking HA client that fetches one CommitLog byte range ``[start, end)`` of one broker (docs/protocol.md §2, §10).
+"""The source's one HA client: :class:`HARangeFetcher` fetches one CommitLog byte range ``[start, end)`` of one broker
+as a slave that never acknowledges anything new, and :func:`prefetch_chunks` runs it on a background thread.
 
-:class:`HARangeFetcher` is the source's one HA client: one frame loop over a
-:class:`connector.client.ha_connection.HATransferConnection`, for both HA protocols. What differs between
-them is a small wire object the loop calls (:mod:`connector.client.ha_wire`): the classic RocketMQ 4.9.8
-master/slave protocol (``protocol="classic"``, :class:`connector.client.ha_wire.ClassicWire`) or 5.x
-controller mode's AutoSwitch protocol (``protocol="autoswitch"``,
-:class:`connector.client.ha_autoswitch.AutoSwitchWire`: handshake, epochs, confirmOffset, master switches).
-:func:`prefetch_chunks` runs a fetcher on a background thread. The fetcher reads as a slave that never
-acknowledges:
-
-* **Reports.** The first report is ``start`` and every keep-alive report repeats it (a thread sends one
-  every ``heartbeat_interval_ms`` of :class:`connector.settings.FetchSettings`, below the master's 20 s
-  ``haHousekeepingInterval``). The master
-  treats each report as a replica ack (``push2SlaveMaxOffset``, docs/protocol.md §2.8), and a SYNC_MASTER
-  would tell producers SEND_OK on the strength of it; ``start`` is already committed downstream, so reporting
-  it acknowledges nothing new (docs/source.md "Acknowledgements (safe on a SYNC_MASTER)"; §10.7 for AutoSwitch).
-* **Offset 0.** Classic: a first report of 0 makes the master start at its current *last* file
-  (docs/protocol.md §2.5), so a range starting at 0 reports 1 and supplies byte 0 itself: TOTALSIZE is a
-  big-endian int32 whose high byte is 0 for every record under 16 MiB (checked against a real 4.9.8 master,
-  docs/source.md "Full history, reading from slaves"). AutoSwitch: see :mod:`connector.client.ha_autoswitch`.
-* **Frames.** Each frame must start exactly where the previous one ended, else :class:`HAProtocolError`
-  naming both offsets.
-* **Stalls and data loss.** The master answers an offset it no longer holds with heartbeats forever
-  (docs/protocol.md §2.5, §7.5). A heartbeat while bytes are still expected therefore triggers a probe of the
-  broker's commitLogMinOffset/commitLogMaxOffset (remoting): bytes below the min offset are lost
-  (:class:`DataLossError` naming the range, or with ``fail_on_data_loss=False`` a logged skip to the
-  min offset); a max offset below the range end means the broker lost its tail; otherwise the stall is
-  counted and more than ``fetch_retries`` stalls in a row fail the fetch. (Skipping lost bytes is the
-  one case where a reconnect reports more than ``start``: it reports commitLogMinOffset, which only
-  acknowledges bytes the broker has deleted and no producer can still be waiting for.)
-* **Outages are waited out** (docs/source.md "Broker outages"). A refused or reset connection, one
-  silent for ``read_timeout_ms``, or one that has begun a frame and not delivered all of it after waiting
-  ``read_timeout_ms`` for it in all (a master that drips a frame a byte at a time), is reconnected with
-  exponential backoff and jitter
-  (``reconnect_backoff_ms`` .. ``reconnect_backoff_max_ms``, :class:`connector.client.reconnect.OutageWait`)
-  until the broker is back or the outage has lasted ``max_outage_ms``; then :class:`HAFetchError`. The
-  outage is logged once when it starts and once when it ends. A reconnect reports ``start`` again
-  and discards the bytes it already delivered.
-* **Peers that are not RocketMQ.** A first frame header whose offset is not the one reported, or a
-  peer that never sent a frame and sends fewer than the 12 bytes of a frame header within
-  ``read_timeout_ms`` (classic), or a peer that answers the AutoSwitch handshake with something else, is not
-  a RocketMQ HA port: :class:`NotAnHAPortError` at once, naming the address and the first bytes (never retried).
-
-The iterator yields ``(offset, memoryview)`` chunks, one per frame, that cover ``[start, end)`` exactly and
-in order: views of the receive buffers, never copied (see ``keep_views``). The only exception is a
-data-loss skip with ``fail_on_data_loss=False``: then the next chunk starts later (possibly as an empty
-chunk at the new offset) and the bytes in between are gone.
+One frame loop over a :class:`connector.client.ha_connection.HATransferConnection` serves both HA protocols; what
+differs is the wire object it calls: :class:`connector.client.ha_wire.ClassicWire` (RocketMQ 4.9.8 master/slave,
+docs/protocol.md §2) or :class:`connector.client.ha_autoswitch.AutoSwitchWire` (5.x controller mode, §10). What a
+read reports, how it starts at offset 0, waits out outages, detects lost bytes and refuses a peer that is not an HA
+port: docs/source.md "Acknowledgements (safe on a SYNC_MASTER)", "Full history, reading from slaves", "Broker
+outages", "Data loss (`failOnDataLoss`)" and "Errors".
 """
 
 from __future__ import annotations
@@ -84,6 +45,12 @@ _ZERO_BYTE = memoryview(b"\x00")
 
 class HARangeFetcher:
     """Fetch CommitLog bytes ``[start, end)`` from a broker's HA port, over the classic or AutoSwitch protocol.
+
+    Iterating yields ``(offset, memoryview)`` chunks, one per frame, covering ``[start, end)`` exactly and in
+    order; the one exception is a data-loss skip with ``fail_on_data_loss=False``, after which the next chunk
+    (possibly empty) starts at the broker's commitLogMinOffset. Every report carries ``start`` (1 for a classic
+    range starting at 0, whose byte 0 the fetcher supplies itself: docs/source.md "Full history, reading from
+    slaves"); a reconnect reports it again and does not deliver a byte twice.
 
     Args:
         ha_addr: ``host:haListenPort`` of a master (or of a slave, whose HA port serves the same way).
@@ -133,18 +100,13 @@ class HARangeFetcher:
                  credentials: AclCredentials | None = None):
         if not 0 <= start <= end:
             raise ValueError(f"bad CommitLog range [{start}, {end})")
-        connect_timeout_ms, read_timeout_ms = settings.connect_timeout_ms, settings.read_timeout_ms
-        heartbeat_interval_ms = settings.heartbeat_interval_ms
-        self.wire = _wire(protocol, locate_master, planned_epochs, credentials, read_timeout_ms)
+        self.settings = settings
+        self.wire = _wire(protocol, locate_master, planned_epochs, credentials, settings.read_timeout_ms)
         self.protocol = protocol
         self.ha_addr = ha_addr
         self.start = start
         self.end = end
         self.broker = broker
-        self.connect_timeout_ms = connect_timeout_ms
-        self.read_timeout_ms = read_timeout_ms
-        self.fetch_retries = settings.fetch_retries
-        self.heartbeat_interval_ms = heartbeat_interval_ms
         self.offsets_probe = offsets_probe
         self.fail_on_data_loss = settings.fail_on_data_loss if fail_on_data_loss is None else fail_on_data_loss
         self.server_is_slave = server_is_slave
@@ -158,9 +120,9 @@ class HARangeFetcher:
         self.confirm_offset: int | None = None
         self.switches: list[tuple[str, str]] = []
         #: the connection (its ``connections``, report counters and ``bytes_received`` count all of them)
-        self.conn = HATransferConnection(self.wire.encode_report, connect_timeout_ms=connect_timeout_ms,
-                                         read_timeout_ms=read_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
-                                         name=broker)
+        self.conn = HATransferConnection(self.wire.encode_report, connect_timeout_ms=settings.connect_timeout_ms,
+                                         read_timeout_ms=settings.read_timeout_ms,
+                                         heartbeat_interval_ms=settings.heartbeat_interval_ms, name=broker)
         self._cap, self._cap_why = end, ""  # where this connection's bytes stop being the planned ones
         self._cancelled = False
         self._cancel_event = threading.Event()
@@ -290,7 +252,7 @@ class HARangeFetcher:
         consumer's time between chunks), so a master sending a byte now and then cannot hold the task.
         """
         begun = reader.buffered_bytes > 0  # a frame has begun and is not complete
-        timeout_s = self.read_timeout_ms / 1000 - (stream.partial_wait_s if begun else 0.0)
+        timeout_s = self.settings.read_timeout_ms / 1000 - (stream.partial_wait_s if begun else 0.0)
         if timeout_s <= 0:
             raise self._incomplete_frame(reader, stream)
         waited_from = time.monotonic()
@@ -299,7 +261,7 @@ class HARangeFetcher:
         except TimeoutError:
             if begun:
                 raise self._incomplete_frame(reader, stream) from None
-            raise _Stall(f"no bytes from the master for {self.read_timeout_ms} ms while waiting for offset "
+            raise _Stall(f"no bytes from the master for {self.settings.read_timeout_ms} ms while waiting for offset "
                          f"{stream.offset}") from None
         finally:
             if begun:
@@ -347,9 +309,10 @@ class HARangeFetcher:
         speaks HA (:meth:`HAWire.unproven`), NotAnHAPortError; else a stall (reconnect, bounded by
         ``max_outage_ms``)."""
         if self.wire.unproven(self, reader, stream):
-            return self.not_an_ha_port(reader.head(64), f"then less than one frame header in {self.read_timeout_ms} ms")
+            return self.not_an_ha_port(reader.head(64),
+                                       f"then less than one frame header in {self.settings.read_timeout_ms} ms")
         return _Stall(f"the master sent only {reader.buffered_bytes} bytes of the frame at offset {stream.offset} in "
-                      f"{self.read_timeout_ms} ms ({OPTIONS.read_timeout_ms.name} bounds a whole frame)")
+                      f"{self.settings.read_timeout_ms} ms ({OPTIONS.read_timeout_ms.name} bounds a whole frame)")
 
     def not_an_ha_port(self, first: bytes, what: str) -> NotAnHAPortError:
         """The NotAnHAPortError of a peer that answered with ``first`` (bytes) and then did ``what``."""
@@ -385,9 +348,9 @@ class HARangeFetcher:
                               f"the CommitLog now ends at {max_offset}, below the planned range end (the broker "
                               "lost its tail, e.g. a crash before flushing)")
                     return self.delivered
-        if stalls > self.fetch_retries:
+        if stalls > self.settings.fetch_retries:
             raise HAFetchError(f"{self.describe()}: master sent {stalls} heartbeats in a row at offset {offset} "
-                               f"instead of data ({OPTIONS.fetch_retries.name}={self.fetch_retries})")
+                               f"instead of data ({OPTIONS.fetch_retries.name}={self.settings.fetch_retries})")
         return None
 
     def lose(self, lo: int, hi: int, why: str) -> None:
@@ -477,4 +440,4 @@ def prefetch_chunks(fetcher: HARangeFetcher,
             yield from item
     finally:
         fetcher.cancel()
-        thread.join(timeout=max(fetcher.read_timeout_ms / 1000, 1.0) + 5)
+        thread.join(timeout=max(fetcher.settings.read_timeout_ms / 1000, 1.0) + 5)
