@@ -1,32 +1,10 @@
 """The CommitLog append path (RocketMQ 4.9.8 ``CommitLog.asyncPutMessage(s)``, ``DefaultAppendMessageCallback``).
 
-Records are built with :func:`connector.protocol.commitlog.encode_record`, byte for byte as 4.9.8 writes
-them (docs/protocol.md §1.2). The rules reproduced here:
-
-* the store timestamp is taken at append, BODYCRC is computed by the broker (docs/protocol.md §1.6);
-* delayed messages (``DELAY`` level > 0, transaction type NOT/COMMIT) move to ``SCHEDULE_TOPIC_XXXX`` with
-  queueId ``level - 1`` and gain ``REAL_TOPIC``/``REAL_QID``; a level above the table is clamped (docs/protocol.md
-  §1.5);
-* queue offsets come from ``topicQueueTable["topic-queueId"]``; PREPARED and ROLLBACK records get 0 and do
-  not advance it (docs/protocol.md §1.4);
-* V6 sysFlag bits follow the born/store host address families (docs/protocol.md §1.4);
-* END_FILE: if ``msgLen + 8 > remaining`` an 8-byte blank header fills the file and the message (a batch:
-  the whole batch) goes to the next file (docs/protocol.md §1.9);
-* limits: properties ≤ 32767 bytes, body ≤ ``maxMessageSize``, record ≤ ``maxMessageSize`` + 64 KiB
-  (4.9.5+ rule, docs/protocol.md §1.7);
-* topics over 127 characters (docs/protocol.md §8): 4.9.8 refuses them with MESSAGE_ILLEGAL before the
-  delay move (``DefaultMessageStore.checkMessage``). With ``autoMessageVersionOnTopicLen`` (stub default
-  false) the stub stores them as RocketMQ 5.x does: a ``%RETRY%`` topic of at most 255 bytes becomes a
-  MessageVersion V2 record (2-byte TOPIC length), every other long topic stays MESSAGE_ILLEGAL (5.x
-  ``HookUtils.checkBeforePutMessage``). A refused long topic is logged on one WARNING line naming the
-  option; no byte is written.
-
-Deliberate difference: a message (or batch) that cannot fit even an empty file is refused with
-MESSAGE_ILLEGAL before anything is written; 4.9.8 writes a whole-file blank and reports PUT_OK without
-storing the message when ``mappedFileSizeCommitLog`` is that small.
-
-The event loop is the put lock: :meth:`CommitLog.put_message` runs without awaiting, so appends are
-atomic and ordered.
+It turns a put into a record byte for byte as 4.9.8 writes it (:func:`connector.protocol.commitlog.encode_record`):
+layout, store time and BODYCRC, queue offsets, the delay move, END_FILE blanks and size limits are docs/protocol.md
+§1.2–§1.9; long topics and ``autoMessageVersionOnTopicLen`` are §8; where the stub differs, docs/broker_stub.md
+"What it does (RocketMQ 4.9.8 behaviour)". The event loop is the put lock: :meth:`CommitLog.put_message` never
+awaits, so appends are atomic and ordered.
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
-"""ConsumeQueues (RocketMQ 4.9.8 ``ConsumeQueue``, docs/protocol.md §5.1): one index per (topic, queueId).
+"""ConsumeQueues (RocketMQ 4.9.8 ``ConsumeQueue``): one index file queue per (topic, queueId), its entries, queue
+offsets, placeholders for a queue first seen mid-stream, and recovery of its tail (scanned with numpy over the
+mapped bytes).
 
-Files: ``{storePathRootDir}/consumequeue/{topic}/{queueId}/{20-digit logical byte offset}``, each
-``mappedFileSizeConsumeQueue`` bytes (rounded up to a multiple of 20, as upstream; 6 000 000 by default).
-Entry ``n`` (the message with QUEUEOFFSET ``n``) is the 20 bytes at logical byte offset ``20 n``:
-
-    [CommitLog offset int64][TOTALSIZE int32][tagsCode int64]     (big-endian)
-
-``tagsCode`` is the Java ``hashCode`` of the TAGS property (0 without tags); for ``SCHEDULE_TOPIC_XXXX``
-it is the delivery time (store time + the level's delay, ms).
-
-Upstream rules kept: a queue first created at a non-zero logical offset (a slave that began mid-stream)
-fills its first file up to that entry with placeholder entries ``(0, Integer.MAX_VALUE, 0)`` and sets
-``minLogicOffset`` there; an entry whose record ends at or before the queue's ``maxPhysicOffset`` is a
-repeated dispatch and is ignored. Queue offsets (GET_MIN_OFFSET / GET_MAX_OFFSET, pulls) are entry counts:
-``max = (last file start + write position) / 20``, ``min = minLogicOffset / 20``.
-
-Recovery scans entries from the third-last file and stops at the first entry with a negative offset or a
-size ≤ 0 (the unwritten tail); entries pointing at or past the recovered CommitLog end are cut
-(``truncateDirtyLogicFiles``). Scans use numpy over the mapped bytes.
+Entry and file layout, repeated dispatches and recovery: docs/protocol.md §5.1; the stub's store:
+docs/broker_stub.md "What it does (RocketMQ 4.9.8 behaviour)".
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""Flushing the CommitLog (RocketMQ 4.9.8 ``FlushRealTimeService`` and ``GroupCommitService``, docs/protocol.md §6).
+"""Flushing the CommitLog: ASYNC_FLUSH (:class:`FlushRealTimeService`) and SYNC_FLUSH's group commit
+(:class:`GroupCommitService`), RocketMQ 4.9.8's services of the same names.
 
-ASYNC_FLUSH (:class:`FlushRealTimeService`): every ``flushIntervalCommitLog`` ms
-(``flushCommitLogTimed=true``: a plain sleep, appends do not wake it) the service flushes files holding at
-least ``flushCommitLogLeastPages`` dirty 4 KiB pages — every dirty byte once
-``flushCommitLogThoroughInterval`` ms have passed since the last thorough flush — and then writes the
-checkpoint's ``physicMsgTimestamp``. The blocking ``fdatasync`` calls run in a worker thread,
-never on the event loop.
-
-SYNC_FLUSH (:class:`GroupCommitService`): a put whose message has ``WAIT`` true waits (future) until the
-CommitLog is flushed past the end of its record, at most ``syncFlushTimeout`` ms, else FLUSH_DISK_TIMEOUT
-(4.9.3+ ``FlushDiskWatcher``). Every append wakes the service, which flushes everything dirty in one
-``fdatasync`` per file and completes every request the flush covered — requests that arrive during a
-flush ride on the next one (group commit). Differences: no 10 ms polling (the service sleeps until an
-append), and the checkpoint page is written at most once per ``flushIntervalConsumeQueue`` ms (upstream
-only updates it in memory there and flushes it with the ConsumeQueue).
+The blocking ``fdatasync`` calls run in a worker thread, never on the event loop. The rules and defaults:
+docs/protocol.md §6; the keys and where the stub differs: docs/broker_stub.md "Configuration keys" and "What it
+does (RocketMQ 4.9.8 behaviour)".
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
-"""The message index: RocketMQ 4.9.8 ``IndexFile`` and ``IndexService`` (docs/protocol.md §5.4).
+"""The message index: RocketMQ 4.9.8 ``IndexFile`` and ``IndexService``, files under ``{storePathRootDir}/index/``
+built by the dispatcher (:mod:`broker_stub.store.reput`) and read by QUERY_MESSAGE.
 
-Files live in ``{storePathRootDir}/index/``, one per ``maxIndexNum`` entries, named by their creation time
-(``yyyyMMddHHmmssSSS``, local time, ``UtilAll.timeMillisToHumanString``). Each is a hash table on disk:
-
-* a 40-byte header (big-endian): beginTimestamp (8), endTimestamp (8), beginPhyOffset (8), endPhyOffset (8),
-  hashSlotCount (4), indexCount (4, starts at 1: entry 0 is never used, so 0 means "empty" in a slot);
-* ``maxHashSlotNum`` slots of 4 bytes: the number of the newest entry whose key hashes to the slot;
-* ``maxIndexNum`` entries of 20 bytes: keyHash (4), CommitLog offset (8), seconds since the file's
-  beginTimestamp (4), number of the previous entry of the same slot (4; 0 ends the chain).
-
-The key of an entry is ``topic#key``; its hash is Java's ``String.hashCode`` made non-negative
-(``Math.abs``, 0 for ``Integer.MIN_VALUE``), its slot ``hash % maxHashSlotNum``. With the defaults
-(5,000,000 slots, 20,000,000 entries) a file is 420,000,040 bytes; it is created sparse and memory-mapped,
-so only the touched pages take memory (4.9.8 maps it the same way).
-
-The dispatcher (:mod:`broker_stub.store.reput`) calls :meth:`IndexService.build_index` for every record but
-ROLLBACK ones when ``messageIndexEnable``: the ``UNIQ_KEY`` property first, then each word of ``KEYS``
-(split at spaces, empty words skipped). A record below the last file's endPhyOffset was indexed already.
-A full file is flushed and its endTimestamp becomes the checkpoint's ``indexMsgTimestamp``; after an
-abnormal shutdown :meth:`IndexService.load` drops the files whose endTimestamp is later than that (their
-entries come back as recovery dispatches the CommitLog again, completely only with ``messageIndexSafe``).
+File layout, keys and hashing, lookup and crash rules: docs/protocol.md §5.4; what the stub serves with it:
+docs/broker_stub.md "What it does (RocketMQ 4.9.8 behaviour)", "Message index". A file is created sparse and
+memory-mapped, so only touched pages take memory.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
-"""CommitLog mapped files and their queue (RocketMQ 4.9.8 ``MappedFile`` / ``MappedFileQueue``, docs/protocol.md §1.1).
+"""CommitLog and ConsumeQueue mapped files and their queue (RocketMQ 4.9.8 ``MappedFile`` / ``MappedFileQueue``).
 
-A :class:`MappedFile` is one fixed-size file named by the 20-digit CommitLog offset of its first byte, memory-
-mapped for reading. New files are created sparse (``ftruncate``), so a 1 GiB file costs nothing until written.
-A new file is sized under a temporary name (``<name>.creating``) and renamed into place, so a crash while
-creating it never leaves a short file under a store name (a 0-byte ConsumeQueue file would stop the next
-start, as a wrong-sized file stops 4.9.8's ``MappedFileQueue.load``); leftovers of such a crash are removed by
-:meth:`MappedFileQueue.load`. Appends are ``pwrite`` calls on the file descriptor — the same page cache the
-mapping shows, so readers see them at once, without the page-fault per 4 KiB that writing a fresh mapping
-costs (upstream pre-touches its mappings instead, ``warmMapedFileEnable``); disk blocks are reserved ahead of
-the write position with ``posix_fallocate`` in chunks that grow with the data (1 MiB to 64 MiB), so appends
-rarely wait for block allocation while a small store stays small on disk. Flushing is ``fdatasync`` of the
-descriptor and is safe to run in another thread while the event loop appends.
-
-Positions: ``wrote_position`` is the end of the last whole record (the read position for HA and the
-runtime info), ``flushed_position`` the part known to be on disk.
-
-Reads hand out ``bytes`` copies, never memoryviews of the mapping, so a file can always be unmapped.
+A :class:`MappedFile` is one fixed-size file named by the 20-digit offset of its first byte, memory-mapped for
+reading and appended to with ``pwrite`` (disk blocks reserved ahead with ``posix_fallocate``); flushing is
+``fdatasync`` and may run in another thread while the event loop appends. Reads hand out ``bytes`` copies, never
+views of the mapping, so a file can always be unmapped. Names and sizes: docs/protocol.md §1.1; creating files
+under ``.creating`` and the size check at load: docs/broker_stub.md "CommitLog files and recovery".
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
-"""What a recovery cut would lose, and moving it aside instead of deleting it (docs/broker_stub.md
-"CommitLog files and recovery").
+"""What a recovery cut would lose, and moving it aside instead of deleting it: :func:`plan_cut` measures what
+follows the end of valid data, :func:`save_torn_tail` and :func:`quarantine_cut` copy or move it into
+``quarantine/``.
 
-Recovery (:mod:`broker_stub.store.recovery`) finds the end of valid data: the first CommitLog offset where
-no valid record starts. Upstream 4.9.8 then zeroes the rest of that file and deletes every later file,
-whatever they hold. The stub first measures what follows that offset (:func:`plan_cut`):
-
-* nothing but zero bytes → nothing is lost, the cut goes ahead silently (empty files are deleted);
-* data only in the tail of the last file that holds data → a *torn tail* (a record the crash interrupted,
-  or garbage after it): the tail is zeroed as upstream does, and its non-zero bytes are first copied into
-  a quarantine folder (:func:`save_torn_tail`);
-* data in a later file → the bad record sits in the middle of the log and everything after it is most
-  likely acknowledged messages: the broker refuses to start (:class:`CommitLogRecoveryError`, one line
-  naming file, offset and what follows) unless ``cutCorruptCommitLogOnRecover=true``; then the later files
-  are *moved* and the tail of the cut file copied into the quarantine folder (:func:`quarantine_cut`).
-
-The quarantine folder is ``{storePathRootDir}/quarantine/commitlog-{UTC time}-{offset}/``. File names
-keep the CommitLog's 20-digit names; a tail copy is ``{file name}.tail-at-{file position}`` and holds
-the bytes from that position to the last non-zero byte of the file. Nothing in the folder is read by the
-broker again; an operator can inspect it with ``hareplica inspect-commitlog`` or delete it.
+The rules (zeros, a torn tail, data in later files, ``cutCorruptCommitLogOnRecover``) and the folder's layout:
+docs/broker_stub.md "CommitLog files and recovery".
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
-"""CommitLog recovery at start-up (RocketMQ 4.9.8 ``recoverNormally`` / ``recoverAbnormally``, docs/protocol.md §1.11).
+"""CommitLog recovery at start-up (RocketMQ 4.9.8 ``recoverNormally`` / ``recoverAbnormally``): find the end of
+valid data, then hand what follows to :mod:`broker_stub.store.quarantine` instead of deleting it.
 
-* **Normal** (no ``abort`` file: the last shutdown flushed everything): validate records from the
-  third-last file on.
-* **Abnormal** (``abort`` file left behind by a crash or ``kill -9``): start from the last file whose
-  first record was stored at or before the checkpoint's flushed timestamp (minus 3 s), else the first file.
-
-Both scans check BODYCRC when ``checkCRCOnRecover`` is set and stop at the first invalid record (bad
-magic, CRC, lengths, a torn record). Upstream makes that the end of data whatever follows: the tail of its
-file is zeroed and later files are deleted. The stub never deletes data on its own
-(:mod:`broker_stub.store.quarantine`): a torn tail of the last file holding data is zeroed after a copy
-of its bytes is saved to ``quarantine/``; an invalid record followed by data in later files stops the
-start-up with :class:`CommitLogRecoveryError` unless ``cutCorruptCommitLogOnRecover`` is set, which
-moves those files to ``quarantine/`` instead.
-
-Deliberate difference: an END_FILE blank that ends the *last* file counts as data (write position = file
-size). 4.9.8 rewinds to the blank's start there, which would put commitLogMaxOffset below bytes a slave
-has already received.
-
-The per-queue offsets (``topicQueueTable``) come from the ConsumeQueues once the reput service has caught
-up (:mod:`broker_stub.store.message_store`); :func:`rebuild_topic_queue_table` derives the same table by
-walking every record header (the next queue offset of ``topic-queueId`` is 1 + the highest QUEUEOFFSET
-stored for it, NOT/COMMIT types only) and serves as a cross-check in tests.
+:func:`rebuild_topic_queue_table` derives ``topicQueueTable`` by walking every record header (the next queue
+offset of ``topic-queueId`` is 1 + its highest stored QUEUEOFFSET, NOT/COMMIT types only); the store takes the
+table from the ConsumeQueues, so this is a cross-check for tests. The rules: docs/protocol.md §1.11; where the
+stub differs: docs/broker_stub.md "CommitLog files and recovery".
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
-"""ReputMessageService (RocketMQ 4.9.8 ``DefaultMessageStore.ReputMessageService``, docs/protocol.md §5.2).
+"""ReputMessageService (RocketMQ 4.9.8 ``DefaultMessageStore.ReputMessageService``): builds the ConsumeQueues and
+the message index from the CommitLog on a master and a slave alike, and hands the (topic, queueId) pairs that got
+messages to ``on_arrival`` (the pull long-polling wake-up).
 
-Builds the ConsumeQueues from the CommitLog, on a master and on a slave alike: it walks records from
-``reputFromOffset`` up to the CommitLog's max offset, reading headers only (no body copy, no CRC), and
-dispatches every NOT/COMMIT-type message to its (topic, queueId) ConsumeQueue. PREPARED and ROLLBACK
-records are skipped as upstream. With ``messageIndexEnable`` every record (the IndexService skips
-ROLLBACK ones) also goes to the message index (:mod:`broker_stub.store.index`). An END_FILE blank moves to
-the next file.
-
-* **Start**: the largest ``maxPhysicOffset`` of all ConsumeQueues, clamped to the CommitLog min offset;
-  after an abnormal shutdown no later than the file abnormal recovery started from (4.9.8 re-dispatches
-  the records its abnormal recovery scans; repeats are recognised by the ConsumeQueue).
-* **A record cut short** (a slave's tail: HA frames are byte ranges): stop and continue when more
-  bytes arrive. **A malformed record**: on a slave stop there (logged once); on a master skip the rest of
-  that file's data (upstream skips the rest of the buffer).
-* **Event-driven**: every append wakes the service (upstream polls every 1 ms); it works in steps of at
-  most ``REPUT_STEP_BYTES`` and yields to the event loop between steps so HA and remoting keep flowing;
-  on a slave in the middle of a replication burst it pauses between steps (replication first: upstream
-  runs reput on its own thread, off the HA path).
-* After each step the (topic, queueId) pairs that got messages are handed to ``on_arrival`` (the pull
-  long-polling wake-up). 4.9.8 does this only on masters; the stub does it on slaves too (docs/protocol.md §7.11).
+It works in steps of at most ``REPUT_STEP_BYTES`` and yields to the event loop between them. The rules:
+docs/protocol.md §5.2; where the stub differs (woken by appends, slaves wake held pulls, malformed records):
+docs/broker_stub.md "What it does (RocketMQ 4.9.8 behaviour)" and "Better than 4.9.8, same wire".
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """Retention of old CommitLog and ConsumeQueue files (RocketMQ 4.9.8 ``CleanCommitLogService`` and
-``CleanConsumeQueueService``, docs/protocol.md §6 "Other store defaults").
+``CleanConsumeQueueService``), including the rounds DELETE_EXPIRED_COMMITLOG arms.
 
-Every ``cleanResourceInterval`` ms (10 s) the service deletes CommitLog files when one of these holds:
-
-* **time**: the current hour is listed in ``deleteWhen`` (``"04"``, or several like ``"03;04"``);
-* **space**: the CommitLog disk is more than ``diskMaxUsedSpaceRatio`` % used (75); above 85 % (the
-  ``rocketmq.broker.diskSpaceCleanForciblyRatio`` default) or 90 % (warning level) files are deleted even
-  when not expired, if ``cleanFileForciblyEnable`` (true);
-* **manual**: DELETE_EXPIRED_COMMITLOG (329, ``mqadmin deleteExpiredCommitLog``) was received — the next
-  20 rounds run (``MAX_MANUAL_DELETE_FILE_TIMES``).
-
-A file is expired when its last modification is more than ``fileReservedTime`` hours ago (72; 0 makes
-every full file expired). Files go oldest first, at most 10 per round, never the last (current) file,
-and deletion stops at the first file that is kept ("avoid deleting files in the middle"). Then every
-ConsumeQueue drops whole files that only point below the new CommitLog min offset and moves its
-min offset (CleanConsumeQueueService). Like 4.9.8, retention does not consider slave or reader
-progress (docs/protocol.md §7.5): readers see the gap as commitLogMinOffset > their offset.
-
-Differences: the stub runs a round at once when DELETE_EXPIRED_COMMITLOG arrives (upstream waits for
-the next 10 s tick), and does not sleep ``deleteCommitLogFilesInterval`` between deletions (an unlink
-does not block the event loop). Deletions hold the flush locks, so no flush thread touches a file
-being deleted.
+The rules and defaults: docs/protocol.md §6 "Other store defaults" (retention ignores slaves and readers: §7.5);
+what the stub does and ``delete-expired``: docs/broker_stub.md "What it does (RocketMQ 4.9.8 behaviour)",
+"Retention". Deletions hold the flush locks, so no flush thread touches a file being deleted.
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
-"""Delayed delivery (RocketMQ 4.9.8 ``ScheduleMessageService``), run by a master only.
+"""Delayed delivery (RocketMQ 4.9.8 ``ScheduleMessageService``), run by a master only: walks each level's queue of
+``SCHEDULE_TOPIC_XXXX`` and re-puts due messages into their ``REAL_TOPIC``/``REAL_QID``, keeping the per-level
+offsets in ``config/delayOffset.json``.
 
-A message sent with a ``DELAY`` level n > 0 is stored in ``SCHEDULE_TOPIC_XXXX`` queue n − 1 with the
-real destination in ``REAL_TOPIC``/``REAL_QID`` (CommitLog put, docs/broker_stub.md "Delayed delivery");
-its ConsumeQueue tagsCode is the delivery time (store time + level delay, ms). This service walks each
-level's queue from the level's offset in ``delayOffset.json``:
-
-* an entry whose delivery time has come is read back from the CommitLog and stored again ("re-put") in
-  REAL_TOPIC/REAL_QID with the same body, flag, sysFlag, born timestamp/host, store host and
-  reconsumeTimes; the stored property string is the old record's properties as the broker's HashMap
-  writes them, so ``DELAY``, ``REAL_TOPIC`` and ``REAL_QID`` stay in the stored bytes while the DELAY
-  level of the put itself is 0 (the re-put is not delayed again) — as 4.9.8 writes it. The ConsumeQueue
-  tagsCode of the re-put record is ``TAGS.hashCode()`` again;
-* an entry not due yet stops the level: the level's offset is saved and the level is looked at again when
-  that entry is due (a delivery time more than one level delay in the future counts as due now);
-* a failed put retries the same entry after 10 s; after a pass the level is looked at again in 100 ms;
-* entries below the queue's minimum offset (files deleted) are skipped.
-
-Offsets are per level ("offset" = the next ConsumeQueue entry to deliver). They are written to
-``{storePathRootDir}/config/delayOffset.json`` every ``flushDelayOffsetInterval`` ms (first after 10 s) and
-at shutdown, in 4.9.8's fastjson pretty text (integer keys bare); GET_ALL_DELAY_OFFSET sends the compact text and
-a slave writes that verbatim, so a promoted copy resumes where the master was. Delivery after a restart resumes
-from the saved offsets: records re-put after the last save are re-put again (at-least-once, as upstream).
-
-Deliberate difference: a SCHEDULE_TOPIC_XXXX record that cannot be decoded or lacks a valid
-REAL_TOPIC/REAL_QID is logged on one line and skipped; 4.9.8 retries it every 10 s forever.
+What a re-put record holds, when a level waits, retries, the offsets file and the one deliberate difference:
+docs/broker_stub.md "What it does (RocketMQ 4.9.8 behaviour)", "Delayed delivery"; the delay move at put time:
+docs/protocol.md §1.5.
 """
 
 from __future__ import annotations

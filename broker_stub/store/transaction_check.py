@@ -1,31 +1,10 @@
 """Transaction check-back (RocketMQ 4.9.8 ``TransactionalMessageCheckService`` +
-``TransactionalMessageServiceImpl.check``), run by a master only.
+``TransactionalMessageServiceImpl.check``), run by a master only: walks each half queue, discards or renews
+unresolved half messages and sends CHECK_TRANSACTION_STATE (39) to a live producer of their group.
 
-A half message (``RMQ_SYS_TRANS_HALF_TOPIC``) is done once an op record in ``RMQ_SYS_TRANS_OP_HALF_TOPIC``
-(same queue id, tag ``d``, body = the half message's queue offset in ASCII) names it — END_TRANSACTION
-writes those (broker_stub/remoting/end_transaction_processor.py). Every ``transactionCheckInterval`` ms this
-service walks each half queue from the progress of the system group ``CID_RMQ_SYS_TRANS`` (kept in
-consumerOffset.json, one offset for the half queue and one for its op queue, as upstream):
-
-* a half message named by an op record is skipped;
-* ``TRANSACTION_CHECK_TIMES`` (absent = never checked) reaching ``transactionCheckMax``, or a message older
-  than ``fileReservedTime`` hours, discards it: a copy goes to ``TRANS_CHECK_MAX_TIME_TOPIC`` (1 queue,
-  created when first needed) and the walk goes on;
-* a message stored after this pass began, or younger than its immunity time (``transactionTimeOut`` ms, or
-  the ``CHECK_IMMUNITY_TIME_IN_SECONDS`` property), ends the walk of that queue;
-* any other message is *checked*: it is stored again in the half queue with ``TRANSACTION_CHECK_TIMES``
-  increased (body, queue id, sysFlag, properties, born timestamp/host and store host copied; flag and
-  reconsumeTimes 0, as ``renewHalfMessageInner``), and CHECK_TRANSACTION_STATE (39) goes one-way to a
-  connection of a live producer of the message's ``PGROUP`` (from heartbeats). Its header names the *new*
-  copy (``tranStateTableOffset``, ``commitLogOffset``, ``offsetMsgId``; ``msgId`` = ``transactionId`` =
-  ``UNIQ_KEY``); its body is the message encoded as a CommitLog record with the real topic and queue id.
-  The producer answers with END_TRANSACTION (``fromTransactionCheck=true``) about the new copy. Without a
-  live producer nothing is sent; the copy is checked again next pass.
-
-The group's offsets then move past what was walked (the op offset over contiguous done op records).
-Simplification: all op records after the op offset are read at once (upstream reads 32 at a time and reads
-more before checking a message); the result is the same set of done half messages. A renewed copy that cannot
-be stored ends the queue's walk for this pass (upstream retries it until its 60 s limit).
+Op records (written by :mod:`broker_stub.remoting.end_transaction_processor`), the walk, the discard rules and
+the deliberate simplifications: docs/broker_stub.md "What it does (RocketMQ 4.9.8 behaviour)", "Transactions"
+and "Transaction checks".
 """
 
 from __future__ import annotations
