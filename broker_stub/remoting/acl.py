@@ -1,21 +1,9 @@
-"""RocketMQ 4.9.8 plain ACL on the broker stub's remoting ports (docs/security.md "Plain ACL on the remoting
-port"; 4.9.8's ``PlainAccessValidator`` / ``PlainPermissionManager`` rules, reimplemented).
+"""RocketMQ 4.9.8 plain ACL on the broker stub's remoting ports (``PlainAccessValidator`` /
+``PlainPermissionManager`` rules, reimplemented): loads ``plain_acl.yml``, reloads it when it changes, and checks
+every request before its processor runs.
 
-With ``aclEnable=true`` every request is checked before its processor runs, in this order:
-
-1. the peer IP matches a ``globalWhiteRemoteAddresses`` entry → allowed;
-2. no ``AccessKey`` field → ``No accessKey is configured``; an unknown one → ``No acl config for KEY``;
-3. the peer IP matches the account's ``whiteRemoteAddress`` → allowed (no signature, no permission check);
-4. the ``Signature`` field differs from :func:`connector.protocol.acl.calc_signature` over the request →
-   ``Check signature failed for accessKey=KEY``;
-5. admin-only request codes need ``admin: true``; then each resource the request touches needs its
-   permission: topics need PUB (send) or SUB (pull, query, heartbeat subscriptions, offset commits), groups
-   (as ``%RETRY%<group>``) need SUB; per-resource ``topicPerms``/``groupPerms`` first, else
-   ``defaultTopicPerm``/``defaultGroupPerm``; DENY always refuses.
-
-A refusal is answered with SYSTEM_ERROR (1) and the remark ``org.apache.rocketmq.acl.common.AclException:
-MESSAGE``, as 4.9.8's remoting layer answers a failed RPC hook (it appends the first stack frame). The file
-is re-read when its modification time or size changes (checked at most every 500 ms).
+The order of the checks, the refusal remarks, the admin-only codes and the reload rule: docs/security.md "Plain
+ACL on the remoting port"; the signature: :func:`connector.protocol.acl.calc_signature`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """JSON bodies of the broker's topic and consumer statistics answers, byte for byte as RocketMQ 4.9.8 writes them
-(``TopicStatsTable``, ``ConsumeStats``, ``ConsumerConnection``, ``GroupList``, ``GetConsumerListByGroupResponseBody``;
-``RemotingSerializable.encode``, docs/protocol.md §4.7).
+(``TopicStatsTable``, ``ConsumeStats``, ``ConsumerConnection``, ``GroupList``,
+``GetConsumerListByGroupResponseBody``). Nothing here does IO.
 
-A map whose keys are objects — ``HashMap<MessageQueue, ...>`` — has each key written as a JSON object
-(``{{"brokerName":"b","queueId":0,"topic":"t"}:{...}}``): not standard JSON, but what 4.9.8 brokers send and the
-Java client's fastjson reads back (checked with the real 4.9.8 ``mqadmin`` in tests/interop/test_mqadmin.py).
-Maps and sets are written in the iteration order of the Java collection 4.9.8 fills, from the order the caller
-lists the entries in (the order 4.9.8 puts them). Not reproducible: the order of two or more connections in a
-ConsumerConnection — 4.9.8 keeps them in a ``HashSet<Connection>``, and ``Connection`` has no ``hashCode()`` of its
-own, so Java's order changes from run to run; the stub keeps the caller's order. Nothing here does IO.
+Maps are written in the iteration order of the Java collection 4.9.8 fills, from the order the caller lists the
+entries in. fastjson's text, its JSON-object map keys and the one order that cannot be reproduced (a
+``HashSet<Connection>``): docs/protocol.md §4.7.
 """
 
 from __future__ import annotations

@@ -1,30 +1,11 @@
-"""Admin and metadata requests: RocketMQ 4.9.8 ``AdminBrokerProcessor``.
+"""Admin and metadata requests: RocketMQ 4.9.8 ``AdminBrokerProcessor``'s offsets (GET_MAX_OFFSET 30, GET_MIN_OFFSET
+31, SEARCH_OFFSET_BY_TIMESTAMP 29), the tables a slave synchronises (21, 43, 45, 201), DELETE_EXPIRED_COMMITLOG
+(329), QUERY_CONSUME_QUEUE (321, without the consumer group's filter evaluation), GET_BROKER_CONFIG (26) and
+GET_BROKER_RUNTIME_INFO (28) with the stub's replication keys.
 
-* GET_MAX_OFFSET (30) / GET_MIN_OFFSET (31): ConsumeQueue offsets (entry counts) of ``topic``/``queueId``.
-* SEARCH_OFFSET_BY_TIMESTAMP (29): header ``topic``, ``queueId``, ``timestamp`` (epoch ms) → header ``offset``,
-  the queue offset stored nearest that time (``getOffsetInQueueByTime``; 0 for an unknown queue).
-* GET_ALL_TOPIC_CONFIG (21, also on the VIP port), GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45),
-  GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): the JSON tables a slave synchronises (docs/protocol.md §3.2).
-* DELETE_EXPIRED_COMMITLOG (329): run retention now (:mod:`broker_stub.store.retention`).
-* QUERY_CONSUME_QUEUE (321): header ``topic``, ``queueId``, ``index``, ``count`` → the queue's min/max index and up
-  to ``count`` ConsumeQueue entries from ``index`` to the end of that entry's file (docs/protocol.md §5.5). The
-  ``consumerGroup`` header's filter evaluation is not served: entries come back without ``eval``/filter data.
-
-* GET_BROKER_CONFIG: body = every config key as ``key=value`` lines (``MixAll.properties2String``), UTF-8;
-  extFields ``version`` = the configuration DataVersion JSON.
-* GET_BROKER_RUNTIME_INFO: body = KVTable JSON ``{"table": {...}}`` with every key a 4.9.8 master reports
-  (``tests/fixtures/rocketmq-4.9.8/runtime_info.json``), computed live: ``commitLogMinOffset``/
-  ``commitLogMaxOffset`` reflect appends immediately (whole records only). ``scheduleMessageOffset_<level>``
-  = ``"<delivered offset>,<entries in that SCHEDULE_TOPIC_XXXX queue>"`` on a master, for every delay level
-  (upstream lists only levels with a saved delay offset; a slave lists none, as upstream).
-* Stub additions to the runtime info (extra keys are harmless for real clients, which ignore unknown keys;
-  real 4.9.8 brokers lack them, so clients treat them as optional): ``brokerRole``, ``brokerId``,
-  ``push2SlaveMaxOffset``, ``haConnectionCount``, ``haConnections`` (a JSON array, see
-  :meth:`broker_stub.ha.connection.HAConnection.status`), and on a SLAVE ``haMasterAddress``,
-  ``masterPhyOffset`` and ``slaveConnected`` (see :meth:`broker_stub.broker.BrokerController.ha_runtime_info`).
-
-The rest of 4.9.8's ``AdminBrokerProcessor`` that ``mqadmin`` needs: topic administration in
-:mod:`broker_stub.remoting.topic_admin_processor`, consumer statistics in
+Headers and bodies: docs/protocol.md §3.2, §4.6 and §5.5; the keys added to the runtime info: docs/broker_stub.md
+"Runtime-info keys added for replication (contract with the source)". The rest of ``AdminBrokerProcessor`` that
+``mqadmin`` needs is in :mod:`broker_stub.remoting.topic_admin_processor` and
 :mod:`broker_stub.remoting.consumer_admin_processor`.
 """
 

@@ -1,24 +1,8 @@
-"""Consumer statistics requests: RocketMQ 4.9.8 ``AdminBrokerProcessor`` (``mqadmin consumerProgress``,
-``topicList -c``; docs/broker_stub.md "mqadmin"). Bodies: broker_stub/remoting/admin_bodies.py.
+"""Consumer statistics requests of RocketMQ 4.9.8 ``AdminBrokerProcessor``: GET_CONSUME_STATS (208),
+GET_CONSUMER_CONNECTION_LIST (203) and QUERY_TOPIC_CONSUME_BY_WHO (300), behind ``mqadmin consumerProgress`` and
+``topicList -c``. Bodies: :mod:`broker_stub.remoting.admin_bodies`.
 
-* GET_CONSUME_STATS (208): header ``consumerGroup``, optional ``topic`` → ``ConsumeStats``. The topics are
-  ``topic`` or, when blank, every topic the group has committed offsets for; a topic missing from the
-  topic table is left out, and so is one the group does not subscribe to while the group is online with
-  subscriptions. Per queue (``readQueueNums`` of them): ``brokerOffset`` = the queue's max offset,
-  ``consumerOffset`` = the committed offset (0 when none), ``lastTimestamp`` = the store time of the entry
-  before the committed offset (0 when none). ``consumeTps`` is 0.0 (the stub keeps no per-group get
-  rate). A group with no offsets gets an empty table, as upstream (mqadmin then says "Not found the
-  consumer group consume stats").
-* GET_CONSUMER_CONNECTION_LIST (203): header ``consumerGroup`` → ``ConsumerConnection`` of the group's
-  alive clients (address, clientId, language and version of their last heartbeat), its consume type,
-  message model, consume-from-where and subscriptions; CONSUMER_NOT_ONLINE (206) "the consumer
-  group[NAME] not online" when no client is alive.
-* QUERY_TOPIC_CONSUME_BY_WHO (300): header ``topic`` → ``GroupList`` of the online groups subscribed to it
-  plus every group with committed offsets for it.
-
-Difference from 4.9.8: a client stays listed until 120 s after its last heartbeat or its
-UNREGISTER_CLIENT (broker_stub/remoting/consumer_processor.py); upstream also drops it when its connection
-closes.
+What each answer holds and where it differs from 4.9.8: docs/broker_stub.md "mqadmin".
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
-"""Client and consumer-offset requests: RocketMQ 4.9.8 ``ClientManageProcessor`` + ``ConsumerManageProcessor``.
+"""Client and consumer-offset requests: RocketMQ 4.9.8 ``ClientManageProcessor`` + ``ConsumerManageProcessor``
+(HEART_BEAT 34, UNREGISTER_CLIENT 35, GET_CONSUMER_LIST_BY_GROUP 38, QUERY/UPDATE_CONSUMER_OFFSET 14/15,
+CHECK_CLIENT_CONFIG 46), and the live clients they register (dropped 120 s after their last heartbeat).
 
-* HEART_BEAT (34): body ``HeartbeatData`` JSON ``{"clientID", "producerDataSet": [{"groupName"}],
-  "consumerDataSet": [{"groupName", "consumeType", "messageModel", "consumeFromWhere",
-  "subscriptionDataSet": [{"topic", "subString", "expressionType", ...}]}]}``. Consumer groups are
-  registered (their subscriptions serve pulls without the subscription flag), their subscription group is
-  found or auto-created and their retry topic ``%RETRY%group`` created, as upstream. Answer: SUCCESS.
-* UNREGISTER_CLIENT (35): header ``clientID``, ``producerGroup``, ``consumerGroup`` → SUCCESS.
-* GET_CONSUMER_LIST_BY_GROUP (38): header ``consumerGroup`` → body ``{"consumerIdList": [...]}``, or
-  SYSTEM_ERROR "no consumer for this group" when none is alive.
-* QUERY_CONSUMER_OFFSET (14): header ``consumerGroup, topic, queueId`` → header ``offset``. Without a
-  committed offset: 0 when the queue's min offset is ≤ 0 (the queue was never cleaned), else QUERY_NOT_FOUND.
-* UPDATE_CONSUMER_OFFSET (15): header ``consumerGroup, topic, queueId, commitOffset`` → SUCCESS (Java
-  clients usually send it oneway).
-* CHECK_CLIENT_CONFIG (46): body ``CheckClientRequestBody`` JSON ``{"clientId", "group", "subscriptionData"}``,
-  sent by a consumer starting with a non-TAG (SQL92) subscription. No subscription or a TAG one → SUCCESS;
-  otherwise, with ``enablePropertyFilter=false`` (the default), SYSTEM_ERROR "The broker does not support
-  consumer to filter message by SQL92" as 4.9.8 answers — the client's ``start()`` throws it. The stub has no
-  SQL92 filter, so with ``enablePropertyFilter=true`` the expression cannot be compiled: SUBSCRIPTION_PARSE_FAILED
-  (where 4.9.8 compiles it and answers SUCCESS).
-
-A client is alive while it heart-beats: one that has not sent HEART_BEAT for ``CHANNEL_EXPIRED_TIMEOUT_MS``
-(120 s, ClientHousekeepingService) is dropped.
+Headers and answers: docs/protocol.md §4.6; groups, retry topics and name checks: docs/security.md "Names and
+caps"; SQL92 subscriptions: docs/broker_stub.md "What it does (RocketMQ 4.9.8 behaviour)", "SQL92 filters".
 """
 
 from __future__ import annotations

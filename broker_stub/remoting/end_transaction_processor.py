@@ -1,25 +1,10 @@
-"""END_TRANSACTION (37): the end of a RocketMQ 4.9.8 transactional send (``EndTransactionProcessor``).
+"""END_TRANSACTION (37): the end of a RocketMQ 4.9.8 transactional send (``EndTransactionProcessor``). The half
+message is read back and checked, a commit stores it in its real topic and queue, and commit and rollback write
+an op record to ``RMQ_SYS_TRANS_OP_HALF_TOPIC``; answers to transaction checks
+(:mod:`broker_stub.store.transaction_check`) are served the same way.
 
-A ``TransactionMQProducer`` first sends its message with ``TRAN_MSG=true``; the send processor parks it as a
-*half message* in ``RMQ_SYS_TRANS_HALF_TOPIC`` (``REAL_TOPIC``/``REAL_QID`` properties). After its local
-transaction the producer sends END_TRANSACTION (oneway) with ``producerGroup``, ``tranStateTableOffset`` (the
-half message's queue offset), ``commitLogOffset`` (its CommitLog offset) and ``commitOrRollback``
-(TRANSACTION_COMMIT_TYPE 8, TRANSACTION_ROLLBACK_TYPE 12, or 0 = still unknown: nothing happens).
-
-- The half message is read back at ``commitLogOffset`` and checked: its PGROUP property, queue offset and
-  CommitLog offset must equal the request's, else SYSTEM_ERROR (remarks as upstream).
-- **Commit**: a new message goes to REAL_TOPIC/REAL_QID with the half message's body, flag, born timestamp
-  and host, reconsumeTimes and properties — stored as the half message's property string (so REAL_TOPIC,
-  REAL_QID and TRAN_MSG stay in the stored bytes, as a 4.9.8 broker writes them) — sysFlag with the
-  transaction bits set to COMMIT, ``preparedTransactionOffset`` = the half message's CommitLog offset.
-- Commit (once stored) and rollback then write an *op message* to ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` (queue of
-  the half message): tag ``d``, body = the half message's queue offset in ASCII, born and store host = the
-  broker, properties ``TAGS=d`` and ``WAIT=true``, sysFlag 0.
-- A SLAVE answers SLAVE_NOT_AVAILABLE. Half messages left open are checked with their producers by
-  broker_stub/store/transaction_check.py; the answer to a check is an END_TRANSACTION about the half
-  message's newest copy (``fromTransactionCheck=true``), served here like any other.
-
-The layout facts are in docs/broker_stub.md ("Transactions").
+The header, the checks and both records' fields: docs/broker_stub.md "What it does (RocketMQ 4.9.8 behaviour)",
+"Transactions".
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
-"""PULL_MESSAGE (11): RocketMQ 4.9.8 ``PullMessageProcessor`` + ``PullRequestHoldService`` (docs/protocol.md §4.6,
-§5.3).
+"""PULL_MESSAGE (11): RocketMQ 4.9.8 ``PullMessageProcessor`` + ``PullRequestHoldService``, on masters and slaves:
+TAG filters against the ConsumeQueue tagsCode (SQL92 refused), the slave suggestion, long polling, and the commit
+offset stored on masters only.
 
-Request header ``consumerGroup, topic, queueId, queueOffset, maxMsgNums, sysFlag, commitOffset,
-suspendTimeoutMillis, subscription, subVersion, expressionType``; response header ``suggestWhichBrokerId,
-nextBeginOffset, minOffset, maxOffset``; the body is the raw CommitLog records, concatenated; the remark
-is the GetMessageStatus name.
-
-Served by masters and slaves. Status → code as upstream: FOUND → SUCCESS; NO_MESSAGE_IN_QUEUE /
-NO_MATCHED_LOGIC_QUEUE → PULL_OFFSET_MOVED unless the requested offset is 0 (then PULL_NOT_FOUND);
-OFFSET_TOO_SMALL and OFFSET_OVERFLOW_BADLY → PULL_OFFSET_MOVED; OFFSET_OVERFLOW_ONE and OFFSET_FOUND_NULL →
-PULL_NOT_FOUND; NO_MATCHED_MESSAGE and MESSAGE_WAS_REMOVING → PULL_RETRY_IMMEDIATELY.
-
-``suggestWhichBrokerId``: with ``slaveReadEnable`` the group's ``whichBrokerWhenConsumeSlowly`` when the
-consumer is more than ``accessMessageInMemoryMaxRatio`` % of RAM behind, else the group's ``brokerId``;
-without it always 0 (the master). A slave answers with data anyway (upstream's PULL_RETRY_IMMEDIATELY is
-overwritten by the status mapping).
-
-Filters: TAG expressions (``*`` or ``a || b``) are matched against the ConsumeQueue tagsCode; SQL92
-needs ``enablePropertyFilter`` and is refused (the stub has no SQL filter). Without the subscription flag
-the subscription comes from the group's HEART_BEAT.
-
-Long polling (sysFlag suspend bit, PULL_NOT_FOUND): the request is held until a message arrives in that
-queue or ``suspendTimeoutMillis`` (``shortPollingTimeMills`` when ``longPollingEnable=false``) passes,
-then answered with a fresh pull. Arrivals wake held pulls at once — on slaves too (4.9.8 re-checks slaves
-only every 1–5 s, docs/protocol.md §7.11). The commit offset is stored on masters only, as upstream.
+Header, status → response code and ``suggestWhichBrokerId``: docs/protocol.md §4.6 and §5.3; held pulls woken by
+arrivals on slaves too (§7.11): docs/broker_stub.md "Better than 4.9.8, same wire"; SQL92: docs/broker_stub.md
+"What it does (RocketMQ 4.9.8 behaviour)", "SQL92 filters".
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""Message lookups by key and by offset: RocketMQ 4.9.8 ``QueryMessageProcessor``.
+"""Message lookups by key and by offset: RocketMQ 4.9.8 ``QueryMessageProcessor``, QUERY_MESSAGE (12) over the
+message index and VIEW_MESSAGE_BY_ID (33), answered by masters and slaves from their own store.
 
-* QUERY_MESSAGE (12): header ``topic``, ``key``, ``maxNum``, ``beginTimestamp``, ``endTimestamp`` (epoch
-  ms) → the records the message index (broker_stub/store/index.py) holds for ``topic#key`` in that time
-  range, concatenated in CommitLog order as the body (the client decodes them like a pull result); the
-  response header carries ``indexLastUpdateTimestamp`` and ``indexLastUpdatePhyoffset`` (the newest index
-  file's end). With the ext field ``_UNIQUE_KEY_QUERY=true`` (``queryMsgByUniqueKey``: the key is a
-  UNIQ_KEY) ``maxNum`` is replaced by ``defaultQueryMaxNum``. Nothing found: QUERY_NOT_FOUND (22) "can not
-  find message, maybe time range not correct". At most ``maxMsgsNumBatch`` records per query.
-* VIEW_MESSAGE_BY_ID (33): header ``offset`` (a CommitLog offset, as decoded by the client from an offset
-  message id) → the one record stored there as the body; SYSTEM_ERROR "can not find message by the offset,
-  N" when nothing is readable there.
-
-Masters and slaves answer both (each reads its own store and index).
+Headers, bodies and limits: docs/protocol.md §5.4; what ``mqadmin`` does with them: docs/broker_stub.md "What it
+does (RocketMQ 4.9.8 behaviour)", "Message index".
 """
 
 from __future__ import annotations

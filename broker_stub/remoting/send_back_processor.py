@@ -1,33 +1,11 @@
 """Consumer retries: CONSUMER_SEND_MSG_BACK (36) and sends to ``%RETRY%group`` (RocketMQ 4.9.8
 ``SendMessageProcessor.asyncConsumerSendMsgBack`` and ``handleRetryAndDLQ``).
 
-A push consumer whose listener answers RECONSUME_LATER hands the message back with CONSUMER_SEND_MSG_BACK:
-header ``offset`` (the message's CommitLog offset), ``group``, ``delayLevel`` (0: the broker picks),
-``originMsgId``, ``originTopic``, ``unitMode``, ``maxReconsumeTimes`` (the client's, default 16). The broker,
-in this order:
-
-1. finds the subscription group (created with defaults when ``autoCreateSubscriptionGroup``), else
-   SUBSCRIPTION_GROUP_NOT_EXIST; a broker without write permission (``brokerPermission``) answers
-   NO_PERMISSION; a group with ``retryQueueNums`` ≤ 0 gets SUCCESS and nothing is stored;
-2. creates ``%RETRY%group`` if missing (``retryQueueNums`` queues, perm read+write) and picks one of its
-   queues at random; a retry topic without write permission → NO_PERMISSION;
-3. reads the message at ``offset`` back from the CommitLog (SYSTEM_ERROR ``look message by offset failed``);
-4. the maximum is the header's ``maxReconsumeTimes`` when the request's version is V3_4_9 or later, else the
-   group's ``retryMaxTimes`` (16). When the message's reconsumeTimes reached it, or ``delayLevel`` < 0, the
-   copy goes to the dead-letter queue ``%DLQ%group`` (1 queue, perm read+write — 4.9.8 creates it readable)
-   with property ``DELAY=0``; otherwise to the retry topic with ``DELAY`` = ``delayLevel``, or
-   3 + reconsumeTimes when it is 0 — the CommitLog then parks the copy in SCHEDULE_TOPIC_XXXX until the
-   level's delay passed (:mod:`broker_stub.store.schedule` delivers it into ``%RETRY%group``);
-5. the copy keeps the body, flag, sysFlag, born timestamp/host and store host, reconsumeTimes + 1, and the
-   stored properties with ``RETRY_TOPIC`` (the first topic, kept when present), ``WAIT=false``, ``DELAY``
-   and ``ORIGIN_MESSAGE_ID`` (kept when present, else the message's offset msgId) added in that order to the
-   broker's HashMap (:class:`broker_stub.javautil.JavaHashMap` reproduces the stored order);
-6. the put is not waited for (WAIT=false): SUCCESS, or SYSTEM_ERROR with the store status name as remark
-   (a SLAVE: ``SERVICE_NOT_AVAILABLE``).
-
-A plain send to ``%RETRY%group`` (the client's fallback when step 1–6 failed) is redirected to the
-dead-letter queue when its header's reconsumeTimes reached the maximum (:func:`retry_send_target`).
-The layout facts are in docs/broker_stub.md ("Consumer retries").
+A handed-back message is copied to ``%RETRY%group`` with a ``DELAY`` level (delivered there by
+:mod:`broker_stub.store.schedule`) or, at the maximum, to ``%DLQ%group``; :func:`retry_send_target` redirects a
+plain send to the retry topic the same way. The checks in order, the copy's fields and property order (kept by
+:class:`broker_stub.javautil.JavaHashMap`) and the answers: docs/broker_stub.md "What it does (RocketMQ 4.9.8
+behaviour)", "Consumer retries".
 """
 
 from __future__ import annotations

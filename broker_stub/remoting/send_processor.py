@@ -1,27 +1,11 @@
-"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320): RocketMQ 4.9.8 ``SendMessageProcessor``.
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320): RocketMQ 4.9.8 ``SendMessageProcessor``
+(``asyncSendMessage`` / ``asyncSendBatchMessage`` + ``msgCheck``): header checks, topic creation from the default
+topic, properties (``CLUSTER`` added, ``WAIT`` kept out of the stored string), half messages for ``TRAN_MSG``, and
+the answer once the store, flush and replica waits are done. A SLAVE refuses every send.
 
-The request path, as ``asyncSendMessage`` / ``asyncSendBatchMessage`` + ``msgCheck`` do it (docs/protocol.md §1.5,
-§4.5):
-
-1. Header: V2 short names ``a..n`` (310, 320) or full names (10). Missing required fields or bad numbers →
-   SYSTEM_ERROR naming the field (RemotingCommandException upstream).
-2. Response extFields always carry ``MSG_REGION`` (regionId) and ``TRACE_ON`` (traceOn).
-3. ``startAcceptSendRequestTimeStamp`` in the future → SYSTEM_ERROR.
-4. Topic: invalid name → SYSTEM_ERROR; system topics clients may not send to → NO_PERMISSION; unknown →
-   created from the request's default topic (TBW102) or TOPIC_NOT_EXIST; ``queueId`` ≥ the topic's queue
-   count → SYSTEM_ERROR (4.9.8 uses SYSTEM_ERROR, not MESSAGE_ILLEGAL); a negative queueId picks one at random.
-5. Properties: parsed into a Java HashMap, ``CLUSTER=<brokerClusterName>`` added, ``WAIT`` removed from the
-   stored string but kept for the store's wait decision; ``TRAN_MSG=true`` turns the message into a
-   RMQ_SYS_TRANS_HALF_TOPIC half message (``REAL_TOPIC``/``REAL_QID``, type bits cleared, queue 0).
-6. Batches (header ``m=true`` or code 320): batch properties + CLUSTER are appended to every inner message.
-7. Store status → response code and remark (docs/protocol.md §2.10); success carries ``msgId`` (offset msgId,
-   comma-joined for batches), ``queueId`` (the requested/selected queue) and ``queueOffset``.
-
-A send to ``%RETRY%group`` whose reconsumeTimes reached the group's maximum is stored in ``%DLQ%group``
-instead (:mod:`broker_stub.remoting.send_back_processor`, which also serves CONSUMER_SEND_MSG_BACK).
-
-A stored message with ``WAIT`` true then waits, concurrently, for its flush (SYNC_FLUSH, GroupCommitService)
-and for replica acks (SYNC_MASTER, HAService); a SLAVE refuses every send with SERVICE_NOT_AVAILABLE.
+Headers and answers: docs/protocol.md §4.5, properties §1.5, statuses §2.10; transactions and retries:
+docs/broker_stub.md "What it does (RocketMQ 4.9.8 behaviour)" (sends to ``%RETRY%group``:
+:mod:`broker_stub.remoting.send_back_processor`).
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
-"""The broker's remoting server (RocketMQ 4.9.8 ``NettyRemotingServer`` + ``NettyRemotingAbstract``, docs/protocol.md
-§4).
+"""The broker's remoting server (RocketMQ 4.9.8 ``NettyRemotingServer`` + ``NettyRemotingAbstract``): frames in,
+requests dispatched by code through one code → handler table (each processor's ``handlers()``), responses out.
 
-Frames are decoded with :func:`connector.protocol.remoting.decode_frame` (16 MiB limit). Requests are
-dispatched by code to registered processors; each processor returns a response command, an awaitable
-of one (replies may then go out of order, matched by ``opaque`` as upstream), or None for "no reply".
-
-* Dispatch looks the request code up in one code → handler table (each broker processor's ``handlers()``).
-* Unknown codes → REQUEST_CODE_NOT_SUPPORTED (3) with remark `` request type N not supported``.
-* Oneway requests (flag bit 1) never get a response.
-* A processor exception → SYSTEM_ERROR (1) with the exception text as remark; the connection stays up.
-* A malformed frame or one over 16 MiB → the connection is closed with one WARNING line
-  (``remoting frame rejected``); others keep working.
-* Bounded resources (docs/broker_stub.md "Connections and frames"): a connection that neither sends nor
-  receives a byte for ``serverChannelMaxIdleTimeSeconds`` (upstream's IdleStateHandler, 120 s) is closed;
-  beyond ``serverMaxConnections`` open connections a new one is closed at once; partial frames are
-  buffered as their bytes arrive (never allocated by their announced length) and all connections' partial
-  frames together may hold at most ``serverMaxPendingFrameBytes`` — the connection whose bytes would pass
-  that is closed. An idle connection costs a few KB.
-* Responses use the request's serialize type (JSON or ROCKETMQ).
-* Responses received by the server (no request of ours is pending) are logged and dropped.
-* ``connection_closed_listeners`` are told the peer ``"ip:port"`` of every closed connection (the name
-  server drops brokers whose registration connection closed).
+A handler returns a response command, an awaitable of one (replies may then go out of order, matched by
+``opaque``), or None for no reply. ``connection_closed_listeners`` are told the peer ``"ip:port"`` of every closed
+connection (the name server drops brokers whose registration connection closed). Frames and reserved answers:
+docs/protocol.md §4.1–§4.2; limits and rejected frames: docs/broker_stub.md "Connections and frames".
 """
 
 from __future__ import annotations

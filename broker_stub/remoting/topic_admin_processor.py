@@ -1,21 +1,8 @@
-"""Topic administration requests: RocketMQ 4.9.8 ``AdminBrokerProcessor`` (``mqadmin updateTopic``,
-``topicStatus``; docs/broker_stub.md "mqadmin").
+"""Topic administration requests of RocketMQ 4.9.8 ``AdminBrokerProcessor``: UPDATE_AND_CREATE_TOPIC (17) and
+GET_TOPIC_STATS_INFO (202), behind ``mqadmin updateTopic`` and ``topicStatus``.
 
-* UPDATE_AND_CREATE_TOPIC (17): header ``CreateTopicRequestHeader`` — ``topic``, ``defaultTopic``,
-  ``readQueueNums``, ``writeQueueNums``, ``perm``, ``topicFilterType``, ``order`` required, ``topicSysFlag``
-  optional. Creates the topic or replaces its config (``order`` is not taken from the header, as upstream:
-  it stays false), moves the topic table to its next DataVersion, persists ``topics.json`` and registers with
-  every name server before answering SUCCESS, so ``topicRoute`` shows it at once; slaves copy the table
-  at their next metadata sync (its DataVersion changed). Refusals, all SYSTEM_ERROR: a SLAVE ("Can't modify
-  topic or subscription group from slave broker, please execute it from master broker."), a missing
-  header field ("the custom field <NAME> is null"), a non-number count, an invalid name
-  (``TopicValidator.validateTopic``'s remarks), a system topic ("The topic[NAME] is conflict with system
-  topic."), an unknown ``topicFilterType``, and (stub only) a new topic past ``maxTopicConfigNums``. With
-  ``aclEnable=true`` the code is admin-only (broker_stub/remoting/acl.py ``ADMIN_CODES``, as 4.9.8).
-* GET_TOPIC_STATS_INFO (202): header ``topic`` → ``TopicStatsTable`` (broker_stub/remoting/admin_bodies.py):
-  for each of the topic's ``writeQueueNums`` queues ``minOffset``, ``maxOffset`` (entries, at least 0) and
-  ``lastUpdateTimestamp`` = the store time of the queue's last entry (0 for an empty queue); an unknown
-  topic → TOPIC_NOT_EXIST "topic[NAME] not exist".
+What they change and answer, the refusals and the ACL rule: docs/broker_stub.md "mqadmin" and docs/security.md
+"Plain ACL on the remoting port".
 """
 
 from __future__ import annotations
