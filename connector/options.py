@@ -165,9 +165,10 @@ _DECODE_OPTION_ATTRS = ("decompress_body", "verify_body_crc", "max_inflated_body
 
 def parse_decode_settings(opts: Mapping[str, str]) -> DecodeSettings:
     """The decoder's settings from Spark's option map (lower-cased keys). Raises HAReplicaOptionError."""
-    topics, pattern = parse_topics(opts)
+    topics, pattern, tags = parse_topics(opts)
     return DecodeSettings(**{attr: value_of(opts, getattr(OPTIONS, attr)) for attr in _DECODE_OPTION_ATTRS},
-                          mode=value_of(opts, OPTIONS.mode).upper(), topics=topics, topic_pattern=pattern)
+                          mode=value_of(opts, OPTIONS.mode).upper(), topics=topics, topic_pattern=pattern,
+                          topic_tags=tags)
 
 
 def import_function(option: str, spec: str) -> Callable:
@@ -188,12 +189,22 @@ def import_function(option: str, spec: str) -> Callable:
     return function
 
 
-def parse_topics(opts: Mapping[str, str]) -> tuple[frozenset[str] | None, str | None]:
-    """The topic list and the topic pattern of Spark's option map (lower-cased keys), None when not given.
+#: what marks a subscription expression as SQL92 (RocketMQ's ExpressionType name), before the expression
+SQL92_PREFIX = "SQL92:"
+#: characters a SQL92 filter needs (comparisons, IN (...), string literals) and no tag list of ours may hold
+SQL92_CHARACTERS = frozenset("=<>()'")
 
-    Topic names must be valid RocketMQ topics (``^[%|a-zA-Z0-9_-]+$``, at most 127 characters,
-    TopicValidator). Raises HAReplicaOptionError for an empty list, a bad name, a pattern that does
-    not compile, or both options at once.
+
+def parse_topics(opts: Mapping[str, str]
+                 ) -> tuple[frozenset[str] | None, str | None, tuple[tuple[str, frozenset[str]], ...]]:
+    """The topic list, the topic pattern and the tag lists of Spark's option map (lower-cased keys).
+
+    Returns ``(topics, pattern, tags)``: ``topics`` / ``pattern`` None when not given; ``tags`` the
+    ``(topic, tag set)`` pairs, sorted by topic, of the ``subscribe`` entries ``Topic:expression`` whose
+    expression is a tag list (:func:`parse_tag_expression`). A topic named twice keeps the union of its tag
+    lists, or every record when one of its entries has no tag list. Topic names must be valid RocketMQ topics
+    (``^[%|a-zA-Z0-9_-]+$``, at most 127 characters, TopicValidator). Raises HAReplicaOptionError for an
+    empty list, a bad name, a SQL92 or empty-tag expression, a pattern that does not compile, or both options.
     """
     topics_option, pattern_option = OPTIONS.topics, OPTIONS.topic_pattern
     raw_topics = opts.get(topics_option.name.lower())
@@ -202,15 +213,24 @@ def parse_topics(opts: Mapping[str, str]) -> tuple[frozenset[str] | None, str | 
         raise HAReplicaOptionError(topics_option.name, raw_topics,
                                    f"give {topics_option.name} or {pattern_option.name}, not both")
     if raw_topics is not None:
-        names = [t.strip() for t in str(raw_topics).split(",") if t.strip()]
-        if not names:
+        entries = [t.strip() for t in str(raw_topics).split(",") if t.strip()]
+        if not entries:
             raise HAReplicaOptionError(topics_option.name, raw_topics,
                                        "names no topic; give one or more names joined by commas")
-        for name in names:
+        tag_lists: dict[str, frozenset[str] | None] = {}
+        for entry in entries:
+            name, colon, expression = entry.partition(":")
+            name = name.strip()
             if not VALID_TOPIC.match(name) or len(name) > TOPIC_MAX_LENGTH:
                 raise HAReplicaOptionError(topics_option.name, raw_topics, f"{name!r} is not a RocketMQ topic name "
                                            f"(^[%|a-zA-Z0-9_-]+$, at most {TOPIC_MAX_LENGTH} characters)")
-        return frozenset(names), None
+            tags = parse_tag_expression(raw_topics, name, expression) if colon else None
+            if name in tag_lists:
+                before = tag_lists[name]
+                tags = None if before is None or tags is None else before | tags
+            tag_lists[name] = tags
+        return (frozenset(tag_lists), None,
+                tuple(sorted((name, tags) for name, tags in tag_lists.items() if tags is not None)))
     if raw_pattern is not None:
         pattern = str(raw_pattern)
         if not pattern.strip():
@@ -220,8 +240,36 @@ def parse_topics(opts: Mapping[str, str]) -> tuple[frozenset[str] | None, str | 
         except re.error as exc:
             raise HAReplicaOptionError(pattern_option.name, raw_pattern,
                                        f"is not a valid regular expression: {exc}") from None
-        return None, pattern
-    return None, None
+        return None, pattern, ()
+    return None, None, ()
+
+
+def parse_tag_expression(value: str, topic: str, expression: str) -> frozenset[str] | None:
+    """The tag set of ``subscribe`` entry ``topic:expression`` (``value``: the whole option, for errors).
+
+    RocketMQ 4.9.8's rule for a TAG expression (FilterAPI.buildSubscriptionData): ``*`` or empty means every
+    record (None); else the expression splits at ``||`` and each part, trimmed, that is not empty is a tag.
+    Refused with HAReplicaOptionError naming ``subscribe`` and the topic: an expression beginning ``SQL92:``
+    (RocketMQ's ExpressionType name; the broker evaluates SQL92 and this source reads no broker filter), one
+    holding a character of :data:`SQL92_CHARACTERS`, and one of only ``||`` and blanks.
+    """
+    option = OPTIONS.topics.name
+    text = expression.strip()
+    if text.upper().startswith(SQL92_PREFIX):
+        raise HAReplicaOptionError(option, value, f"topic {topic!r}: SQL92 expressions are not supported (only tag "
+                                   "lists, TagA || TagB); filter on the properties column in Spark instead")
+    if text in ("", "*"):
+        return None
+    odd = sorted(SQL92_CHARACTERS.intersection(text))
+    if odd:
+        raise HAReplicaOptionError(option, value, f"topic {topic!r}: {text!r} holds {' '.join(odd)}, which marks a "
+                                   "SQL92 expression; only tag lists (TagA || TagB) are supported: filter on the "
+                                   "properties column in Spark instead")
+    tags = frozenset(part.strip() for part in text.split("||") if part.strip())
+    if not tags:
+        raise HAReplicaOptionError(option, value, f"topic {topic!r}: {text!r} names no tag; give TagA || TagB, "
+                                   "or * for every record")
+    return tags
 
 
 def parse_slaves(value: str | None, broker_names: list[str]) -> tuple[BrokerEndpoint, ...]:

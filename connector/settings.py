@@ -118,7 +118,8 @@ OPTIONS = OptionTable((
     Option("failOnDataLoss", "fail_on_data_loss", "bool", True,
            "fail the query (true) or log and skip (false) when needed bytes are gone",
            mirrors="Kafka source failOnDataLoss"),
-    Option("subscribe", "topics", "str", None, "keep only records of these topics (comma-separated)",
+    Option("subscribe", "topics", "str", None,
+           "keep only records of these topics (comma-separated; Topic:TagA || TagB keeps those tags of it)",
            mirrors="Kafka source subscribe"),
     Option("subscribePattern", "topic_pattern", "str", None,
            "keep records whose topic matches this regular expression as a whole",
@@ -193,7 +194,9 @@ class DecodeSettings:
 
     Sizes in bytes; the defaults are the declaration's (:data:`OPTIONS`). ``mode`` is ``PERMISSIVE`` or
     ``FAILFAST``; ``topics`` (exact names) and ``topic_pattern`` (a regular expression) are exclusive, None when
-    not given (:class:`connector.decode.topic_filter.TopicFilter` applies them).
+    not given; ``topic_tags``: ``(topic, tags)`` pairs, sorted by topic, for the ``subscribe`` entries that carry
+    a tag list (``Topic:TagA || TagB``; a record of such a topic is kept only when its TAGS property is one of
+    them, docs/source.md "Tags") (:class:`connector.decode.topic_filter.TopicFilter` applies them).
     """
 
     decompress_body: bool = OPTIONS.decompress_body.default
@@ -204,4 +207,5 @@ class DecodeSettings:
     max_bytes_per_batch: int = OPTIONS.max_bytes_per_batch.default
     topics: frozenset[str] | None = None
     topic_pattern: str | None = None
+    topic_tags: tuple[tuple[str, frozenset[str]], ...] = ()
     include_system_topics: bool = OPTIONS.include_system_topics.default

@@ -176,7 +176,9 @@ def _add_run_parser(sub) -> None:
                    help=f"bytes per Parquet file of the deltalake sink (default {DEFAULT_TARGET_FILE_SIZE_BYTES})")
     p.add_argument("--watermark", default=DEFAULT_WATERMARK,
                    help=f"gold: event-time watermark delay (default '{DEFAULT_WATERMARK}')")
-    p.add_argument("--topics", default=None, help="silver/gold: comma-separated order topics (default the workload's)")
+    p.add_argument("--topics", default=None,
+                   help="silver/gold: comma-separated order topics, each TOPIC or TOPIC:TagA || TagB "
+                        "(default the workload's)")
     p.add_argument("--master", default=DEFAULT_MASTER,
                    help=f"Spark master, e.g. spark://HOST:7077 (default {DEFAULT_MASTER}; under spark-submit, "
                         "its --master)")
@@ -341,7 +343,7 @@ def _run(args) -> int:
             warm_workers=warm_workers_of(args),
             maintenance_every=args.maintenance_every, vacuum_retention_hours=args.vacuum_retention_hours,
             orphan_grace_period_ms=args.orphan_grace_ms, target_file_size=args.target_file_size,
-            watermark=args.watermark, topics=tuple(t for t in args.topics.split(",") if t) if args.topics else None)
+            watermark=args.watermark, topics=tuple(t.strip() for t in args.topics.split(",") if t.strip()) if args.topics else None)
         if args.remote:
             check_remote_run(args)
         jars = delta_jars_for(config.sink, expand_jars(args.jars))  # --sink delta: the staged jars by default

@@ -5,8 +5,8 @@ twin); variable-width values (topic, body,
 properties, property names and values) are cut out of the batch's bytes by the active kernels
 (:mod:`connector.decode.kernels`), one memcpy per value. Topic filtering
 (:class:`connector.decode.topic_filter.TopicFilter`) runs on the topic column before any other variable-width
-column is built. Bodies stored compressed are decompressed, checked against BODYCRC and bounded
-(:mod:`connector.decode.bodies`).
+column is built, and tag filtering on the split properties right after it. Bodies stored compressed are
+decompressed, checked against BODYCRC and bounded (:mod:`connector.decode.bodies`).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
         broker: value of the ``broker`` column.
         mapped_file_size: mappedFileSizeCommitLog (bytes), to name files in errors.
         decompress: inflate COMPRESSED bodies; ignored when ``policy`` is given.
-        topic_filter: records whose topic it does not keep are dropped before their other columns are
-            built (None keeps all).
+        topic_filter: records whose topic (or, for a topic with a tag list, TAGS property) it does not keep
+            are dropped before their other columns are built (None keeps all).
         max_body_bytes: a RecordBatch is cut before a row whose *inflated* body would take its bodies
             past this many bytes, so compressed bodies cannot blow memory up (soft: one row; the native
             kernel applies the same cut to stored bodies too).
@@ -81,7 +81,19 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
                 return
             loc.take(index)
             topics = topics.take(from_numpy(index, pa.int64()))
-    fixed = _fixed_columns(kernels, buf, u8, loc, topics, broker, schema.names)
+    split: list[tuple[pa.Array, ...]] = []
+    if topic_filter is not None and topic_filter.filters_tags(topics):
+        split.append(kernels.properties(buf, u8, loc.props_pos, loc.props_len))  # (map, tags, keys, uniqKey)
+        keep = topic_filter.tag_mask(topics, split[0][1])
+        if keep is not None:
+            index = np.flatnonzero(keep)
+            if not len(index):
+                return
+            loc.take(index)
+            picked = from_numpy(index, pa.int64())
+            topics = topics.take(picked)
+            split[0] = tuple(column.take(picked) for column in split[0])
+    fixed = _fixed_columns(kernels, buf, u8, loc, topics, broker, schema.names, split)
     groups = kernels.body_groups(buf, loc, policy, min(max_body_bytes, BODY_BYTES_PER_ARROW_ARRAY), mapped_file_size)
     for lo, hi, body_array, bad in groups:
         if bad and policy.fail_fast:
@@ -111,9 +123,11 @@ def _topics(kernels, buf: pa.Buffer, u8: np.ndarray, loc: Located, mapped_file_s
 
 
 def _fixed_columns(kernels, buf: pa.Buffer, u8: np.ndarray, loc: Located, topics: pa.StringArray,
-                   broker: str, names: Collection[str]) -> dict[str, pa.Array]:
-    """The ``names`` columns but body and decodeError, by name, for all rows of ``loc``; only those are built."""
-    split: list[tuple[pa.Array, ...]] = []
+                   broker: str, names: Collection[str], split: list[tuple[pa.Array, ...]]) -> dict[str, pa.Array]:
+    """The ``names`` columns but body and decodeError, by name, for all rows of ``loc``; only those are built.
+
+    ``split``: empty, or the rows' property columns ``(map, tags, keys, uniqKey)`` already split (tag filter).
+    """
 
     def properties(i: int) -> pa.Array:
         if not split:
