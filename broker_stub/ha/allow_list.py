@@ -1,13 +1,6 @@
-"""HA-port address lists (stub extension; RocketMQ 4.9.8 has none — docs/security.md "HA port").
-
-* ``haAllowedAddresses``: peers allowed to connect to ``haListenPort`` at all; anyone else is closed at
-  accept, before a byte is read or sent, with at most one WARNING line per second (counting the rest).
-* ``haReplicaAddresses``: peers whose reports count as replica acks — they raise ``push2SlaveMaxOffset``,
-  release SYNC_MASTER waits and make ``isSlaveOK`` true. Other allowed peers (e.g. the hareplica source)
-  still read the CommitLog; their reports only choose where their transfer starts.
-
-Both are comma- or semicolon-separated IPv4/IPv6 addresses or CIDR networks (``10.0.0.11``,
-``10.0.0.0/24``, ``::1``); empty means every peer (4.9.8 behaviour). The wire is unchanged.
+"""HA-port address lists, a stub extension RocketMQ 4.9.8 has none of: ``haAllowedAddresses`` (who may connect to
+the HA port) and ``haReplicaAddresses`` (whose reports count as replica acks), parsed from IPv4/IPv6 addresses
+and CIDR networks. What they do and their syntax: docs/security.md "HA port".
 """
 
 from __future__ import annotations

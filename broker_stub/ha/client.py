@@ -1,34 +1,11 @@
-"""The slave's HA client (RocketMQ 4.9.8 ``HAService.HAClient``, docs/protocol.md §2.4, §2.6, §2.7).
+"""The slave's HA client (RocketMQ 4.9.8 ``HAService.HAClient``): reports the slave's CommitLog max offset, checks
+each frame's continuity and appends the master's bytes verbatim to the slave's own CommitLog
+(:meth:`CommitLog.append_data`), so its files equal the master's. The receive side is an
+``asyncio.BufferedProtocol`` over a 4 MiB buffer, so bytes go from the socket buffer straight into the mapped file.
 
-Wire as upstream: the slave sends 8-byte big-endian reports of its CommitLog max offset; the master sends
-12-byte headers ``[masterPhyOffset int64][bodySize int32]`` plus raw CommitLog bytes (``bodySize`` 0 is a
-heartbeat). The received bytes are appended verbatim to the slave's own CommitLog
-(:meth:`CommitLog.append_data`), so a slave's files are byte-identical to the master's.
-
-Rules kept from 4.9.8:
-
-* The first report is the slave's max offset (0 when empty: the master then starts at its current last
-  file, docs/protocol.md §2.5); later reports are sent whenever the max offset grew, and a heartbeat report of the
-  current value after ``haSendHeartbeatInterval`` ms without writing.
-* Continuity check on every header, heartbeats included: when the slave is not empty and its max offset
-  differs from ``masterPhyOffset`` the connection is closed ("master pushed offset not equal the max phy
-  offset in slave"). An empty slave accepts the first offset (it must be a file boundary: the first file
-  is created there).
-* Frames larger than the 4 MiB read buffer (``HAClient.READ_MAX_BUFFER_SIZE``) are a protocol error.
-
-Improvements (docs/broker_stub.md "Better than 4.9.8, same wire", docs/protocol.md §7.3, §7.7, §7.8), the wire format
-unchanged:
-
-* The first report goes out as soon as the connection is up (upstream waits ``haSendHeartbeatInterval``).
-* A silent master is detected from the time since the last *read* (``haHousekeepingInterval`` ms): the
-  slave closes and reconnects (4.9.8 looks at its own writes and cannot see a silent master).
-* Reconnects back off exponentially from 100 ms to 5 s (upstream: a fixed 5 s after every failure), and
-  go at once to a new address learned from the name server.
-* Received bytes go from the socket buffer straight into the mapped file (one copy, no per-frame
-  objects): the receive side is an ``asyncio.BufferedProtocol`` over a 4 MiB buffer, like upstream's.
-
-The master address is ``haMasterAddress`` (pinned) or the ``haServerAddr`` the name server returns to this
-slave's REGISTER_BROKER (:meth:`HAClient.update_master_address`), as BrokerController does (docs/protocol.md §3.1).
+The wire and the rules kept: docs/protocol.md §2.4–§2.7; where the master address comes from: §3.1; what the stub
+does better on the same wire (first report at once, silent masters, backoff): docs/broker_stub.md "Better than
+4.9.8, same wire".
 """
 
 from __future__ import annotations

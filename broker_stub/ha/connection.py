@@ -1,32 +1,11 @@
-"""One master-side HA connection (RocketMQ 4.9.8 ``HAConnection``: ReadSocketService + WriteSocketService).
+"""One master-side HA connection (RocketMQ 4.9.8 ``HAConnection``: ReadSocketService + WriteSocketService): reads the
+slave's reports as acks and pushes CommitLog frames from the start the first report fixes.
 
-Wire (docs/protocol.md §2.2, §2.3): the slave sends 8-byte big-endian offsets; the master sends frames of a 12-byte
-header ``[masterPhyOffset int64][bodySize int32]`` plus ``bodySize`` raw CommitLog bytes.
-
-Behaviour, as 4.9.8 unless marked:
-
-* Nothing is sent before the first report. The first report fixes the start: 0 means the start of the
-  master's current last file (``max - max % mappedFileSizeCommitLog``), anything else is served exactly.
-* Every report is an ack (``slaveAckOffset``) and raises ``push2SlaveMaxOffset``. Only the last complete
-  8-byte value of each read counts (ReadSocketService).
-* **Improvement**: a report above the master's max offset closes the connection — the first report too
-  (4.9.8 checks only later reports, docs/protocol.md §7.2). A negative report closes it as well.
-* Data frames carry at most ``haTransferBatchSize`` bytes and never cross a file boundary.
-* A heartbeat ``{nextTransferFromWhere, 0}`` goes out when the previous write is complete and more than
-  ``haSendHeartbeatInterval`` ms have passed since the last write.
-* The connection is closed after ``haHousekeepingInterval`` ms without reading anything.
-* A start offset the master no longer holds (below commitLogMinOffset) is logged once and then only
-  heartbeats are sent — the wire stays as upstream (docs/protocol.md §2.5); :attr:`requested_offset_missing` shows it.
-* **Improvement**: new data is pushed as soon as it is appended (event-driven wake-up) instead of the
-  100 ms polling of an idle ASYNC_MASTER (docs/protocol.md §7.7).
-
-Transport: a non-blocking socket driven by the event loop. Pushes go out with ``sendmsg`` of many frames
-at once (up to ``PUSH_BATCH_BYTES``), the frame bodies as views of the mapped CommitLog file, so the
-kernel copies the bytes straight from the page cache into the socket — one copy, one system call per
-batch; views are released before the coroutine yields, so files can always be unmapped (retention). A
-frame left half-sent by a full socket buffer is copied aside and finished first on the next write. A slow
-reader only blocks its own writer coroutine (it waits for the socket to become writable); other
-connections and the remoting port are unaffected.
+Pushes go out with ``sendmsg`` of many frames at once (up to ``PUSH_BATCH_BYTES``), the bodies as views of the
+mapped CommitLog file released before the coroutine yields (so files can always be unmapped); a frame left
+half-sent is finished first on the next write, and a slow reader only blocks its own writer. The wire and 4.9.8's
+rules: docs/protocol.md §2.2–§2.5; the stub's changes (reports above the max offset refused, pushes on append):
+docs/broker_stub.md "What it does (RocketMQ 4.9.8 behaviour)", "Master HA", and "Better than 4.9.8, same wire".
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
-"""Master HA service (RocketMQ 4.9.8 ``HAService`` + ``GroupTransferService``, docs/protocol.md §2.1, §2.8, §2.9).
+"""Master HA service (RocketMQ 4.9.8 ``HAService`` + ``GroupTransferService``): accepts HA connections on
+``haListenPort``, keeps ``push2SlaveMaxOffset`` (the highest replica ack, never decreasing) and ``isSlaveOK``,
+wakes every writer on each append, and resolves SYNC_MASTER replica waits (:meth:`HAService.wait_for_replicas`)
+from acks.
 
-* Accepts up to ``serverMaxConnections`` HA connections on ``haListenPort`` (bound to ``brokerIP2``, see
-  :mod:`broker_stub.config`) and keeps the registry (``connectionCount`` counts accepted connections,
-  reported or not, as upstream).
-* ``push2SlaveMaxOffset`` is the highest ack of any connection; it never decreases.
-* ``isSlaveOK(masterPutWhere)``: a connection exists and the master is less than ``haSlaveFallbehindMax``
-  bytes ahead of ``push2SlaveMaxOffset``.
-* Every CommitLog append wakes every connection's writer (event-driven push).
-* SYNC_MASTER replica waits (:meth:`HAService.wait_for_replicas`) are futures resolved by acks, with the
-  ``slaveTimeout`` deadline; **improvement**: when the last connection closes, pending waits answer
-  SLAVE_NOT_AVAILABLE at once instead of waiting for the timeout (docs/broker_stub.md "Better than 4.9.8, same wire").
-* **Optional quorum** (``minInSyncSlaves`` = N > 1, alias key ``inSyncReplicas``; docs/protocol.md §7.1): a wait
-  completes when
-  N distinct live connections have acked the message's end offset; the entry check asks for N connections
-  less than ``haSlaveFallbehindMax`` behind; when fewer than N connections remain, pending waits answer
-  SLAVE_NOT_AVAILABLE at once. N = 1 is exactly the 4.9.8 rule above (the fastest slave decides).
-* **Address lists** (stub extension, :mod:`broker_stub.ha.allow_list`): peers outside ``haAllowedAddresses``
-  are closed at accept; with ``haReplicaAddresses`` only those peers' connections are *replicas* — every
-  rule above (``push2SlaveMaxOffset``, waits, ``isSlaveOK``, "slaves left") counts replicas only, while
-  other connections are served as readers.
+4.9.8's rules: docs/protocol.md §2.1, §2.8, §2.9; the ``minInSyncSlaves`` quorum and the early
+SLAVE_NOT_AVAILABLE: docs/broker_stub.md "Configuration keys" and "Better than 4.9.8, same wire"; the address
+lists (:mod:`broker_stub.ha.allow_list`): docs/security.md "HA port".
 """
 
 from __future__ import annotations
