@@ -1,22 +1,9 @@
-"""Command line of the broker stub (also ``hareplica broker ...``, which forwards every argument here).
+"""Command line of the broker stub (also ``hareplica broker ...``, which forwards every argument here): runs a
+broker or the name server, and the operator commands ``status`` and ``delete-expired``
+(:mod:`broker_stub.status`), with structured logs (:mod:`broker_stub.logs`).
 
-* ``python -m broker_stub -c broker.conf`` runs a broker. Options mirror ``mqbroker`` where they exist
-  (``-c`` config file, ``-p`` print the effective config and exit) plus ``--log-file``, ``--log-level`` and
-  ``--log-format kv|json``.
-* ``python -m broker_stub status ADDR [--json]`` prints a broker's role, offsets and HA connections
-  (:mod:`broker_stub.status`).
-* ``python -m broker_stub delete-expired ADDR`` sends DELETE_EXPIRED_COMMITLOG: one retention round now and
-  20 more armed (10 s apart), each deleting up to 10 of the oldest CommitLog files older than
-  ``fileReservedTime`` hours (never the last file) — docs/broker_stub.md "Retention".
-* ``python -m broker_stub namesrv [-c namesrv.conf] [--host H] [-p PORT]`` runs the name server.
-
-Logs are structured, one line per record on stderr (and the log file): ``kv`` (default) is
-``ts=... level=... logger=... <message with key=value pairs>``; ``json`` is one JSON object per line with
-``ts``, ``level``, ``logger``, ``message`` and ``fields`` (the message's ``key=value`` pairs), see
-:mod:`broker_stub.logs`. Exit codes:
-0 after a clean shutdown (SIGTERM/SIGINT), 1 when the broker cannot start (locked or inconsistent store, a
-CommitLog recovery that would lose data, port in use), 2 for a rejected ``broker.conf`` (one line naming
-the key and value) and when a status/delete-expired target cannot be reached.
+Commands, options, log formats and exit codes: docs/broker_stub.md "Commands" and "Metrics and logs"; what
+``delete-expired`` deletes: docs/broker_stub.md "What it does (RocketMQ 4.9.8 behaviour)", "Retention".
 """
 
 from __future__ import annotations

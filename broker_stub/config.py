@@ -1,44 +1,11 @@
-"""Broker stub configuration: RocketMQ 4.9.8 property names and upstream defaults.
+"""Broker stub configuration: reads a real ``broker.conf`` into :class:`BrokerConfig`, :class:`NettyServerConfig`,
+:class:`NettyClientConfig` and :class:`MessageStoreConfig` as RocketMQ 4.9.8's ``BrokerStartup`` maps it
+(``MixAll.properties2Object``), with 4.9.8's property names and defaults
+(``tests/fixtures/rocketmq-4.9.8/broker_config.properties`` lists every key as a real broker reports it).
 
-A real ``broker.conf`` (``java.util.Properties`` syntax) is read into four objects, exactly as
-``BrokerStartup`` maps it with ``MixAll.properties2Object``: :class:`BrokerConfig`,
-:class:`NettyServerConfig`, :class:`NettyClientConfig` and :class:`MessageStoreConfig`. Field names are
-the property names; defaults are the 4.9.8 ones (``tests/fixtures/rocketmq-4.9.8/broker_config.properties``
-lists every key as a real broker reports it).
-
-Roles and flush types: every 4.9.8 ``brokerRole`` (ASYNC_MASTER, SYNC_MASTER, SLAVE) and ``flushDiskType``
-(ASYNC_FLUSH, SYNC_FLUSH) runs. DLedger mode is refused.
-
-Stub-only keys (no 4.9.8 equivalent; names borrowed from RocketMQ 5.x where one exists with the same meaning):
-
-* ``minInSyncSlaves`` (default 1 = 4.9.8 behaviour): a SYNC_MASTER answers SEND_OK only once that many
-  distinct slaves (HA connections) have acked the message. The hareplica source's option of the same name
-  counts the same thing. ``inSyncReplicas`` is accepted as an alias key (:data:`CONFIG_KEY_ALIASES`) with
-  the stub's meaning; RocketMQ 5.x's ``inSyncReplicas`` counts the master too (5.x ``inSyncReplicas=2`` is
-  ``minInSyncSlaves=1`` here).
-* ``metricsPromExporterPort`` (default 0 = off) / ``metricsPromExporterHost`` (default ``brokerIP1``): the
-  Prometheus text endpoint (5.x names).
-* ``cutCorruptCommitLogOnRecover`` (default false): recovery may end the CommitLog at an invalid record
-  followed by data, moving that data to ``quarantine/`` (:mod:`broker_stub.store.quarantine`); false
-  refuses to start instead.
-* ``autoMessageVersionOnTopicLen`` (default false; 5.x's key, whose default is true): true stores a
-  ``%RETRY%`` topic longer than 127 characters as 5.x's MessageVersion V2 record
-  (:mod:`broker_stub.store.commit_log`); false refuses it with MESSAGE_ILLEGAL, as 4.9.8.
-
-Deliberate differences from upstream, all documented on the fields they touch:
-
-* ``listenPort`` defaults to 10911 (``BrokerStartup`` sets it; ``NettyServerConfig`` itself says 8888).
-* ``haListenPort``: upstream always overwrites it with ``listenPort + 1`` (issue #6537); the stub honours an
-  explicitly configured value and otherwise uses ``listenPort + 1`` (the fix of PR #6538).
-* ``brokerIP1`` defaults to ``127.0.0.1`` instead of an auto-detected interface, and the stub *binds* the
-  remoting port there (upstream binds every interface). The HA port binds ``brokerIP2`` (default:
-  ``brokerIP1``), the address a master advertises as ``haServerAddr``. The HA port has no authentication
-  (docs/protocol.md §7.2), so loopback is the safe default; set ``brokerIP1=0.0.0.0``-style addresses deliberately.
-* Malformed numbers and booleans, numbers outside their Java type or range, bad addresses, paths and
-  ``deleteWhen`` values are startup errors naming the key and value (upstream silently ignores or clamps
-  them; rules in :mod:`broker_stub.config_rules`); a file that is not properties text is refused.
-* Keys the file holds that no config object knows are kept and reported by GET_BROKER_CONFIG, as the
-  real broker does (``Configuration.registerConfig``).
+Each deliberate difference is documented on the field it touches; the rules that refuse a value live in
+:mod:`broker_stub.config_rules`. The keys, the stub-only ones and the checks: docs/broker_stub.md "Configuration
+keys (RocketMQ names, 4.9.8 defaults)"; ports and bind addresses: docs/broker_stub.md "Ports".
 """
 
 from __future__ import annotations

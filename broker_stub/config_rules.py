@@ -1,22 +1,8 @@
-"""Range and format rules for every ``broker.conf`` key (docs/broker_stub.md "Configuration keys").
-
-RocketMQ 4.9.8 reads ``broker.conf`` with ``MixAll.properties2Object``, which converts each value to its
-field's Java type and silently ignores what does not convert, and checks almost nothing else. The stub
-refuses, at start-up and with one line naming the key and the value (:class:`BrokerConfigError`):
-
-* any number outside its Java type (``int``: −2^31..2^31−1; ``long``: −2^63..2^63−1) — 4.9.8 would
-  throw NumberFormatException and keep the default — and any negative number: no 4.9.8 key gives a
-  negative value a meaning;
-* the keys in :data:`POSITIVE_KEYS` at 0 (sizes, intervals and counts that must be at least 1);
-* the specific rules of :func:`check_ranges` (ports, ratios, file sizes, addresses, ``deleteWhen``, paths);
-* keys that contradict each other (:func:`check_consistency`): a ``maxMessageSize`` set above its default
-  whose largest message cannot fit one CommitLog file, ``haHousekeepingInterval`` not above ``haSendHeartbeatInterval``,
-  ``defaultTopicQueueNums`` above the 1024 queues of 4.9.8's largest built-in topic;
-* at start only (:func:`check_environment`, which touches DNS and the disk): ``brokerIP1``/``brokerIP2``/
-  ``metricsPromExporterHost`` names that do not resolve, and store paths that cannot be created or written.
-
-``diskMaxUsedSpaceRatio``: 4.9.8's getter clamps the value into 10..95; the stub refuses values outside
-10..95 instead, so a typo such as ``500`` is not silently read as 95.
+"""Range and format rules for every ``broker.conf`` key: type ranges, :data:`POSITIVE_KEYS`, the per-key rules of
+:func:`check_ranges`, keys that contradict each other (:func:`check_consistency`) and, at start only, DNS and
+disk checks (:func:`check_environment`); a broken rule is one :class:`BrokerConfigError` line naming key and
+value. The rules and why 4.9.8 gets them wrong: docs/broker_stub.md "Configuration keys (RocketMQ names, 4.9.8
+defaults)".
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Broker metadata tables besides topics (RocketMQ 4.9.8 ``ConsumerOffsetManager``, ``SubscriptionGroupManager``,
-the ``ScheduleMessageService`` delay offsets), persisted as JSON under ``{storePathRootDir}/config/``.
+the ``ScheduleMessageService`` delay offsets), persisted as ``consumerOffset.json``, ``subscriptionGroup.json``
+and ``delayOffset.json`` under ``{storePathRootDir}/config/``, each written atomically (temp file + rename).
 
-* ``consumerOffset.json``: ``{"offsetTable": {"topic@group": {queueId: offset}}}`` (queue offsets are
-  ConsumeQueue entry counts; queueIds are Integer keys, written bare).
-* ``subscriptionGroup.json``: ``{"dataVersion": {...}, "subscriptionGroupTable": {group: config}}``.
-* ``delayOffset.json``: ``{"offsetTable": {level: offset}}`` — written by a master's ScheduleMessageService
-  (:mod:`broker_stub.store.schedule`, fastjson layout); a slave stores the master's text verbatim (docs/protocol.md
-  §3.2).
-
-The stub writes what 4.9.8 writes for the same tables (docs/protocol.md §4.7): GET_ALL_* answers are
-``encode(false)`` (compact fastjson text), the files ``encode(true)`` (pretty text), each map in the iteration
-order of the ``ConcurrentHashMap`` 4.9.8 keeps it in. It reads fastjson's text, whose integer map keys are bare
-(:func:`broker_stub.javautil.fastjson_loads`), so a real master's tables sync too.
-Files are written atomically (temp file + rename). A ``dataVersion`` is ``{"counter": n, "timestamp": ms}``.
+Files and GET_ALL_* answers are fastjson's text for the same tables, read back with
+:func:`broker_stub.javautil.fastjson_loads` (bare integer keys), so a real master's tables sync too: the tables
+docs/protocol.md §3.2, the text §4.7.
 """
 
 from __future__ import annotations

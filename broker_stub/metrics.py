@@ -1,28 +1,6 @@
-"""Prometheus text endpoint of a broker (prometheus-client), enabled by ``metricsPromExporterPort`` > 0.
-
-Served at ``http://{metricsPromExporterHost or brokerIP1}:{metricsPromExporterPort}/metrics`` by
-prometheus-client's HTTP server thread. Each scrape takes one consistent snapshot on the broker's event
-loop (2 s timeout) — the same figures as ``broker_stub status``. Offsets and sizes are bytes; times ms.
-
-=============================================== ========= ================================================
-metric                                          type      meaning
-=============================================== ========= ================================================
-rocketmq_broker_info                            gauge     1, labels brokerName, brokerRole, brokerId, cluster
-rocketmq_commitlog_min_offset_bytes             gauge     commitLogMinOffset
-rocketmq_commitlog_max_offset_bytes             gauge     commitLogMaxOffset
-rocketmq_dispatch_behind_bytes                  gauge     CommitLog bytes not yet in ConsumeQueues
-rocketmq_put_messages_total                     counter   messages stored since start
-rocketmq_put_failed_total                       counter   sends refused since start
-rocketmq_ha_push2slave_max_offset_bytes         gauge     highest ack of any HA connection
-rocketmq_ha_connections                         gauge     HA connections
-rocketmq_ha_connection_slave_ack_offset_bytes   gauge     last ack, label peer
-rocketmq_ha_connection_lag_bytes                gauge     commitLogMaxOffset − ack, label peer
-rocketmq_ha_connection_ms_since_last_read       gauge     label peer
-rocketmq_ha_connection_sent_bytes_total         counter   CommitLog bytes pushed, label peer
-rocketmq_ha_connection_requested_offset_missing gauge     1 when the peer asked for a deleted offset
-rocketmq_ha_client_connected                    gauge     slave only: 1 while connected to its master
-rocketmq_ha_client_master_phy_offset_bytes      gauge     slave only: end of the last frame received
-=============================================== ========= ================================================
+"""Prometheus text endpoint of a broker (prometheus-client), enabled by ``metricsPromExporterPort`` > 0: a scrape
+takes one snapshot on the broker's event loop from prometheus-client's HTTP server thread. The metrics, their
+types and units: docs/broker_stub.md "Metrics and logs".
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""Name rules and table caps for what anonymous clients can make the broker stub store (docs/security.md
-"Names and caps").
-
-* Topic names: RocketMQ 4.9.8 ``TopicValidator.validateTopic`` — not blank, only ``^[%|a-zA-Z0-9_-]+$``,
-  at most 127 characters (:func:`connector.protocol.topics.validate_topic`).
-* Group names: the rules the 4.9.8 *client* applies before it sends a group (``Validators.checkGroup``) —
-  not blank, at most 255 characters, the same character set as topics. A 4.9.8 broker checks nothing here;
-  the stub refuses a heartbeat, pull or offset commit naming a group that breaks them, so ``../`` or a
-  newline never reaches ``subscriptionGroup.json``, ``topics.json`` (the group's ``%RETRY%`` topic) or
-  ``consumerOffset.json``. A retry topic ``%RETRY%<group>`` may therefore be up to 262 characters, as a
-  4.9.8 broker creates it without the topic length check.
-* Caps (stub-only keys, RocketMQ has none): ``maxTopicConfigNums`` topics and ``maxSubscriptionGroupNums``
-  groups in the tables; past them nothing more is *created* by a send, a heartbeat or a pull (existing
-  entries keep working).
+"""Name rules and table caps for what anonymous clients can make the broker stub store: topic names
+(:func:`connector.protocol.topics.validate_topic`), group names (4.9.8's client-side ``Validators.checkGroup``
+rules, which the stub enforces so no odd name reaches a config file) and the ``maxTopicConfigNums`` /
+``maxSubscriptionGroupNums`` caps. The rules, refusals and why: docs/security.md "Names and caps".
 """
 
 from __future__ import annotations

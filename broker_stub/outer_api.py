@@ -1,23 +1,9 @@
-"""Name-server registration (RocketMQ 4.9.8 ``BrokerOuterAPI.registerBrokerAll`` run by BrokerController,
-docs/protocol.md §3.1).
+"""Name-server registration (RocketMQ 4.9.8 ``BrokerOuterAPI.registerBrokerAll`` run by BrokerController):
+REGISTER_BROKER (103) at start, every ``registerNameServerPeriod`` and at once when a topic is created,
+UNREGISTER_BROKER (104) at shutdown, and a SLAVE's use of the answer (its HA master and metadata addresses).
 
-Every broker with ``namesrvAddr`` (``;``-separated) sends REGISTER_BROKER (103) to each name server at start
-and then every ``registerNameServerPeriod`` ms (bounded to 10–60 s as upstream), with a
-``registerBrokerTimeoutMills`` (6 s) timeout:
-
-* header ``brokerAddr`` (brokerIP1:listenPort), ``brokerId``, ``brokerName``, ``clusterName``,
-  ``haServerAddr`` (brokerIP2:haListenPort), ``compressed=false``, ``bodyCrc32`` (CRC32 & 0x7FFFFFFF of the body);
-* body ``RegisterBrokerBody`` JSON: ``{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion",
-  "topicConfigTable"}}`` — the bytes ``RegisterBrokerBody.encode(false)`` writes (docs/protocol.md §4.7).
-
-A SLAVE uses the answer (``RegisterBrokerResponseHeader``): ``haServerAddr`` becomes its HA master address
-unless ``haMasterAddress`` pins one (``updateMasterHAServerAddrPeriodically``), and ``masterAddr`` is where
-SlaveSynchronize fetches metadata. **Improvement**: a slave that has not learned its master yet registers
-again after 1 s, 2 s, 4 s… (up to the period) instead of waiting the full 30 s.
-
-A topic created by a send or a consumer heartbeat triggers a registration at once (as 4.9.8's
-``createTopicInSendMessageMethod`` does), so routes to new topics appear without waiting for the period.
-At shutdown the broker sends UNREGISTER_BROKER (104) to every name server (best effort, 1 s).
+The request, the answer and the periods: docs/protocol.md §3.1, the body's text §4.7; the faster re-registration
+of a slave that has no master yet: docs/broker_stub.md "Better than 4.9.8, same wire".
 """
 
 from __future__ import annotations

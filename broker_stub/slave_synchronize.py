@@ -1,20 +1,10 @@
-"""Slave metadata sync (RocketMQ 4.9.8 ``SlaveSynchronize``, docs/protocol.md §3.2).
+"""Slave metadata sync (RocketMQ 4.9.8 ``SlaveSynchronize``): on a SLAVE, every 10 s, the topic table (from the
+master's VIP port), consumer offsets, delay offsets and subscription groups are fetched and stored under
+``config/``; a failed step is logged and the next one still runs.
 
-On a SLAVE, 3 s after start and then every 10 s, four requests go to the master (3 s timeout each, no
-header, no body); a failed step is logged and the next one still runs:
-
-1. GET_ALL_TOPIC_CONFIG (21) on the master's **VIP port** (port − 2): when its ``dataVersion`` differs from
-   the slave's, the whole topic table is replaced and persisted (``config/topics.json``);
-2. GET_ALL_CONSUMER_OFFSET (43): merged into the slave's table (entries are never removed) and persisted
-   (``config/consumerOffset.json``);
-3. GET_ALL_DELAY_OFFSET (45): the text is written verbatim to ``config/delayOffset.json``;
-4. GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): replaced when the ``dataVersion`` differs
-   (``config/subscriptionGroup.json``).
-
-The master address is the ``masterAddr`` a name server returned to this slave's registration. Stub
-additions: without a name server it is derived from a pinned ``haMasterAddress`` (HA port − 1, the upstream
-port convention; 4.9.8 would never sync then), and when the VIP port does not answer the topic request
-is retried on the main port.
+The steps and what the slave does with each answer: docs/protocol.md §3.2; the stub's additions (a master
+derived from a pinned ``haMasterAddress``, the main-port fallback): docs/broker_stub.md "Better than 4.9.8, same
+wire".
 """
 
 from __future__ import annotations

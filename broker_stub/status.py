@@ -1,15 +1,7 @@
-"""``broker_stub status ADDR`` and ``broker_stub delete-expired ADDR``: operator commands over remoting.
-
-``status`` asks a broker for GET_BROKER_RUNTIME_INFO (28) and prints its role, CommitLog min/max offsets,
-``push2SlaveMaxOffset``, the dispatch backlog and every HA connection (peer, slaveAckOffset, lag bytes, ms
-since the last read, whether the requested offset is missing); on a slave also its master address,
-``masterPhyOffset`` and whether it is connected. ``--json`` prints the parsed table as JSON instead. A real
-4.9.8 broker lacks the stub's HA keys: they are shown as "n/a".
-
-``delete-expired`` sends DELETE_EXPIRED_COMMITLOG (329) and prints the CommitLog min offset afterwards.
-
-Exit codes: 0 on success, 2 when the broker cannot be reached or answers with an error. The requests go
-through :class:`connector.client.admin.BrokerAdminClient`; this module only formats.
+"""``broker_stub status ADDR`` and ``broker_stub delete-expired ADDR``: operator commands over remoting. The
+requests go through :class:`connector.client.admin.BrokerAdminClient`; this module only formats (a real 4.9.8
+broker's missing HA keys show as "n/a"). Output and exit codes: docs/broker_stub.md "Commands"; what
+``delete-expired`` does: docs/broker_stub.md "What it does (RocketMQ 4.9.8 behaviour)", "Retention".
 """
 
 from __future__ import annotations

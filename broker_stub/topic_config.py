@@ -1,14 +1,7 @@
-"""Topic configuration table (RocketMQ 4.9.8 ``TopicConfigManager`` / ``TopicConfig``).
-
-The table starts with the system topics a 4.9.8 broker creates (SELF_TEST_TOPIC, TBW102 when
-``autoCreateTopicEnable``, BenchmarkTest, the cluster and broker-name topics, OFFSET_MOVED_EVENT,
-SCHEDULE_TOPIC_XXXX with 18 queues, ``<cluster>_REPLY_TOPIC``); a send to an unknown topic creates it from
-its default topic (normally TBW102) with ``min(client defaultTopicQueueNums, TBW102 queues)`` queues —
-TBW102 has ``defaultTopicQueueNums`` (8) queues, the Java client asks for 4. The table is persisted as
-``{storePathRootDir}/config/topics.json`` (TopicConfigSerializeWrapper JSON with ``dataVersion``, fastjson's
-pretty text as ``ConfigManager.persist`` writes it); GET_ALL_TOPIC_CONFIG serves the compact text to slaves
-(``replace_from_master`` applies it there). Both are byte-identical to 4.9.8's for the same table, whose
-``ConcurrentHashMap(1024)`` order the text follows (docs/protocol.md §4.7).
+"""Topic configuration table (RocketMQ 4.9.8 ``TopicConfigManager`` / ``TopicConfig``): the system topics a broker
+starts with, topics created from a default topic, ``config/topics.json`` and the compact text
+GET_ALL_TOPIC_CONFIG serves (``replace_from_master`` applies it on a slave). The rules: docs/protocol.md §3.3;
+the text: §4.7.
 """
 
 from __future__ import annotations
