@@ -1,29 +1,11 @@
 """The driver's side of a micro-batch: one Delta commit carrying ``txn(appId, batchId)``, or a skipped replay.
 
-docs/delta.md "2. The sink". One committer for every writer of this project: the streaming sink
-(``format("deltalake")``), ``write_batch`` (foreachBatch) and the direct landing all hand the commit
-messages of a batch's tasks to :meth:`DeltaBatchCommitter.commit`, and a failed batch to
-:meth:`DeltaBatchCommitter.abort`.
-
-- ``commit`` adds every file of the batch in ONE Delta transaction that also carries
-  ``txn(appId, version=batchId)`` (Delta protocol "Transaction Identifiers"), using the ``deltalake``
-  (delta-rs) library. The first commit creates the table. If the table already holds the batch
-  (:func:`batch_already_committed`), the batch is a replay (the process died after the Delta commit
-  and before Spark wrote its commit log): the files this replay wrote are removed and nothing is
-  committed. Together with Spark's checkpoint this gives exactly-once.
-- ``abort`` removes the files listed in the messages and, unless the batch did commit, every other file
-  named for this appId and batch (tasks Spark cancelled report nothing), except files the table references.
-
-Rules that keep committed data safe: a file is only ever deleted through
-:func:`connector.delta.files.delete_unreferenced_files`, so never while the current table snapshot
-references it; every file name carries a random UUID, so names never collide. File names start with
-``part-<appTag>-b<batchId>-`` (connector.delta.file_names), so after a fresh commit of batch N the files
-that earlier attempts of batch N left in the same folders (a run killed before its commit, a task attempt
-whose result Spark dropped) are removed too. Files of other appIds and batches are never touched;
-anything still left is for ``connector.delta.maintenance.remove_orphan_files``.
-
-Empty batches are committed too (a commit with no files, carrying the txn), so the table's transaction
-version always equals the last batchId Spark finished and a replay of an empty batch is still recognised.
+:class:`DeltaBatchCommitter` is the one committer of the sink (``format("deltalake")``), ``write_batch`` and the
+direct landing: :meth:`DeltaBatchCommitter.commit` adds a batch's files in one delta-rs transaction (empty
+batches too), :meth:`DeltaBatchCommitter.abort` removes a failed batch's files. Files are deleted only through
+:func:`connector.delta.files.delete_unreferenced_files`. Crash points, the replay rule
+(:func:`batch_already_committed`) and which files are removed: docs/delta.md "2. The sink", "Exactly once" and
+"The replay rule".
 """
 
 from __future__ import annotations

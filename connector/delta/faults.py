@@ -1,18 +1,7 @@
-"""Fault injection at the Delta writers' commit points, for the crash tests (``tests/faults/test_delta_*.py``).
-
-When the environment variable ``HAREPLICA_DELTA_FAULT`` is ``POINT:BATCH`` or ``POINT:BATCH:TABLE``
-(TABLE = the last path element of the table location), the writer stops at that point of that micro-batch:
-
-- ``after-task-write``: on an executor, after the task closed its Parquet files, before it returns them;
-- ``before-delta-commit``: on the driver, every task's files are written, the Delta commit not yet made;
-- ``after-delta-commit``: the Delta commit of the batch is made, Spark has not yet written its commit log
-  (the files of earlier attempts of the batch are not yet removed either).
-
-With ``HAREPLICA_DELTA_FAULT_MARKER=/some/file`` the process writes that file (JSON: point, batchId,
-table, pid) and then waits up to ``HAREPLICA_DELTA_FAULT_PAUSE_S`` seconds (default 600) for the test to
-SIGKILL it; without a marker it raises :class:`InjectedFaultError` at once. Workers inherit the
-environment of the driver process, so setting the variables before the application starts suffices.
-Unset (the default), the points cost one dictionary lookup.
+"""Fault injection at the Delta writers' commit points, for the crash tests (``tests/faults/test_delta_*.py``):
+``HAREPLICA_DELTA_FAULT=POINT:BATCH[:TABLE]`` stops a writer at that point, with a marker file and a wait to be
+killed, or with :class:`InjectedFaultError`. Workers inherit the driver's environment; unset, a point costs one
+dictionary lookup. The points and variables: docs/delta.md "2. The sink", "Fault injection".
 """
 
 from __future__ import annotations

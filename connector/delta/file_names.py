@@ -1,19 +1,10 @@
-"""Names of the files in a Delta table folder: the data files this project writes, and Delta's log files.
+"""Names of the files in a Delta table folder: the data files this project writes, and Delta's log files
+(``<version:20 digits>.json`` commits, ``<version>.checkpoint[.<part>.<parts>].parquet`` checkpoints; Delta
+protocol "Delta Log Entries" and "Checkpoints").
 
-Data files. Every Parquet file a task of the sink, the direct landing or ``write_batch`` writes is named
-
-    ``part-<appTag>-b<batchId>-p<partitionId>-a<attempt>-<uuid><codec>.parquet``
-
-(``b<batchId>-`` is left out when Spark gives the task no batch id): ``appTag`` is 8 hex digits of
-SHA-256 of the Delta txn appId (:func:`app_tag`), ``batchId`` 6 digits or more, ``partitionId`` 5 digits
-or more, ``attempt`` the Spark task attempt, ``uuid`` a random UUID (names never collide) and ``codec``
-the codec infix Spark uses (``.snappy``, ``.zstd``... or nothing). The functions below write the names;
-:data:`SINK_FILE_PREFIX` and :data:`SINK_FILE_NAME` are built from the same pieces, so the listing of a
-batch's attempts (:func:`batch_file_prefix`), orphan detection (connector.delta.maintenance) and the
-"is this folder empty" rule (connector.delta.location) all read the names the writers write.
-
-Delta log files (Delta protocol "Delta Log Entries" and "Checkpoints"): ``<version:20 digits>.json``
-commits and ``<version>.checkpoint[.<part:10 digits>.<parts:10 digits>].parquet`` checkpoints.
+The functions here write the data-file names and :data:`SINK_FILE_PREFIX` / :data:`SINK_FILE_NAME` are built from
+the same pieces, so a batch's attempts (:func:`batch_file_prefix`), orphan detection and the "is this folder empty"
+rule all read the names the writers write. The scheme: docs/delta.md "2. The sink", "Exactly once".
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
-"""Table locations: open a Delta table with a one-line error naming the path, and create tables only where asked.
-
-docs/delta.md, "Table locations". Two rules every writer and reader of this project follows:
-
-- A folder whose ``_delta_log`` cannot be read (random bytes in ``00000000000000000000.json``, a torn
-  checkpoint) is reported in one line naming the table and, for a local table, the first log file that
-  is not what the Delta protocol says it is (a commit file holds one JSON action per line; a checkpoint
-  is a Parquet file) — never delta-rs's multi-line error with its Rust backtrace.
-- A table is created only in a missing or empty folder. A folder that is not a Delta table (no readable
-  ``_delta_log``) and holds other files is refused unless the writer asks for it
-  (``createTableInNonEmptyPath``). Hidden entries (names starting with ``.`` or ``_``), empty folders
-  and files named like this project's data files (connector.delta.file_names: a first batch killed
-  before its commit, or another writer's first batch still being committed, left them) do not make a
-  folder non-empty.
+"""Table locations: open a Delta table with a one-line error naming the path and the first broken log file (never
+delta-rs's multi-line error), and create tables only in a missing or empty folder unless
+``createTableInNonEmptyPath``. The rules and what counts as empty: docs/delta.md "2. The sink", "Table locations".
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
-"""Upkeep of the Delta tables the sink writes: compaction, checkpoints, vacuum and orphan-file removal.
-
-docs/delta.md "3. Maintenance" (small files are handled by compaction). Compaction, checkpoints and vacuum are delta-rs
-operations (``DeltaTable.optimize.compact``, ``create_checkpoint``, ``vacuum``); this module only puts
-them behind one call the apps and ``hareplica maintain`` can schedule.
-
-Orphan files are Parquet files the sink wrote but no commit ever referenced: a process killed after its
-tasks wrote files and before the Delta commit, or a task attempt whose result Spark discarded. The sink
-already removes the files of replayed, aborted and failed batches it knows about; the rest are found
-here by listing the table folder. A file is an orphan only if all of these hold:
-
-- its name has the sink's pattern (``part-<appTag>-[b<batchId>-]p<partition>-a<attempt>-<uuid>...``,
-  connector.delta.file_names), so files of other writers (delta-rs optimize, Spark) are never touched;
-- no ``add`` or ``remove`` action of the log names it (the latest checkpoint plus every later commit),
-  so live files and tombstones still inside the vacuum retention are kept (time travel keeps working);
-- it is older than the grace period, so files of a batch still being written are kept.
+"""Upkeep of the Delta tables the sink writes: compaction, checkpoints and vacuum (delta-rs operations behind one
+call the apps and ``hareplica maintain`` can schedule) and orphan-file removal (:func:`find_orphan_files`: Parquet
+files the sink wrote that no commit references). The steps, the orphan rules and the schedule: docs/delta.md
+"3. Maintenance" and "2. The sink `format(\"deltalake\")`".
 """
 
 from __future__ import annotations

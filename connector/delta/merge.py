@@ -1,30 +1,10 @@
-"""Upsert a micro-batch into a Delta table with one MERGE carrying ``txn(appId, batchId)``, exactly once.
+"""Upsert a micro-batch into a Delta table with one MERGE carrying ``txn(appId, batchId)``, exactly once: for
+``foreachBatch`` queries in output mode ``update`` whose batches hold the full current value of each changed key
+(gold). The same commit can set a flag column on rows the batch does not hold (:class:`FinalizeRows`).
 
-docs/delta.md "4. The apps" (gold). For ``foreachBatch`` queries in output mode ``update`` whose batches
-hold the full current value of each changed key (Spark's streaming aggregation): a row of the batch
-replaces the table's row with the same key, or is inserted. One Delta commit per batch does it, and
-the same commit can also set a flag column on table rows the batch does not hold (:class:`FinalizeRows`,
-e.g. gold marking the windows the watermark has passed). The commit records ``txn(appId, batchId)``
-like every writer of this project (connector.delta.commit), and a batch the table already holds (a replay
-after a crash between the Delta commit and Spark's commit log; docs/delta.md "The replay rule",
-:func:`connector.delta.commit.batch_already_committed`) is skipped, so a batch lands once. Replaying a
-batch that did not commit is harmless anyway: its rows are the full values of its keys, and upserting
-them again gives the same table.
-
-Two writers, one rule:
-
-- :func:`merge_batch`: delta-rs (``DeltaTable.merge``, ``CommitProperties(app_transactions=...)``) on
-  the driver, for the ``deltalake`` sink; the batch is collected as Arrow, so it must be small (an
-  aggregate's changed keys, not raw events);
-- :func:`spark_merge_batch`: Spark's ``MERGE INTO`` on ``format("delta")`` with Delta's idempotent
-  DML settings ``spark.databricks.delta.write.txnAppId`` / ``txnVersion``, for the ``delta`` sink.
-
-The first batch creates the table (every row an insert) with the same txn. Keys are compared with
-``IS NOT DISTINCT FROM``, so a null group value is a key like any other. A delta-rs MERGE that changes
-nothing makes no commit; the txn is then committed alone (as connector.delta.commit does for empty
-batches), so the table's txn version is the last batch merged. Spark's side materialises the batch
-before its MERGE: Spark requires a foreachBatch of a stateful query to read every partition of the
-batch, also when Delta skips a replayed MERGE without reading its source.
+Two writers, one rule: :func:`merge_batch` (delta-rs on the driver, the batch collected as Arrow, so it must be
+small) and :func:`spark_merge_batch` (Spark's ``MERGE INTO`` with Delta's idempotent DML settings). The rules:
+docs/delta.md "The replay rule" and "4. The apps", "gold → table `gold_orders_per_minute`".
 """
 
 from __future__ import annotations

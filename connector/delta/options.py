@@ -1,24 +1,6 @@
-"""Options of ``format("deltalake")`` (and of ``write_batch`` and the direct landing, which pass the same map).
-
-Options (case-insensitive, as Spark passes them):
-
-=================  ==========================================================================
-``path``           table location (required; ``.start(path)`` passes it). Local path or URI.
-``appId``          Delta txn application id (required): stable per query, e.g. derived from the
-                   checkpoint location (:func:`app_id_from_checkpoint`). Two queries writing one
-                   table need different appIds, and so does a query restarted with a NEW
-                   checkpoint (its batch ids start at 0 again, and batches up to the old txn
-                   version would be skipped as replays).
-``partitionBy``    comma-separated partition columns (default: the existing table's, else none).
-                   Spark 4.2 does not pass ``DataStreamWriter.partitionBy(...)`` to Python data
-                   sources, so this option is the only way to partition.
-``targetFileSize`` bytes per Parquet file before rolling (default 104857600, delta-rs's default
-                   ``delta.targetFileSize``).
-``compression``    Parquet codec: snappy (default, as Spark), zstd, gzip, lz4, brotli, none.
-``createTableInNonEmptyPath``  ``true`` creates the table in a folder that holds other files;
-                   default ``false`` refuses (connector.delta.location: only a missing or empty
-                   folder becomes a table).
-=================  ==========================================================================
+"""Options of ``format("deltalake")`` (and of ``write_batch`` and the direct landing, which pass the same map),
+case-insensitive as Spark passes them, and :func:`app_id_from_checkpoint`. The options, their defaults and why
+the appId must change with the checkpoint: docs/delta.md "2. The sink `format(\"deltalake\")`".
 """
 
 from __future__ import annotations

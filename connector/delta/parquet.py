@@ -1,14 +1,8 @@
-"""The Parquet files of a write task: split by partition values, buffered into row groups, rolled at a size.
-
-Runs on executors. :class:`TaskFileWriter` takes a task's Arrow batches, writes Hive-style partition
-folders (connector.delta.partitions; partition columns are not stored in the files, as the Delta
-protocol requires), buffers each open file's rows into row groups, rolls a file at about
-``targetFileSize`` bytes, and describes each closed file as a
-:class:`connector.delta.messages.DataFileInfo` with its Delta statistics (connector.delta.stats).
-
-A file that cannot be written (a full file system above all) fails the task with one
-:class:`DeltaFileWriteError` line naming the file and the cause (docs/delta.md "2. The sink", "A full disk");
-the task's files are deleted and the batch is aborted, so a rerun lands it once.
+"""The Parquet files of a write task, on executors: :class:`TaskFileWriter` splits a task's Arrow batches into
+Hive-style partition folders (:mod:`connector.delta.partitions`), buffers row groups, rolls files at about
+``targetFileSize`` bytes and describes each closed file as a :class:`connector.delta.messages.DataFileInfo` with
+its Delta statistics. A file that cannot be written fails the task with one :class:`DeltaFileWriteError` line.
+The settings and why: docs/delta.md "2. The sink", "Parquet settings" and "A full disk".
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
-"""The streaming sink ``writeStream.format("deltalake")``: Parquet on executors, one Delta commit per batch.
+"""The streaming sink ``writeStream.format("deltalake")``: Parquet on executors, one Delta commit per batch, without
+Spark's Delta jars (Python data source API of pyspark 4.1+, ``DataSourceStreamArrowWriter``; on 4.0 a plain stream
+writer, :mod:`connector.spark_compat`).
 
-docs/delta.md "2. The sink". Spark's own Delta sink needs the delta-spark jars; this sink needs none. It follows the
-Python data source API of pyspark 4.1+ (``DataSourceStreamArrowWriter``; on 4.0 a plain stream writer, see
-connector.spark_compat):
-
-- ``write(iterator)`` runs on executors. It receives the micro-batch partition as pyarrow RecordBatches (Rows
-  on pyspark 4.0, converted to Arrow),
-  writes Parquet files into the table folder (connector.delta.parquet: Hive-style ``col=value/``
-  sub-folders for partition columns, files rolled at about ``targetFileSize`` bytes) and returns a
-  :class:`connector.delta.messages.DeltaLakeCommitMessage` describing every file: path relative to the
-  table root, size, partition values, modification time and Delta statistics (connector.delta.stats).
-- ``commit(messages, batchId)`` and ``abort(messages, batchId)`` run on the driver: one Delta
-  transaction carrying ``txn(appId, batchId)``, a replay skipped, a failed batch's files removed
-  (:class:`connector.delta.commit.DeltaBatchCommitter`, shared with ``write_batch`` and the direct landing).
-
-Options: connector.delta.options. Fault injection at the commit points: connector.delta.faults. A
-``_delta_log`` that cannot be read is a :class:`connector.delta.location.DeltaTablePathError` whose one
-line names the table and the broken log file.
+``write`` runs on executors and returns a :class:`connector.delta.messages.DeltaLakeCommitMessage` describing
+every file (:mod:`connector.delta.parquet`); ``commit`` and ``abort`` run on the driver through
+:class:`connector.delta.commit.DeltaBatchCommitter`. Options, exactly-once and errors: docs/delta.md "2. The sink
+`format(\"deltalake\")`".
 """
 
 from __future__ import annotations
