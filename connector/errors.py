@@ -116,6 +116,12 @@ class NotARocketMQBrokerError(BrokerAdminError):
     """The peer answered, but not with a RocketMQ remoting response (e.g. an HTTP or an echo server)."""
 
 
+class NameServerError(HAReplicaError):
+    """Discovery through the name server failed (docs/source.md "Discovery"): no name-server address answered
+    GET_BROKER_CLUSTER_INFO (the message names each address and why), or the route it gave has no
+    broker set to read."""
+
+
 class UnsupportedBrokerModeError(HAReplicaError):
     """The broker serves no HA protocol hareplica speaks (a DLedger CommitLog)."""
 

@@ -21,6 +21,7 @@ from connector.errors import AddressError, HAReplicaOptionError
 from connector.protocol.acl import AclCredentials, credentials
 from connector.protocol.address import join_host_port, split_host_port
 from connector.protocol.broker import listen_port_of_ha
+from connector.protocol.cluster_info import split_namesrv_addr
 from connector.protocol.ha import HA_HOUSEKEEPING_INTERVAL_MS
 from connector.protocol.topics import TOPIC_MAX_LENGTH, VALID_TOPIC
 from connector.settings import (
@@ -84,6 +85,13 @@ class SourceOptions:
     max_bytes_per_partition: int | None = OPTIONS.max_bytes_per_partition.default
     #: ``package.module:function`` the tasks apply to each batch (connector.source.task.transform)
     batch_transform: str | None = OPTIONS.batch_transform.default
+    #: the name servers the broker sets are found through (docs/source.md "Discovery"); () with ``brokers``,
+    #: whose sets and slaves the driver then replaces by what it discovers
+    namesrv_addr: tuple[str, ...] = ()
+    #: the clusters to read with ``namesrv_addr`` (None: every cluster the name server knows)
+    cluster_names: tuple[str, ...] | None = None
+    namesrv_poll_interval_ms: int = OPTIONS.namesrv_poll_interval_ms.default
+    new_broker_set_offsets: str = OPTIONS.new_broker_set_offsets.default
 
     def slaves_of(self, name: str) -> tuple[BrokerEndpoint, ...]:
         """The configured slaves of broker set ``name``, in option order."""
@@ -117,19 +125,13 @@ class SourceOptions:
         for key, value in opts.items():
             if key not in _KNOWN:
                 raise HAReplicaOptionError(key, value, f"unknown option; known options: {', '.join(_KNOWN.values())}")
-        brokers = parse_brokers(opts.get("brokers"))
+        discovery = parse_discovery(opts)
+        brokers = () if discovery else parse_brokers(opts.get("brokers"))
         names = [b.name for b in brokers]
         slaves = parse_slaves(opts.get("slaves"), names)
         read_from = value_of(opts, OPTIONS.read_from)
         min_in_sync_slaves = value_of(opts, OPTIONS.min_in_sync_slaves)
-        for name in names:
-            count = sum(1 for s in slaves if s.name == name)
-            if read_from == READ_FROM_SLAVE and count == 0:
-                raise _error(opts, OPTIONS.read_from, f"needs at least one slave of broker {name} in the slaves "
-                             "option")
-            if count < min_in_sync_slaves:
-                raise _error(opts, OPTIONS.min_in_sync_slaves, f"needs at least {min_in_sync_slaves} slave(s) of "
-                             f"broker {name} in the slaves option, found {count}")
+        check_slave_counts(brokers, slaves, read_from, min_in_sync_slaves, "in the slaves option")
         fetch = FetchSettings(
             **{attr: value_of(opts, getattr(OPTIONS, attr)) for attr in _FETCH_OPTION_ATTRS},
             credentials=_credentials(opts))
@@ -147,11 +149,12 @@ class SourceOptions:
         transform = value_of(opts, OPTIONS.batch_transform)
         if transform is not None:
             import_function(OPTIONS.batch_transform.name, transform)  # fails here, on the driver, not in every task
-        starting = parse_starting_offsets(opts.get(OPTIONS.starting_offsets.name.lower()), names)
+        starting = parse_starting_offsets(opts.get(OPTIONS.starting_offsets.name.lower()),
+                                          None if discovery else names)
         return cls(brokers=brokers, starting_offsets=starting,
                    max_bytes_per_trigger=max_bytes, fetch=fetch, decode=decode, slaves=slaves, read_from=read_from,
                    min_in_sync_slaves=min_in_sync_slaves, min_partitions=min_partitions,
-                   max_bytes_per_partition=max_part, batch_transform=transform)
+                   max_bytes_per_partition=max_part, batch_transform=transform, **discovery)
 
 
 #: the FetchSettings fields that are one option each (``credentials`` is built from two)
@@ -272,6 +275,63 @@ def parse_tag_expression(value: str, topic: str, expression: str) -> frozenset[s
     return tags
 
 
+def check_slave_counts(brokers: tuple[BrokerEndpoint, ...], slaves: tuple[BrokerEndpoint, ...], read_from: str,
+                       min_in_sync_slaves: int, where: str) -> None:
+    """Every broker set has the slaves ``read_from='slave'`` (one) and ``min_in_sync_slaves`` need; ``where``
+    says where the slaves came from (the slaves option, or the name server's route). Raises HAReplicaOptionError
+    naming the option and the broker set."""
+    for broker in brokers:
+        count = sum(1 for s in slaves if s.name == broker.name)
+        if read_from == READ_FROM_SLAVE and count == 0:
+            raise HAReplicaOptionError(OPTIONS.read_from.name, read_from,
+                                       f"needs at least one slave of broker {broker.name} {where}")
+        if count < min_in_sync_slaves:
+            raise HAReplicaOptionError(OPTIONS.min_in_sync_slaves.name, min_in_sync_slaves,
+                                       f"needs at least {min_in_sync_slaves} slave(s) of broker {broker.name} "
+                                       f"{where}, found {count}")
+
+
+def parse_discovery(opts: Mapping[str, str]) -> dict:
+    """The name-server options of Spark's option map (lower-cased keys) as SourceOptions fields, {} when
+    the name-server option (``namesrv_addr``) is not given (docs/source.md "Discovery").
+
+    Raises HAReplicaOptionError when both or neither of ``brokers`` and ``namesrv_addr`` are given, when
+    ``slaves`` comes with ``namesrv_addr`` (the route names the slaves), for an address that is not host:port,
+    and for a ``cluster_names`` that names no cluster or a name-server option without ``namesrv_addr``.
+    """
+    option, brokers = OPTIONS.namesrv_addr, OPTIONS.brokers
+    raw = opts.get(option.name.lower())
+    raw_brokers = opts.get(brokers.name.lower())
+    followers = (OPTIONS.cluster_names, OPTIONS.namesrv_poll_interval_ms, OPTIONS.new_broker_set_offsets)
+    if raw is None:
+        if raw_brokers is None or not str(raw_brokers).strip():
+            raise HAReplicaOptionError(brokers.name, raw_brokers, f"is required unless {option.name} is given, e.g. "
+                                       f"{brokers.name}=broker-a=10.0.0.1:10912 or {option.name}=10.0.0.1:9876")
+        for follower in followers:
+            if opts.get(follower.name.lower()) is not None:
+                raise _error(opts, follower, f"needs {option.name} (the broker sets here come from {brokers.name})")
+        return {}
+    if raw_brokers is not None:
+        raise HAReplicaOptionError(option.name, raw, f"give {brokers.name} or {option.name}, not both")
+    if opts.get(OPTIONS.slaves.name.lower()) is not None:
+        raise _error(opts, OPTIONS.slaves, f"cannot be given with {option.name}: the name server's route names "
+                     "each broker set's slaves")
+    try:
+        addrs = split_namesrv_addr(raw)
+    except AddressError as exc:
+        raise HAReplicaOptionError(option.name, raw, str(exc)) from None
+    clusters = None
+    raw_clusters = opts.get(OPTIONS.cluster_names.name.lower())
+    if raw_clusters is not None:
+        clusters = tuple(c.strip() for c in str(raw_clusters).split(",") if c.strip())
+        if not clusters:
+            raise _error(opts, OPTIONS.cluster_names, "names no cluster; give one or more brokerClusterName values "
+                         "joined by commas")
+    return {"namesrv_addr": addrs, "cluster_names": clusters,
+            "namesrv_poll_interval_ms": value_of(opts, OPTIONS.namesrv_poll_interval_ms),
+            "new_broker_set_offsets": value_of(opts, OPTIONS.new_broker_set_offsets)}
+
+
 def parse_slaves(value: str | None, broker_names: list[str]) -> tuple[BrokerEndpoint, ...]:
     """Parse ``slaves``: ``name=host:haPort[/host:remotingPort]`` entries (a name may repeat).
 
@@ -326,11 +386,12 @@ def parse_endpoints(value: str, option: str, *, unique_names: bool) -> tuple[Bro
     return tuple(out)
 
 
-def parse_starting_offsets(value: str | None, broker_names: list[str]) -> str | dict[str, int]:
+def parse_starting_offsets(value: str | None, broker_names: list[str] | None) -> str | dict[str, int]:
     """Parse the starting offsets: earliest | latest | JSON object broker → offset (>= 0, or -2 / -1).
 
     Raises HAReplicaOptionError (option ``OPTIONS.starting_offsets``) for anything else, for a JSON object that
-    misses a configured broker or names one that is not configured.
+    misses a configured broker or names one that is not configured. ``broker_names`` None (``namesrv_addr``):
+    the names are checked against the discovered broker sets when the query starts.
     """
     option = OPTIONS.starting_offsets.name
     if value is None:
@@ -347,14 +408,14 @@ def parse_starting_offsets(value: str | None, broker_names: list[str]) -> str | 
                                    'must be earliest, latest or a JSON object like {"broker-a": 12345}')
     offsets: dict[str, int] = {}
     for name, off in obj.items():
-        if name not in broker_names:
+        if broker_names is not None and name not in broker_names:
             raise HAReplicaOptionError(option, value, f"names broker {name!r} which is not in brokers "
                                        f"({', '.join(broker_names)})")
         if isinstance(off, bool) or not isinstance(off, int) or off < EARLIEST_OFFSET_SENTINEL:
             raise HAReplicaOptionError(option, value, f"offset of {name!r} must be an integer CommitLog "
                                        "offset >= 0, or -2 (earliest) / -1 (latest)")
         offsets[name] = off
-    missing = [n for n in broker_names if n not in offsets]
+    missing = [n for n in broker_names or () if n not in offsets]
     if missing:
         raise HAReplicaOptionError(option, value, f"has no offset for broker(s) {', '.join(missing)}")
     return offsets

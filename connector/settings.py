@@ -98,8 +98,22 @@ class OptionTable(Mapping[str, Option]):
 
 
 OPTIONS = OptionTable((
-    Option("brokers", "brokers", "str", REQUIRED, "the broker sets to read: brokerName=host:haPort[/host:port]"),
+    Option("brokers", "brokers", "str", None,
+           "the broker sets to read: brokerName=host:haPort[/host:port] (this or namesrvAddr)"),
     Option("slaves", "slaves", "str", None, "the slaves (or 5.x controller-mode members) of the broker sets"),
+    Option("namesrvAddr", "namesrv_addr", "str", None,
+           "find the broker sets through these name servers: host:port;host:port (this or brokers)",
+           mirrors="RocketMQ client namesrvAddr"),
+    Option("clusterName", "cluster_names", "str", None,
+           "with namesrvAddr: read only the broker sets of these clusters (comma-separated)",
+           mirrors="RocketMQ broker.conf brokerClusterName"),
+    Option("namesrvPollIntervalMs", "namesrv_poll_interval_ms", "int", 30_000,
+           "with namesrvAddr: ms between two route requests, asked before a micro-batch", minimum=1,
+           mirrors="RocketMQ ClientConfig pollNameServerInterval"),
+    Option("newBrokerSetOffsets", "new_broker_set_offsets", "choice", STARTING_OFFSETS_EARLIEST,
+           "with namesrvAddr: where a broker set that appears while the query runs starts",
+           choices=(STARTING_OFFSETS_EARLIEST, STARTING_OFFSETS_LATEST),
+           mirrors="Kafka source: new partitions start at earliest"),
     Option("readFrom", "read_from", "choice", READ_FROM_MASTER, "read partitions from the master or a slave",
            choices=(READ_FROM_MASTER, READ_FROM_SLAVE)),
     Option("minInSyncSlaves", "min_in_sync_slaves", "int", 0,

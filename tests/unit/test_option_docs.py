@@ -174,6 +174,8 @@ def test_parsed_defaults_are_the_table():
         "arrowMaxRecordsPerBatch": decode.max_records_per_batch, "arrowMaxBytesPerBatch": decode.max_bytes_per_batch,
         "fetchPrefetchChunks": fetch.prefetch_chunks, "batchTransform": opts.batch_transform,
         "accessKey": fetch.credentials, "secretKey": fetch.credentials,
+        "namesrvAddr": opts.namesrv_addr or None, "clusterName": opts.cluster_names,
+        "namesrvPollIntervalMs": opts.namesrv_poll_interval_ms, "newBrokerSetOffsets": opts.new_broker_set_offsets,
     }
     expected = {name: default for name, default in OPTION_DEFAULTS.items() if name != "brokers"}
     assert parsed == expected

@@ -1,0 +1,268 @@
+"""Broker sets found through RocketMQ name servers (``SourceOptions.namesrv_addr``) and followed while the query runs
+(docs/source.md "Discovery").
+
+The driver asks a name server GET_BROKER_CLUSTER_INFO (:class:`connector.client.namesrv.NameServerClient`),
+keeps the broker sets of the chosen clusters, asks each member GET_BROKER_CONFIG for its ``haListenPort`` and
+mode, and turns the result into the same :class:`connector.options.BrokerEndpoint` lists the ``brokers`` and
+``slaves`` options give (:meth:`Discovery.options`). It asks again at most every ``namesrv_poll_interval_ms``,
+and only on the driver; :func:`diff` says what changed. Tasks never talk to a name server.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from connector.client.admin import BrokerAdminClient
+from connector.client.namesrv import NameServerClient
+from connector.errors import (
+    AddressError,
+    BrokerAdminError,
+    HAReplicaOptionError,
+    NameServerError,
+    UnsupportedBrokerModeError,
+)
+from connector.options import BrokerEndpoint, SourceOptions, check_slave_counts
+from connector.protocol.address import split_host_port
+from connector.protocol.broker import ha_listen_port
+from connector.protocol.cluster_info import BrokerData, ClusterInfo
+from connector.protocol.ha import HA_PROTOCOL_CLASSIC
+from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH
+from connector.settings import OPTIONS
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveredSet:
+    """One broker set as the route and its members' configs describe it.
+
+    ``master``: the endpoint of brokerId 0 (None when the route has no master or its config could not be
+    read); ``slaves``: the other members that answered, in brokerId order; ``protocol``: ``"classic"`` or
+    ``"autoswitch"`` (5.x controller mode).
+    """
+
+    name: str
+    cluster: str
+    master: BrokerEndpoint | None
+    slaves: tuple[BrokerEndpoint, ...]
+    protocol: str = HA_PROTOCOL_CLASSIC
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What changed between two topologies, each a tuple of brokerNames: sets that ``appeared``, sets that
+    ``left`` the route (or lost their master), sets whose master ``moved`` to another address."""
+
+    appeared: tuple[str, ...] = ()
+    left: tuple[str, ...] = ()
+    moved: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.appeared or self.left or self.moved)
+
+
+def select_sets(info: ClusterInfo, clusters: tuple[str, ...] | None, namesrv: str) -> dict[str, BrokerData]:
+    """The broker sets of ``clusters`` (None: every cluster), by brokerName in the route's order.
+
+    Raises HAReplicaOptionError (``cluster_names``) naming the clusters ``namesrv`` knows when one of
+    ``clusters`` is not among them.
+    """
+    if clusters is None:
+        return dict(info.broker_addr_table)
+    unknown = [c for c in clusters if c not in info.cluster_addr_table]
+    if unknown:
+        known = ", ".join(info.cluster_addr_table) or "none"
+        raise HAReplicaOptionError(OPTIONS.cluster_names.name, ",".join(clusters),
+                                   f"name server {namesrv} knows no cluster {', '.join(unknown)} (it knows: {known})")
+    out = {}
+    for cluster in clusters:
+        for name in info.cluster_addr_table[cluster]:
+            if name in info.broker_addr_table:
+                out[name] = info.broker_addr_table[name]
+    return out
+
+
+def member_endpoint(name: str, remoting_addr: str, config: dict[str, str]) -> BrokerEndpoint:
+    """The endpoint of one member: the route's remoting address and the HA port the broker reports
+    (``haListenPort`` of GET_BROKER_CONFIG; ``listenPort + 1``, RocketMQ's rule, only when it reports none).
+    Raises BrokerAdminError naming the broker when either is malformed."""
+    try:
+        host, port = split_host_port(remoting_addr, f"route address of broker set {name}", bare_ipv6=True)
+    except AddressError as exc:
+        raise BrokerAdminError(str(exc)) from None
+    raw = config.get("haListenPort")
+    try:
+        ha_port = ha_listen_port(port) if raw is None else int(raw)
+    except ValueError:
+        raise BrokerAdminError(f"broker {remoting_addr} of set {name}: haListenPort is {raw!r}, "
+                               "not a port") from None
+    return BrokerEndpoint(name, host, ha_port, host, port)
+
+
+def member_protocol(name: str, remoting_addr: str, config: dict[str, str]) -> str:
+    """``"classic"`` or ``"autoswitch"`` from a member's config; UnsupportedBrokerModeError naming the broker
+    set for a DLedger CommitLog (no HA port)."""
+    if config.get("enableDLegerCommitLog", "false").strip().lower() == "true":
+        raise UnsupportedBrokerModeError(
+            f"broker set {name} ({remoting_addr}) runs a DLedger CommitLog (enableDLegerCommitLog=true): it has "
+            "no HA port, so hareplica cannot replicate it")
+    if config.get("enableControllerMode", "false").strip().lower() == "true":
+        return HA_PROTOCOL_AUTOSWITCH
+    return HA_PROTOCOL_CLASSIC
+
+
+def resolve(data: BrokerData, config_of: Callable[[str], dict[str, str]]) -> DiscoveredSet:
+    """A route entry as endpoints: ``config_of(remoting_addr)`` gives each member's GET_BROKER_CONFIG. A
+    member whose config cannot be read (BrokerAdminError) is left out (a master so left out: ``master`` None,
+    an outage). Raises UnsupportedBrokerModeError for a DLedger set."""
+    master = None
+    slaves = []
+    protocol = HA_PROTOCOL_CLASSIC
+    for broker_id in sorted(data.broker_addrs):
+        addr = data.broker_addrs[broker_id]
+        try:
+            config = config_of(addr)
+            endpoint = member_endpoint(data.broker_name, addr, config)
+        except BrokerAdminError as exc:
+            log.warning("broker set %s: member %s (brokerId %d) left out: %s", data.broker_name, addr, broker_id, exc)
+            continue
+        protocol = member_protocol(data.broker_name, addr, config)
+        if addr == data.master_addr:
+            master = endpoint
+        else:
+            slaves.append(endpoint)
+    return DiscoveredSet(data.broker_name, data.cluster, master, tuple(slaves), protocol)
+
+
+def diff(old: dict[str, DiscoveredSet], new: dict[str, DiscoveredSet]) -> Changes:
+    """What changed from ``old`` to ``new`` (see :class:`Changes`; a set without a master counts as left)."""
+    def live(sets):
+        return {n: s for n, s in sets.items() if s.master is not None}
+    before, after = live(old), live(new)
+    return Changes(appeared=tuple(n for n in after if n not in before),
+                   left=tuple(n for n in before if n not in after),
+                   moved=tuple(n for n in after if n in before and after[n].master != before[n].master))
+
+
+class Discovery:
+    """The driver's view of the route (one per stream reader).
+
+    Args:
+        options: the source's options; ``namesrv_addr``, ``cluster_names``, ``namesrv_poll_interval_ms``
+            and the fetch settings (timeouts, ACL account) are used.
+        clock: monotonic seconds (tests may pass their own).
+
+    :meth:`poll` asks the name server when ``namesrv_poll_interval_ms`` passed since the last answer;
+    :attr:`sets` holds the latest sets by brokerName, :attr:`seen` every set ever found (a set that left
+    keeps its last endpoints there, so the query keeps its offset and waits for it).
+    """
+
+    def __init__(self, options: SourceOptions, clock: Callable[[], float] = time.monotonic):
+        fetch = options.fetch
+        self.options = options
+        self.client = NameServerClient(options.namesrv_addr, fetch.read_timeout_ms, fetch.credentials)
+        self.clock = clock
+        self.sets: dict[str, DiscoveredSet] = {}
+        self.seen: dict[str, DiscoveredSet] = {}
+        self.answered_by: str | None = None
+        self._asked_at: float | None = None
+        self._configs: dict[str, dict[str, str]] = {}
+        self._admins: dict[str, BrokerAdminClient] = {}
+
+    def _config_of(self, addr: str) -> dict[str, str]:
+        config = self._configs.get(addr)
+        if config is None:
+            admin = self._admins.get(addr)
+            if admin is None:
+                admin = self._admins[addr] = BrokerAdminClient(addr, self.options.fetch.read_timeout_ms,
+                                                               self.options.fetch.credentials)
+            config = self._configs[addr] = admin.broker_config()
+        return config
+
+    def due(self) -> bool:
+        """True when the route was never asked or ``namesrv_poll_interval_ms`` passed since."""
+        return (self._asked_at is None
+                or (self.clock() - self._asked_at) * 1000 >= self.options.namesrv_poll_interval_ms)
+
+    def poll(self, force: bool = False) -> Changes | None:
+        """Ask the route again when :meth:`due` (or ``force``); None when not asked, else what changed (each
+        change logged once). Raises NameServerError when no name server answers, or when the first route has
+        no broker set; HAReplicaOptionError for an unknown cluster (``cluster_names``)."""
+        if not (force or self.due()):
+            return None
+        addr, info = self.client.cluster_info()
+        self.answered_by = addr
+        chosen = select_sets(info, self.options.cluster_names, addr)
+        if not chosen and not self.seen:
+            clusters = ",".join(self.options.cluster_names or ()) or "any cluster"
+            raise NameServerError(f"name server {addr} has no broker set in its route (clusters: {clusters})")
+        for changed_addr in [a for a in self._configs if not any(a in d.broker_addrs.values()
+                                                                 for d in chosen.values())]:
+            self._configs.pop(changed_addr, None)  # a member that left: read its config again when it is back
+        new = {name: resolve(data, self._config_of) for name, data in chosen.items()}
+        changes = diff(self.sets, new)
+        first = self._asked_at is None
+        self._asked_at = self.clock()
+        for name in changes.appeared:
+            s = new[name]
+            log.info("broker set %s found through name server %s: master %s (HA %s), %d slave(s)%s", name, addr,
+                     s.master.remoting_addr, s.master.ha_addr, len(s.slaves), "" if first else " (new)")
+        for name in changes.left:
+            log.warning("broker set %s is no longer in name server %s's route (or has no master): waited on as an "
+                        "outage", name, addr)
+        for name in changes.moved:
+            log.warning("broker set %s: the route's master moved from %s to %s", name,
+                        self.sets[name].master.remoting_addr, new[name].master.remoting_addr)
+        self.sets = new
+        for name, s in new.items():
+            previous = self.seen.get(name)
+            if s.master is not None or previous is None:
+                self.seen[name] = s if previous is None or s.protocol != HA_PROTOCOL_AUTOSWITCH \
+                    else _merged(previous, s)
+        return changes
+
+    def live_names(self) -> list[str]:
+        """The sets planned now: in the route with a master; a controller-mode set while any member is in
+        the route (its own switch logic finds the master, docs/source.md "RocketMQ 5.x controller mode")."""
+        out = []
+        for name, s in self.sets.items():
+            if s.master is not None or (s.protocol == HA_PROTOCOL_AUTOSWITCH and s.slaves and name in self.seen
+                                        and self.seen[name].master is not None):
+                out.append(name)
+        return out
+
+    def options_for(self, base: SourceOptions) -> SourceOptions:
+        """``base`` with ``brokers`` and ``slaves`` from the live sets (:meth:`live_names`), as those options
+        would give them. Raises HAReplicaOptionError when ``read_from='slave'`` or ``min_in_sync_slaves`` asks
+        for more slaves than a set has."""
+        brokers, slaves = [], []
+        for name in self.live_names():
+            s = self.seen[name] if self.sets[name].protocol == HA_PROTOCOL_AUTOSWITCH else self.sets[name]
+            brokers.append(s.master)
+            slaves.extend(s.slaves)
+        options = dataclasses.replace(base, brokers=tuple(brokers), slaves=tuple(slaves))
+        check_slave_counts(options.brokers, options.slaves, options.read_from, options.min_in_sync_slaves,
+                           f"in the route of name server {self.answered_by}")
+        return options
+
+    def close(self) -> None:
+        """Close the name-server and broker connections."""
+        self.client.close()
+        for admin in self._admins.values():
+            admin.close()
+        self._admins.clear()
+
+
+def _merged(previous: DiscoveredSet, new: DiscoveredSet) -> DiscoveredSet:
+    """A controller-mode set's members, first seen first: the controller may make any of them master, and
+    :class:`connector.source.driver.controller_mode.ControllerModeSet` follows it among them."""
+    members = [previous.master, *previous.slaves]
+    for endpoint in (new.master, *new.slaves):
+        if endpoint is not None and all(endpoint.ha_addr != m.ha_addr for m in members if m is not None):
+            members.append(endpoint)
+    members = [m for m in members if m is not None]
+    return DiscoveredSet(previous.name, new.cluster, members[0], tuple(members[1:]), new.protocol)

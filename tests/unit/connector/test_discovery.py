@@ -1,0 +1,169 @@
+"""Discovery through a name server (issue 43, docs/source.md "Discovery"): the ClusterInfo body decoder, the
+name-server client trying addresses in turn, and :class:`connector.source.driver.discovery.Discovery` against a
+real stub name server with real stub brokers registered."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from broker_stub.namesrv.route_info import RouteInfoManager
+from connector.client.namesrv import NameServerClient
+from connector.errors import AddressError, HAReplicaOptionError, NameServerError, RemotingProtocolError
+from connector.options import SourceOptions
+from connector.protocol.cluster_info import decode_cluster_info, fastjson_loads, split_namesrv_addr
+from connector.protocol.remoting import RemotingCommand, RequestCode
+from connector.source.driver.discovery import Discovery, diff
+from tests.support.brokers import free_port, wait_for
+from tests.support.fixtures import broker_factory, namesrv_factory  # noqa: F401 - fixtures
+
+COMMON = {"mappedFileSizeCommitLog": 65536, "haSendHeartbeatInterval": 300}
+
+
+class _Peer:
+    peer_text = "127.0.0.1:1"
+
+
+def _register(manager: RouteInfoManager, cluster: str, name: str, broker_id: int, addr: str) -> None:
+    request = RemotingCommand.request(RequestCode.REGISTER_BROKER, {
+        "brokerAddr": addr, "brokerId": str(broker_id), "brokerName": name, "clusterName": cluster,
+        "haServerAddr": addr, "compressed": "false", "bodyCrc32": "0"})
+    manager.register_broker(_Peer(), request)
+
+
+def test_cluster_info_body_as_the_stub_name_server_writes_it_decodes():
+    manager = RouteInfoManager()
+    _register(manager, "c1", "broker-a", 0, "10.0.0.1:10911")
+    _register(manager, "c1", "broker-a", 1, "10.0.0.2:10911")
+    _register(manager, "c2", "broker-b", 0, "10.0.0.3:10911")
+    body = manager.get_broker_cluster_info(_Peer(), RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)).body
+    assert b'{0:"10.0.0.1:10911",1:"10.0.0.2:10911"}' in body  # fastjson's bare Long keys: not strict JSON
+    info = decode_cluster_info(body)
+    a = info.broker_addr_table["broker-a"]
+    assert (a.cluster, a.master_addr, a.slave_addrs) == ("c1", "10.0.0.1:10911", ("10.0.0.2:10911",))
+    assert info.broker_addr_table["broker-b"].broker_addrs == {0: "10.0.0.3:10911"}
+    assert info.cluster_addr_table == {"c1": ("broker-a",), "c2": ("broker-b",)}
+
+
+def test_fastjson_loads_quotes_bare_keys_only_outside_strings():
+    assert fastjson_loads('{"a":{0:"x:1",-1:"{2:3}"},"b":[1, 2]}') == {"a": {"0": "x:1", "-1": "{2:3}"},
+                                                                       "b": [1, 2]}
+    with pytest.raises(RemotingProtocolError, match="not JSON"):
+        fastjson_loads(b'{"a":')
+    with pytest.raises(RemotingProtocolError, match=r"brokerAddrTable.broker-a.brokerAddrs has brokerId 'x'"):
+        decode_cluster_info(b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{"x":"h:1"}}},"clusterAddrTable":{}}')
+
+
+def test_namesrv_addr_is_split_at_semicolons_and_each_entry_checked():
+    assert split_namesrv_addr(" 10.0.0.1:9876; [::1]:9877 ;") == ("10.0.0.1:9876", "[::1]:9877")
+    with pytest.raises(AddressError, match="'10.0.0.2'"):
+        split_namesrv_addr("10.0.0.1:9876;10.0.0.2")
+
+
+def _dead_addr() -> str:
+    """A loopback port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_client_tries_the_name_servers_in_turn_and_names_each_failure(namesrv_factory):  # noqa: F811 - the fixtures imported above
+    ns = namesrv_factory()
+    dead = _dead_addr()
+    with NameServerClient((dead, ns.addr), timeout_ms=2000) as client:
+        addr, info = client.cluster_info()
+        assert addr == ns.addr and info.broker_addr_table == {}
+        assert client.cluster_info()[0] == ns.addr  # the one that answered is asked first
+    other = _dead_addr()
+    with NameServerClient((dead, other), timeout_ms=2000) as client, pytest.raises(NameServerError) as err:
+        client.cluster_info()
+    message = str(err.value)
+    assert "\n" not in message and f"{dead}: " in message and f"{other}: " in message, message
+
+
+def _options(ns_addr: str, **extra: str) -> SourceOptions:
+    return SourceOptions.from_options({"namesrvAddr": ns_addr, **extra})
+
+
+def test_discovery_finds_every_set_with_the_ha_port_each_broker_reports(broker_factory, namesrv_factory):  # noqa: F811 - the fixtures imported above
+    ns = namesrv_factory()
+    ha_b = free_port()  # broker-b's HA port is not listenPort + 1: discovery must take the broker's word
+    a = broker_factory("a", namesrvAddr=ns.addr, brokerClusterName="east", **COMMON)
+    a_slave = broker_factory("a-slave", namesrvAddr=ns.addr, brokerClusterName="east", brokerRole="SLAVE",
+                             brokerId=1, **COMMON)
+    b = broker_factory("b", namesrvAddr=ns.addr, brokerClusterName="west", brokerName="broker-b",
+                       haListenPort=ha_b, **COMMON)
+    assert b.ha_port == ha_b and ha_b != b.listen_port + 1
+    discovery = Discovery(_options(ns.addr, readFrom="slave"))
+    wait_for(lambda: discovery.poll(force=True) is not None and len(discovery.live_names()) == 2
+             and discovery.sets["broker-a"].slaves, "both sets and broker-a's slave in the route")
+    try:
+        sets = discovery.sets
+        assert sets["broker-a"].master.ha_addr == a.ha_addr and sets["broker-a"].master.remoting_addr == a.remoting_addr
+        assert [s.ha_addr for s in sets["broker-a"].slaves] == [a_slave.ha_addr]
+        assert sets["broker-b"].master.ha_addr == b.ha_addr and sets["broker-b"].cluster == "west"
+        with pytest.raises(HAReplicaOptionError, match="needs at least one slave of broker broker-b in the route"):
+            discovery.options_for(discovery.options)  # readFrom=slave, and broker-b has none
+    finally:
+        discovery.close()
+
+    only_east = Discovery(_options(ns.addr, clusterName="east"))
+    only_east.poll()
+    options = only_east.options_for(only_east.options)
+    assert [(e.name, e.ha_addr) for e in options.brokers] == [("broker-a", a.ha_addr)]
+    assert options.slaves_of("broker-a")[0].ha_addr == a_slave.ha_addr
+    assert only_east.poll() is None  # within namesrvPollIntervalMs: not asked again
+    only_east.close()
+
+    unknown = Discovery(_options(ns.addr, clusterName="east,north"))
+    with pytest.raises(HAReplicaOptionError) as err:
+        unknown.poll()
+    assert "knows no cluster north" in str(err.value) and "east" in str(err.value) and "west" in str(err.value)
+    unknown.close()
+
+
+def test_a_set_that_leaves_the_route_is_reported_left_then_appeared(broker_factory, namesrv_factory):  # noqa: F811 - the fixtures imported above
+    ns = namesrv_factory()
+    empty = Discovery(_options(ns.addr))
+    with pytest.raises(NameServerError, match=f"name server {ns.addr} has no broker set in its route"):
+        empty.poll()
+    empty.close()
+    b = broker_factory("b", namesrvAddr=ns.addr, brokerName="broker-b", **COMMON)
+    discovery = Discovery(_options(ns.addr))
+    wait_for(lambda: discovery.poll(force=True) and discovery.live_names() == ["broker-b"], "broker-b registered")
+    b.stop()  # its registration connection closes: the name server drops it (onChannelDestroy)
+    changes = []
+    wait_for(lambda: changes.append(discovery.poll(force=True)) or changes[-1].left == ("broker-b",), "broker-b gone")
+    assert discovery.live_names() == [] and discovery.seen["broker-b"].master.ha_addr == b.ha_addr
+    b.restart()
+    wait_for(lambda: changes.append(discovery.poll(force=True)) or changes[-1].appeared == ("broker-b",),
+             "broker-b back")
+    assert diff(discovery.sets, discovery.sets).__bool__() is False
+    discovery.close()
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({}, "option brokers=(missing): is required unless namesrvAddr is given"),
+    ({"namesrvAddr": "h:9876", "brokers": "broker-a=h:10912"}, "give brokers or namesrvAddr, not both"),
+    ({"namesrvAddr": "h:9876", "slaves": "broker-a=h:10922"}, "option slaves='broker-a=h:10922': cannot be given "
+                                                             "with namesrvAddr"),
+    ({"brokers": "broker-a=h:10912", "clusterName": "c"}, "option clusterName='c': needs namesrvAddr"),
+    ({"namesrvAddr": "h:9876;h"}, "option namesrvAddr='h:9876;h': name server address 'h' is not host:port"),
+    ({"namesrvAddr": "h:9876", "clusterName": " , "}, "option clusterName=' , ': names no cluster"),
+    ({"namesrvAddr": "h:9876", "namesrvPollIntervalMs": "0"}, "option namesrvPollIntervalMs='0': must be >= 1"),
+    ({"namesrvAddr": "h:9876", "newBrokerSetOffsets": "middle"}, "must be one of earliest, latest"),
+])
+def test_name_server_options_fail_in_one_line_naming_the_option(options, fragment):
+    with pytest.raises(HAReplicaOptionError) as err:
+        SourceOptions.from_options(options)
+    assert fragment in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_name_server_options_parse_into_the_source_options():
+    o = SourceOptions.from_options({"namesrvaddr": "10.0.0.1:9876;10.0.0.2:9876", "clusterName": "east, west",
+                                    "namesrvPollIntervalMs": "1000", "newBrokerSetOffsets": "LATEST",
+                                    "startingOffsets": '{"broker-z": 0}'})
+    assert (o.namesrv_addr, o.cluster_names, o.namesrv_poll_interval_ms, o.new_broker_set_offsets, o.brokers) == (
+        ("10.0.0.1:9876", "10.0.0.2:9876"), ("east", "west"), 1000, "latest", ())
+    assert o.starting_offsets == {"broker-z": 0}  # checked against the discovered sets when the query starts
