@@ -1,29 +1,13 @@
-"""The AutoSwitch HA wire of the source's HA client, and the driver's probe of a controller-mode master
-(RocketMQ 5.x controller mode, docs/protocol.md §10).
+"""The AutoSwitch HA wire of the source's HA client, and the driver's probe of a controller-mode master (RocketMQ 5.x
+controller mode).
 
 :class:`AutoSwitchWire` is what :class:`connector.client.ha.HARangeFetcher` (``protocol="autoswitch"``) does
-differently from the classic protocol (:class:`connector.client.ha_wire.ClassicWire`): per connection it sends
-the 16-byte handshake as an async learner (``slaveBrokerId`` -1), reads the master's handshake reply (max
-offset and epoch entries), then sends 12-byte TRANSFER reports and reads 36-byte-header transfer frames
-(frame codecs: :mod:`connector.protocol.ha_autoswitch`). Everything else is the fetcher's, as for the classic
-protocol: outages waited out, heartbeat stalls probed for data loss, chunks yielded in order, reports that
-carry ``start`` only (docs/protocol.md §10.7 says why that acknowledges nothing new). Differences:
-
-* **Offset 0.** A report of 0 makes the master start at its commitLogMinOffset (§10.2), not at its last
-  file, so no byte is supplied locally; a first frame above 0 means bytes ``[0, frame offset)`` are gone
-  (DataLossError, or skipped with ``fail_on_data_loss=False``).
-* **Epochs.** Each data frame's ``(epoch, epochStartOffset)`` must be the handshake entry that covers its
-  offset, and its body must end inside that entry (the master cuts frames at epoch ends, §10.5) — except the
-  frame that ends exactly at an entry's end, which a real master tags with the *next* entry; anything else
-  is HAProtocolError naming the frame and the entry: the master's history is not the one it announced.
-* **confirmOffset** of the newest frame is kept in the fetcher's ``confirm_offset``.
-* **Master switches** (``locate_master``): a reconnect first asks which member of the broker set is master
-  now and connects to it. Its handshake must agree with the epochs the range was planned under
-  (``planned_epochs``) up to the range end (RocketMQ's consistent point, docs/protocol.md §10.4); bytes past
-  the point where they agree were never on the new master and are lost (DataLossError naming them, or
-  skipped with ``fail_on_data_loss=False``).
-
-:func:`probe_master` is one short learner connection that reads a master's epochs and confirmOffset.
+differently from :class:`connector.client.ha_wire.ClassicWire`: the async-learner handshake, 12-byte TRANSFER
+reports, 36-byte-header frames checked against the handshake's epochs (codecs:
+:mod:`connector.protocol.ha_autoswitch`), ``confirmOffset``, and a reconnect that first locates the current master
+(``locate_master``). :func:`probe_master` is one short learner connection that reads a master's epochs and
+confirmOffset. The wire: docs/protocol.md §10; offset 0, epochs, master switches and what is lost:
+docs/protocol.md §10.7 and docs/source.md "RocketMQ 5.x controller mode".
 """
 
 from __future__ import annotations

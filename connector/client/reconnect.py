@@ -1,19 +1,8 @@
-"""Waiting out a broker outage: exponential reconnect backoff with jitter, bounded by a total outage time.
-
-A broker restart is an event to wait out, not an error (docs/source.md "Broker outages"). Both the
-executors' HA fetches (:mod:`connector.client.ha`) and the driver's remoting calls (:mod:`connector.source`)
-use one :class:`OutageWait` per broker connection:
-
-* the n-th attempt in a row that fails waits ``backoff_ms * 2**(n-1)`` ms, capped at
-  ``backoff_max_ms``, times a random factor in [0.8, 1.2] — Kafka clients' ``reconnect.backoff.ms``
-  / ``reconnect.backoff.max.ms`` rule, so that many readers do not reconnect in lock-step;
-* an outage lasts from the first failure after the last success; once it has lasted ``max_outage_ms`` the
-  caller gives up (:meth:`OutageWait.failed` returns False) and raises its own error;
-* the outage is logged once at WARNING when it starts (broker, address, first error) and once when it
-  ends (how long it lasted, how many attempts); single attempts are logged at DEBUG.
-
-The three bounds are the query's settings (:class:`connector.settings.FetchSettings`); the log lines and the
-give-up message name the option each comes from (:data:`connector.settings.OPTIONS`).
+"""Waiting out a broker outage: :class:`OutageWait`, one per broker connection of the executors' HA fetches and the
+driver's remoting calls, spaces reconnect attempts with exponential backoff and jitter (Kafka clients'
+``reconnect.backoff.ms`` rule), bounds the outage in total time and logs its start and end once each. Its bounds
+are :class:`connector.settings.FetchSettings`, and its messages name the options from
+:data:`connector.settings.OPTIONS`. The rules: docs/source.md "Broker outages".
 """
 
 from __future__ import annotations

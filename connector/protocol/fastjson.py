@@ -1,19 +1,10 @@
-"""A JSON writer that produces the exact text fastjson 1.2.69 writes for RocketMQ 4.9.8 (docs/protocol.md §4.7).
+"""A JSON writer that produces the exact text fastjson 1.2.69 writes for RocketMQ 4.9.8, compact (bodies) or pretty
+(config files). Pure: no IO.
 
-RocketMQ encodes every JSON body with ``RemotingSerializable.encode`` — ``JSON.toJSONString(obj, false)`` — and
-persists its config files with ``JSON.toJSONString(obj, true)`` (``PrettyFormat``). Clients outside Java parse
-that text, not JSON in general, so the stub writes it byte for byte. The caller describes the Java object:
-
-* :class:`Bean` — a JavaBean: properties written in name order, ``None`` (null) properties left out.
-* ``dict`` — a ``java.util.Map`` iterated in the dict's order (the caller orders it as the Java map type would,
-  :mod:`connector.protocol.java_hash_map`); ``str`` keys are quoted, ``int`` keys (Integer/Long) bare, a
-  :class:`Bean` key is written as an object (such a map is passed as a :class:`JavaMap` of pairs); entries whose
-  value is ``None`` are left out.
-* ``list``/``tuple`` — a ``java.util.List``; :class:`JavaSet` — a ``java.util.Set`` (no line breaks in pretty
-  text); ``None`` items are written as ``null``.
-* ``str`` (enums are passed by name), ``int`` (int/long/AtomicLong), ``bool``, ``float`` (a Java double).
-
-Pure: no IO.
+The caller describes the Java object: :class:`Bean` (a JavaBean), ``dict`` (a ``java.util.Map`` in the order the
+caller gives, from :mod:`connector.protocol.java_hash_map`), :class:`JavaMap` (a map with :class:`Bean` keys),
+``list``/``tuple`` (a ``List``), :class:`JavaSet` (a ``Set``), ``str`` (enums by name), ``int``, ``bool`` and
+``float`` (a Java double). fastjson's rules: docs/protocol.md §4.7.
 """
 
 from __future__ import annotations

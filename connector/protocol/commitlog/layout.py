@@ -1,22 +1,8 @@
-"""RocketMQ 4.9.8 CommitLog record layout: magic codes, SYSFLAG bits and the one table of record fields.
-
-Every position, width and size the project uses for a stored record derives from :data:`RECORD_FIELDS`
-(docs/protocol.md §1.2; source: CommitLog.DefaultAppendMessageCallback.doAppend and CommitLog.calMsgLength): the
-scalar codec (:mod:`connector.protocol.commitlog.records`), the vectorised decoder
-(:mod:`connector.decode.locate`) and, checked by a test, the constants of the native kernel
-(``connector/_decode_kernel.c``). All integers are big-endian. With IPv4 hosts (the common case)::
-
-    0  TOTALSIZE int        28 PHYSICALOFFSET long   56 STORETIMESTAMP long   84 BODY int+N
-    4  MAGICCODE int        36 SYSFLAG int           64 STOREHOSTADDRESS 8/20 .. TOPIC byte+T
-    8  BODYCRC int          40 BORNTIMESTAMP long    72 RECONSUMETIMES int    .. PROPERTIES short+P
-    12 QUEUEID int          48 BORNHOST 8/20         76 PREPARED TX OFFSET long
-    16 FLAG int
-    20 QUEUEOFFSET long
-
-A host is its IP (4 bytes, or 16 when its SYSFLAG bit is set) then an int port. An END_FILE blank
-(docs/protocol.md §1.9) is ``TOTALSIZE = bytes to the end of the file`` followed by ``BLANK_MAGIC_CODE``; the rest
-of the blank is not meaningful. A ``TOTALSIZE`` of 0 with a magic of 0 marks the end of written data
-in a preallocated file.
+"""RocketMQ 4.9.8 CommitLog record layout: magic codes, SYSFLAG bits and :data:`RECORD_FIELDS`, the one table of
+record fields every position, width and size in the project derives from (the scalar codec
+:mod:`connector.protocol.commitlog.records`, the vectorised decoder :mod:`connector.decode.locate` and, checked by
+a test, the native kernel's constants). The layout, with its source in ``CommitLog.DefaultAppendMessageCallback``:
+docs/protocol.md §1.2–§1.4; END_FILE blanks and the zeros that end written data: §1.9.
 """
 
 from __future__ import annotations
