@@ -1,25 +1,9 @@
-"""Where bronze's CPU goes: per process and per JVM thread, in the data phase, at two log sizes (issue 21).
+"""Where bronze's CPU goes: per process kind and per JVM thread, in the data phase, at two log sizes of a real 4.9.8
+master, and what each further GB costs.
 
-``python -m bench.bronze_profile`` (about 8 minutes on 2 CPUs) fills two real 4.9.8 ASYNC_MASTERs (as
-:mod:`bench.catchup` does: 1 KiB messages, 1 GiB mapped files) with ``--small-mib`` (default 512, the catch-up
-benchmark's log) and ``--large-mib`` (default 2048: a multi-GB backlog, two mapped files, read in one micro-batch
-of four tasks) and runs ``hareplica run bronze --trigger available-now`` cold against each,
-``--rounds`` times (default 3), interleaved (small, large, small...). For every run it samples ``/proc`` every
-0.1 s and reports, over the data phase (first micro-batch trigger -> end of the last, from the progress file):
-
-- CPU seconds per process kind: ``spark-jvm`` (the driver JVM: in local mode also the executor), ``py-worker``
-  (the ``pyspark.daemon`` processes: the task workers), ``py-foreachbatch`` (the Python process that runs the
-  landing's commit), ``cli`` (the ``hareplica`` driver process) and ``master`` (the real broker sending);
-- CPU seconds per JVM thread name (digits folded: ``C2 CompilerThread0`` -> ``CN CompilerThreN``...), to tell
-  the JIT, GC and the task and stream-execution threads apart.
-
-``cpu_s_per_gb`` of each size: all processes' data-phase CPU per GB of that log, the catch-up benchmark's
-``bronze_cpu_s_per_gb`` measured the same way (that one is a 527 MiB micro-batch, fixed part included; the large
-log shows it for a multi-GB backlog). ``marginal_cpu_s_per_gb``: (CPU of the large runs - CPU of the small runs)
-/ the bytes between, per kind and in all: what each further GB costs once the fixed part of a run (JIT, worker
-start and imports, query planning) is paid.
-
-Results: bench/results/bronze_profile.json and a table. MB are 10^6 bytes, GB 10^9.
+``python -m bench.bronze_profile`` (about 8 minutes on 2 CPUs; ``--small-mib``, ``--large-mib``, ``--rounds``);
+results in ``bench/results/bronze_profile.json`` and a table. The kinds, the method and the latest results:
+docs/performance.md "Where the CPU goes: `bench/bronze_profile.py`".
 """
 
 from __future__ import annotations

@@ -1,55 +1,11 @@
-"""Catch-up benchmark (issue 12): bronze beside a real RocketMQ 4.9.8 slave, on the same bytes in the same run.
+"""Catch-up benchmark: bronze beside a real RocketMQ 4.9.8 slave, a stub slave, the 4.9.8 Java consumer and
+``os.sendfile``, on the same bytes of one real master in the same run, interleaved round by round; then silver and
+gold on demo order events.
 
-Run ``python -m bench.catchup`` (a 512 MiB CommitLog of 1 KiB messages, 3 rounds, about 6-8 minutes on 2 CPUs)
-or ``python -m bench.catchup --quick`` (16 MiB, 1 round, about a minute). One real 4.9.8 ASYNC_MASTER (with a
-real name server, one 1 GiB mapped file) is filled once by the project's producer; then every reader takes the
-whole log from offset 0, interleaved round by round (real slave, stub slave, bronze, Java consumer, sendfile,
-then again), each on a fresh store/checkpoint; before each reader starts, the previous one's output is removed
-and the page cache written back (:func:`settle`). Medians over the rounds are reported, with the spread
-(max - min) beside them. Every reader is *cold* (a new process each time); the master's page cache is warm
-after the fill.
-
-- ``real_slave_mb_s``: a fresh real 4.9.8 SLAVE (``haMasterAddress`` = the master's HA port): CommitLog bytes
-  divided by the time from its launch (JVM start included) to its ``commitLogMaxOffset`` reaching the master's
-  (polled every 50 ms). ``real_slave_data_mb_s``: the same from the first poll that saw bytes in its CommitLog.
-- ``stub_slave_mb_s``: a fresh broker-stub SLAVE, timed by the slave itself from its HA connection to its
-  last append (as in :mod:`bench.replication`).
-- ``bronze_cold_mb_s``: ``hareplica run bronze --trigger available-now`` into a new workdir, timed as a
-  subprocess from launch to exit (Python, Spark and the query start included).
-- ``bronze_data_mb_s``: the same run's data phase from its progress file (``WORKDIR/status/bronze.jsonl``):
-  from the first micro-batch's trigger time to the end of the last one.
-- ``bronze_cpu_s_per_gb``: CPU seconds of the bronze run's whole process tree (the CLI, its Spark JVM and
-  Python workers, sampled in ``/proc`` every 0.1 s by :class:`TreeCpuMeter`) plus the master broker's, in the
-  data phase (as ``bronze_data_mb_s``), per GB (10^9 B) of CommitLog. ``bronze_cold_cpu_s_per_gb``: the same
-  over the whole cold run.
-- ``first_byte_s``: of the first micro-batch, the time from its trigger to the start of its read
-  (``latestOffset`` + ``getBatch`` + ``queryPlanning`` in Spark's ``durationMs``) — when the executors
-  open their HA connections; Python/Spark start-up is not included. ``bronze_fixed_s``: the cold run's wall
-  time outside the data phase (start-up, query start, shutdown).
-- ``java_consumer_mb_s``: ``tests/java/JavaConsumer.java`` in ``litepull`` mode (the RocketMQ 4.9.8
-  DefaultLitePullConsumer, new group, from the first offset) consuming every message; CommitLog bytes over
-  the program's wall time (JVM start included; it prints one JSON line with a body SHA-256 per message).
-- ``raw_sendfile_mb_s``: ``os.sendfile`` of the master's CommitLog file over loopback to a discarding reader.
-- ``bronze_cold_vs_real_slave`` / ``bronze_data_vs_real_slave``: bronze cold over real slave cold, bronze data
-  phase over real slave data phase. Goals (issue 21): >= 1.5 and >= 2.0; ``bronze_cpu_s_per_gb`` <= 2.5;
-  ``first_byte_s`` <= 0.5. ``bronze_data_vs_java_consumer``: bronze's data phase over the Java consumer's
-  rate (context: what a RocketMQ user would otherwise run).
-- ``worker_peak_rss_mib``: the largest peak resident set (``VmHWM``) of the bronze run's Python workers
-  (``pyspark.daemon`` processes), MiB (goal, issue 21: <= 256).
-- ``decode_floor_cpu_s_per_gb`` / ``parquet_floor_cpu_s_per_gb``: the same bytes decoded alone and the decoded
-  batches written alone as the landing writes them, in this process (:mod:`bench.floors`), CPU-s per GB;
-  ``parquet_variants``: that write with other Parquet settings (CPU and bytes), so the sink's are chosen by
-  measurement.
-- ``silver_rows_s`` / ``gold_rows_s``: after the bronze rounds, 200,000 demo order events (``--quick``: 5,000;
-  :func:`streaming_apps.workload.order_events`, bodies of about 3.3 KB, about 1.2 KB stored once compressed) go to
-  a broker-stub master with 64 MiB mapped files (``--quick``: 4 MiB), then ``hareplica run silver`` and
-  ``hareplica run gold`` (cold, AvailableNow, one mapped file per micro-batch: four, the last three of 54,111,
-  54,184 and 37,570 events) alternate round by round; source rows per second of the micro-batches after the
-  first, the steady state with the Python workers up (goals, issue 21: >= 120,000 and >= 100,000).
-  ``silver_first_batch_rows_s`` / ``gold_first_batch_rows_s``: the first micro-batch alone, whose time includes
-  starting and importing the Python workers.
-
-MB are 10^6 bytes. Results go to ``bench/results/catchup.json`` (``catchup_quick.json`` with --quick).
+``python -m bench.catchup`` (a 512 MiB CommitLog of 1 KiB messages, 3 rounds, about 6-8 minutes on 2 CPUs) or
+``--quick`` (16 MiB, 1 round, about a minute); results in ``bench/results/catchup.json`` (``catchup_quick.json``).
+What each figure measures, the goals and the latest results: docs/performance.md "Catch-up beside a real slave:
+`bench/catchup.py`".
 """
 
 from __future__ import annotations

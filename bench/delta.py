@@ -1,47 +1,9 @@
-"""Delta landing benchmark (issue 5): bronze throughput vs. noop and its ceilings, catch-up, latency, files after 1 h.
+"""Delta landing benchmark: the bronze app's throughput against ``hareplica`` → noop and against Arrow-replay
+ceilings, catch-up, commit latency under load, and the table's files after a simulated hour.
 
-Run: ``.venv/bin/python -m bench.delta`` (about 7 minutes on 2 cores, 3-4 of them the simulated hour) or
-``--quick`` (a smoke run of about a minute with small sizes, written to ``delta_quick.json``). Writes
-``bench/results/delta.json`` with:
-
-- ``noop_rows_s``: rows/s of ``format("hareplica")`` → ``format("noop")`` over the backlog (the baseline);
-- ``bronze_rows_s``: rows/s of the bronze app as it runs by default (``--landing direct``,
-  :mod:`connector.landing`: the executors decode and write the Delta table's files, partitioned by
-  storeDate, the driver commits them) over the same backlog, in the same run; ``bronze_vs_noop``: the
-  median of the per-round ratios (goal >= 0.5);
-- ``bronze_catchup_mb_s``: CommitLog MB/s (10^6 bytes) of the bronze runs, query start included: a
-  backlog of >= 256 MiB of 1 KiB messages, 1 GiB by default (goal: at least a real RocketMQ 4.9.8
-  slave's ~190 MB/s catch-up on this machine);
-- ``bronze_spark_*``: the bronze app with ``--landing spark`` (``format("hareplica")`` → Spark →
-  ``format("deltalake")``, the same table), ``bronze_spark_vs_noop`` its ratio;
-- ``latency_p50_s`` / ``latency_p99_s``: from a message's bornTimestamp (producer clock) to the
-  timestamp of the Delta commit that made it visible, bronze app with a 1 s processing-time trigger
-  under a steady load (goal p99 <= 3 s);
-- ``files_after_1h``: data files in the table's snapshot after one simulated hour of 1 s micro-batches
-  (3600 commits of 2 tasks each through the sink's own writer, no Spark) with maintenance every
-  ``--maintenance-every`` batches, as the apps run it; also ``files_on_disk_after_1h`` (tombstoned
-  files stay on disk for the 7-day vacuum retention) and ``files_without_maintenance_1h``.
-
-Where the time goes (same run, same rows): the CommitLog files are decoded once into Arrow IPC files
-(``decode_only_mb_s``), which ``format("arrowfiles")`` (:func:`bench.common.arrow_file_source`) replays with the
-same partitions and micro-batches as hareplica: ``arrow_noop_*`` is the ceiling of Spark's Python data
-source path, ``arrow_bronze_*`` (→ storeDate → ``format("deltalake")``) the ceiling of the bronze sink
-path with a free source. Without Spark, in one process: ``parquet_write_*`` (pyarrow's ParquetWriter
-with the sink's options) and ``sink_task_write_*`` (the sink's task writer: partition split, Parquet,
-Delta statistics). For each Spark run X of ``noop``, ``bronze``, ``bronze_spark``, ``arrow_noop``,
-``arrow_bronze``:
-``X_rows_s`` and ``X_catchup_mb_s`` (wall time from query start to end), ``X_batches_mb_s`` (time
-inside micro-batches only), ``X_fixed_s`` (query start-up and teardown outside micro-batches),
-``X_cpu_s_per_gb`` (CPU seconds of the whole process tree, JVM, Python workers and broker, per GB of
-CommitLog, start-up included: much less sensitive to other load on the machine than wall time) and
-``X_cpu_bound_mb_s`` (cores / CPU seconds per MB: the end-to-end rate no scheduling could beat);
-``throughput_seconds`` lists every run.
-
-Method: one warm-up round of the five runs (JIT, Python worker daemons, imports, first Delta table)
-is not counted; then ``--repeats`` rounds (default 3), each running noop, bronze, bronze_spark,
-arrow_noop and arrow_bronze one after the other; the figures are medians. Throughput runs use Trigger.AvailableNow,
-``maxBytesPerTrigger`` 128 MiB and 64 MiB mapped files (one InputPartition per mapped-file slice:
-1 GiB files would leave one task per batch).
+``.venv/bin/python -m bench.delta`` (about 7 minutes on 2 cores) or ``--quick`` (about a minute, small sizes);
+results in ``bench/results/delta.json`` (``delta_quick.json``). The method, every figure and the latest results:
+docs/performance.md "Delta landing: `bench/delta.py`".
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
-"""The floors of bronze's per-byte work, measured in one process on the bytes the catch-up benchmark replicates.
-
-Bronze's executors do two things to every CommitLog byte besides receiving it: decode it into the ``hareplica``
-columns (plus ``storeDate``) and write those as the Parquet files of the Delta table. :func:`measure_floors`
-times each alone, in this process (no Spark, no sockets, no start-up), so the catch-up report shows how far the
-whole pipeline is from them (issue 21):
-
-- ``decode_floor_cpu_s_per_gb``: :class:`connector.decode.stream.CommitLogArrowDecoder` with bronze's defaults
-  fed the master's CommitLog file in 1 MiB chunks (as the HA fetch delivers them), plus
-  :func:`connector.landing.with_store_date`: CPU seconds per GB (10^9 B) of CommitLog.
-- ``parquet_floor_cpu_s_per_gb``: :class:`connector.delta.parquet.TaskFileWriter` with the landing's settings
-  (partitioned by ``storeDate``, the sink's default codec and file size) writing the batches already decoded,
-  into a temporary folder: the same files, row groups and Delta statistics as the landing's tasks.
-- ``parquet_variants``: the same write with other pyarrow settings (codec, dictionary encoding, page size),
-  CPU per GB and bytes on disk each, so the settings the sink uses are chosen by measurement
-  (docs/delta.md "Parquet settings").
-
-CPU is ``time.process_time`` (every thread of this process); each figure is the median of ``rounds`` runs.
+"""The floors of bronze's per-byte work, measured in one process (no Spark, no sockets, no start-up) on the bytes
+the catch-up benchmark replicates: :func:`measure_floors` times the decode into bronze's columns and the Parquet
+write of the decoded batches alone, and the write with other Parquet settings (``parquet_variants``). What they
+measure and the latest figures: docs/performance.md "Catch-up beside a real slave: `bench/catchup.py`"; the
+settings chosen from them: docs/delta.md "Parquet settings".
 """
 
 from __future__ import annotations

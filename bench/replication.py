@@ -1,28 +1,9 @@
-"""Benchmark of the broker stub's master/slave replication (issue 3).
+"""Benchmark of the broker stub's master/slave replication: a slave's catch-up against raw ``os.sendfile``, SYNC
+against ASYNC send latency, and producer throughput, each beside its baseline in the same run.
 
-Run ``python -m bench.replication`` (about 1 minute on 2 CPUs) or ``python -m bench.replication --quick`` (a smoke
-run, ~15 s). Every figure is measured next to its baseline in the same run:
-
-(a) **catch-up vs raw sendfile.** A stub ASYNC_MASTER starts on a store holding ``--catchup-mib`` MiB
-    (256 by default) of 16 KiB-body records in one 1 GiB CommitLog file; an empty stub SLAVE then
-    replicates it over the classic HA protocol (32 KiB frames, acks, continuity checks, appends into its
-    own CommitLog file, ConsumeQueue dispatch in the background). ``catchup_mb_s`` is measured by the
-    slave itself: from making its HA connection to the last frame it appended (ms resolution); the best
-    of two fresh slaves. ``raw_sendfile_mb_s``: the same bytes of the same file pushed with
-    ``os.sendfile`` over a loopback socket to a reader that ``recv_into``\\ s and discards them (best of
-    two). Goal: ``catchup_vs_raw`` >= 0.5. For context, ``ideal_recv_write_mb_s`` is the bare minimum a
-    Python slave does (``recv_into`` the master's stream and ``pwrite`` it to a fresh preallocated file,
-    no parsing; best of as many runs as the catch-up, interleaved with them, dirty pages written back
-    before each), and ``catchup_consume_queues_done_s`` the time until the slave's
-    ConsumeQueues are complete too (they are built behind the CommitLog).
-(b) **SYNC vs ASYNC send latency.** One producer sends ``--latency-msgs`` 1 KiB messages one at a time
-    (each waits for its response) to an ASYNC_MASTER and to a SYNC_MASTER, each with one stub slave
-    connected; p50/p99 in ms. Goal: ``sync_p99_ms - async_p99_ms`` <= 2 ms on loopback.
-(c) **producer throughput.** 1 and 8 producer processes, each sending 1 KiB messages one at a time for
-    ``--produce-seconds`` s, to an ASYNC_MASTER with one slave; total messages/s.
-
-MB are 10^6 bytes. Results go to ``bench/results/replication.json`` (``replication_quick.json`` with
---quick). Run it on a quiet machine: every figure is sensitive to other load on the CPUs.
+``python -m bench.replication`` (about 1 minute on 2 CPUs) or ``--quick`` (~15 s); results in
+``bench/results/replication.json`` (``replication_quick.json``). The method, the goals and the latest results:
+docs/performance.md "Replication: `bench/replication.py`".
 """
 
 from __future__ import annotations

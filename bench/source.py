@@ -1,27 +1,9 @@
-"""Benchmark of ``format("hareplica")`` (issue 4): decode speed, Spark throughput, worker memory.
+"""Benchmark of ``format("hareplica")``: decode speed against a raw HA receive, Spark throughput against an Arrow
+source yielding the same batches, and a worker's peak memory over a 1 GiB partition, on the demo's order events.
 
-Run ``python -m bench.source`` (about 3-5 minutes) or ``python -m bench.source --quick`` (a smoke run).
-Every figure is measured next to its baseline in the same run:
-
-(a) **decode vs raw recv.** A helper process serves CommitLog bytes over loopback exactly as a master
-    does (12-byte HA headers, 32 KiB frames). ``raw_recv_mb_s``: a client that only calls ``recv_into`` on
-    the frames. ``decode_mb_s``: the executor's read path (:class:`HARangeFetcher` +
-    :class:`CommitLogArrowDecoder`, every column built) over the same frames. ``decode_only_mb_s``:
-    the decoder alone on bytes in memory (``decode_only_no_crc_mb_s`` with ``verifyBodyCRC=false``;
-    ``verify_body_crc_cost`` the share of decode time the BODYCRC check takes). ``decode_stored_bodies_mb_s``:
-    the read path with ``decompressBody=false`` (no zlib inflation). Goal: ``decode_vs_raw`` >= 0.5.
-(b) **source vs Arrow baseline.** ``hareplica`` → noop sink, reading a stub master over HA, against an
-    in-memory Python Arrow source yielding the identical RecordBatches (pre-decoded into Arrow IPC
-    files) → noop, same Spark session and partition count, Trigger.AvailableNow. Goal:
-    ``source_vs_baseline`` >= 0.6.
-(c) **worker memory.** A fresh Python process (with pyspark, pyarrow and pandas imported as in a Spark
-    worker) runs :func:`connector.source.read_partition` over one 1 GiB partition served by the helper
-    and serialises every batch to Arrow IPC as a Spark worker does; ``worker_peak_rss_mib`` is its peak
-    RSS (``ru_maxrss``). Goal: <= 256 MiB.
-
-Messages are the demo's order events (:mod:`streaming_apps.workload`: ~85% 100 B-2 KiB bodies, a tail
-up to 64 KiB, bodies >= 4 KiB zlib-compressed as the 4.9.8 producer does), encoded as a RocketMQ 4.9.8
-broker stores them. Results go to ``bench/results/source.json`` (``source_quick.json`` with --quick).
+``python -m bench.source`` (about 3-5 minutes) or ``--quick``; results in ``bench/results/source.json``
+(``source_quick.json``). The method, the goals and the latest results: docs/performance.md "Source:
+`bench/source.py`".
 """
 
 from __future__ import annotations
