@@ -1,8 +1,8 @@
-"""Where bronze's CPU goes: per process kind and per JVM thread, in the data phase, at two log sizes of a real 4.9.8
-master, and what each further GB costs.
+"""Where bronze's CPU goes: per process and per JVM thread, in the data phase, at two log sizes.
 
-``python -m bench.bronze_profile`` (about 8 minutes on 2 CPUs; ``--small-mib``, ``--large-mib``, ``--rounds``);
-results in ``bench/results/bronze_profile.json`` and a table. The kinds, the method and the latest results:
+``python -m bench.bronze_profile`` (about 8 minutes on 2 CPUs; ``--small-mib``, ``--large-mib``, ``--rounds``)
+runs bronze cold against two real 4.9.8 masters and reports what each further GB costs; results in
+``bench/results/bronze_profile.json`` and a table. The kinds, the method and the latest results:
 docs/performance.md "Where the CPU goes: `bench/bronze_profile.py`".
 """
 

@@ -1,7 +1,7 @@
-"""Catch-up benchmark: bronze beside a real RocketMQ 4.9.8 slave, a stub slave, the 4.9.8 Java consumer and
-``os.sendfile``, on the same bytes of one real master in the same run, interleaved round by round; then silver and
-gold on demo order events.
+"""Catch-up benchmark: bronze beside a real RocketMQ 4.9.8 slave on the same bytes in the same run.
 
+Every reader (a real slave, a stub slave, bronze, the 4.9.8 Java consumer, ``os.sendfile``) takes one real
+master's whole log, interleaved round by round; then silver and gold run on demo order events.
 ``python -m bench.catchup`` (a 512 MiB CommitLog of 1 KiB messages, 3 rounds, about 6-8 minutes on 2 CPUs) or
 ``--quick`` (16 MiB, 1 round, about a minute); results in ``bench/results/catchup.json`` (``catchup_quick.json``).
 What each figure measures, the goals and the latest results: docs/performance.md "Catch-up beside a real slave:

@@ -1,5 +1,4 @@
-"""Delta landing benchmark: the bronze app's throughput against ``hareplica`` → noop and against Arrow-replay
-ceilings, catch-up, commit latency under load, and the table's files after a simulated hour.
+"""Delta landing benchmark: bronze throughput against noop and its ceilings, catch-up, latency, files after 1 h.
 
 ``.venv/bin/python -m bench.delta`` (about 7 minutes on 2 cores) or ``--quick`` (about a minute, small sizes);
 results in ``bench/results/delta.json`` (``delta_quick.json``). The method, every figure and the latest results:

@@ -1,6 +1,7 @@
-"""The floors of bronze's per-byte work, measured in one process (no Spark, no sockets, no start-up) on the bytes
-the catch-up benchmark replicates: :func:`measure_floors` times the decode into bronze's columns and the Parquet
-write of the decoded batches alone, and the write with other Parquet settings (``parquet_variants``). What they
+"""The floors of bronze's per-byte work, measured in one process on the bytes the catch-up benchmark replicates.
+
+:func:`measure_floors` times the decode into bronze's columns and the Parquet write of the decoded batches alone
+(no Spark, no sockets, no start-up), and the write with other Parquet settings (``parquet_variants``). What they
 measure and the latest figures: docs/performance.md "Catch-up beside a real slave: `bench/catchup.py`"; the
 settings chosen from them: docs/delta.md "Parquet settings".
 """

@@ -1,6 +1,6 @@
-"""Benchmark of the broker stub's master/slave replication: a slave's catch-up against raw ``os.sendfile``, SYNC
-against ASYNC send latency, and producer throughput, each beside its baseline in the same run.
+"""Benchmark of the broker stub's master/slave replication: catch-up, send latency, producer throughput.
 
+Each figure is measured beside its baseline in the same run (raw ``os.sendfile``, ASYNC against SYNC).
 ``python -m bench.replication`` (about 1 minute on 2 CPUs) or ``--quick`` (~15 s); results in
 ``bench/results/replication.json`` (``replication_quick.json``). The method, the goals and the latest results:
 docs/performance.md "Replication: `bench/replication.py`".

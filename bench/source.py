@@ -1,9 +1,9 @@
-"""Benchmark of ``format("hareplica")``: decode speed against a raw HA receive, Spark throughput against an Arrow
-source yielding the same batches, and a worker's peak memory over a 1 GiB partition, on the demo's order events.
+"""Benchmark of ``format("hareplica")``: decode speed, Spark throughput, worker memory.
 
-``python -m bench.source`` (about 3-5 minutes) or ``--quick``; results in ``bench/results/source.json``
-(``source_quick.json``). The method, the goals and the latest results: docs/performance.md "Source:
-`bench/source.py`".
+Each figure is measured beside its baseline in the same run (a raw HA receive, an Arrow source yielding the same
+batches), on the demo's order events. ``python -m bench.source`` (about 3-5 minutes) or ``--quick``; results in
+``bench/results/source.json`` (``source_quick.json``). The method, the goals and the latest results:
+docs/performance.md "Source: `bench/source.py`".
 """
 
 from __future__ import annotations
