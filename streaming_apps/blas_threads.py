@@ -1,14 +1,7 @@
-"""One OpenBLAS thread in the processes of a hareplica session (docs/deployment.md §7, "BLAS threads").
-
-numpy's wheels link OpenBLAS, which starts a pool of threads (one per core but one) as numpy is imported; each
-thread spins waiting for work for a while before it sleeps. Nothing in hareplica calls BLAS, so the spinning is
-CPU spent for nothing: on the 2-core machine, importing numpy and pyarrow took 0.33 CPU-s with the pool and
-0.22 CPU-s with ``OPENBLAS_NUM_THREADS=1`` (three runs each), and a cold ``hareplica run bronze`` starts about
-four processes that import numpy (the CLI, its Python task workers, Spark's planning workers), all of them on the
-cores the run itself needs.
-
-A user's own choice wins: nothing is set when the environment already names a thread count for OpenBLAS
-(``OPENBLAS_NUM_THREADS``, ``GOTO_NUM_THREADS`` or ``OMP_NUM_THREADS``, which OpenBLAS reads in that order).
+"""One OpenBLAS thread in the processes of a hareplica session: nothing in hareplica calls BLAS, so the spinning pool
+numpy's OpenBLAS starts at import is CPU spent for nothing. Nothing is set when the environment already names a
+thread count (``OPENBLAS_NUM_THREADS``, ``GOTO_NUM_THREADS`` or ``OMP_NUM_THREADS``). Why and where it is set:
+docs/deployment.md "7. Start-up", "BLAS threads".
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """Class data sharing for the Spark driver JVM: a dynamic AppCDS archive of the classes a hareplica run loads.
 
-Why: of a cold ``hareplica run``, the Spark driver JVM spends most of its start-up loading, parsing and
-verifying the classes of Spark's jars (docs/deployment.md "Start-up"). A dynamic class-data-sharing archive
-(JDK 13+: ``-XX:ArchiveClassesAtExit`` writes it, ``-XX:SharedArchiveFile`` maps it at the next start) holds
-those classes ready to use. Measured on this project's 2-core machine, a local session went from 4.4 to 2.7 s
-and its first job from 1.4 to 0.9 s.
-
-How:
-
-- :func:`build_archive` (``python -m streaming_apps.jvm_cds``; ``make`` runs it when it creates ``.venv``)
-  runs the demo's bronze job on a small workload in a child process whose driver JVM is started with
-  ``-XX:ArchiveClassesAtExit`` (the demo runs bronze as ``hareplica run bronze`` does on ``local[2]``, worker
-  warm-ups included: streaming_apps.demo.demo_config), then moves the archive into the user's cache
-  (``~/.cache/hareplica``, or ``$HAREPLICA_CACHE``) under a name keyed by the java binary and the Spark jars
-  directory.
-- :func:`driver_java_options` gives ``build_spark_session`` the options that map it, when an archive for
-  this java binary and SPARK_HOME exists. A JVM refuses an archive that does not match it (another JDK
-  build, another class path) and starts as without one; its CDS log lines are switched off so that such a
-  refusal prints nothing.
-
-Only the driver JVM of a session this project starts uses it (``hareplica run``, the apps, the tests'
-session); ``spark-submit`` users pass ``--driver-java-options`` themselves, and executors on a cluster are
-not affected.
+:func:`build_archive` (``python -m streaming_apps.jvm_cds``; ``make`` runs it) runs the demo's bronze job in a
+child process whose driver JVM writes the archive (``-XX:ArchiveClassesAtExit``) and keeps it in the user's cache
+under a name keyed by the java binary and the Spark jars directory; :func:`driver_java_options` gives
+``build_spark_session`` the options that map it when one exists. Why, what it holds and who uses it:
+docs/deployment.md "7. Start-up", "The class-data-sharing archive".
 """
 
 from __future__ import annotations

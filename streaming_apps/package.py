@@ -1,23 +1,9 @@
 """Build the packed Python environment that Spark executors run hareplica from (docs/deployment.md).
 
-``python -m streaming_apps.package --output hareplica-env.tar.gz`` (or ``make env-archive``), run from a
-source checkout, does what PySpark's "Python Package Management" guide describes for a virtual environment:
-
-1. ``pip wheel --no-deps`` of the checkout: the project's wheel, with the native decode kernel
-   ``connector._decode_kernel`` compiled by setup.py (refused when the compiler left it out, unless
-   ``allow_pure_python``: executors then decode with the NumPy path, same rows, slower);
-2. ``python -m venv --without-pip`` and ``pip --python`` installs the wheel and its runtime dependencies
-   into that fresh environment, at the exact versions of the checkout's ``requirements/lock.txt`` (the versions
-   ``make test`` runs; the wheel itself only names ranges), except those Spark itself puts on every Python worker's path
-   (:data:`PROVIDED_BY_SPARK`: pyspark and py4j come from ``SPARK_HOME/python/lib``; delta-spark is
-   the JVM-side Delta Lake's Python wrapper, which executors never import);
-3. ``venv-pack`` writes the environment as a ``.tar.gz`` that ``spark.archives`` / ``--archives
-   ARCHIVE#environment`` unpacks into each executor's working directory, where
-   ``spark.pyspark.python=./environment/bin/python`` runs it.
-
-venv-pack keeps ``bin/python`` a link to the interpreter the environment was made from (``--python``,
-default the one running this module's base interpreter): that interpreter must exist at the same path on
-every Worker (or give ``--python-prefix``, venv-pack's relinking).
+The project's wheel with the native decode kernel, a fresh venv with its runtime dependencies at the lock file's
+versions (except :data:`PROVIDED_BY_SPARK`), packed by ``venv-pack``: ``python -m streaming_apps.package --output
+hareplica-env.tar.gz`` (or ``make env-archive``) from a source checkout. The steps, what is left out and why, and
+how to submit with it: docs/deployment.md "1. Build the environment archive" and "2. Submit".
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""Checks ``hareplica run`` makes before it starts Spark, and the one line an error inside Spark becomes.
-
-* :func:`check_run_config` validates every ``format("hareplica")`` option (the same
-  :class:`connector.options.SourceOptions` the source uses, so ``--brokers`` syntax, ports, offsets and
-  ``--option`` values fail here with the source's own message) and the folders the app writes.
-* :func:`check_brokers` asks every configured master once for its config over remoting: a broker that
-  cannot be reached, or a peer that is not a RocketMQ broker (an HTTP or echo server), is named in one
-  line before 8 s of Spark start-up.
-* :func:`check_starting_offsets`: a JSON ``startingOffsets`` of a new checkpoint past a broker's
-  commitLogMaxOffset, or not at the start of a record, is named in one line too.
-* :func:`error_line` finds our own error (an :class:`connector.errors.HAReplicaError` subclass)
-  inside the text of an exception that went through Spark (Python data source errors come back wrapped
-  in Java exceptions with both stacks) and returns ``ClassName: message``.
-
-docs/source.md "Errors" describes what users see.
+"""Checks ``hareplica run`` makes before it starts Spark (:func:`check_run_config`, :func:`check_brokers`,
+:func:`check_starting_offsets`: options through the source's own :class:`connector.options.SourceOptions`, the
+app's folders, each master once over remoting, a new checkpoint's JSON ``startingOffsets``), and
+:func:`error_line`, which finds our own error (a :class:`connector.errors.HAReplicaError`) inside an exception
+Spark wrapped and returns ``ClassName: message``. What is checked and what users see: docs/source.md "Errors".
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
-"""A Python producer that sends like the RocketMQ 4.9.8 Java client (``DefaultMQProducer``), straight to a broker.
+"""A Python producer that sends like the RocketMQ 4.9.8 Java client (``DefaultMQProducer``), straight to a broker:
+SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE with the Java client's header, property order, ``UNIQ_KEY``, body
+compression and queue choice, and its mapping of response codes to :class:`SendResult` or
+:class:`MQBrokerException`.
 
-What it reproduces (``DefaultMQProducerImpl.sendKernelImpl``, ``MQClientAPIImpl``):
-
-* SEND_MESSAGE_V2 (310) with the JSON header of short names ``a..m`` (producerGroup, topic, ``TBW102``,
-  defaultTopicQueueNums, queueId, sysFlag, bornTimestamp, flag, properties, reconsumeTimes 0, unitMode
-  false, batch); batches go as SEND_BATCH_MESSAGE (320) with the client batch body (docs/protocol.md §1.10, §4.5).
-* Properties built in a Java HashMap in the order the Java client fills it (TAGS, KEYS, WAIT, user
-  properties, DELAY, then UNIQ_KEY), so the stored properties string matches what a Java producer causes.
-* ``UNIQ_KEY`` laid out as ``MessageClientIDSetter`` does: client IP + pid (short) + a per-process int +
-  ms since the start of the current month (int) + counter (short), upper-case hex (docs/protocol.md §1.8).
-* Bodies of ``compressMsgBodyOverHowmuch`` (4096) bytes or more are zlib-compressed (level 5) and flagged
-  ``COMPRESSED | ZLIB`` (sysFlag 0x301); batches are never compressed.
-* Round-robin queue selection over ``defaultTopicQueueNums`` (4) queues per topic unless a queue is given.
-* Response mapping (processSendResponse): SUCCESS, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT,
-  SLAVE_NOT_AVAILABLE give a :class:`SendResult`; any other code raises :class:`MQBrokerException`.
-
-Requests are pipelined on one connection (:class:`connector.client.remoting.PipelinedConnection`): many may
-be in flight (``max_in_flight``), responses are matched by ``opaque``. :meth:`Producer.send` blocks for one
-result; :meth:`Producer.send_async` returns a ``concurrent.futures.Future``. The load generator of
-``hareplica produce`` on top of it is :func:`streaming_apps.workload.produce_load`.
+Requests are pipelined on one :class:`connector.client.remoting.PipelinedConnection` (``max_in_flight``):
+:meth:`Producer.send` blocks for one result, :meth:`Producer.send_async` returns a ``concurrent.futures.Future``;
+``hareplica produce`` drives it through :func:`streaming_apps.workload.produce_load`. The wire: docs/protocol.md
+§4.5 (the Java producer's choices), §1.8 (``UNIQ_KEY``), §1.10 (batches) and §2.10 (statuses).
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
-"""Queries over the Delta tables: ``hareplica query "SQL"`` in deltalake's engine (default) or in Spark SQL.
-
-Tables are found by folder: every folder directly under ``--tables-root`` (default ``WORKDIR/tables``) that
-holds a ``_delta_log`` is a table named after the folder (``bronze``, ``silver_orders``,
-``silver_quarantine``, ``gold_orders_per_minute``), and so is the root itself when it is a table.
-``--table NAME=PATH`` adds or overrides one.
-
-- :func:`query_tables` runs SQL with deltalake's query engine (``deltalake.QueryBuilder``, DataFusion):
-  every table is registered at its latest version; the result is a ``pyarrow.Table``.
-- :func:`register_spark_tables` (``hareplica query --engine spark``) registers every table as a Spark
-  temporary view over ``spark.read.format("delta")`` when Spark's Delta jars are on the classpath (the
-  staged ones by default), and falls back to :func:`register_spark_views` only when they are not.
-  The default engine is deltalake's: it needs no JVM and answers in about a second, where Spark needs
-  ~10 s to start; ``--engine spark`` is Spark SQL's dialect and Spark's full Delta reader.
-- :func:`register_spark_views` loads the same tables into Spark SQL without Spark's Delta jars: for each
-  table, a temporary view over the Parquet files of the table's current snapshot (``DeltaTable.file_uris``)
-  read with the table's schema and partition folders. The view is a snapshot of the version current when
-  it was registered (register again to see later commits). Tables whose protocol needs reader features
-  (deletion vectors, column mapping) are refused, since plain Parquet reads would be wrong there; the
-  sink of this project never writes those features.
+"""Queries over the Delta tables: ``hareplica query "SQL"`` in deltalake's engine (:func:`query_tables`, the
+default, no JVM) or in Spark SQL (:func:`register_spark_tables`, over Spark's Delta reader, falling back to
+:func:`register_spark_views`, Parquet views of each table's current snapshot, without Spark's Delta jars). Tables
+are the folders under ``--tables-root`` holding a ``_delta_log``, plus ``--table NAME=PATH``. The rules and the
+engines' differences: docs/delta.md "5. Queries".
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
-"""A SPARK_HOME for pip-installed pyspark whose Python workers import the installed, byte-compiled pyspark.
-
-Why: Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on every Python worker's ``PYTHONPATH``
-(``PythonUtils.sparkPythonPath``). A pip-installed pyspark ships that zip with sources only, and Python's
-zipimport never caches compiled code, so every worker process — the data-source planners (lookup,
-create, plan read), the streaming source runner, each task worker — compiles pyspark from source again: about
-0.5 CPU-s per process, most of it on the path before the first micro-batch starts. Measured on the catch-up
-benchmark's machine (docs/source.md "Speed and memory"): a cold ``hareplica run bronze`` of a small log took
-11.8 s with the zip and 9.6 s without it.
-
-How: a directory beside the user's cache holding a symbolic link to every entry of the pyspark package
-directory except ``python/`` (so ``bin/``, ``conf/``... are pyspark's own). With it as SPARK_HOME the
-zips Spark adds to ``PYTHONPATH`` do not exist, and workers import pyspark from the same installation the
-driver uses (the same version as the jars, since both come from the one pip package).
-
-``jars/`` is a directory of its own: a link to each of pyspark's jars, except Janino's two (:data:`UNSIGNED_JARS`,
-the compiler of Spark's generated code), which are copies without their signature files. Janino signs its jars
-with a self-signed key that nothing checks, but a signed jar costs the driver JVM twice at start: it verifies
-every class it loads from one, and it never puts such classes into the class-data-sharing archive
-(:mod:`streaming_apps.jvm_cds`). The copies hold the same classes, byte for byte (docs/deployment.md §7).
-
-It is only used when the user has not set SPARK_HOME and pyspark is pip-installed; a Spark cluster's executors
-use their own Worker's SPARK_HOME and are not affected.
+"""A SPARK_HOME view for pip-installed pyspark whose Python workers import the installed, byte-compiled pyspark
+instead of ``pyspark.zip``: links to every entry of the pyspark package but ``python/``, and a ``jars/`` of links
+except Janino's two jars (:data:`UNSIGNED_JARS`), copied without their signature files so the driver JVM neither
+verifies their classes nor leaves them out of the class-data-sharing archive (:mod:`streaming_apps.jvm_cds`).
+Used only when SPARK_HOME is unset and pyspark is pip-installed. Why: docs/deployment.md "7. Start-up",
+"Byte-compiled modules" and "The class-data-sharing archive".
 """
 
 from __future__ import annotations

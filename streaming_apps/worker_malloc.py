@@ -1,17 +1,8 @@
-"""glibc malloc in the Python task workers: freed memory kept for the next batch (docs/deployment.md §7,
-"Freed memory in the task workers").
-
-A landing task allocates and frees the same few large buffers for every batch it decodes and writes (the pending
-CommitLog bytes, the decoded columns, ~8 MiB each). glibc hands blocks above its mmap threshold to ``mmap`` and
-gives free memory above its trim threshold at the top of the heap back to the kernel; each time, the next batch's
-buffers fault in fresh pages that the kernel zeroes. Fixing the thresholds above the task's working set keeps
-those pages in the process (what that saves, measured: the docs section above).
-
-The settings reach the workers as Spark's ``spark.executorEnv.[Name]``: Spark starts the Python worker daemon
-with them, locally and on a cluster's executors; the driver, its JVM and the CLI keep glibc's defaults. A
-user's own choice wins: nothing is set when the environment already sets one of glibc's threshold variables
-(:data:`MALLOC_THRESHOLD_VARIABLES`) or a ``glibc.malloc`` tunable in ``GLIBC_TUNABLES``, and a Spark conf of
-the user's own for a variable stands (``setdefault``).
+"""glibc malloc thresholds for the Python task workers, so freed buffers stay in the process for the next batch:
+the settings go to the workers as ``spark.executorEnv.[Name]`` (the driver, its JVM and the CLI keep glibc's
+defaults), and nothing is set when the user already chose (:data:`MALLOC_THRESHOLD_VARIABLES`, a
+``glibc.malloc`` tunable in ``GLIBC_TUNABLES``, or their own Spark conf). Why and the values: docs/deployment.md
+"7. Start-up", "Freed memory in the task workers".
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""What every app shares: configuration, the hareplica stream, the two Delta sinks, listener and maintenance.
-
-An app (bronze, silver, gold) is a module with ``NAME``, ``TABLES`` (table names it writes, folders under
-``tables_root``), ``QUERY_NAMES`` and ``start(spark, config, sink) -> [StreamingQuery]``. :func:`start_app`
-wires it up:
-
-1. the sink: ``deltalake`` (this project's ``format("deltalake")``, no jars) or ``delta`` (Spark's own
-   ``format("delta")``, which needs the delta-spark jars; without them :class:`DeltaJarsMissingError`
-   is raised before any query starts, saying how to stage and pass them);
-2. a :class:`streaming_apps.progress_listener.ProgressFileListener` appending each batch's progress and
-   broker lag to ``status_dir/APP.jsonl`` (read by ``hareplica status``);
-3. a :class:`connector.delta.maintenance.TableMaintainer` compacting, checkpointing and vacuuming the
-   app's tables every ``maintenance_every`` micro-batches (counted by the listener);
-4. the app's queries, with checkpoints in ``checkpoint_root/APP`` and Delta appIds derived from that
-   location (:func:`connector.delta.options.app_id_from_checkpoint`), so a restart from the same
-   checkpoint continues exactly once and a new checkpoint is a new writer.
+"""What every app shares: configuration, the hareplica stream, the two Delta sinks, the progress listener and
+maintenance. An app (bronze, silver, gold) is a module with ``NAME``, ``TABLES``, ``QUERY_NAMES`` and
+``start(spark, config, sink) -> [StreamingQuery]``; :func:`start_app` picks the sink (``deltalake``, or ``delta``
+raising :class:`DeltaJarsMissingError` without its jars), adds the listener and the table maintainer, and starts
+the app's queries with checkpoints in ``checkpoint_root/APP`` and appIds derived from them. The apps:
+docs/delta.md "4. The apps"; maintenance: "3. Maintenance"; the listener: "6. Lag monitoring".
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
-"""Decoding the demo's msgpack order events (``streaming_apps.workload``) into typed Arrow columns.
+"""Decoding the demo's msgpack order events (``streaming_apps.workload``) into typed Arrow columns, in the source's
+own tasks (silver's and gold's ``batchTransform``, silver's direct-landing split). Pure: pyarrow, NumPy, msgspec,
+msgpack; no pandas. Each output row holds the message's order fields, or nulls and a ``reason`` naming what is
+wrong with the body.
 
-Pure (pyarrow, NumPy, msgspec, msgpack; no pandas): the silver and gold apps run :func:`decode_order_batch`
-in the source's own tasks (the source's ``batchTransform``, connector.source.task.transform; silver's direct landing
-through its split). Each input row is one message (bronze columns); each output row is the message's order
-fields when the body is a valid order event, else nulls and a ``reason`` saying what is wrong with the body
-(the silver app routes those rows to its quarantine table with their commitLogOffset).
-
-An order event body is a msgpack map with at least (workload.order_event)::
-
-    orderId str, customerId str, status str, amountCents int, currency str, region str,
-    items [ {sku str, qty int, priceCents int}, ... ], eventTimeMs int (ms since the epoch)
-
-Other keys (``note``) are ignored. Integers must fit the column (int64; qty int32; eventTimeMs within
-years 1..9999).
-
-Two decoders, one verdict: msgspec decodes and type-checks a body in native code into :class:`_FastOrder`
-(about 1.5 µs for the workload's 3.3 KB events, against about 10 µs for ``msgpack.unpackb`` and the checks
-in Python); a body it refuses goes to :func:`decode_order_body` (msgpack), which accepts it or names the
-reason. The fast path accepts a subset of what decode_order_body accepts, with the same values
-(tests/unit/apps/test_orders_decode.py checks both on mutated and edge-case bodies).
+Two decoders, one verdict: msgspec decodes and type-checks a body in native code into :class:`_FastOrder`; a body
+it refuses goes to :func:`decode_order_body` (msgpack), which accepts it or names the reason. The fast path
+accepts a subset of what the slow one accepts, with the same values (tests/unit/apps/test_orders_decode.py). The
+event's fields: docs/delta.md "4. The apps", "silver → tables `silver_orders` and `silver_quarantine`".
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
-"""The silver app: the demo's msgpack order events as typed columns, undecodable bodies quarantined.
-
-``hareplica run silver --brokers ...`` reads the order topics (``--topics``, default the workload's
-OrderCreated, OrderPaid, OrderShipped, OrderAudit) from ``format("hareplica")``, decodes every body
-with :mod:`streaming_apps.apps.orders` on the executors and, per micro-batch (foreachBatch), appends
-
-- ``silver_orders``: one row per valid order event — orderId, customerId, status, amountCents, currency,
-  region, items (array of sku/qty/priceCents), itemQuantity, eventTime, eventDate (UTC date of
-  eventTime, the partition column) and the message's broker, topic, queueId, queueOffset,
-  commitLogOffset, msgId, tags, keys, storeTimestamp;
-- ``silver_quarantine``: one row per body that is not a valid order event — broker, topic, queueId,
-  queueOffset, commitLogOffset, msgId, tags, keys, storeTimestamp, reason (what is wrong) and the body;
-  also every bad record the source kept (``decodeError`` set: BODYCRC mismatch, a body that does not
-  decompress), with reason ``bad record: <decodeError>`` and the stored body.
-
-Both tables are written with ``txn(appId, batchId)``, so a micro-batch replayed after a crash lands in
-neither table twice, also when the crash fell between the two commits. With ``--landing direct`` (the
-default with the deltalake sink) the source's own tasks decode the bodies and write both tables' files
-(:func:`split_silver` through the direct landing, connector.landing "Several tables"): the rows
-never enter the JVM. With ``--landing spark`` (the only way with ``--sink delta``) the source's tasks
-decode the bodies (its ``batchTransform``), and each table is a write of the foreachBatch DataFrame
-(``DeltaSink.write_batch``).
+"""The silver app: the demo's msgpack order events as typed columns (``silver_orders``), undecodable bodies and bad
+records quarantined (``silver_quarantine``), both written with ``txn(appId, batchId)`` per micro-batch. With
+``--landing direct`` the source's tasks decode the bodies and write both tables' files (:func:`split_silver`
+through the direct landing); with ``--landing spark`` each table is a write of the foreachBatch DataFrame. The
+tables' columns, the topics and the landing modes: docs/delta.md "4. The apps", "silver → tables `silver_orders`
+and `silver_quarantine`".
 """
 
 from __future__ import annotations
