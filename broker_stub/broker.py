@@ -1,12 +1,8 @@
-"""The broker process (RocketMQ 4.9.8 ``BrokerController``): store, HA service (and HA client on a SLAVE),
-remoting servers (main port and VIP port ``listenPort - 2``), name-server registration, slave metadata
-sync, consumer offsets, and the optional Prometheus endpoint.
-
-One asyncio event loop runs everything (docs/architecture.md "The broker stub's shape"): appends happen on the loop
-(the loop is the put
-lock), disk flushes run in worker threads, HA pushes and ConsumeQueue dispatch are woken by appends.
-:func:`run_broker` is the process body used by ``python -m broker_stub``: it starts the broker, waits for
-SIGTERM/SIGINT, and shuts down cleanly (stop accepting, close connections, flush, delete ``abort``).
+"""The broker process (RocketMQ 4.9.8 ``BrokerController``): store, HA service (and HA client on a SLAVE), remoting
+servers (main and VIP port), name-server registration, slave metadata sync, consumer offsets and the optional
+Prometheus endpoint, all on one asyncio event loop (docs/architecture.md "The broker stub's shape").
+:func:`run_broker` is the process body of ``python -m broker_stub``: it starts the broker, waits for SIGTERM/SIGINT
+and shuts down cleanly (docs/broker_stub.md "Commands").
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""What a broker started with RocketMQ 4.9.8's open defaults exposes, said once at start (docs/security.md,
-"Hardening checklist").
-
-A default broker (no ``aclEnable``, no ``haAllowedAddresses``/``haReplicaAddresses``) trusts its network as
-4.9.8 does: any client reaching the remoting port may send and run admin commands (the stub's
-DELETE_EXPIRED_COMMITLOG among them), any peer reaching the HA port reads every message, and on a
-SYNC_MASTER any peer's 8-byte reports count as replica acks, so producers get SEND_OK for messages no
-slave holds. Compatibility keeps those defaults; :func:`open_exposure` words the one WARNING line the
-broker logs when it listens beyond loopback with any of them open, naming the keys that close each.
+"""What a broker started with RocketMQ 4.9.8's open defaults exposes, said once at start: :func:`open_exposure` words
+the one WARNING line the broker logs when it listens beyond loopback with the remoting or HA port open, naming the
+keys that close each. What is open and why the defaults stay: docs/security.md "Hardening checklist".
 """
 
 from __future__ import annotations

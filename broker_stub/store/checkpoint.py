@@ -1,11 +1,6 @@
-"""The store ``checkpoint`` file (RocketMQ 4.9.8 ``StoreCheckpoint``, docs/protocol.md §1.1).
-
-One 4 KiB page holding three big-endian longs (epoch ms): offset 0 ``physicMsgTimestamp`` (store time of
-the last flushed CommitLog record), 8 ``logicsMsgTimestamp`` (ConsumeQueue), 16 ``indexMsgTimestamp``.
-The stub writes ``physicMsgTimestamp`` and, when an index file fills up, ``indexMsgTimestamp`` (0 for
-``logicsMsgTimestamp``), which makes a real 4.9.8 broker started on this store recover conservatively
-from its first file; the stub's own abnormal recovery uses ``physicMsgTimestamp`` (and, with
-``messageIndexSafe``, ``indexMsgTimestamp``) and re-dispatches the ConsumeQueues and the index from there.
+"""The store ``checkpoint`` file (RocketMQ 4.9.8 ``StoreCheckpoint``): one 4 KiB page of three store timestamps that
+abnormal recovery starts from. The layout: docs/protocol.md §1.1, its use in recovery §1.11; what the stub writes
+there: docs/broker_stub.md "What it does (RocketMQ 4.9.8 behaviour)".
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""The message store of the broker stub (RocketMQ 4.9.8 ``DefaultMessageStore``).
-
-Layout under ``storePathRootDir`` (StorePathConfigHelper): ``commitlog/`` (or ``storePathCommitLog``),
-``consumequeue/{topic}/{queueId}/`` (built by the ReputMessageService on master and slave), ``index/``
-(the message index, :mod:`broker_stub.store.index`, built by the same service when ``messageIndexEnable``),
-``checkpoint``, ``abort`` (exists while the store runs: found at start-up it means the last run did not
-shut down cleanly, so recovery is abnormal and CRC-checked), ``lock`` (an exclusive ``flock`` so two
-brokers never share a store) and ``config/``.
+"""The message store of the broker stub (RocketMQ 4.9.8 ``DefaultMessageStore``): the CommitLog, ConsumeQueues,
+message index, checkpoint, ``abort`` and ``lock`` files and ``config/`` under ``storePathRootDir``, recovered at
+start and served to the remoting and HA layers. The layout: docs/protocol.md §1.1; recovery: docs/broker_stub.md
+"CommitLog files and recovery".
 """
 
 from __future__ import annotations

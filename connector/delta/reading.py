@@ -1,12 +1,7 @@
-"""Reading a Delta table into Arrow from Python, with a clean interpreter exit (README "Reading the tables").
-
-``deltalake.DeltaTable(path).to_pyarrow_table()`` hands pyarrow a filesystem implemented in Python (delta-rs's
-storage handler). pyarrow's I/O threads call into it, and when one of them does so while the interpreter is
-shutting down, CPython 3.11-3.13 ends that thread with a forced unwind through C++ frames that may not unwind:
-``terminate called without an active exception`` and exit code 134, although the read itself was complete
-(seen in 3 to 16 of 20 runs, with every deltalake 1.x and pyarrow 21-26 combination tried). Given a filesystem of
-pyarrow's own (C++, no Python callbacks), the same read never calls back into Python and exits cleanly:
-:func:`read_table` does that, and the three-line form in the README does the same by hand.
+"""Reading a Delta table into Arrow from Python with a clean interpreter exit: :func:`read_table` gives pyarrow a
+filesystem of its own, so pyarrow's I/O threads never call back into delta-rs's Python storage handler while the
+interpreter shuts down (which can abort the process with exit code 134). Why and the same by hand:
+docs/install.md "Reading the tables from your own Python".
 """
 
 from __future__ import annotations
