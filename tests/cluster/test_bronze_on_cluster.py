@@ -32,6 +32,7 @@ from tests.cluster.app_runs import (
     executor_workers,
     finish,
     kill_session,
+    new_executor_dirs,
     packed_run,
     start,
     tail,
@@ -84,18 +85,6 @@ def assert_bronze_exactly_once(table: Path, commitlog: dict[int, bytes]) -> None
     assert all(commitlog[r["commitLogOffset"]] == r["body"] for r in rows), "bodies as stored"
 
 
-def test_hareplica_run_on_the_cluster_lands_every_message_once_from_the_packed_environment(
-        broker, commitlog, spark_cluster, env_archive, tmp_path):
-    log = tmp_path / "bronze.log"
-    with PythonWatcher(spark_cluster.root) as watcher:
-        finish(start(hareplica_run(broker, spark_cluster, env_archive, tmp_path / "wd"), log, tmp_path), log)
-    assert_bronze_exactly_once(tmp_path / "wd" / "tables" / "bronze", commitlog)
-    assert executor_workers(watcher, spark_cluster), f"no executor ran Python from the archive: {watcher.seen}"
-    finished = set().union(*(executor_tasks(d)[1] for i in spark_cluster.workers
-                             for d in spark_cluster.executor_dirs(i)[-1:]))
-    assert len(finished) >= 4, "the micro-batches' tasks ran on the Workers' executors"
-
-
 def wait_until(predicate, what: str, proc: subprocess.Popen, log: Path):
     deadline = time.monotonic() + WAIT_TIMEOUT_S
     while not (value := predicate()):
@@ -107,44 +96,52 @@ def wait_until(predicate, what: str, proc: subprocess.Popen, log: Path):
 
 def test_a_worker_then_the_driver_killed_mid_batch_lose_and_duplicate_nothing(
         broker, commitlog, spark_cluster, env_archive, tmp_path):
+    """``hareplica run`` from the packed environment on the cluster, a Worker and then the driver SIGKILLed, the
+    same command again: every message once, and the executors ran the archive's Python."""
     workdir, log = tmp_path / "wd", tmp_path / "bronze.log"
     checkpoint = workdir / "checkpoints" / "bronze"
     victim, survivor = 1, 2
-    proc = start(hareplica_run(broker, spark_cluster, env_archive, workdir), log, tmp_path)
-    try:
-        first_app = app_names(spark_cluster)
+    with PythonWatcher(spark_cluster.root) as watcher:  # both runs
+        proc = start(hareplica_run(broker, spark_cluster, env_archive, workdir), log, tmp_path)
+        try:
+            first_app = app_names(spark_cluster)
 
-        def victim_mid_task():  # a batch committed, and the victim's executor of this app runs a task
-            dirs = [d for d in spark_cluster.executor_dirs(victim) if d.parent.name not in first_app]
-            if not dirs or not batches(checkpoint, "commits"):
-                return None
-            started, finished = executor_tasks(dirs[-1])
-            return started - finished
+            def victim_mid_task():  # a batch committed, and the victim's executor of this app runs a task
+                dirs = [d for d in spark_cluster.executor_dirs(victim) if d.parent.name not in first_app]
+                if not dirs or not batches(checkpoint, "commits"):
+                    return None
+                started, finished = executor_tasks(dirs[-1])
+                return started - finished
 
-        in_flight = wait_until(victim_mid_task, "a task running on Worker 1 after batch 0", proc, log)
-        spark_cluster.workers[victim].kill()  # the Worker, its executor and its Python workers
-        spark_cluster.workers[victim].proc.wait(timeout=30)
-        done_at_kill = max(batches(checkpoint, "commits"))
+            in_flight = wait_until(victim_mid_task, "a task running on Worker 1 after batch 0", proc, log)
+            spark_cluster.workers[victim].kill()  # the Worker, its executor and its Python workers
+            spark_cluster.workers[victim].proc.wait(timeout=30)
+            done_at_kill = max(batches(checkpoint, "commits"))
 
-        # the survivor reruns the lost tasks and the query goes on; then the driver dies mid-batch
-        wait_until(lambda: max(batches(checkpoint, "commits")) >= done_at_kill + 2, "two more batches", proc, log)
-        wait_until(lambda: max(batches(checkpoint, "offsets")) > max(batches(checkpoint, "commits")),
-                   "a batch in flight", proc, log)
-        kill_session(proc)
-    finally:
-        kill_session(proc)
-        if spark_cluster.workers[victim].proc.poll() is not None:
-            spark_cluster.start_worker(victim)
-    planned, committed = batches(checkpoint, "offsets"), batches(checkpoint, "commits")
-    assert max(planned) > max(committed), "the driver died with a batch planned and not committed"
-    survivor_dir = [d for d in spark_cluster.executor_dirs(survivor) if d.parent.name not in first_app][-1]
-    assert max(executor_tasks(survivor_dir)[1]) > max(in_flight), "the survivor ran tasks after the kill"
-    rows_before = DeltaTable(str(workdir / "tables" / "bronze")).to_pyarrow_table(columns=["commitLogOffset"])
-    assert 0 < rows_before.num_rows < len(commitlog), "the first run stopped midway"
+            # the survivor reruns the lost tasks and the query goes on; then the driver dies mid-batch
+            wait_until(lambda: max(batches(checkpoint, "commits")) >= done_at_kill + 2, "two more batches", proc, log)
+            wait_until(lambda: max(batches(checkpoint, "offsets")) > max(batches(checkpoint, "commits")),
+                       "a batch in flight", proc, log)
+            kill_session(proc)
+        finally:
+            kill_session(proc)
+            if spark_cluster.workers[victim].proc.poll() is not None:
+                spark_cluster.start_worker(victim)
+        planned, committed = batches(checkpoint, "offsets"), batches(checkpoint, "commits")
+        assert max(planned) > max(committed), "the driver died with a batch planned and not committed"
+        survivor_dir = [d for d in spark_cluster.executor_dirs(survivor) if d.parent.name not in first_app][-1]
+        assert max(executor_tasks(survivor_dir)[1]) > max(in_flight), "the survivor ran tasks after the kill"
+        rows_before = DeltaTable(str(workdir / "tables" / "bronze")).to_pyarrow_table(columns=["commitLogOffset"])
+        assert 0 < rows_before.num_rows < len(commitlog), "the first run stopped midway"
 
-    # resubmitted with the same checkpoint: catches up and stops
-    finish(start(hareplica_run(broker, spark_cluster, env_archive, workdir), log, tmp_path), log)
+        # resubmitted with the same checkpoint: catches up and stops
+        known = app_names(spark_cluster)
+        finish(start(hareplica_run(broker, spark_cluster, env_archive, workdir), log, tmp_path), log)
     assert_bronze_exactly_once(workdir / "tables" / "bronze", commitlog)
+    assert executor_workers(watcher, spark_cluster), f"no executor ran Python from the archive: {watcher.seen}"
+    finished = set().union(*(executor_tasks(d)[1] for dirs in new_executor_dirs(spark_cluster, known).values()
+                             for d in dirs))
+    assert len(finished) >= 4, "the catch-up's micro-batches ran their tasks on the Workers' executors"
 
 
 def test_spark_submit_runs_the_bronze_app_with_driver_and_executors_on_the_packed_environment(
