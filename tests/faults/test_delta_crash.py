@@ -35,7 +35,7 @@ from streaming_apps.workload import ORDER_TOPICS, order_events
 from tests.support.processes import kill_at_marker, kill_session, log_tail
 
 MAPPED_FILE_SIZE = 96 * 1024
-ORDERS = 300
+ORDERS = 200  # ~250 KB of CommitLog: three mapped files, so three micro-batches (batch 2 runs after the replay)
 BAD_BODIES = [b"\x01 definitely not msgpack", msgpack.packb(["a", "list"]), msgpack.packb({"orderId": 5})]
 MARKER_TIMEOUT_S = 240
 RUN_TIMEOUT_S = 300
@@ -57,7 +57,10 @@ def broker(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def commitlog(broker) -> dict[int, object]:
-    return {rec.commit_log_offset: rec for _, rec in iter_commitlog_dir(broker.commitlog_dir)}
+    """commitLogOffset → record of every message; they span at least three mapped files (three micro-batches)."""
+    records = {rec.commit_log_offset: rec for _, rec in iter_commitlog_dir(broker.commitlog_dir)}
+    assert max(records) >= 2 * MAPPED_FILE_SIZE, "the tests need a batch 2 after the replayed batch 1"
+    return records
 
 
 def _command(app: str, broker, workdir: Path, *extra: str) -> list[str]:
