@@ -31,6 +31,7 @@ from connector.settings import (
 from connector.source.driver.broker_view import BrokerSetView
 from connector.source.driver.brokers import BrokerSets, bounds
 from connector.source.driver.controller_mode import SWITCH_KEY, ControllerModeSet
+from connector.source.driver.discovery import Discovery
 from connector.source.driver.history import FINGERPRINT_KEY, check_start, end_fingerprint
 from connector.source.driver.offsets import SourceOffset
 from connector.source.driver.partitions import build_partitions, file_slices
@@ -125,12 +126,16 @@ class BatchPlanner:
     def __init__(self, options: SourceOptions):
         self.options = options
         self.brokers = BrokerSets(options)  # views, remoting clients, controller-mode sets
+        self.base_options = options
+        #: with ``namesrv_addr``: the name server's route; ``options`` then holds its live broker sets
+        self.discovery = Discovery(options) if options.namesrv_addr else None
         self.trigger_target: dict[str, int] | None = None
         self._verified: dict[tuple, int] = {}  # (broker, start, fingerprint) -> where reading really starts
 
     def initial_offsets(self) -> dict:
         """Per broker: commitLogMinOffset (earliest), commitLogMaxOffset (latest) or the JSON offset; raises
         HAReplicaOptionError for a JSON offset past the broker's commitLogMaxOffset."""
+        self.follow_route()
         starting = self.options.starting_offsets
         out = {}
         for broker in self.options.brokers:
@@ -155,12 +160,16 @@ class BatchPlanner:
 
     def prepare_available_now(self) -> None:
         """Record every broker's current commitLogMaxOffset as the AvailableNow target."""
+        self.follow_route()
         self.trigger_target = {b.name: bounds(self.brokers.refresh(b))[1] for b in self.options.brokers}
         log.info("Trigger.AvailableNow target offsets %s", self.trigger_target)
 
     def end_offset(self, start: dict | None, max_bytes: int | None) -> dict:
         """The next micro-batch's end offset from ``start``; ``max_bytes``: the ``ReadMaxBytes`` budget shared
         between brokers (:func:`apply_byte_limit`), None to read all available bytes."""
+        self.follow_route()
+        if self.discovery is not None:
+            start = self.discovery.with_new_sets(self.brokers, self.options, start)
         fail = self.options.fail_on_data_loss
         spans: dict[str, tuple[int, int]] = {}
         for broker in self.options.brokers:
@@ -187,7 +196,15 @@ class BatchPlanner:
         switches = {name: cset.records() for name, cset in self.brokers.sets.items() if cset.switches}
         if switches:  # recorded in the batch's end offset (and so in the query progress)
             out.extras[SWITCH_KEY] = switches
+        if self.discovery is not None:  # sets out of the route keep their offsets
+            return self.discovery.carry_absent(self.options, start, out.to_json())
         return out.to_json()
+
+    def follow_route(self) -> None:
+        """With ``namesrv_addr``: ask the name server when ``namesrv_poll_interval_ms`` passed and plan its live
+        broker sets (:meth:`connector.source.driver.discovery.Discovery.follow`); nothing with ``brokers``."""
+        if self.discovery is not None:
+            self.options = self.discovery.follow(self.brokers, self.base_options)
 
     # --- rewritten history (connector.source.driver.history, docs/source.md "Rewritten history") ----------
     def _reads(self, view: BrokerSetView) -> DriverReads:
@@ -256,7 +273,13 @@ class BatchPlanner:
         ``columns`` (None: all)."""
         prefer_slave = self.options.read_from == READ_FROM_SLAVE
         slices: list[tuple[BrokerSetView, int, int]] = []
-        for broker in self.options.brokers:
+        planned = self.options.brokers
+        if self.discovery is not None:
+            if not self.discovery.started:
+                self.follow_route()
+            start = self.discovery.with_new_sets(self.brokers, self.options, start)
+            planned = self.discovery.endpoints_for(self.options, start, end)
+        for broker in planned:
             stop = end.get(broker.name)
             if stop is None:
                 continue
@@ -290,3 +313,5 @@ class BatchPlanner:
     def close(self) -> None:
         """Close the driver's remoting connections."""
         self.brokers.close()
+        if self.discovery is not None:
+            self.discovery.close()

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from connector.client.admin import BrokerAdminClient
 from connector.client.namesrv import NameServerClient
+from connector.data_loss import on_data_loss
 from connector.errors import (
     AddressError,
     BrokerAdminError,
@@ -31,7 +32,10 @@ from connector.protocol.broker import ha_listen_port
 from connector.protocol.cluster_info import BrokerData, ClusterInfo
 from connector.protocol.ha import HA_PROTOCOL_CLASSIC
 from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH
-from connector.settings import OPTIONS
+from connector.settings import OPTIONS, STARTING_OFFSETS_LATEST
+from connector.source.driver.brokers import BrokerSets, bounds
+from connector.source.driver.history import FINGERPRINT_KEY
+from connector.source.driver.offsets import SourceOffset
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +176,10 @@ class Discovery:
         self._asked_at: float | None = None
         self._configs: dict[str, dict[str, str]] = {}
         self._admins: dict[str, BrokerAdminClient] = {}
+        self.left_at: dict[str, float] = {}  # set name -> when it was last seen live (clock seconds)
+        self.dropped: set[str] = set()  # sets given up past max_outage_ms with fail_on_data_loss=False
+        self.new_starts: dict[str, int] = {}  # sets that appeared while the query ran -> where they start
+        self._planned: SourceOptions | None = None  # the options of the live sets, as last planned
 
     def _config_of(self, addr: str) -> dict[str, str]:
         config = self._configs.get(addr)
@@ -248,6 +256,111 @@ class Discovery:
         check_slave_counts(options.brokers, options.slaves, options.read_from, options.min_in_sync_slaves,
                            f"in the route of name server {self.answered_by}")
         return options
+
+    # --- the planner's side (connector.source.driver.batches.BatchPlanner) ---------------------------------
+    def follow(self, brokers: BrokerSets, base: SourceOptions) -> SourceOptions:
+        """Ask the route when due and return ``base`` with the live sets (:meth:`options_for`); ``brokers``
+        (the planner's :class:`connector.source.driver.brokers.BrokerSets`) gets the same options. A classic
+        set whose master moved is checked again from its fingerprint (its boundaries and trust dropped, as
+        after an outage, docs/source.md "Rewritten history"); a controller-mode set follows its own switches."""
+        changes = self.poll()
+        if changes is None and self._planned is not None:
+            return self._planned
+        for name in changes.moved:
+            if self.sets[name].protocol == HA_PROTOCOL_CLASSIC:
+                brokers.trusted.pop(name, None)
+                view = brokers.views.get(name)
+                if view is not None:
+                    view.forget_boundaries()
+                    view.master = None
+        options = self.options_for(base)
+        now = self.clock()
+        live = set(options.broker_names)
+        for name in self.seen:
+            if name in live:
+                self.left_at.pop(name, None)
+                self.dropped.discard(name)
+            else:
+                self.left_at.setdefault(name, now)
+        if self._planned is None:
+            self.check_starting(options)
+        brokers.options = self._planned = options
+        return options
+
+    @property
+    def started(self) -> bool:
+        """True once :meth:`follow` planned the route."""
+        return self._planned is not None
+
+    def check_starting(self, options: SourceOptions) -> None:
+        """A JSON ``starting_offsets`` names exactly the sets found (HAReplicaOptionError otherwise)."""
+        starting = options.starting_offsets
+        if not isinstance(starting, dict):
+            return
+        found = set(self.seen)
+        unknown, missing = sorted(set(starting) - found), sorted(found - set(starting))
+        if unknown or missing:
+            raise HAReplicaOptionError(
+                OPTIONS.starting_offsets.name, starting,
+                f"must name exactly the broker sets of name server {self.answered_by}'s route "
+                f"({', '.join(sorted(found))}): " + "; ".join(
+                    ([f"unknown {', '.join(unknown)}"] if unknown else [])
+                    + ([f"missing {', '.join(missing)}"] if missing else [])))
+
+    def with_new_sets(self, brokers: BrokerSets, options: SourceOptions, start: dict | None) -> dict | None:
+        """``start`` plus, with ``new_broker_set_offsets='latest'``, where each live set it lacks starts (its
+        commitLogMaxOffset when first planned); with ``earliest`` such a set starts at its commitLogMinOffset
+        (the planner's rule for a set without an offset)."""
+        if start is None or options.new_broker_set_offsets != STARTING_OFFSETS_LATEST:
+            return start
+        positions = SourceOffset.from_json(start).positions
+        out = dict(start)
+        for broker in options.brokers:
+            if broker.name in positions:
+                continue
+            if broker.name not in self.new_starts:
+                self.new_starts[broker.name] = bounds(brokers.refresh(broker))[1]
+                log.info("broker set %s is new: it starts at its commitLogMaxOffset %d (%s=%s)", broker.name,
+                         self.new_starts[broker.name], OPTIONS.new_broker_set_offsets.name, STARTING_OFFSETS_LATEST)
+            out[broker.name] = self.new_starts[broker.name]
+        return out
+
+    def carry_absent(self, options: SourceOptions, start: dict | None, end: dict) -> dict:
+        """``end`` plus the offset (and fingerprint) of every set of ``start`` that is not planned now (it left
+        the route or lost its master): the checkpoint keeps it and the set continues from it when it is back.
+        Past ``max_outage_ms`` ``fail_on_data_loss`` decides: DataLossError naming the set, or the set is
+        logged and left out of the offset."""
+        if not start:
+            return end
+        before, after = SourceOffset.from_json(start), SourceOffset.from_json(end)
+        now = self.clock()
+        for name, position in before.positions.items():
+            if name in after.positions or name in self.dropped:
+                continue
+            gone_ms = int((now - self.left_at.setdefault(name, now)) * 1000)
+            if gone_ms > options.fetch.max_outage_ms:
+                on_data_loss(options.fail_on_data_loss,
+                             f"broker set {name} has been out of the name server's route (or without a master) for "
+                             f"{gone_ms} ms, longer than {OPTIONS.max_outage_ms.name}="
+                             f"{options.fetch.max_outage_ms}; its offset {position} is not read further",
+                             instead="go on without it", logger=log)
+                self.dropped.add(name)
+                continue
+            after.positions[name] = position
+            fingerprint = before.extras.get(FINGERPRINT_KEY, {}).get(name) if isinstance(
+                before.extras.get(FINGERPRINT_KEY), dict) else None
+            if fingerprint is not None:
+                after.extras.setdefault(FINGERPRINT_KEY, {})[name] = fingerprint
+        return after.to_json()
+
+    def endpoints_for(self, options: SourceOptions, start: dict | None, end: dict) -> tuple[BrokerEndpoint, ...]:
+        """The planned sets plus any set ``end`` moves past ``start`` that is not planned now (a batch planned
+        before it left the route, replayed after a restart): its last known master."""
+        names = set(options.broker_names)
+        before = SourceOffset.from_json(start).positions
+        extra = [self.seen[n].master for n, pos in SourceOffset.from_json(end).positions.items()
+                 if n not in names and n in self.seen and self.seen[n].master is not None and pos > before.get(n, pos)]
+        return (*options.brokers, *extra)
 
     def close(self) -> None:
         """Close the name-server and broker connections."""
