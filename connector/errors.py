@@ -204,3 +204,12 @@ class DeltaSchemaMismatchError(DeltaSinkError):
 
 class InjectedFaultError(DeltaSinkError):
     """Raised at a fault-injection point (``HAREPLICA_DELTA_FAULT`` without a marker file; module docstring)."""
+
+
+# --- restoring a broker's store from bronze (connector.restore) ----------------------------------------------
+
+class RestoreError(HAReplicaError):
+    """A bronze table cannot give the asked CommitLog range back byte for byte (docs/restore.md): the table lacks
+    the restore columns or a file's first records, the range starts inside a record, the rows disagree on the
+    broker's mapped file size, or a store folder already holds CommitLog files. The message names the broker,
+    offset, file or column."""

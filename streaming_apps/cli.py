@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_query_parser(sub)
     _add_maintain_parser(sub)
     _add_status_parser(sub)
+    from streaming_apps.restore_command import add_restore_parser
+
+    add_restore_parser(sub)
     return parser
 
 
@@ -543,6 +546,10 @@ def _dispatch(args, extra: list[str]) -> int:
 
         return status_command(args.paths or [os.path.join(args.workdir, "status")], brokers=args.brokers,
                               as_json=args.json)
+    if args.command == "restore":
+        from streaming_apps.restore_command import run as restore
+
+        return restore(args)
     raise AssertionError(args.command)
 
 

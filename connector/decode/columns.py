@@ -19,6 +19,7 @@ import pyarrow as pa
 from connector.arrow_numpy import from_numpy, repeat_string
 from connector.decode.arrays import as_string
 from connector.decode.bodies import BODY_BYTES_PER_ARROW_ARRAY, BodyPolicy, decode_errors
+from connector.decode.exact import stored_bodies, stored_properties
 from connector.decode.hosts import hosts, ipv4_hosts, msg_ids
 from connector.decode.kernels import active
 from connector.decode.locate import Located
@@ -27,7 +28,7 @@ from connector.decode.schema import TIMESTAMP, column_schema
 from connector.decode.topic_filter import TopicFilter
 from connector.settings import DecodeSettings
 
-_PER_GROUP = ("body", "decodeError")  # the columns each body group brings; the others are sliced per group
+_PER_GROUP = ("body", "decodeError", "storedBody", "mappedFileSizeCommitLog")  # built per body group; others sliced
 _PROPERTY_COLUMNS = ("properties", "tags", "keys", "uniqKey")  # one split of the PROPERTIES field gives all four
 
 
@@ -104,6 +105,10 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
                                mapped_file_size)
         fixed["body"] = body_array
         fixed["decodeError"] = decode_errors(bad, lo, hi)
+        if "storedBody" in schema.names:
+            fixed["storedBody"] = stored_bodies(kernels, buf, loc, lo, hi, body_array)
+        if "mappedFileSizeCommitLog" in schema.names:
+            fixed["mappedFileSizeCommitLog"] = from_numpy(np.full(hi - lo, mapped_file_size, np.int32), pa.int32())
         cols = [fixed[name] if name in _PER_GROUP else fixed[name].slice(lo, hi - lo) for name in schema.names]
         yield pa.RecordBatch.from_arrays(cols, schema=schema)
 
@@ -137,6 +142,13 @@ def _fixed_columns(kernels, buf: pa.Buffer, u8: np.ndarray, loc: Located, topics
     def host(packed: np.ndarray | None, pos: np.ndarray, v6: np.ndarray) -> pa.Array:
         return ipv4_hosts(packed) if packed is not None else hosts(u8, pos, v6)
 
+    exact: list[tuple[pa.Array, pa.Array]] = []
+
+    def restore(i: int) -> pa.Array:
+        if not exact:
+            exact.append(stored_properties(kernels, buf, u8, loc, properties(0)))  # (storedProperties, recordFormat)
+        return exact[0][i]
+
     builders: dict[str, Callable[[], pa.Array]] = {
         "topic": lambda: topics,
         "queueId": lambda: from_numpy(loc.queue_id, pa.int32()),
@@ -155,5 +167,7 @@ def _fixed_columns(kernels, buf: pa.Buffer, u8: np.ndarray, loc: Located, topics
         "msgId": lambda: msg_ids(u8, loc.store_host_pos, loc.store_v6, loc.offsets, loc.store_packed),
         **{name: (lambda i=i: properties(i)) for i, name in enumerate(_PROPERTY_COLUMNS)},
         "broker": lambda: repeat_string(broker, len(loc.s)),
+        "storedProperties": lambda: restore(0),
+        "recordFormat": lambda: restore(1),
     }
     return {name: builders[name]() for name in names if name not in _PER_GROUP}

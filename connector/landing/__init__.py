@@ -9,7 +9,13 @@ from connector.landing.commit import commit_landed_batch
 from connector.landing.migration import ADDED_SOURCE_COLUMNS, add_new_source_columns
 from connector.landing.options import landing_writer, landing_writers, split_landing_options
 from connector.landing.reader import HAReplicaLandingDataSource, HAReplicaLandingStreamReader
-from connector.landing.rows import DEFAULT_PARTITION_BY, STORE_DATE, landed_schema, with_store_date
+from connector.landing.rows import (
+    DEFAULT_PARTITION_BY,
+    STORE_DATE,
+    landed_schema,
+    landed_source_schema,
+    with_store_date,
+)
 from connector.landing.start import LandingTarget, start_direct_landing, start_direct_landing_tables
 
 __all__ = [
@@ -22,6 +28,7 @@ __all__ = [
     "add_new_source_columns",
     "commit_landed_batch",
     "landed_schema",
+    "landed_source_schema",
     "landing_writer",
     "landing_writers",
     "split_landing_options",

@@ -1,5 +1,5 @@
 """Adding the source's later nullable columns to a raw-replica table landed before them (docs/source.md "Bad
-records").
+records", docs/restore.md "Tables landed before the restore columns").
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 
 #: Nullable columns later versions of the source added; a raw-replica table written before gets them on
 #: start (:func:`add_new_source_columns`), its earlier rows reading them as null.
-ADDED_SOURCE_COLUMNS = ("decodeError",)
+ADDED_SOURCE_COLUMNS = ("decodeError", "storedBody", "storedProperties", "recordFormat", "mappedFileSizeCommitLog")
 
 
 def add_new_source_columns(table_uri: str, partition_by: Sequence[str] = DEFAULT_PARTITION_BY) -> list[str]:
@@ -54,7 +54,8 @@ def add_new_source_columns(table_uri: str, partition_by: Sequence[str] = DEFAULT
             check_schema_matches(table_uri, schema_json, partitions, full, partition_by)  # names every difference
             raise
         check_writable(table, table_uri, "append")
-        table.alter.add_columns([Field(name, "string", nullable=True) for name in missing])
+        types = {f.name: f.dataType.typeName() for f in full.fields}  # string, binary, integer: Delta's names
+        table.alter.add_columns([Field(name, types[name], nullable=True) for name in missing])
         log.warning("Delta table %s: added the nullable column(s) %s of this hareplica version (earlier rows read "
                     "them as null)", table_uri, ", ".join(missing))
     return missing

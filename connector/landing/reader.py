@@ -18,7 +18,7 @@ from connector.delta.messages import MESSAGE_COLUMN, message_bytes
 from connector.delta.sink import DeltaLakeStreamWriter
 from connector.errors import HAReplicaOptionError
 from connector.landing.options import landing_writers, resolve_split, split_landing_options
-from connector.landing.rows import with_store_date
+from connector.landing.rows import LANDED_SOURCE_COLUMNS, with_store_date
 from connector.options import SourceOptions
 from connector.settings import OPTIONS
 from connector.source import (
@@ -41,7 +41,8 @@ class HAReplicaLandingStreamReader(DataSourceStreamReader, SupportsTriggerAvaila
     """
 
     def __init__(self, options: SourceOptions, writers: Sequence[DeltaLakeStreamWriter], split: str | None = None):
-        self.source = HAReplicaStreamReader(options)
+        # one table: the raw replica, with the restore columns (docs/restore.md); a split picks its own columns
+        self.source = HAReplicaStreamReader(options, columns=LANDED_SOURCE_COLUMNS if split is None else None)
         self.writers = list(writers)
         self.split = split
 
@@ -86,7 +87,7 @@ class HAReplicaLandingStreamReader(DataSourceStreamReader, SupportsTriggerAvaila
         tasks = [w.open_task() for w in self.writers]
         records = 0
         try:
-            for batch in read_partition(partition):
+            for batch in read_partition(partition, partition.columns):
                 records += batch.num_rows
                 for task, part in zip(tasks, split(batch), strict=True):
                     if part.num_rows:

@@ -8,18 +8,27 @@ import numpy as np
 import pyarrow as pa
 
 from connector.arrow_numpy import from_numpy, to_numpy
-from connector.decode.schema import spark_schema
+from connector.decode.schema import ALL_ARROW_SCHEMA, spark_schema
 
 STORE_DATE = "storeDate"
 DEFAULT_PARTITION_BY = (STORE_DATE,)
 US_PER_DAY = 86_400_000_000
+#: The source columns a landed raw-replica table holds: the default ones and the restore columns.
+LANDED_SOURCE_COLUMNS = tuple(ALL_ARROW_SCHEMA.names)
+
+def landed_source_schema():
+    """Spark schema of the source columns a raw-replica table holds: the ``hareplica`` columns and the restore
+    columns (:data:`LANDED_SOURCE_COLUMNS`); what bronze reads with ``.schema(...)``."""
+    return spark_schema(restore_columns=True)
+
 
 def landed_schema():
-    """Spark schema of the landed table: the ``hareplica`` columns plus ``storeDate`` (DateType, nullable as
-    Spark types ``date_from_unix_date`` although never null), the same as ``bronze_frame``'s."""
+    """Spark schema of the landed table: the ``hareplica`` columns, the restore columns
+    (:data:`connector.decode.schema.RESTORE_COLUMNS`, docs/restore.md "The columns bronze keeps") and ``storeDate``
+    (DateType, nullable as Spark types ``date_from_unix_date`` although never null), the same as ``bronze_frame``'s."""
     from pyspark.sql.types import DateType, StructField, StructType
 
-    return StructType([*spark_schema().fields, StructField(STORE_DATE, DateType(), True)])
+    return StructType([*landed_source_schema().fields, StructField(STORE_DATE, DateType(), True)])
 
 
 def with_store_date(batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -4,7 +4,9 @@
 into the Delta table ``TABLES_ROOT/bronze`` (append only, one row per message, exactly once). Columns:
 the source's (docs/source.md "Rows": topic, queueId, queueOffset, commitLogOffset, storeSize, bodyCRC, flag, sysFlag,
 bornTimestamp, bornHost, storeTimestamp, storeHost, reconsumeTimes, preparedTransactionOffset, msgId,
-uniqKey, tags, keys, properties, body, broker, decodeError) plus ``storeDate``, the UTC date of storeTimestamp,
+uniqKey, tags, keys, properties, body, broker, decodeError), the restore columns (docs/restore.md "The columns
+bronze keeps": storedBody, storedProperties, recordFormat, mappedFileSizeCommitLog) plus ``storeDate``, the UTC
+date of storeTimestamp,
 which is the partition column (``storeDate=YYYY-MM-DD/`` folders). Bad records (``decodeError`` not null:
 BODYCRC mismatch, a body that does not decompress) are kept, with their stored bytes as ``body``.
 """
@@ -41,8 +43,11 @@ def store_date(column: str = "storeTimestamp"):
 
 
 def bronze_frame(spark, config: AppConfig):
-    """The bronze rows: the hareplica stream plus ``storeDate``."""
-    return hareplica_stream(spark, config).withColumn("storeDate", store_date())
+    """The bronze rows: the hareplica stream with the restore columns (docs/restore.md) plus ``storeDate``."""
+    from connector.landing import landed_source_schema
+
+    return hareplica_stream(spark, config, schema=landed_source_schema()).withColumn(
+        "storeDate", store_date())
 
 
 def check_tables(config: AppConfig) -> None:

@@ -1,0 +1,8 @@
+"""Restoring a broker's CommitLog from a bronze table, byte for byte, and checking a store against the table
+(docs/restore.md)."""
+
+from connector.restore.plan import FilePlan, RestorePlan, plan_restore
+from connector.restore.store import restore_commitlog
+from connector.restore.verify import StoreDifference, verify_store
+
+__all__ = ["FilePlan", "RestorePlan", "StoreDifference", "plan_restore", "restore_commitlog", "verify_store"]

@@ -1,0 +1,104 @@
+"""Writing a RocketMQ store's CommitLog from a bronze table (docs/restore.md).
+
+A restored store is ``STORE_DIR/commitlog/`` with one file per mapped file of the range, named by its start offset,
+``mappedFileSizeCommitLog`` bytes long: the records re-encoded (:mod:`connector.restore.encode`), the END_FILE blank
+of a full file, zeros after. A RocketMQ broker started on it recovers the CommitLog and, having no ConsumeQueue,
+dispatches every record again (4.9.8 ``DefaultMessageStore.start``: the reput starts at the CommitLog's min offset),
+which rebuilds its ConsumeQueues and index.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow.compute as pc
+
+from connector.delta.reading import read_table
+from connector.errors import RestoreError
+from connector.protocol.commitlog import encode_blank
+from connector.protocol.mapped_files import is_file_name
+from connector.restore.encode import RECORD_COLUMNS, iter_encoded
+from connector.restore.plan import FilePlan, RestorePlan, broker_filter, plan_restore
+
+#: The most CommitLog bytes of rows read from the table at once while a file is written (the memory bound).
+WINDOW_BYTES = 64 * 1024 * 1024
+COMMITLOG_DIR = "commitlog"
+
+
+def commitlog_dir(store_dir: str | os.PathLike) -> Path:
+    """``STORE_DIR/commitlog``: where a broker with ``storePathRootDir=STORE_DIR`` keeps its CommitLog."""
+    return Path(store_dir) / COMMITLOG_DIR
+
+
+def file_bytes(table_uri: str, broker: str, plan: RestorePlan, file: FilePlan) -> Iterable[tuple[int, bytes]]:
+    """``(position in the file, bytes)`` pieces of ``file``, in order, read from the table in windows of
+    :data:`WINDOW_BYTES`: the records of ``[file.start, file.end)`` and, for a full file, the blank's 8-byte
+    header. The rest of the file is zeros.
+
+    Raises RestoreError as :func:`connector.restore.encode.iter_encoded`, or when the rows do not follow each
+    other (the table changed since the plan).
+    """
+    expected = file.start
+    lo = file.start
+    while lo < file.end:
+        hi = min(lo + WINDOW_BYTES, file.end)
+        rows = read_table(table_uri, columns=list(RECORD_COLUMNS), filters=broker_filter(broker)
+                          & (pc.field("commitLogOffset") >= lo) & (pc.field("commitLogOffset") < hi))
+        rows = rows.sort_by("commitLogOffset")
+        for offset, record in iter_encoded(rows, broker=broker):
+            if offset < expected:
+                continue  # a row landed twice
+            if offset != expected:
+                raise RestoreError(f"broker {broker}: the table has no record at CommitLog offset {expected} of "
+                                   f"file {file.name} any more (it changed while being restored)")
+            yield offset - file.start, record
+            expected = offset + len(record)
+        lo = max(hi, expected)
+    if expected != file.end:
+        raise RestoreError(f"broker {broker}: file {file.name} ends at offset {expected}, the plan said {file.end} "
+                           "(the table changed while being restored)")
+    if file.full:
+        yield file.end - file.start, encode_blank(file.start + plan.mapped_file_size - file.end)
+
+
+def write_file(table_uri: str, broker: str, plan: RestorePlan, file: FilePlan, folder: Path) -> Path:
+    """Write ``file`` into ``folder`` (a CommitLog folder) at its full mapped file size; return its path."""
+    path = folder / file.name
+    with open(path, "wb") as out:
+        for _, piece in file_bytes(table_uri, broker, plan, file):
+            out.write(piece)
+        out.truncate(plan.mapped_file_size)  # the rest zeros (a sparse tail where the file system allows)
+    return path
+
+
+def check_empty_store(store_dir: str | os.PathLike) -> Path:
+    """Create ``STORE_DIR/commitlog`` and return it; RestoreError when it already holds CommitLog files."""
+    folder = commitlog_dir(store_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    held = sorted(name for name in os.listdir(folder) if is_file_name(name))
+    if held:
+        raise RestoreError(f"{folder} already holds CommitLog files ({held[0]}, {len(held)} in all): restore into "
+                           "an empty store folder")
+    return folder
+
+
+def restore_commitlog(table_uri: str, broker: str, store_dir: str | os.PathLike, *, from_offset: int | None = None,
+                      from_timestamp: int | None = None, to_offset: int | None = None,
+                      to_timestamp: int | None = None) -> RestorePlan:
+    """Write ``broker``'s CommitLog range from the bronze table at ``table_uri`` into ``STORE_DIR/commitlog``.
+
+    The range and its rules: :func:`connector.restore.plan.plan_restore` (offsets in bytes, timestamps epoch ms).
+    Returns the plan it wrote; its ``missing`` names the first gap the files stop before.
+
+    Raises:
+        RestoreError: what :func:`plan_restore` raises; the store's CommitLog folder already holds files; a row
+            that does not re-encode to its storeSize.
+    """
+    plan = plan_restore(table_uri, broker, from_offset=from_offset, from_timestamp=from_timestamp,
+                        to_offset=to_offset, to_timestamp=to_timestamp)
+    folder = check_empty_store(store_dir)
+    for file in plan.files:
+        write_file(table_uri, broker, plan, file, folder)
+    return plan
