@@ -26,6 +26,8 @@ from connector.protocol.ha import HA_HOUSEKEEPING_INTERVAL_MS
 from connector.protocol.topics import TOPIC_MAX_LENGTH, VALID_TOPIC
 from connector.settings import (
     EARLIEST_OFFSET_SENTINEL,
+    ENDING_OFFSETS_LATEST,
+    LATEST_OFFSET_SENTINEL,
     OPTIONS,
     READ_FROM_SLAVE,
     STARTING_OFFSETS_EARLIEST,
@@ -93,6 +95,31 @@ class SourceOptions:
     namesrv_poll_interval_ms: int = OPTIONS.namesrv_poll_interval_ms.default
     new_broker_set_offsets: str = OPTIONS.new_broker_set_offsets.default
 
+    #: batch reads: ``"latest"`` or broker name -> CommitLog offset (bytes; -1 latest)
+    ending_offsets: str | Mapping[str, int] = OPTIONS.ending_offsets.default
+    #: times in ms since the epoch (docs/source.md "Starting at a time"); None when not given
+    starting_timestamp: int | None = OPTIONS.starting_timestamp.default
+    starting_offsets_by_timestamp: Mapping[str, int] | None = OPTIONS.starting_offsets_by_timestamp.default
+    starting_offsets_by_timestamp_strategy: str = OPTIONS.starting_offsets_by_timestamp_strategy.default
+    ending_timestamp: int | None = OPTIONS.ending_timestamp.default
+    ending_offsets_by_timestamp: Mapping[str, int] | None = OPTIONS.ending_offsets_by_timestamp.default
+
+    @property
+    def starting_times(self) -> dict[str, int] | None:
+        """Per broker set the time (ms) to start at, or None: ``starting_timestamp`` for every set, else
+        ``starting_offsets_by_timestamp`` (Kafka's precedence; either wins over ``starting_offsets``)."""
+        if self.starting_timestamp is not None:
+            return {name: self.starting_timestamp for name in self.broker_names}
+        return dict(self.starting_offsets_by_timestamp) if self.starting_offsets_by_timestamp is not None else None
+
+    @property
+    def ending_times(self) -> dict[str, int] | None:
+        """Per broker set the time (ms) a batch read ends before, or None: ``ending_timestamp`` for every set,
+        else ``ending_offsets_by_timestamp`` (either wins over ``ending_offsets``)."""
+        if self.ending_timestamp is not None:
+            return {name: self.ending_timestamp for name in self.broker_names}
+        return dict(self.ending_offsets_by_timestamp) if self.ending_offsets_by_timestamp is not None else None
+
     def slaves_of(self, name: str) -> tuple[BrokerEndpoint, ...]:
         """The configured slaves of broker set ``name``, in option order."""
         return tuple(s for s in self.slaves if s.name == name)
@@ -151,7 +178,13 @@ class SourceOptions:
             import_function(OPTIONS.batch_transform.name, transform)  # fails here, on the driver, not in every task
         starting = parse_starting_offsets(opts.get(OPTIONS.starting_offsets.name.lower()),
                                           None if discovery else names)
-        return cls(brokers=brokers, starting_offsets=starting,
+        known = None if discovery else names  # with a name server the broker sets are known only when planning
+        ending = parse_ending_offsets(opts.get(OPTIONS.ending_offsets.name.lower()), known)
+        times = {attr: parse_times(opts, getattr(OPTIONS, attr), known)
+                 for attr in ("starting_offsets_by_timestamp", "ending_offsets_by_timestamp")}
+        times.update({attr: value_of(opts, getattr(OPTIONS, attr))
+                      for attr in ("starting_timestamp", "ending_timestamp", "starting_offsets_by_timestamp_strategy")})
+        return cls(brokers=brokers, starting_offsets=starting, ending_offsets=ending, **times,
                    max_bytes_per_trigger=max_bytes, fetch=fetch, decode=decode, slaves=slaves, read_from=read_from,
                    min_in_sync_slaves=min_in_sync_slaves, min_partitions=min_partitions,
                    max_bytes_per_partition=max_part, batch_transform=transform, **discovery)
@@ -419,6 +452,61 @@ def parse_starting_offsets(value: str | None, broker_names: list[str] | None) ->
     if missing:
         raise HAReplicaOptionError(option, value, f"has no offset for broker(s) {', '.join(missing)}")
     return offsets
+
+
+def parse_ending_offsets(value: str | None, broker_names: list[str] | None) -> str | dict[str, int]:
+    """Parse the ending offsets of a batch read: latest | JSON object broker -> offset (>= 0, or -1 latest).
+
+    Raises HAReplicaOptionError (option ``OPTIONS.ending_offsets``) for anything else, for -2 (an end cannot be
+    earliest, as in Kafka), or for a JSON object that misses a configured broker or names another.
+    """
+    option = OPTIONS.ending_offsets
+    if value is None:
+        return option.default
+    text = str(value).strip()
+    if text.lower() == ENDING_OFFSETS_LATEST:
+        return ENDING_OFFSETS_LATEST
+    obj = _json_object(option, value, '{"broker-a": 12345}', broker_names)
+    for name, off in obj.items():
+        if isinstance(off, bool) or not isinstance(off, int) or off < LATEST_OFFSET_SENTINEL:
+            raise HAReplicaOptionError(option.name, value, f"offset of {name!r} must be an integer CommitLog "
+                                       "offset >= 0, or -1 (latest)")
+    return obj
+
+
+def parse_times(opts: Mapping[str, str], option: Option, broker_names: list[str] | None) -> dict[str, int] | None:
+    """Parse a JSON object broker -> time (ms since the epoch, >= 0) of ``option`` (``starting_offsets_by_timestamp``,
+    ``ending_offsets_by_timestamp``); None when not given. Raises HAReplicaOptionError naming the option and broker."""
+    value = opts.get(option.name.lower())
+    if value is None:
+        return None
+    obj = _json_object(option, value, '{"broker-a": 1795329712271}', broker_names)
+    for name, ms in obj.items():
+        if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
+            raise HAReplicaOptionError(option.name, value, f"time of {name!r} must be an integer >= 0 (ms since "
+                                       "the epoch)")
+    return obj
+
+
+def _json_object(option: Option, value: str, example: str, broker_names: list[str] | None) -> dict:
+    """``value`` as a JSON object naming every configured broker exactly (HAReplicaOptionError otherwise);
+    ``broker_names`` None (broker sets found through a name server): any names."""
+    try:
+        obj = json.loads(str(value))
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        raise HAReplicaOptionError(option.name, value, f"must be a JSON object like {example}")
+    if broker_names is None:
+        return obj
+    for name in obj:
+        if name not in broker_names:
+            raise HAReplicaOptionError(option.name, value, f"names broker {name!r} which is not in brokers "
+                                       f"({', '.join(broker_names)})")
+    missing = [n for n in broker_names if n not in obj]
+    if missing:
+        raise HAReplicaOptionError(option.name, value, f"has no entry for broker(s) {', '.join(missing)}")
+    return obj
 
 
 def _split_host_port(text: str, whole: str, what: str, option: str = "brokers") -> tuple[str, int]:

@@ -29,6 +29,9 @@ STARTING_OFFSETS_EARLIEST = "earliest"
 STARTING_OFFSETS_LATEST = "latest"
 EARLIEST_OFFSET_SENTINEL = -2  # Kafka's convention in startingOffsets JSON
 LATEST_OFFSET_SENTINEL = -1
+ENDING_OFFSETS_LATEST = "latest"
+TIMESTAMP_STRATEGY_ERROR = "error"  # startingOffsetsByTimestampStrategy, Kafka's values
+TIMESTAMP_STRATEGY_LATEST = "latest"
 READ_FROM_MASTER = "master"
 READ_FROM_SLAVE = "slave"
 MODE_PERMISSIVE = "PERMISSIVE"  # the bad-record modes, Spark's file-source ``mode`` values
@@ -122,6 +125,25 @@ OPTIONS = OptionTable((
     Option("startingOffsets", "starting_offsets", "str", STARTING_OFFSETS_EARLIEST,
            "where a query without a checkpoint starts: earliest, latest or JSON broker -> offset",
            mirrors="Kafka source startingOffsets"),
+    Option("endingOffsets", "ending_offsets", "str", ENDING_OFFSETS_LATEST,
+           "batch reads: where the read ends, latest or JSON broker -> offset (-1 latest)",
+           mirrors="Kafka source endingOffsets"),
+    Option("startingTimestamp", "starting_timestamp", "int", None,
+           "start every broker set at its first record stored at or after this time (ms since the epoch)",
+           minimum=0, mirrors="Kafka source startingTimestamp"),
+    Option("startingOffsetsByTimestamp", "starting_offsets_by_timestamp", "str", None,
+           "start each broker set at its first record stored at or after a time: JSON broker -> ms",
+           mirrors="Kafka source startingOffsetsByTimestamp"),
+    Option("startingOffsetsByTimestampStrategy", "starting_offsets_by_timestamp_strategy", "choice",
+           TIMESTAMP_STRATEGY_ERROR, "a starting time past a broker set's last record: error, or start at latest",
+           choices=(TIMESTAMP_STRATEGY_ERROR, TIMESTAMP_STRATEGY_LATEST),
+           mirrors="Kafka source startingOffsetsByTimestampStrategy"),
+    Option("endingTimestamp", "ending_timestamp", "int", None,
+           "batch reads: end every broker set before its first record stored at or after this time (ms)",
+           minimum=0, mirrors="Kafka source endingTimestamp"),
+    Option("endingOffsetsByTimestamp", "ending_offsets_by_timestamp", "str", None,
+           "batch reads: end each broker set before its first record stored at or after a time: JSON broker -> ms",
+           mirrors="Kafka source endingOffsetsByTimestamp"),
     Option("maxBytesPerTrigger", "max_bytes_per_trigger", "int", None,
            "soft cap of CommitLog bytes per micro-batch over all brokers", minimum=1,
            mirrors="Spark ReadMaxBytes"),

@@ -12,13 +12,13 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from connector.decode.schema import column_subset, spark_schema
-from connector.errors import HAReplicaOptionError
+from connector.decode.schema import spark_schema
 from connector.options import SourceOptions
+from connector.source.batch_reader import HAReplicaBatchReader, query_columns
 from connector.source.driver.batches import BatchPlanner
+from connector.source.driver.ranges import refuse_batch_only_options
 from connector.source.partition import HAReplicaInputPartition
 from connector.source.task.read import read_task
-from connector.source.task.transform import transform_source_columns
 from connector.spark_compat import (
     ADMISSION_CONTROL,
     ReadAllAvailable,
@@ -53,16 +53,13 @@ class HAReplicaDataSource(DataSource):
         return spark_schema()
 
     def streamReader(self, schema) -> HAReplicaStreamReader:
+        refuse_batch_only_options(self.source_options)
         warn_without_admission_control(self.source_options)
-        if self.source_options.batch_transform is not None:  # the schema is the transform's output
-            columns = tuple(f.name for f in schema.fields)
-            transform_source_columns(self.source_options.batch_transform, columns)  # a bad declaration fails here
-            return HAReplicaStreamReader(self.source_options, columns=columns)
-        try:
-            columns = column_subset(schema)
-        except ValueError as exc:
-            raise HAReplicaOptionError("schema", schema.simpleString(), str(exc)) from None
-        return HAReplicaStreamReader(self.source_options, columns=columns)
+        return HAReplicaStreamReader(self.source_options, columns=query_columns(self.source_options, schema))
+
+    def reader(self, schema) -> HAReplicaBatchReader:
+        """``spark.read``: the records of ``[starting_offsets, ending_offsets)`` (docs/source.md "Batch reads")."""
+        return HAReplicaBatchReader(self.source_options, columns=query_columns(self.source_options, schema))
 
 
 class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -1,0 +1,103 @@
+"""``spark.read.format("hareplica")``: a batch read of ``[startingOffsets, endingOffsets)`` against the stub master
+serving the golden CommitLog (issue 44, batch reads). Before: ``HAReplicaDataSource`` had no ``reader`` and
+``spark.read`` failed."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from connector.errors import HAReplicaOptionError
+from connector.options import SourceOptions
+from connector.source import HAReplicaDataSource
+from connector.source.batch_reader import HAReplicaBatchReader
+from tests.integration.connector.conftest import FIXTURE_MAX_OFFSET, MAPPED_FILE_SIZE, brokers_option, run_stream
+from tests.support.decoding import decode_commitlog_range
+
+COLUMNS = ("commitLogOffset", "topic", "msgId", "bodyCRC", "storeSize", "body")
+
+
+def batch_rows(spark, options: dict[str, str]) -> list[tuple]:
+    reader = spark.read.format("hareplica")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    rows = reader.load().select(*COLUMNS).collect()
+    return sorted((r.commitLogOffset, r.topic, r.msgId, r.bodyCRC, r.storeSize, bytes(r.body)) for r in rows)
+
+
+def decoded_rows(commitlog: bytes, start: int, end: int) -> list[tuple]:
+    chunks = [(at, commitlog[at:min(at + MAPPED_FILE_SIZE, end)]) for at in range(start - start % MAPPED_FILE_SIZE,
+                                                                                     end, MAPPED_FILE_SIZE)]
+    chunks[0] = (start, chunks[0][1][start % MAPPED_FILE_SIZE:])
+    table = pa.Table.from_batches(list(decode_commitlog_range(chunks, start, end, MAPPED_FILE_SIZE,
+                                                              broker="broker-a")))
+    return sorted(zip(*(table.column(c).to_pylist() for c in COLUMNS), strict=True))
+
+
+@pytest.mark.spark
+def test_a_batch_read_of_earliest_to_latest_is_the_commitlog_as_the_decoder_reads_it(hareplica_spark, fixture_master,
+                                                                                     fixture_commitlog):
+    rows = batch_rows(hareplica_spark, {"brokers": brokers_option(fixture_master), "includeSystemTopics": "true",
+                                        "minPartitions": "3"})
+    assert rows == decoded_rows(fixture_commitlog, 0, FIXTURE_MAX_OFFSET)
+    assert len(rows) == 557
+
+
+@pytest.mark.spark
+def test_a_range_ending_inside_a_mapped_file_equals_a_stream_of_it(hareplica_spark, fixture_master, messages,
+                                                                   fixture_commitlog, tmp_path):
+    """[a record of file 1, a record of file 2): every record in it once, none past the end; the stream read from the
+    same start returns the same rows up to that end."""
+    start = next(m["commitLogOffset"] for m in messages if m["commitLogOffset"] > MAPPED_FILE_SIZE + 1000)
+    end = next(m["commitLogOffset"] for m in messages if m["commitLogOffset"] > 2 * MAPPED_FILE_SIZE + 300_000)
+    options = {"brokers": brokers_option(fixture_master), "includeSystemTopics": "true",
+               "startingOffsets": f'{{"broker-a": {start}}}'}
+    rows = batch_rows(hareplica_spark, {**options, "endingOffsets": f'{{"broker-a": {end}}}'})
+    expected = [m["commitLogOffset"] for m in messages if start <= m["commitLogOffset"] < end]
+    assert [r[0] for r in rows] == expected
+    assert rows == decoded_rows(fixture_commitlog, start, end)
+    streamed = run_stream(hareplica_spark, tmp_path / "cp", options).rows
+    assert sorted((r["commitLogOffset"], r["topic"], r["msgId"], r["bodyCRC"], r["storeSize"], bytes(r["body"]))
+                  for r in streamed if r["commitLogOffset"] < end) == rows
+
+
+def planned(broker, **options) -> list:
+    return HAReplicaBatchReader(SourceOptions.from_options({"brokers": brokers_option(broker), **options})).partitions()
+
+
+def test_an_empty_range_plans_no_partition_and_ends_default_to_the_max_offset(fixture_master):
+    assert planned(fixture_master, startingOffsets="latest") == []
+    parts = planned(fixture_master, endingOffsets='{"broker-a": -1}')
+    assert (parts[0].start, parts[-1].end, len(parts)) == (0, FIXTURE_MAX_OFFSET, 4)  # one per mapped file
+
+
+@pytest.mark.parametrize(("start", "end", "fragment"), [
+    (700_000, 600_000, "end offset 600000 of broker broker-a is below its start offset 700000"),
+    (0, FIXTURE_MAX_OFFSET + 1, f"end offset {FIXTURE_MAX_OFFSET + 1} of broker broker-a is past its "
+                                f"commitLogMaxOffset {FIXTURE_MAX_OFFSET}"),
+    (0, 1, "end offset 1 of broker broker-a is not the first byte of a record"),
+])
+def test_a_bad_end_is_named_with_the_start_or_the_max(fixture_master, start, end, fragment):
+    with pytest.raises(HAReplicaOptionError) as err:
+        planned(fixture_master, startingOffsets=f'{{"broker-a": {start}}}', endingOffsets=f'{{"broker-a": {end}}}')
+    assert str(err.value).startswith("option endingOffsets=")
+    assert fragment in str(err.value)
+
+
+@pytest.mark.parametrize("option", ["endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"])
+def test_a_stream_refuses_the_options_of_batch_reads(option):
+    value = {"endingOffsets": '{"broker-a": 5}', "endingTimestamp": "5",
+             "endingOffsetsByTimestamp": '{"broker-a": 5}'}[option]
+    source = HAReplicaDataSource({"brokers": "broker-a=127.0.0.1:10912", option: value})
+    with pytest.raises(HAReplicaOptionError, match=f"option {option}=.*is for batch reads"):
+        source.streamReader(source.schema())
+
+
+@pytest.mark.parametrize(("value", "fragment"), [
+    ("soon", "must be a JSON object"),
+    ('{"broker-a": -2}', r"-1 \(latest\)"),
+    ('{"broker-b": 5}', "names broker 'broker-b'"),
+])
+def test_bad_ending_offsets_are_named(value, fragment):
+    with pytest.raises(HAReplicaOptionError, match=fragment):
+        SourceOptions.from_options({"brokers": "broker-a=127.0.0.1:10912", "endingOffsets": value})
