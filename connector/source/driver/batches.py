@@ -36,6 +36,7 @@ from connector.source.driver.history import FINGERPRINT_KEY, check_start, end_fi
 from connector.source.driver.offsets import SourceOffset
 from connector.source.driver.partitions import build_partitions, file_slices
 from connector.source.driver.reads import DriverReads
+from connector.source.driver.timestamps import offsets_for_times
 from connector.source.partition import HAReplicaInputPartition
 
 log = logging.getLogger(__name__)
@@ -134,10 +135,19 @@ class BatchPlanner:
 
     def initial_offsets(self) -> dict:
         """Per broker: commitLogMinOffset (earliest), commitLogMaxOffset (latest) or the JSON offset; raises
-        HAReplicaOptionError for a JSON offset past the broker's commitLogMaxOffset."""
+        HAReplicaOptionError for a JSON offset past the broker's commitLogMaxOffset. A starting time
+        (``starting_timestamp`` / ``starting_offsets_by_timestamp``) wins: each set's first record stored at or
+        after it (:func:`connector.source.driver.timestamps.offsets_for_times`)."""
         self.follow_route()
         starting = self.options.starting_offsets
         out = {}
+        times = self.options.starting_times
+        if times is not None:
+            for broker in self.options.brokers:
+                self.brokers.refresh(broker)
+            out = offsets_for_times(self, times, past_last=self.options.starting_offsets_by_timestamp_strategy)
+            log.info("initial offsets %s (first records stored at or after %s ms)", out, times)
+            return out
         for broker in self.options.brokers:
             min_offset, max_offset = bounds(self.brokers.refresh(broker))
             if starting == STARTING_OFFSETS_EARLIEST:
