@@ -134,8 +134,13 @@ def _add_run_parser(sub) -> None:
 
     p = sub.add_parser("run", help="run a streaming app: bronze, silver or gold (docs/delta.md)")
     p.add_argument("app", choices=("bronze", "silver", "gold"), help="the app")
-    p.add_argument("--brokers", required=True,
-                   help="brokers to replicate: name=host:haPort[/host:remotingPort],... (the source's brokers option)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--brokers",
+                       help="brokers to replicate: name=host:haPort[/host:remotingPort],... (the source's brokers "
+                            "option)")
+    where.add_argument("--namesrv-addr", metavar="HOST:PORT[;HOST:PORT]",
+                       help="find the broker sets through these name servers instead (the source's namesrvAddr "
+                            "option)")
     _add_workdir_args(p)
     p.add_argument("--checkpoint-root", default=None, help="folder of the checkpoints (default WORKDIR/checkpoints)")
     p.add_argument("--status-dir", default=None, help="folder of the progress files (default WORKDIR/status)")
@@ -237,7 +242,11 @@ def _add_status_parser(sub) -> None:
     p = sub.add_parser("status", help="progress and broker lag of the apps, from their progress files")
     p.add_argument("paths", nargs="*", help="progress files or folders (default WORKDIR/status)")
     _add_workdir_args(p, tables=False)
-    p.add_argument("--brokers", default=None, help="also ask these brokers for their max offset now (lag now)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--brokers", default=None, help="also ask these brokers for their max offset now (lag now)")
+    where.add_argument("--namesrv-addr", default=None, metavar="HOST:PORT[;HOST:PORT]",
+                       help="also show the broker sets these name servers route to, where each is read from, and "
+                            "their max offset now (lag now)")
     p.add_argument("--json", action="store_true", help="print the status as JSON")
 
 
@@ -337,7 +346,8 @@ def _run(args) -> int:
     console = Console(stderr=True, soft_wrap=True)  # an error is one line, whatever the terminal width
     try:
         config = AppConfig(
-            app=args.app, brokers=args.brokers, workdir=args.workdir, tables_root=args.tables_root,
+            app=args.app, brokers=args.brokers or "", namesrv_addr=args.namesrv_addr, workdir=args.workdir,
+            tables_root=args.tables_root,
             checkpoint_root=args.checkpoint_root, status_dir=args.status_dir, sink=args.sink,
             landing=args.landing, trigger=args.trigger,
             starting_offsets=args.starting_offsets, max_bytes_per_trigger=args.max_bytes_per_trigger,
@@ -545,7 +555,7 @@ def _dispatch(args, extra: list[str]) -> int:
         from streaming_apps.status import status_command
 
         return status_command(args.paths or [os.path.join(args.workdir, "status")], brokers=args.brokers,
-                              as_json=args.json)
+                              as_json=args.json, namesrv_addr=args.namesrv_addr)
     if args.command == "restore":
         from streaming_apps.restore_command import run as restore
 

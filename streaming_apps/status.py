@@ -47,10 +47,38 @@ def broker_max_offsets(brokers: str, timeout_ms: int = 3000) -> dict[str, int | 
     return out
 
 
-def collect_status(paths: list[str | os.PathLike], brokers: str | None = None) -> dict[str, Any]:
+def discovered_sets(namesrv_addr: str) -> tuple[dict[str, Any], str | None]:
+    """The broker sets a name server's route gives (docs/source.md "Discovery"): ``({name: {"cluster", "master",
+    "slaves", "readFrom"}}, the equivalent brokers option value or None when no set has a master)``; addresses
+    as ``haAddr/remotingAddr``. A failure is returned as ``{"error": text}``."""
+    from connector.errors import HAReplicaError
+    from connector.options import SourceOptions
+    from connector.source.driver.discovery import Discovery
+
+    discovery = Discovery(SourceOptions.from_options({"namesrvAddr": namesrv_addr}))
+    try:
+        discovery.poll()
+    except HAReplicaError as e:
+        return {"error": str(e)}, None
+    finally:
+        discovery.close()
+
+    def where(endpoint) -> str:
+        return f"{endpoint.ha_addr}/{endpoint.remoting_addr}"
+
+    sets = {name: {"cluster": s.cluster, "master": where(s.master) if s.master else None,
+                   "slaves": [where(e) for e in s.slaves], "readFrom": where(s.master) if s.master else "(no master)"}
+            for name, s in discovery.sets.items()}
+    brokers = ",".join(f"{name}={s['master']}" for name, s in sets.items() if s["master"])
+    return sets, brokers or None
+
+
+def collect_status(paths: list[str | os.PathLike], brokers: str | None = None,
+                   namesrv_addr: str | None = None) -> dict[str, Any]:
     """Everything ``hareplica status`` shows, as a JSON-friendly dict.
 
-    ``{"files": [...], "queries": {name: latest_status entry + "liveLagBytes"?}, "brokers": {...}?}``.
+    ``{"files": [...], "queries": {name: latest_status entry + "liveLagBytes"?}, "brokers": {...}?,
+    "brokerSets": {...}?}``; with ``namesrv_addr`` the broker sets come from its route (:func:`discovered_sets`).
     """
     files = status_files(paths)
     queries: dict[str, Any] = {}
@@ -59,6 +87,8 @@ def collect_status(paths: list[str | os.PathLike], brokers: str | None = None) -
             entry["file"] = str(f)
             queries[name] = entry
     result: dict[str, Any] = {"files": [str(f) for f in files], "queries": queries}
+    if namesrv_addr:
+        result["brokerSets"], brokers = discovered_sets(namesrv_addr)
     if brokers:
         now = broker_max_offsets(brokers)
         result["brokers"] = now
@@ -85,6 +115,13 @@ def print_status(status: dict[str, Any], console=None) -> None:
     from rich.table import Table
 
     console = console or Console()
+    for name, found in (status.get("brokerSets") or {}).items():
+        if name == "error":
+            console.print(f"name server: {found}", highlight=False)
+            continue
+        slaves = ", ".join(found["slaves"]) or "none"
+        console.print(f"broker set {name} (cluster {found['cluster']}): read from {found['readFrom']}; "
+                      f"slaves {slaves}", highlight=False)
     if not status["queries"]:
         console.print(f"no progress recorded in {', '.join(status['files']) or 'the given paths'}")
         return
@@ -125,11 +162,12 @@ def print_status(status: dict[str, Any], console=None) -> None:
         console.print(f"broker {broker}: commitLogMaxOffset {value}")
 
 
-def status_command(paths: list[str], *, brokers: str | None = None, as_json: bool = False) -> int:
+def status_command(paths: list[str], *, brokers: str | None = None, as_json: bool = False,
+                   namesrv_addr: str | None = None) -> int:
     """``hareplica status``: print the status; 0 when every query is fine, 1 when one failed or nothing is recorded."""
     import sys
 
-    status = collect_status(paths, brokers)
+    status = collect_status(paths, brokers, namesrv_addr)
     if as_json:
         sys.stdout.write(json.dumps(status, indent=2, default=str) + "\n")
     else:

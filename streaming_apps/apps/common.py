@@ -97,7 +97,8 @@ class AppConfig:
 
     Attributes:
         app: bronze, silver or gold.
-        brokers: the source's ``brokers`` option (``name=host:haPort[/host:remotingPort],...``).
+        brokers: the source's ``brokers`` option (``name=host:haPort[/host:remotingPort],...``); empty with
+            ``namesrv_addr``.
         workdir: root of tables (``tables/``), checkpoints (``checkpoints/APP``) and status (``status/APP.jsonl``).
         sink: ``deltalake`` (default, no jars) or ``delta`` (Spark's Delta Lake).
         landing: bronze only: ``direct`` (the executors write the Delta files as they decode,
@@ -115,6 +116,8 @@ class AppConfig:
         target_file_size: bytes per Parquet file of the deltalake sink (None: 100 MiB).
         watermark: gold's event-time watermark delay (a Spark interval, default ``1 minute``).
         topics: topics holding order events (silver and gold).
+        namesrv_addr: the source's ``namesrvAddr`` option (``host:port;host:port``) instead of ``brokers``
+            (docs/source.md "Discovery").
         warm_workers: Python workers to start while the query starts (:mod:`streaming_apps.worker_warmup`), for a
             ``local[N]`` master only: N (the CLI's default), or 0 for none (default).
     """
@@ -140,6 +143,7 @@ class AppConfig:
     watermark: str = DEFAULT_WATERMARK
     topics: tuple[str, ...] | None = None
     warm_workers: int = 0
+    namesrv_addr: str | None = None
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
@@ -205,7 +209,8 @@ class AppConfig:
 
     def source_option_map(self) -> dict[str, str]:
         """The ``format("hareplica")`` options of this run."""
-        opts = {"brokers": self.brokers, "startingOffsets": self.starting_offsets,
+        where = {"namesrvAddr": self.namesrv_addr} if self.namesrv_addr else {"brokers": self.brokers}
+        opts = {**where, "startingOffsets": self.starting_offsets,
                 "failOnDataLoss": "true" if self.fail_on_data_loss else "false"}
         if self.max_bytes_per_trigger:
             opts["maxBytesPerTrigger"] = str(self.max_bytes_per_trigger)

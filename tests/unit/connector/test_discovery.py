@@ -167,3 +167,32 @@ def test_name_server_options_parse_into_the_source_options():
     assert (o.namesrv_addr, o.cluster_names, o.namesrv_poll_interval_ms, o.new_broker_set_offsets, o.brokers) == (
         ("10.0.0.1:9876", "10.0.0.2:9876"), ("east", "west"), 1000, "latest", ())
     assert o.starting_offsets == {"broker-z": 0}  # checked against the discovered sets when the query starts
+
+
+def test_hareplica_run_and_status_take_namesrv_addr(broker_factory, namesrv_factory, tmp_path, capsys):  # noqa: F811
+    from streaming_apps.apps.common import AppConfig
+    from streaming_apps.cli import build_parser, main
+    from streaming_apps.status import collect_status
+
+    args = build_parser().parse_args(["run", "bronze", "--namesrv-addr", "10.0.0.1:9876;10.0.0.2:9876"])
+    config = AppConfig(app="bronze", brokers=args.brokers or "", namesrv_addr=args.namesrv_addr, workdir=tmp_path)
+    options = config.source_option_map()
+    assert options["namesrvAddr"] == "10.0.0.1:9876;10.0.0.2:9876" and "brokers" not in options
+    with pytest.raises(SystemExit):  # one of the two, never both
+        build_parser().parse_args(["run", "bronze", "--namesrv-addr", "h:1", "--brokers", "broker-a=h:10912"])
+
+    ns = namesrv_factory()
+    a = broker_factory("a", namesrvAddr=ns.addr, brokerClusterName="east", **COMMON)
+    a_slave = broker_factory("a-slave", namesrvAddr=ns.addr, brokerClusterName="east", brokerRole="SLAVE",
+                             brokerId=1, **COMMON)
+    wait_for(lambda: collect_status([tmp_path], namesrv_addr=ns.addr).get("brokerSets", {}).get(
+        "broker-a", {}).get("slaves"), "broker-a and its slave in the route")
+    status = collect_status([tmp_path], namesrv_addr=ns.addr)
+    assert status["brokerSets"] == {"broker-a": {
+        "cluster": "east", "master": f"{a.ha_addr}/{a.remoting_addr}",
+        "slaves": [f"{a_slave.ha_addr}/{a_slave.remoting_addr}"], "readFrom": f"{a.ha_addr}/{a.remoting_addr}"}}
+    assert status["brokers"] == {"broker-a": 0}  # the master's commitLogMaxOffset now
+    main(["status", str(tmp_path), "--namesrv-addr", ns.addr])
+    out = capsys.readouterr().out
+    assert f"broker set broker-a (cluster east): read from {a.ha_addr}/{a.remoting_addr}; slaves " \
+           f"{a_slave.ha_addr}/{a_slave.remoting_addr}" in out.replace("\n", ""), out
