@@ -14,12 +14,14 @@ import os
 import random
 
 import pytest
+from deltalake import DeltaTable
 
 from broker_stub.launcher import BrokerProcess
+from connector.delta.maintenance import run_maintenance
 from connector.protocol.commitlog import MessageRecord, compress_body
 from connector.protocol.commitlog.layout import TRANSACTION_COMMIT_TYPE
 from connector.protocol.remoting import RemotingCommand, RequestCode
-from connector.restore import restore_commitlog
+from connector.restore import restore_commitlog, restore_commitlog_spark, verify_store
 from streaming_apps.apps import AppConfig, run_app
 from streaming_apps.producer import Producer, build_message_properties
 from streaming_apps.spark_session import register_data_sources
@@ -117,3 +119,27 @@ def test_a_middle_range_restores_its_files_byte_for_byte(landed, tmp_path):
     assert [f.name for f in plan.files] == names and all(f.full for f in plan.files) and plan.missing is None
     assert sorted(os.listdir(tmp_path / "store" / "commitlog")) == names
     _same_files(broker.commitlog_dir, tmp_path / "store" / "commitlog", names)
+
+
+def test_the_spark_job_form_writes_the_same_files_one_task_per_file(landed, spark, tmp_path):
+    broker, end, table = landed
+    plan = restore_commitlog_spark(spark, table, "broker-a", tmp_path / "store")
+    names = sorted(os.listdir(broker.commitlog_dir))
+    assert (plan.end, [f.name for f in plan.files]) == (end, names)
+    _same_files(broker.commitlog_dir, tmp_path / "store" / "commitlog", names)
+
+
+def test_compaction_and_vacuum_leave_the_restore_unchanged(landed, tmp_path):
+    broker, _, table = landed
+    def files() -> set[str]:
+        return {os.path.relpath(uri, table) for uri in DeltaTable(table).file_uris()}
+
+    before = files()
+    assert run_maintenance(table)["compaction"]["numFilesRemoved"] > 0
+    vacuumed = DeltaTable(table).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    assert vacuumed and set(vacuumed) == before - files()
+    assert not any(os.path.exists(os.path.join(table, f)) for f in vacuumed)
+    names = sorted(os.listdir(broker.commitlog_dir))
+    restore_commitlog(table, "broker-a", tmp_path / "store")
+    _same_files(broker.commitlog_dir, tmp_path / "store" / "commitlog", names)
+    assert verify_store(table, "broker-a", broker.store_dir) is None
