@@ -78,6 +78,9 @@ class SourceOptions:
     brokers: tuple[BrokerEndpoint, ...]
     starting_offsets: str | Mapping[str, int] = OPTIONS.starting_offsets.default
     max_bytes_per_trigger: int | None = OPTIONS.max_bytes_per_trigger.default
+    #: skip a micro-batch until this many CommitLog bytes are new (None: never skip), at most ``max_trigger_delay``
+    min_bytes_per_trigger: int | None = OPTIONS.min_bytes_per_trigger.default
+    max_trigger_delay: str = OPTIONS.max_trigger_delay.default
     fetch: FetchSettings = field(default_factory=FetchSettings)
     decode: DecodeSettings = field(default_factory=DecodeSettings)
     slaves: tuple[BrokerEndpoint, ...] = ()
@@ -123,6 +126,11 @@ class SourceOptions:
     def slaves_of(self, name: str) -> tuple[BrokerEndpoint, ...]:
         """The configured slaves of broker set ``name``, in option order."""
         return tuple(s for s in self.slaves if s.name == name)
+
+    @property
+    def max_trigger_delay_ms(self) -> int:
+        """``max_trigger_delay`` in milliseconds (:func:`duration_ms`)."""
+        return duration_ms(OPTIONS.max_trigger_delay, self.max_trigger_delay)
 
     @property
     def fail_on_data_loss(self) -> bool:
@@ -171,6 +179,9 @@ class SourceOptions:
                          "or the master closes the connection")
         decode = parse_decode_settings(opts)
         max_bytes = value_of(opts, OPTIONS.max_bytes_per_trigger)
+        trigger_delay = {"min_bytes_per_trigger": value_of(opts, OPTIONS.min_bytes_per_trigger),
+                         "max_trigger_delay": value_of(opts, OPTIONS.max_trigger_delay).strip()}
+        duration_ms(OPTIONS.max_trigger_delay, trigger_delay["max_trigger_delay"])
         min_partitions = value_of(opts, OPTIONS.min_partitions)
         max_part = value_of(opts, OPTIONS.max_bytes_per_partition)
         transform = value_of(opts, OPTIONS.batch_transform)
@@ -185,9 +196,26 @@ class SourceOptions:
         times.update({attr: value_of(opts, getattr(OPTIONS, attr))
                       for attr in ("starting_timestamp", "ending_timestamp", "starting_offsets_by_timestamp_strategy")})
         return cls(brokers=brokers, starting_offsets=starting, ending_offsets=ending, **times,
-                   max_bytes_per_trigger=max_bytes, fetch=fetch, decode=decode, slaves=slaves, read_from=read_from,
+                   max_bytes_per_trigger=max_bytes, **trigger_delay, fetch=fetch, decode=decode, slaves=slaves,
+                   read_from=read_from,
                    min_in_sync_slaves=min_in_sync_slaves, min_partitions=min_partitions,
                    max_bytes_per_partition=max_part, batch_transform=transform, **discovery)
+
+
+#: a duration as Spark and the Kafka source write one (JavaUtils.timeStringAsMs): a bare number is ms
+_DURATION = re.compile(r"(\d+)\s*(ms|s|m|min|h|d)?", re.IGNORECASE)
+_DURATION_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def duration_ms(option: Option, text: str) -> int:
+    """``text`` (``30s``, ``15m``, ``500ms``, ``2h``, ``1d``, a bare number: ms) in milliseconds, for ``option``.
+
+    Raises HAReplicaOptionError naming the option for anything else."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise HAReplicaOptionError(option.name, text, "must be a duration: a whole number with ms, s, m, min, h "
+                                   "or d (a bare number: ms), e.g. 30s or 15m")
+    return int(match.group(1)) * _DURATION_UNIT_MS[(match.group(2) or "ms").lower()]
 
 
 #: the FetchSettings fields that are one option each (``credentials`` is built from two)

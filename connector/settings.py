@@ -29,6 +29,7 @@ STARTING_OFFSETS_EARLIEST = "earliest"
 STARTING_OFFSETS_LATEST = "latest"
 EARLIEST_OFFSET_SENTINEL = -2  # Kafka's convention in startingOffsets JSON
 LATEST_OFFSET_SENTINEL = -1
+DEFAULT_MAX_TRIGGER_DELAY = "15m"  # Kafka source maxTriggerDelay's default
 ENDING_OFFSETS_LATEST = "latest"
 TIMESTAMP_STRATEGY_ERROR = "error"  # startingOffsetsByTimestampStrategy, Kafka's values
 TIMESTAMP_STRATEGY_LATEST = "latest"
@@ -145,8 +146,14 @@ OPTIONS = OptionTable((
            "batch reads: end each broker set before its first record stored at or after a time: JSON broker -> ms",
            mirrors="Kafka source endingOffsetsByTimestamp"),
     Option("maxBytesPerTrigger", "max_bytes_per_trigger", "int", None,
-           "soft cap of CommitLog bytes per micro-batch over all brokers", minimum=1,
-           mirrors="Spark ReadMaxBytes"),
+           "cap of CommitLog bytes per micro-batch over all brokers (a batch may end up to 1 MiB past it)",
+           minimum=1, mirrors="Spark ReadMaxBytes"),
+    Option("minBytesPerTrigger", "min_bytes_per_trigger", "int", None,
+           "skip a micro-batch until this many CommitLog bytes are new, or maxTriggerDelay passed", minimum=1,
+           mirrors="Kafka source minOffsetsPerTrigger"),
+    Option("maxTriggerDelay", "max_trigger_delay", "str", DEFAULT_MAX_TRIGGER_DELAY,
+           "with minBytesPerTrigger: the longest a micro-batch is skipped, a duration such as 30s or 15m",
+           mirrors="Kafka source maxTriggerDelay"),
     Option("minPartitions", "min_partitions", "int", None, "desired minimum number of partitions per micro-batch",
            minimum=1, mirrors="Kafka source minPartitions"),
     Option("maxBytesPerPartition", "max_bytes_per_partition", "int", None,

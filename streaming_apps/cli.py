@@ -160,7 +160,7 @@ def _add_run_parser(sub) -> None:
                    help=f"{STARTING_OFFSETS_EARLIEST} (default), {STARTING_OFFSETS_LATEST} or JSON "
                         '{"broker-a": offset}')
     p.add_argument("--max-bytes-per-trigger", type=_positive, default=None,
-                   help="soft cap of CommitLog bytes per micro-batch (default none)")
+                   help="cap of CommitLog bytes per micro-batch, ending at most 1 MiB past it (default none)")
     p.add_argument("--min-partitions", type=_positive, default=None,
                    help="split large CommitLog slices into at least this many tasks per micro-batch at record "
                         "boundaries (the source's minPartitions; default: the cores of a local[N] master, else none)")
@@ -356,7 +356,8 @@ def _run(args) -> int:
             warm_workers=warm_workers_of(args),
             maintenance_every=args.maintenance_every, vacuum_retention_hours=args.vacuum_retention_hours,
             orphan_grace_period_ms=args.orphan_grace_ms, target_file_size=args.target_file_size,
-            watermark=args.watermark, topics=tuple(t.strip() for t in args.topics.split(",") if t.strip()) if args.topics else None)
+            watermark=args.watermark,
+            topics=tuple(t.strip() for t in args.topics.split(",") if t.strip()) if args.topics else None)
         if args.remote:
             check_remote_run(args)
         jars = delta_jars_for(config.sink, expand_jars(args.jars))  # --sink delta: the staged jars by default

@@ -114,16 +114,18 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         (:mod:`connector.spark_compat`): the batch then starts at the last end offset Spark showed this reader
         (:meth:`partitions`, also called with an empty range when a query resumes from its checkpoint) or at the
         initial offset, and :meth:`getDefaultReadLimit` applies, so ``max_bytes_per_trigger`` bounds it the same way.
+        On every Spark, ``min_bytes_per_trigger`` may return ``start`` itself: no batch yet
+        (:meth:`connector.source.driver.batches.BatchPlanner.next_end`).
         """
         if start is None:
             start = self._last_seen if self._last_seen is not None else self.initialOffset()
         if limit is None:
             limit = self.getDefaultReadLimit()
         if isinstance(limit, ReadMaxBytes):
-            return self.planner.end_offset(start, limit.max_bytes)
+            return self.planner.next_end(start, limit.max_bytes)
         if not isinstance(limit, ReadAllAvailable):
             log.warning("read limit %r is not supported by hareplica; reading all available bytes", limit)
-        return self.planner.end_offset(start, None)
+        return self.planner.next_end(start, None)
 
     def reportLatestOffset(self) -> dict:
         """The brokers' latest commitLogMaxOffset seen (StreamingQueryProgress ``latestOffset``): with the

@@ -162,6 +162,7 @@ def test_parsed_defaults_are_the_table():
     parsed = {
         "slaves": opts.slaves or None, "readFrom": opts.read_from, "minInSyncSlaves": opts.min_in_sync_slaves,
         "startingOffsets": opts.starting_offsets, "maxBytesPerTrigger": opts.max_bytes_per_trigger,
+        "minBytesPerTrigger": opts.min_bytes_per_trigger, "maxTriggerDelay": opts.max_trigger_delay,
         "minPartitions": opts.min_partitions, "maxBytesPerPartition": opts.max_bytes_per_partition,
         "failOnDataLoss": fetch.fail_on_data_loss, "subscribe": decode.topics,
         "subscribePattern": decode.topic_pattern,

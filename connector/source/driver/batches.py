@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from connector.client.consume_queue import ConsumeQueueReader
 from connector.data_loss import on_data_loss
-from connector.errors import HAReplicaError, HAReplicaOptionError
+from connector.errors import BrokerAdminError, HAReplicaError, HAReplicaOptionError
 from connector.options import BrokerEndpoint, SourceOptions
 from connector.settings import (
     EARLIEST_OFFSET_SENTINEL,
@@ -36,6 +37,7 @@ from connector.source.driver.history import FINGERPRINT_KEY, check_start, end_fi
 from connector.source.driver.offsets import SourceOffset
 from connector.source.driver.partitions import build_partitions, file_slices
 from connector.source.driver.reads import DriverReads
+from connector.source.driver.splits import budget_end
 from connector.source.driver.timestamps import offsets_for_times
 from connector.source.partition import HAReplicaInputPartition
 
@@ -94,25 +96,71 @@ def batch_target(options: SourceOptions, view: BrokerSetView, begin: int, max_of
     return safe
 
 
+#: the end-offset entry holding each broker set's commitLogMaxOffset when the batch was planned (bytes): the
+#: progress's ``endOffset`` carries it on every Spark, also where Spark never asks ``reportLatestOffset`` (4.0/4.1)
+MAX_OFFSET_KEY = "@maxOffset"
+
+#: how far past its ``max_bytes_per_trigger`` budget a batch may end, over all broker sets (bytes)
+BUDGET_SLACK_BYTES = 1 << 20
+
+#: ``(view, begin, wanted, end, slack) -> boundary or None``: a record boundary near ``wanted`` that the broker
+#: names (:func:`connector.source.driver.splits.budget_end`)
+ExactEnd = Callable[[BrokerSetView, int, int, int, int], int | None]
+
+
 def apply_byte_limit(brokers: Sequence[BrokerEndpoint], views: dict[str, BrokerSetView],
-                     spans: dict[str, tuple[int, int]], max_bytes: int) -> dict[str, int]:
+                     spans: dict[str, tuple[int, int]], max_bytes: int, exact_end: ExactEnd | None = None
+                     ) -> dict[str, int]:
     """Batch ends under ``ReadMaxBytes(max_bytes)``: ``spans`` (set name -> (begin, end)) cut so the budget is
-    shared in proportion to each set's backlog, each end the first known boundary at or past its share
-    (:meth:`connector.source.driver.broker_view.BrokerSetView.ceil_boundary`); the limit is soft (see
-    docs/source.md)."""
+    shared in proportion to each set's backlog. Each set's end is a record boundary near its share, within its
+    part of :data:`BUDGET_SLACK_BYTES` (shared by the sets cut): a known one (next mapped-file start, a sampled
+    max offset; :class:`connector.source.driver.broker_view.BrokerSetView`) at or past the share, or below it;
+    else one ``exact_end`` finds in the ConsumeQueues; else (the broker names none) the next known boundary,
+    logged (docs/source.md "Limits")."""
     backlog = {name: end - begin for name, (begin, end) in spans.items()}
     total = sum(backlog.values())
     if total <= max_bytes:
         return {name: end for name, (_, end) in spans.items()}
+    slack = max(1, BUDGET_SLACK_BYTES // sum(1 for size in backlog.values() if size > 0))
     ends = {}
     for broker in brokers:
         begin, end = spans[broker.name]
         if backlog[broker.name] == 0:
             ends[broker.name] = end
             continue
-        share = max(1, max_bytes * backlog[broker.name] // total)
-        ends[broker.name] = views[broker.name].ceil_boundary(begin + share, end)
+        view = views[broker.name]
+        wanted = begin + max(1, max_bytes * backlog[broker.name] // total)
+        known = view.ceil_boundary(wanted, end)
+        below = view.floor_boundary(wanted, begin)
+        if known - wanted <= slack:
+            ends[broker.name] = known
+        elif below > begin and wanted - below <= slack:
+            ends[broker.name] = below
+        else:
+            exact = exact_end(view, begin, wanted, end, slack) if exact_end is not None else None
+            if exact is None:
+                log.info("broker %s: no record boundary near offset %d is known; the batch ends at %d, %d bytes "
+                         "past its %s share", broker.name, wanted, known, known - wanted,
+                         OPTIONS.max_bytes_per_trigger.name)
+            else:
+                view.add_boundary(exact)
+            ends[broker.name] = known if exact is None else exact
     return ends
+
+
+def delays_batch(options: SourceOptions, start: dict, latest: dict[str, int], last_batch_s: float | None,
+                 now_s: float) -> bool:
+    """Whether ``min_bytes_per_trigger`` skips this micro-batch (Kafka source minOffsetsPerTrigger's rule): fewer
+    than ``min_bytes_per_trigger`` CommitLog bytes lie between ``start`` and the brokers' ``latest`` max offsets
+    (bytes, summed over the broker sets) and less than ``max_trigger_delay`` passed since the last batch that
+    read bytes (``last_batch_s``, monotonic seconds; None: no such batch yet, which never waits)."""
+    if options.min_bytes_per_trigger is None or last_batch_s is None:
+        return False
+    if (now_s - last_batch_s) * 1000 >= options.max_trigger_delay_ms:
+        return False
+    positions = SourceOffset.from_json(start).positions
+    new = sum(max(0, latest[name] - int(positions.get(name, latest[name]))) for name in latest)
+    return new < options.min_bytes_per_trigger
 
 
 class BatchPlanner:
@@ -131,6 +179,8 @@ class BatchPlanner:
         #: with ``namesrv_addr``: the name server's route; ``options`` then holds its live broker sets
         self.discovery = Discovery(options) if options.namesrv_addr else None
         self.trigger_target: dict[str, int] | None = None
+        self._last_batch_s: float | None = None  # clock() of the last batch that read bytes
+        self.clock = time.monotonic  # seconds, for max_trigger_delay
         self._verified: dict[tuple, int] = {}  # (broker, start, fingerprint) -> where reading really starts
 
     def initial_offsets(self) -> dict:
@@ -174,6 +224,44 @@ class BatchPlanner:
         self.trigger_target = {b.name: bounds(self.brokers.refresh(b))[1] for b in self.options.brokers}
         log.info("Trigger.AvailableNow target offsets %s", self.trigger_target)
 
+    def next_end(self, start: dict, max_bytes: int | None) -> dict:
+        """The next micro-batch's end offset (:meth:`end_offset`) with, under :data:`MAX_OFFSET_KEY`, each broker
+        set's commitLogMaxOffset seen while planning it (the lag the progress shows on every Spark,
+        docs/delta.md "Lag monitoring"); ``start`` itself (no batch) when nothing is new or while
+        ``min_bytes_per_trigger`` holds it back (:func:`delays_batch`; never under Trigger.AvailableNow, whose
+        target must be reached)."""
+        if self.options.min_bytes_per_trigger is not None and self.trigger_target is None:
+            latest = {b.name: bounds(self.brokers.refresh(b, slaves=False))[1] for b in self.options.brokers}
+            if delays_batch(self.options, start, latest, self._last_batch_s, self.clock()):
+                log.debug("fewer than %s=%d new bytes and %s not passed: no batch yet",
+                          OPTIONS.min_bytes_per_trigger.name, self.options.min_bytes_per_trigger,
+                          OPTIONS.max_trigger_delay.name)
+                return dict(start)
+        end = SourceOffset.from_json(self.end_offset(start, max_bytes))
+        before = SourceOffset.from_json(start)
+        if end.positions == before.positions and {**end.extras, MAX_OFFSET_KEY: None} == {
+                **before.extras, MAX_OFFSET_KEY: None}:
+            return dict(start)  # nothing to read: the same offset, so Spark runs no batch
+        if end.positions != before.positions:
+            self._last_batch_s = self.clock()
+        end.extras[MAX_OFFSET_KEY] = {name: bounds(view)[1] for name, view in self.brokers.views.items()
+                                      if name in end.positions}
+        return end.to_json()
+
+    def _budget_end(self, view: BrokerSetView, begin: int, wanted: int, end: int, slack: int) -> int | None:
+        """A record boundary near ``wanted`` from the ConsumeQueues of the server of ``[begin, end)``
+        (:func:`connector.source.driver.splits.budget_end`), None when the broker names none or cannot answer."""
+        server = view.server_for(begin, end, self.options.read_from == READ_FROM_SLAVE)
+        fetch = self.options.fetch
+        try:
+            with ConsumeQueueReader(server.endpoint.remoting_addr, fetch.read_timeout_ms, fetch.credentials,
+                                    connect_timeout_ms=fetch.connect_timeout_ms) as reader:
+                return budget_end(reader, begin, wanted, end, slack)
+        except BrokerAdminError as exc:
+            log.warning("broker %s: no ConsumeQueue boundary near offset %d for %s: %s", view.name, wanted,
+                        OPTIONS.max_bytes_per_trigger.name, exc)
+            return None
+
     def end_offset(self, start: dict | None, max_bytes: int | None) -> dict:
         """The next micro-batch's end offset from ``start``; ``max_bytes``: the ``ReadMaxBytes`` budget shared
         between brokers (:func:`apply_byte_limit`), None to read all available bytes."""
@@ -199,7 +287,7 @@ class BatchPlanner:
             spans[broker.name] = (begin, batch_target(self.options, view, begin, max_offset, trigger_target=trigger,
                                                       cset=cset))
         if max_bytes is not None:
-            ends = apply_byte_limit(self.options.brokers, self.brokers.views, spans, max_bytes)
+            ends = apply_byte_limit(self.options.brokers, self.brokers.views, spans, max_bytes, self._budget_end)
         else:
             ends = {name: end for name, (_, end) in spans.items()}
         out = SourceOffset.from_json(self.with_fingerprints(start, spans, ends))

@@ -1,5 +1,7 @@
-"""Splitting one broker's slice of a micro-batch into several InputPartitions at exact record boundaries
-(options ``min_partitions`` and ``max_bytes_per_partition``; docs/source.md "Partitions inside a mapped file").
+"""Exact record boundaries inside a mapped file, from the broker's ConsumeQueues: where one broker's slice of a
+micro-batch splits into several InputPartitions (options ``min_partitions`` and ``max_bytes_per_partition``;
+docs/source.md "Partitions inside a mapped file") and where a batch cut by ``max_bytes_per_trigger`` ends
+(:func:`budget_end`; docs/source.md "Limits").
 
 The driver never guesses where a record starts. It asks the broker's ConsumeQueues (QUERY_CONSUME_QUEUE,
 docs/protocol.md §5.5): each real entry's ``physicOffset`` is the first byte of a whole record, so a split
@@ -165,3 +167,23 @@ def _probe_order(queue: tuple[str, int]) -> tuple[int, int, str]:
 
 def _near(known: set[int], target: int, tolerance: int) -> bool:
     return any(abs(b - target) <= tolerance for b in known)
+
+
+def budget_end(reader: ConsumeQueueReader, begin: int, wanted: int, end: int, slack: int) -> int | None:
+    """Where a batch of ``[begin, end)`` cut to ``wanted`` bytes (CommitLog offsets, ``begin < wanted < end``)
+    ends, from the record boundaries the ConsumeQueues name (:func:`find_boundaries`, searched to within
+    ``slack // 2`` bytes of ``wanted``): the largest in ``(begin, wanted]`` when it lies within ``slack`` below
+    ``wanted``, else the smallest in ``(wanted, wanted + slack]``, else the largest in ``(begin, wanted]``;
+    None when none of these is found (e.g. only records of topics without queues there).
+
+    Raises BrokerAdminError when the broker cannot answer.
+    """
+    found = find_boundaries(reader, begin, end, [wanted], max(1, slack // 2))
+    at = bisect.bisect_right(found, wanted)
+    below = found[at - 1] if at else None
+    above = found[at] if at < len(found) else None
+    if below is not None and wanted - below <= slack:
+        return below
+    if above is not None and above - wanted <= slack:
+        return above
+    return below

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from connector.source.driver.batches import MAX_OFFSET_KEY
 from connector.source.driver.history import (
     FINGERPRINT_KEY,
     RecordFingerprint,
@@ -154,7 +155,8 @@ def test_the_reader_puts_fingerprints_in_offsets_and_checks_them_at_restart(comm
     m = messages[40]
     start = {"broker-a": m["commitLogOffset"]}  # an old-form checkpoint: only the offset
     end = fixture_reader(broker).latestOffset(start, ReadAllAvailable())
-    assert end == {"broker-a": len(commitlog), FINGERPRINT_KEY: {"broker-a": fp(messages[-1]).to_json()}}
+    assert end == {"broker-a": len(commitlog), FINGERPRINT_KEY: {"broker-a": fp(messages[-1]).to_json()},
+                   MAX_OFFSET_KEY: {"broker-a": len(commitlog)}}
     # restart (a new reader) from a checkpoint whose record was rewritten with the same size: aligned
     checkpoint = {"broker-a": m["commitLogOffset"] + m["storeSize"], FINGERPRINT_KEY: {"broker-a": fp(m).to_json()}}
     changed = bytearray(commitlog)
