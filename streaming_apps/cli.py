@@ -248,6 +248,8 @@ def _add_status_parser(sub) -> None:
                        help="also show the broker sets these name servers route to, where each is read from, and "
                             "their max offset now (lag now)")
     p.add_argument("--json", action="store_true", help="print the status as JSON")
+    p.add_argument("--prometheus", action="store_true",
+                   help="print the lag and last batch of each query as Prometheus metrics (text format)")
 
 
 def _tables_root(args) -> str:
@@ -556,7 +558,7 @@ def _dispatch(args, extra: list[str]) -> int:
         from streaming_apps.status import status_command
 
         return status_command(args.paths or [os.path.join(args.workdir, "status")], brokers=args.brokers,
-                              as_json=args.json, namesrv_addr=args.namesrv_addr)
+                              as_json=args.json, prometheus=args.prometheus, namesrv_addr=args.namesrv_addr)
     if args.command == "restore":
         from streaming_apps.restore_command import run as restore
 

@@ -18,6 +18,8 @@ from typing import Any
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import QueryIdleEvent, QueryStartedEvent, QueryTerminatedEvent
 
+from connector.source.driver.batches import MAX_OFFSET_KEY
+
 log = logging.getLogger(__name__)
 
 #: The progress file is rotated (renamed to ``.1``) when it grows past this many bytes.
@@ -54,12 +56,30 @@ def offset_lag_bytes(end_offset: Any, latest_offset: Any) -> dict[str, int] | No
     return lag
 
 
+def latest_of(end_offset: Any, latest_offset: Any) -> Any:
+    """The brokers' commitLogMaxOffset behind a batch: the progress's ``latestOffset``, each broker raised to the
+    ``"@maxOffset"`` the batch's end offset carries (:data:`connector.source.driver.batches.MAX_OFFSET_KEY`).
+
+    On Spark 4.0/4.1 ``latestOffset`` is the batch end itself (Spark never asks ``reportLatestOffset`` there), so
+    the end offset's entry is what shows the lag; other sources' offsets come back unchanged."""
+    planned = end_offset.get(MAX_OFFSET_KEY) if isinstance(end_offset, dict) else None
+    if not isinstance(planned, dict):
+        return latest_offset
+    merged = dict(latest_offset) if isinstance(latest_offset, dict) else {}
+    for broker, value in planned.items():
+        known = merged.get(broker)
+        if isinstance(value, int) and not isinstance(value, bool):
+            merged[broker] = value if not isinstance(known, int) or isinstance(known, bool) else max(known, value)
+    return merged
+
+
 def progress_record(progress: dict[str, Any]) -> dict[str, Any]:
     """The progress-file line (module docstring) of one StreamingQueryProgress given as its JSON dict."""
     sources = []
     total_lag: int | None = None
     for src in progress.get("sources") or []:
         start, end, latest = (_parse_offset(src.get(k)) for k in ("startOffset", "endOffset", "latestOffset"))
+        latest = latest_of(end, latest)
         lag = offset_lag_bytes(end, latest)
         if lag is not None:
             total_lag = (total_lag or 0) + sum(lag.values())

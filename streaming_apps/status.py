@@ -5,7 +5,8 @@ The apps' StreamingQueryListener (:mod:`streaming_apps.progress_listener`) appen
 (running / terminated / failed), last batch id and time, rows of the last batch, input and processing
 rates, batch duration, the broker lag in bytes of CommitLog at the last batch (``latestOffset`` -
 ``endOffset``), and the last maintenance run. With ``--brokers`` it also asks every broker
-(GET_BROKER_RUNTIME_INFO) for its commitLogMaxOffset now and shows the lag against that.
+(GET_BROKER_RUNTIME_INFO) for its commitLogMaxOffset now and shows the lag against that; ``--prometheus`` prints
+the same figures as Prometheus metrics (:func:`prometheus_text`).
 """
 
 from __future__ import annotations
@@ -162,13 +163,50 @@ def print_status(status: dict[str, Any], console=None) -> None:
         console.print(f"broker {broker}: commitLogMaxOffset {value}")
 
 
+def prometheus_text(status: dict[str, Any]) -> str:
+    """:func:`collect_status`'s result in Prometheus' text exposition format (prometheus_client's
+    ``generate_latest``), for a node_exporter textfile collector or a scrape wrapper (docs/delta.md "Lag
+    monitoring"): per query ``hareplica_query_lag_bytes{query,broker}`` (CommitLog bytes behind at the last batch,
+    true on every Spark), ``hareplica_query_live_lag_bytes{query,broker}`` (with ``--brokers``: behind the
+    brokers' max offset now), ``hareplica_query_last_batch_id{query}``, ``hareplica_query_last_batch_rows{query}``
+    and ``hareplica_query_failed{query}`` (1 when it failed)."""
+    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+    registry = CollectorRegistry()
+    lag = Gauge("hareplica_query_lag_bytes", "CommitLog bytes behind the brokers' max offset at the last batch",
+                ["query", "broker"], registry=registry)
+    live = Gauge("hareplica_query_live_lag_bytes", "CommitLog bytes behind the brokers' max offset now",
+                 ["query", "broker"], registry=registry)
+    batch = Gauge("hareplica_query_last_batch_id", "id of the last micro-batch recorded", ["query"],
+                  registry=registry)
+    rows = Gauge("hareplica_query_last_batch_rows", "input rows of the last micro-batch", ["query"],
+                 registry=registry)
+    failed = Gauge("hareplica_query_failed", "1 when the query failed", ["query"], registry=registry)
+    for name, entry in status["queries"].items():
+        last = entry.get("last") or {}
+        for src in last.get("sources") or []:
+            for broker, value in (src.get("lagBytes") or {}).items():
+                lag.labels(name, broker).set(value)
+        for broker, value in (entry.get("liveLagBytes") or {}).items():
+            live.labels(name, broker).set(value)
+        if isinstance(last.get("batchId"), int):
+            batch.labels(name).set(last["batchId"])
+        if isinstance(last.get("numInputRows"), int):
+            rows.labels(name).set(last["numInputRows"])
+        failed.labels(name).set(1 if entry.get("state") == "failed" else 0)
+    return generate_latest(registry).decode("utf-8")
+
+
 def status_command(paths: list[str], *, brokers: str | None = None, as_json: bool = False,
-                   namesrv_addr: str | None = None) -> int:
-    """``hareplica status``: print the status; 0 when every query is fine, 1 when one failed or nothing is recorded."""
+                   prometheus: bool = False, namesrv_addr: str | None = None) -> int:
+    """``hareplica status``: print the status (``as_json``: as JSON; ``prometheus``: :func:`prometheus_text`);
+    0 when every query is fine, 1 when one failed or nothing is recorded."""
     import sys
 
     status = collect_status(paths, brokers, namesrv_addr)
-    if as_json:
+    if prometheus:
+        sys.stdout.write(prometheus_text(status))
+    elif as_json:
         sys.stdout.write(json.dumps(status, indent=2, default=str) + "\n")
     else:
         print_status(status)

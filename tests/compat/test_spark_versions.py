@@ -10,7 +10,8 @@ whole suite runs on 4.2.0, tests/faults/test_delta_crash.py killing the same sin
 so only the wheel's install is checked here.
 
 On 4.0/4.1 the source bounds micro-batches itself (no admission control there, connector.spark_compat), so
-the batch spans are checked against ``maxBytesPerTrigger`` there as on 4.2+; ``hareplica run`` with
+the batch spans are checked against ``maxBytesPerTrigger`` there as on 4.2+, and each batch's broker lag (Spark
+never asks ``reportLatestOffset`` there) against the broker's max offset; ``hareplica run`` with
 AvailableNow and ``--max-bytes-per-trigger`` stops at start with one line naming the Spark version.
 """
 
@@ -110,6 +111,10 @@ def test_user_app_lands_every_message_once_through_a_driver_kill(runtime, broker
     spans = [hi - lo for lo, hi in zip(ends, ends[1:], strict=False)][1:]
     assert len(result["batches"]) >= 3 and all(0 < s <= MAX_BYTES + MAPPED_FILE_SIZE for s in spans), result
     assert ends[-1] == max_offset(broker.remoting_addr)
+    # a query held behind by maxBytesPerTrigger reports the true lag, also where Spark never asks
+    # reportLatestOffset (4.0/4.1): the broker holds still, so each batch is behind by max offset - its end
+    total = max_offset(broker.remoting_addr)
+    assert [b["lag"] for b in result["batches"]] == [{"broker-a": total - e} for e in ends[1:]], result
 
 
 @spark_minors("4.0", "4.1", "4.3")  # 4.2: the whole suite runs the apps on 4.2.0 (tests/integration/apps)

@@ -3,8 +3,8 @@ environment where the hareplica wheel is installed, never from the checkout (tes
 copies it to a folder outside it first).
 
 Reads every message of a broker with ``format("hareplica")`` and lands it with ``format("deltalake")``, then
-prints one JSON line: the pyspark version, where ``connector`` was imported from, and per micro-batch its rows and
-end offset.
+prints one JSON line: the pyspark version, where ``connector`` was imported from, and per micro-batch its rows,
+end offset and broker lag (as the apps' progress listener computes it).
 
 Usage: spark-submit user_app.py BROKERS TABLE CHECKPOINT CHECKOUT [--max-bytes N] [--processing-time-until OFFSET]
 """
@@ -18,6 +18,7 @@ import pyspark
 from pyspark.sql import SparkSession
 
 import connector
+from streaming_apps.progress_listener import progress_record
 
 
 def progress(query) -> list[dict]:
@@ -65,7 +66,7 @@ else:
             break
         time.sleep(0.2)
     query.stop()
-batches = [{"batchId": p["batchId"], "rows": p["numInputRows"], "end": end_offsets(p)}
-           for p in progress(query) if p["numInputRows"]]
+batches = [{"batchId": p["batchId"], "rows": p["numInputRows"], "end": end_offsets(p),
+            "lag": progress_record(p)["sources"][0]["lagBytes"]} for p in progress(query) if p["numInputRows"]]
 print("RESULT " + json.dumps({"pyspark": pyspark.__version__, "connector": connector.__file__, "batches": batches}))
 spark.stop()

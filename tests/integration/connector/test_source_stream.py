@@ -10,6 +10,7 @@ from pyspark.errors import StreamingQueryException
 
 from connector.protocol.topics import is_system_topic
 from streaming_apps.producer import Producer
+from streaming_apps.progress_listener import progress_record
 from tests.integration.connector.conftest import (
     FIXTURE_MAX_OFFSET,
     MAPPED_FILE_SIZE,
@@ -70,6 +71,9 @@ def test_max_bytes_per_trigger_gives_several_batches_without_gap_or_duplicate(ha
     offsets = [r["commitLogOffset"] for r in run.rows]
     assert len(offsets) == len(set(offsets))
     assert_rows_match(run.rows, messages)
+    # a query held behind reports the true lag: the broker holds still, so max offset - each batch's end
+    assert [progress_record(p)["sources"][0]["lagBytes"] for p in run.progress] == [
+        {"broker-a": FIXTURE_MAX_OFFSET - e["broker-a"]} for e in run.end_offsets]
 
 
 def test_starting_offsets_json_and_latest(hareplica_spark, fixture_master, messages, tmp_path):
