@@ -112,3 +112,55 @@ def test_a_checkpoint_of_brokers_resumes_with_namesrv_addr_and_back(hareplica_sp
     missing = sorted(b.split(b"\0")[0].decode() for b in sent - {bytes(r["body"]) for r in rows})
     assert missing == [] and len(rows) == len(sent) == 45
     assert last.end_offsets[-1] == {"broker-a": max_offset(a.remoting_addr), "broker-b": max_offset(b.remoting_addr)}
+
+
+def test_a_set_out_of_the_route_keeps_its_offset_and_continues_when_back(hareplica_spark, broker_factory,
+                                                                         namesrv_factory, tmp_path):  # noqa: F811
+    """broker-b is stopped: its registration connection closes and the stub name server drops it at once
+    (``onChannelDestroy``, as 4.9.8's does; no expiry is shortened). The query goes on with broker-a alone, every
+    end offset keeping broker-b's offset, and reads broker-b on from there once it is started again."""
+    ns = namesrv_factory()
+    a = broker_factory("a", namesrvAddr=ns.addr, brokerName="broker-a", **COMMON)
+    b = broker_factory("b", namesrvAddr=ns.addr, brokerName="broker-b", **COMMON)
+    wait_for(lambda: _route_has(ns.addr, "broker-a", "broker-b"), "both sets registered")
+    sent = produce(a, "a", 0, 10) | produce(b, "b", 0, 10)
+    batches: list[list[dict]] = []
+    ends: list[dict] = []
+
+    def collect(df, batch_id):
+        batches.append([r.asDict(recursive=False) for r in df.select("broker", "commitLogOffset", "body").collect()])
+
+    def bodies():
+        return {bytes(r["body"]) for rows in batches for r in rows}
+
+    query = (hareplica_spark.readStream.format("hareplica").option("namesrvAddr", ns.addr)
+             .option("namesrvPollIntervalMs", "200").option("subscribe", TOPIC)
+             .load().writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(processingTime="1 second").start())
+    try:
+        wait_for(lambda: bodies() >= sent or None, "both sets' first messages", timeout_s=120, interval_s=0.2)
+        b_end = max_offset(b.remoting_addr)
+        b.stop()
+        wait_for(lambda: not _route_has(ns.addr, "broker-b"), "the name server to drop broker-b")
+        sent |= produce(a, "a", 10, 10)
+        wait_for(lambda: bodies() >= sent or None, "broker-a's messages while broker-b is out", timeout_s=120,
+                 interval_s=0.2)
+
+        def progress_end():
+            progress = query.lastProgress
+            end = json.loads(progress["sources"][0]["endOffset"]) if progress else {}
+            return end if end.get("broker-a") == max_offset(a.remoting_addr) else None
+
+        ends.append(wait_for(progress_end, "a batch planned without broker-b", timeout_s=60, interval_s=0.2))
+        b.restart()
+        sent |= produce(b, "b", 10, 10)
+        wait_for(lambda: bodies() >= sent or None, "broker-b's messages once it is back", timeout_s=120,
+                 interval_s=0.2)
+        assert query.isActive, query.exception()
+    finally:
+        query.stop()
+    rows = [r for rs in batches for r in rs]
+    keys = landed(rows)
+    assert {bytes(r["body"]) for r in rows} == sent and len(rows) == 40
+    assert ends[0]["broker-b"] == b_end  # kept in the checkpoint while out of the route
+    assert min(off for broker, off in keys if broker == "broker-b" and off >= b_end) == b_end
