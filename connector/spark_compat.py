@@ -8,7 +8,9 @@ pyspark 4.0 and 4.1 have the Python streaming data source API but not two parts 
   never asks ``getDefaultReadLimit``; ``pyspark.sql.streaming.datasource`` (``ReadLimit``, ``ReadMaxBytes``,
   ``ReadAllAvailable``, ``SupportsTriggerAvailableNow``) does not exist. The stand-ins below let the source
   keep one code path: it remembers the last end offset it was shown and applies its own default read limit
-  (connector.source ``latestOffset``).
+  (connector.source ``latestOffset``), and its own ``min_bytes_per_trigger`` rule, as on every version.
+  Nor does their planner call ``reportLatestOffset``: the progress's ``latestOffset`` is the batch end, so every
+  end offset carries the brokers' max offsets itself (``connector.source.driver.batches.MAX_OFFSET_KEY``).
 - **Trigger.AvailableNow for Python sources.** Spark wraps such a source (``AvailableNowDataStreamWrapper``):
   it calls ``latestOffset()`` once when the query starts and runs everything up to that offset as one
   micro-batch. Without a read limit that ends at the same offsets as on 4.2+ (each broker's commitLogMaxOffset

@@ -4,8 +4,9 @@ The JSON object Spark writes to a checkpoint's offset log is ``{"broker-a": 1234
 the *next* CommitLog byte to read, Spark's Kafka convention) and, since fingerprints were added, entries under
 keys that start with ``@`` (a broker name cannot): ``"@lastRecord"``
 (:data:`connector.source.driver.history.FINGERPRINT_KEY`, the record before each offset, docs/source.md "Rewritten
-history") and ``"@masterSwitches"`` (:data:`connector.source.driver.controller_mode.SWITCH_KEY`, docs/source.md
-"RocketMQ 5.x controller mode").
+history"), ``"@masterSwitches"`` (:data:`connector.source.driver.controller_mode.SWITCH_KEY`, docs/source.md
+"RocketMQ 5.x controller mode") and ``"@maxOffset"`` (:data:`connector.source.driver.batches.MAX_OFFSET_KEY`,
+each broker set's commitLogMaxOffset when the batch was planned: the lag).
 :class:`SourceOffset` keeps the two apart, so code that walks broker offsets never meets a ``@`` entry, and
 writes back exactly the JSON it read (old checkpoints, with or without ``@`` entries, load unchanged).
 """
