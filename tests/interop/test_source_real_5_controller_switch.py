@@ -23,13 +23,14 @@ import pytest
 from connector.client.ha_autoswitch import probe_master
 from connector.errors import DataLossError
 from connector.options import SourceOptions
+from connector.protocol.remoting import RemotingCommand
 from connector.source import HAReplicaStreamReader, read_partition
 from connector.source.driver.controller_mode import SWITCH_KEY
 from streaming_apps.producer import Producer
 from tests.interop.peers import FILE_SIZE, message_decoder_rows, produce_bytes
 from tests.interop.test_source_real_5_controller import _sendable
 from tests.interop.test_source_real_peers import assert_rows_equal_decoder
-from tests.support.brokers import broker_config, max_offset, wait_for
+from tests.support.brokers import broker_config, max_offset, remoting_request, wait_for
 from tests.support.jvm_peers import ROCKETMQ5_LIB, RealBroker, RealController, RealNameServer, killed_at_exit
 
 SWITCHES = 5
@@ -108,10 +109,27 @@ def _snapshot_offsets(checkpoint, into: dict[int, dict]) -> None:
                 into[int(path.name)] = json.loads(lines[2])
 
 
-def _in_sync(brokers: list[RealBroker]) -> bool:
+#: RequestCode.CONTROLLER_GET_SYNC_STATE_DATA (5.x): body a JSON list of broker names, answer BrokerReplicasInfo
+GET_SYNC_STATE_DATA = 1006
+
+
+def sync_state_set(ctl: RealController, broker_name: str = "broker-a") -> set[str]:
+    """The remoting addresses of the brokers the controller holds in ``broker_name``'s SyncStateSet: only these
+    can be elected master (5.x's default ``enableElectUncleanMaster=false``). Raises AssertionError on an error
+    answer."""
+    resp = remoting_request(ctl.addr, RemotingCommand.request(GET_SYNC_STATE_DATA,
+                                                              body=json.dumps([broker_name]).encode()))
+    assert resp.code == 0, f"CONTROLLER_GET_SYNC_STATE_DATA: {resp.code} {resp.remark}"
+    replicas = json.loads(resp.body)["replicasInfoTable"][broker_name]
+    return {r["brokerAddress"] for r in replicas["inSyncReplicas"] if r["alive"]}
+
+
+def _in_sync(brokers: list[RealBroker], ctl: RealController | None = None) -> bool:
     """Both up, one master, and the slave holds what the master held a moment before: the master is read first,
-    the slave after it, so sends going on meanwhile do not hide a slave in sync. Raises AssertionError naming
-    the roles and offsets seen otherwise (``wait_for`` shows the last one on a time-out)."""
+    the slave after it, so sends going on meanwhile do not hide a slave in sync; with ``ctl``, the controller
+    also has both in the SyncStateSet (a slave that caught up is added a few seconds later, and a master killed
+    before that leaves no member the controller may elect). Raises AssertionError naming the roles, offsets or
+    SyncStateSet seen otherwise (``wait_for`` shows the last one on a time-out)."""
     roles = [_role(b) for b in brokers]
     if sorted(roles, key=str) != ["SLAVE", "SYNC_MASTER"]:
         raise AssertionError(f"roles {roles}")
@@ -121,15 +139,17 @@ def _in_sync(brokers: list[RealBroker]) -> bool:
     if master_max is None or slave_max is None or slave_max < master_max:
         raise AssertionError(f"master {master.remoting_addr} at {master_max}, "
                              f"slave {slave.remoting_addr} at {slave_max}")
+    if ctl is not None and not {b.remoting_addr for b in brokers} <= (in_set := sync_state_set(ctl)):
+        raise AssertionError(f"the controller's SyncStateSet is {sorted(in_set)}")
     return True
 
 
 @pytest.mark.spark
 def test_the_query_follows_five_master_switches_losing_and_duplicating_nothing(hareplica_spark_session, broker_set,
                                                                                tmp_path):
-    _, _, brokers = broker_set
-    wait_for(lambda: _in_sync(brokers), "the controller to elect a master and the other to follow it", timeout_s=90,
-             interval_s=0.5)
+    _, ctl, brokers = broker_set
+    wait_for(lambda: _in_sync(brokers, ctl), "the controller to elect a master and the other to follow it",
+             timeout_s=90, interval_s=0.5)
     sender = Sender(brokers)
     sender.start()
     wait_for(lambda: len(sender.ok) >= 50 or None, "the first sends", timeout_s=60, interval_s=0.2)
@@ -158,7 +178,7 @@ def test_the_query_follows_five_master_switches_losing_and_duplicating_nothing(h
              .trigger(processingTime="1 second").start())
     try:
         for n in range(SWITCHES):
-            wait_for(lambda: _in_sync(brokers), f"both brokers in sync before switch {n + 1}", timeout_s=120,
+            wait_for(lambda: _in_sync(brokers, ctl), f"both brokers in sync before switch {n + 1}", timeout_s=120,
                      interval_s=0.5)
             seen = len(batches)
             wait_for(lambda s=seen: len(batches) > s + 1 or None, "the query to go on", timeout_s=120, interval_s=0.2)
@@ -171,11 +191,11 @@ def test_the_query_follows_five_master_switches_losing_and_duplicating_nothing(h
             victim.restart()  # rejoins as a slave of the new master, truncating to the common point
             assert query.isActive, query.exception()
             _snapshot_offsets(tmp_path / "cp", end_offsets)
-        wait_for(lambda: _in_sync(brokers), "both brokers in sync at the end", timeout_s=120, interval_s=0.5)
+        wait_for(lambda: _in_sync(brokers, ctl), "both brokers in sync at the end", timeout_s=120, interval_s=0.5)
         sender.stop.set()
         sender.join(30)
         master = next(b for b in brokers if _role(b) == "SYNC_MASTER")
-        wait_for(lambda: _in_sync(brokers), "the last sends replicated", timeout_s=60, interval_s=0.5)
+        wait_for(lambda: _in_sync(brokers, ctl), "the last sends replicated", timeout_s=60, interval_s=0.5)
         end = max_offset(master.remoting_addr)
 
         def reached():
