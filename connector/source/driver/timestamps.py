@@ -18,6 +18,7 @@ the I/O through the driver's existing clients and counts its requests (:class:`S
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ from connector.source.driver.broker_view import BrokerSetView
 from connector.source.driver.brokers import bounds
 from connector.source.driver.history import starts_record
 from connector.source.driver.reads import DriverReads
-from connector.source.driver.splits import find_boundaries
+from connector.source.driver.splits import MAX_PROBE_ROUNDS, MAX_PROBED_QUEUES, find_boundaries
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,19 @@ WINDOW_BYTES = 1 << 20
 #: ConsumeQueue narrowing rounds inside one mapped file, each cutting the gap into :data:`NARROW_PIECES`
 NARROW_ROUNDS = 3
 NARROW_PIECES = 32
+#: the most known record starts one narrowing round bisects (evenly picked): at most 8 header reads a round
+MAX_BISECTED_STARTS = 255
+#: the most ConsumeQueue requests of one narrowing round: the queue list, each probed queue's min and max index
+#: and first and last entry, and the split search's probe rounds in each of its 3 stages of queues (user topics,
+#: retry/DLQ, system; :mod:`connector.source.driver.splits`), one probe per open cut
+MAX_QUEUE_REQUESTS_PER_ROUND = 1 + 4 * MAX_PROBED_QUEUES + 3 * MAX_PROBE_ROUNDS * (NARROW_PIECES - 1)
+
+
+def max_header_reads(files: int) -> int:
+    """The most header reads (HA reads of :data:`HEADER_BYTES`) one search makes in a log of ``files`` mapped
+    files: the bisection over the files, then :data:`NARROW_ROUNDS` bisections of at most
+    :data:`MAX_BISECTED_STARTS` record starts."""
+    return math.ceil(math.log2(files + 1)) + NARROW_ROUNDS * math.ceil(math.log2(MAX_BISECTED_STARTS + 1))
 
 
 def lower_bound(count: int, key: Callable[[int], int], target: int) -> int:
@@ -80,8 +94,8 @@ def first_at_or_after(buf: bytes, base: int, target_ms: int, mapped_file_size: i
         if head is None or head.magic == BLANK_MAGIC_CODE or (head.total_size == 0 and head.magic == 0):
             return None
         if not starts_record(buf[pos:pos + HEADER_BYTES], base + pos, mapped_file_size):
-            raise CommitLogFormatError(f"offset {base + pos} is not the start of a record while searching for "
-                                       f"storeTimestamp >= {target_ms}")
+            raise CommitLogFormatError(f"no record starts here (searching the first storeTimestamp >= {target_ms})",
+                                       offset=base + pos, field="TOTALSIZE")
         if head.store_timestamp is not None and head.store_timestamp >= target_ms:
             return base + pos
         pos += head.total_size
@@ -141,8 +155,8 @@ class TimeSearch:
         head = read_record_head(head_bytes)
         if (head is None or head.store_timestamp is None
                 or not starts_record(head_bytes, offset, self.view.mapped_file_size)):
-            raise CommitLogFormatError(f"broker {self.view.name}: offset {offset} is not the start of a record "
-                                       "(searching a storeTimestamp)")
+            raise CommitLogFormatError(f"broker {self.view.name}: no record starts here (reading its storeTimestamp)",
+                                       offset=offset, field="TOTALSIZE")
         return head.store_timestamp
 
     def offset_of(self, target_ms: int) -> int | None:
@@ -164,6 +178,9 @@ class TimeSearch:
             inside = self._known_starts(lo, min(hi, next_file_start(lo, self.view.mapped_file_size)))
             if not inside:
                 break
+            if len(inside) > MAX_BISECTED_STARTS:
+                step = -(-len(inside) // MAX_BISECTED_STARTS)
+                inside = inside[step - 1::step]
             k = lower_bound(len(inside), lambda j, starts=inside: self.store_timestamp(starts[j]), target_ms)
             lo = inside[k - 1] if k > 0 else lo
             hi = inside[k] if k < len(inside) else hi
