@@ -1,10 +1,11 @@
-"""Fixtures of the Spark-cluster tests: the packed environment and a standalone cluster, once per test run.
+"""Fixtures of the Spark-cluster tests: the packed environment (once per test run) and a standalone cluster (once
+for tests/cluster: stopped, its executors' unpacked environments removed, when the package's last test is done).
 
 ``env_archive`` builds the executors' environment as users do (:mod:`streaming_apps.package`: the wheel
 with the native decode kernel, a fresh venv, venv-pack; gzip level 1 to save time) and keeps the
 unpacked venv beside it. ``spark_cluster`` starts a Master and two Workers (1 core, 1 GiB each) from
 pyspark's jars (tests/cluster/standalone.py); their logs and executors' stderr stay under the session's
-temporary folder and are appended to the report of a failed test. Both are torn down at the end.
+temporary folder and are appended to the report of a failed test.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ def env_archive(tmp_path_factory) -> EnvArchive:
     return build_env_archive(root / "hareplica-env.tar.gz", work_dir=root / "build", compress_level=1)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def spark_cluster(tmp_path_factory) -> Iterator[StandaloneCluster]:
-    """A running Master and Workers 1 and 2; a test that kills a Worker starts it again before it ends."""
+    """A running Master and Workers 1 and 2; a test that kills a Worker starts it again before it ends. Package
+    scope: the worker that runs tests/cluster goes on with other modules without the idle daemons and the
+    ~0.5 GB per executor of unpacked environments."""
     cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"))
     _clusters.append(cluster)
     try:
