@@ -189,6 +189,8 @@ class BatchPlanner:
         (``starting_timestamp`` / ``starting_offsets_by_timestamp``) wins: each set's first record stored at or
         after it (:func:`connector.source.driver.timestamps.offsets_for_times`)."""
         self.follow_route()
+        if self.discovery is not None:
+            self.discovery.check_starting(self.options)
         starting = self.options.starting_offsets
         out = {}
         times = self.options.starting_times

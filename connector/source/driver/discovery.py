@@ -282,8 +282,6 @@ class Discovery:
                 self.dropped.discard(name)
             else:
                 self.left_at.setdefault(name, now)
-        if self._planned is None:
-            self.check_starting(options)
         brokers.options = self._planned = options
         return options
 
@@ -293,7 +291,8 @@ class Discovery:
         return self._planned is not None
 
     def check_starting(self, options: SourceOptions) -> None:
-        """A JSON ``starting_offsets`` names exactly the sets found (HAReplicaOptionError otherwise)."""
+        """A JSON ``starting_offsets`` names exactly the sets found (HAReplicaOptionError otherwise); asked
+        when a query starts without a checkpoint, the only time Spark uses the starting offsets."""
         starting = options.starting_offsets
         if not isinstance(starting, dict):
             return

@@ -196,3 +196,28 @@ def test_hareplica_run_and_status_take_namesrv_addr(broker_factory, namesrv_fact
     out = capsys.readouterr().out
     assert f"broker set broker-a (cluster east): read from {a.ha_addr}/{a.remoting_addr}; slaves " \
            f"{a_slave.ha_addr}/{a_slave.remoting_addr}" in out.replace("\n", ""), out
+
+
+def test_a_json_starting_offset_must_name_exactly_the_sets_of_the_route(broker_factory, namesrv_factory):  # noqa: F811
+    from connector.source.driver.batches import BatchPlanner
+
+    ns = namesrv_factory()
+    broker_factory("a", namesrvAddr=ns.addr, **COMMON)
+    wait_for(lambda: _route_names(ns.addr) == {"broker-a"}, "broker-a registered")
+    planner = BatchPlanner(_options(ns.addr, startingOffsets='{"broker-a": 0, "broker-z": 0}'))
+    try:
+        with pytest.raises(HAReplicaOptionError, match=r"must name exactly the broker sets of name server .*'s route "
+                                                       r"\(broker-a\): unknown broker-z"):
+            planner.initial_offsets()
+    finally:
+        planner.close()
+    planner = BatchPlanner(_options(ns.addr, startingOffsets='{"broker-a": -2}'))
+    try:
+        assert planner.initial_offsets() == {"broker-a": 0}
+    finally:
+        planner.close()
+
+
+def _route_names(ns_addr: str) -> set[str]:
+    with NameServerClient((ns_addr,)) as client:
+        return set(client.cluster_info()[1].broker_addr_table)
