@@ -159,6 +159,9 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--starting-offsets", default=STARTING_OFFSETS_EARLIEST,
                    help=f"{STARTING_OFFSETS_EARLIEST} (default), {STARTING_OFFSETS_LATEST} or JSON "
                         '{"broker-a": offset}')
+    p.add_argument("--starting-timestamp", type=_non_negative, default=None, metavar="MS",
+                   help="start each broker set at its first record stored at or after this time, ms since the "
+                        "epoch (the source's startingTimestamp; wins over --starting-offsets; first start only)")
     p.add_argument("--max-bytes-per-trigger", type=_positive, default=None,
                    help="cap of CommitLog bytes per micro-batch, ending at most 1 MiB past it (default none)")
     p.add_argument("--min-partitions", type=_positive, default=None,
@@ -318,6 +321,7 @@ def _run(args) -> int:
     from rich.console import Console
 
     from connector.delta.schema import DeltaSchemaMismatchError
+    from connector.settings import OPTIONS
     from streaming_apps.apps import (
         MAX_RUNTIME,
         AppConfig,
@@ -353,7 +357,8 @@ def _run(args) -> int:
             checkpoint_root=args.checkpoint_root, status_dir=args.status_dir, sink=args.sink,
             landing=args.landing, trigger=args.trigger,
             starting_offsets=args.starting_offsets, max_bytes_per_trigger=args.max_bytes_per_trigger,
-            fail_on_data_loss=args.fail_on_data_loss, source_options=dict(args.source_options),
+            fail_on_data_loss=args.fail_on_data_loss, source_options={**dict(args.source_options), **({} if (
+                ms := args.starting_timestamp) is None else {OPTIONS.starting_timestamp.name: str(ms)})},
             min_partitions=args.min_partitions or (None if args.remote else local_cores(args.master)),
             warm_workers=warm_workers_of(args),
             maintenance_every=args.maintenance_every, vacuum_retention_hours=args.vacuum_retention_hours,

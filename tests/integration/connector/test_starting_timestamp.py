@@ -5,6 +5,9 @@ test_source_real_timestamps.py asks a real 4.9.8 broker the same."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from broker_stub.launcher import BrokerProcess
@@ -64,3 +67,17 @@ def test_a_stream_from_a_time_starts_at_the_first_record_stored_at_or_after_it(h
     offsets = sorted(r["commitLogOffset"] for r in run.rows)
     assert offsets == [o for o, _ in records if o >= offset]
     assert min(r["storeMs"] for r in run.rows) >= ms
+
+
+@pytest.mark.spark
+def test_hareplica_run_passes_starting_timestamp_to_the_source(fixture_master, records, tmp_path):
+    """``hareplica run bronze --starting-timestamp MS`` with MS past the last record: the query fails with the
+    strategy-error line naming the option (the flag reached the source), exit 1."""
+    ms = records[-1][1] + 1
+    result = subprocess.run([sys.executable, "-m", "streaming_apps.cli", "run", "bronze", "--workdir",
+                             str(tmp_path / "w"), "--trigger", "available-now", "--brokers",
+                             brokers_option(fixture_master), "--starting-timestamp", str(ms)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert (f"option startingTimestamp={ms}: broker broker-a holds no record stored at or after {ms} ms "
+            f"(commitLogMaxOffset {FIXTURE_MAX_OFFSET})") in result.stderr, result.stderr[-3000:]
