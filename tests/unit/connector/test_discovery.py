@@ -95,6 +95,7 @@ def test_discovery_finds_every_set_with_the_ha_port_each_broker_reports(broker_f
     b = broker_factory("b", namesrvAddr=ns.addr, brokerClusterName="west", brokerName="broker-b",
                        haListenPort=ha_b, **COMMON)
     assert b.ha_port == ha_b and ha_b != b.listen_port + 1
+    wait_for(lambda: _route_names(ns.addr) == {"broker-a", "broker-b"}, "both sets registered")
     discovery = Discovery(_options(ns.addr, readFrom="slave"))
     wait_for(lambda: discovery.poll(force=True) is not None and len(discovery.live_names()) == 2
              and discovery.sets["broker-a"].slaves, "both sets and broker-a's slave in the route")
@@ -130,6 +131,7 @@ def test_a_set_that_leaves_the_route_is_reported_left_then_appeared(broker_facto
         empty.poll()
     empty.close()
     b = broker_factory("b", namesrvAddr=ns.addr, brokerName="broker-b", **COMMON)
+    wait_for(lambda: _route_names(ns.addr) == {"broker-b"}, "broker-b registered")
     discovery = Discovery(_options(ns.addr))
     wait_for(lambda: discovery.poll(force=True) and discovery.live_names() == ["broker-b"], "broker-b registered")
     b.stop()  # its registration connection closes: the name server drops it (onChannelDestroy)
