@@ -262,8 +262,16 @@ class Discovery:
         """Ask the route when due and return ``base`` with the live sets (:meth:`options_for`); ``brokers``
         (the planner's :class:`connector.source.driver.brokers.BrokerSets`) gets the same options. A classic
         set whose master moved is checked again from its fingerprint (its boundaries and trust dropped, as
-        after an outage, docs/source.md "Rewritten history"); a controller-mode set follows its own switches."""
-        changes = self.poll()
+        after an outage, docs/source.md "Rewritten history"); a controller-mode set follows its own switches.
+        While no name server answers, the last route is kept (logged); NameServerError only before the first."""
+        try:
+            changes = self.poll()
+        except NameServerError as exc:
+            if self._planned is None:
+                raise
+            self._asked_at = self.clock()  # asked again after namesrv_poll_interval_ms, as RocketMQ's clients do
+            log.warning("keeping the last route (%s): %s", ", ".join(self._planned.broker_names), exc)
+            return self._planned
         if changes is None and self._planned is not None:
             return self._planned
         for name in changes.moved:

@@ -223,3 +223,22 @@ def test_a_json_starting_offset_must_name_exactly_the_sets_of_the_route(broker_f
 def _route_names(ns_addr: str) -> set[str]:
     with NameServerClient((ns_addr,)) as client:
         return set(client.cluster_info()[1].broker_addr_table)
+
+
+def test_the_last_route_is_kept_while_no_name_server_answers(broker_factory, namesrv_factory):  # noqa: F811
+    from connector.source.driver.brokers import BrokerSets
+
+    ns = namesrv_factory()
+    broker_factory("a", namesrvAddr=ns.addr, **COMMON)
+    wait_for(lambda: _route_names(ns.addr) == {"broker-a"}, "broker-a registered")
+    options = _options(ns.addr, namesrvPollIntervalMs="1", connectTimeoutMs="500", readTimeoutMs="500")
+    discovery, brokers = Discovery(options), BrokerSets(options)
+    try:
+        planned = discovery.follow(brokers, options)
+        assert planned.broker_names == ["broker-a"]
+        ns.stop()
+        wait_for(lambda: discovery.due() or None, "the poll interval to pass", timeout_s=5)  # 1 ms
+        assert discovery.follow(brokers, options) is planned  # logged, not raised
+    finally:
+        discovery.close()
+        brokers.close()
