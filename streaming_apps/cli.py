@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     from streaming_apps.restore_command import add_restore_parser
 
     add_restore_parser(sub)
+    from streaming_apps.read_command import add_read_parser
+
+    add_read_parser(sub)
     return parser
 
 
@@ -564,6 +567,10 @@ def _dispatch(args, extra: list[str]) -> int:
 
         return status_command(args.paths or [os.path.join(args.workdir, "status")], brokers=args.brokers,
                               as_json=args.json, prometheus=args.prometheus, namesrv_addr=args.namesrv_addr)
+    if args.command == "read":
+        from streaming_apps.read_command import run as read
+
+        return read(args)
     if args.command == "restore":
         from streaming_apps.restore_command import run as restore
 

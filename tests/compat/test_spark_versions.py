@@ -105,6 +105,7 @@ def test_user_app_lands_every_message_once_through_a_driver_kill(runtime, broker
     result = json.loads(line[len("RESULT "):])
     assert result["pyspark"] == runtime.pyspark and "site-packages" in result["connector"]
     assert landed(tmp_path / "table") == expected
+    assert Counter(result["batchRead"]) == expected  # spark.read of [earliest, latest): every message once
     # batch 1 again (from the offset log), then the rest, each bounded by maxBytesPerTrigger: the soft limit
     # ends a batch at the first known boundary past it, at most a mapped file further
     ends = [0] + [b["end"]["broker-a"] for b in result["batches"]]

@@ -3,8 +3,9 @@ environment where the hareplica wheel is installed, never from the checkout (tes
 copies it to a folder outside it first).
 
 Reads every message of a broker with ``format("hareplica")`` and lands it with ``format("deltalake")``, then
-prints one JSON line: the pyspark version, where ``connector`` was imported from, and per micro-batch its rows,
-end offset and broker lag (as the apps' progress listener computes it).
+prints one JSON line: the pyspark version, where ``connector`` was imported from, per micro-batch its rows,
+end offset and broker lag (as the apps' progress listener computes it), and the ``commitLogOffset`` of every row
+of a batch read (``spark.read``) of ``[earliest, latest)``.
 
 Usage: spark-submit user_app.py BROKERS TABLE CHECKPOINT CHECKOUT [--max-bytes N] [--processing-time-until OFFSET]
 """
@@ -68,5 +69,9 @@ else:
     query.stop()
 batches = [{"batchId": p["batchId"], "rows": p["numInputRows"], "end": end_offsets(p),
             "lag": progress_record(p)["sources"][0]["lagBytes"]} for p in progress(query) if p["numInputRows"]]
-print("RESULT " + json.dumps({"pyspark": pyspark.__version__, "connector": connector.__file__, "batches": batches}))
+# a batch read (spark.read) of [earliest, latest): the commitLogOffset of every row
+batch_read = sorted(r.commitLogOffset for r in spark.read.format("hareplica").option("brokers", args.brokers).load()
+                    .select("commitLogOffset").collect())
+print("RESULT " + json.dumps({"pyspark": pyspark.__version__, "connector": connector.__file__, "batches": batches,
+                              "batchRead": batch_read}))
 spark.stop()

@@ -101,3 +101,27 @@ def test_a_stream_refuses_the_options_of_batch_reads(option):
 def test_bad_ending_offsets_are_named(value, fragment):
     with pytest.raises(HAReplicaOptionError, match=fragment):
         SourceOptions.from_options({"brokers": "broker-a=127.0.0.1:10912", "endingOffsets": value})
+
+
+@pytest.mark.spark
+def test_hareplica_read_lands_a_range_into_bronze_once(fixture_master, messages, tmp_path):
+    """``hareplica read`` of [a record of file 1, a record of file 2) lands exactly those messages; the same range
+    again lands nothing twice (the apps' exactly-once commit, its appId from the range)."""
+    import subprocess
+    import sys
+
+    from connector.delta.reading import read_table
+
+    start = next(m["commitLogOffset"] for m in messages if m["commitLogOffset"] > MAPPED_FILE_SIZE + 1000)
+    end = next(m["commitLogOffset"] for m in messages if m["commitLogOffset"] > 2 * MAPPED_FILE_SIZE + 300_000)
+    cmd = [sys.executable, "-m", "streaming_apps.cli", "read", "--workdir", str(tmp_path / "w"), "--brokers",
+           brokers_option(fixture_master), "--starting-offsets", f'{{"broker-a": {start}}}', "--ending-offsets",
+           f'{{"broker-a": {end}}}', "--option", "includeSystemTopics=true"]
+    first = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    expected = sorted(m["commitLogOffset"] for m in messages if start <= m["commitLogOffset"] < end)
+    assert f"{len(expected)} rows landed" in first.stdout, first.stdout
+    again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "already landed, nothing written" in again.stdout, again.stdout
+    table = read_table(str(tmp_path / "w" / "tables" / "bronze"), columns=["commitLogOffset"])
+    assert sorted(table.column("commitLogOffset").to_pylist()) == expected

@@ -1,0 +1,104 @@
+"""``hareplica read``: land a batch range of the brokers' CommitLogs into the bronze table, for backfills
+(docs/cli.md "hareplica read"; the read itself is docs/source.md "Batch reads").
+
+The range is fixed before Spark reads it (each broker set's start and end offsets), and the rows are committed
+with the apps' exactly-once Delta commit (:func:`connector.delta.foreach_batch.write_batch`) under a txn appId
+derived from that range: the same range run again (after a crash, or by mistake) lands nothing twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+
+
+def add_read_parser(sub) -> None:
+    """The ``read`` sub-command's flags."""
+    from connector.settings import STARTING_OFFSETS_EARLIEST
+    from streaming_apps.spark_session import DEFAULT_MASTER
+
+    p = sub.add_parser("read", help="land a batch range of the CommitLogs into the bronze table (backfills)")
+    p.add_argument("--brokers", required=True,
+                   help="brokers to read: name=host:haPort[/host:remotingPort],... (the source's brokers option)")
+    p.add_argument("--workdir", default="hareplica-data", help="root of tables/ (default hareplica-data)")
+    p.add_argument("--tables-root", default=None, help="folder of the Delta tables (default WORKDIR/tables)")
+    p.add_argument("--starting-offsets", default=STARTING_OFFSETS_EARLIEST,
+                   help='earliest (default), latest or JSON {"broker-a": offset}')
+    p.add_argument("--ending-offsets", default="latest", help='latest (default) or JSON {"broker-a": offset}')
+    p.add_argument("--starting-timestamp", type=int, default=None, metavar="MS",
+                   help="start at each broker set's first record stored at or after this time (ms since the epoch)")
+    p.add_argument("--ending-timestamp", type=int, default=None, metavar="MS",
+                   help="end before each broker set's first record stored at or after this time (ms)")
+    p.add_argument("--option", dest="source_options", action="append", default=[], metavar="KEY=VALUE",
+                   help="any other format('hareplica') option (repeatable)")
+    p.add_argument("--master", default=DEFAULT_MASTER, help=f"Spark master (default {DEFAULT_MASTER})")
+
+
+def source_options(args) -> dict[str, str]:
+    """The ``format("hareplica")`` options of the command's flags."""
+    from connector.settings import OPTIONS
+
+    options = dict(item.split("=", 1) for item in args.source_options if "=" in item)
+    options.update({OPTIONS.brokers.name: args.brokers, OPTIONS.starting_offsets.name: args.starting_offsets,
+                    OPTIONS.ending_offsets.name: args.ending_offsets})
+    for option, value in ((OPTIONS.starting_timestamp, args.starting_timestamp),
+                          (OPTIONS.ending_timestamp, args.ending_timestamp)):
+        if value is not None:
+            options[option.name] = str(value)
+    return options
+
+
+def fixed_range(options: dict[str, str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Each broker set's start and end offsets of the range ``options`` name, resolved now (BatchPlanner,
+    :func:`connector.source.driver.ranges.ending_offsets`). Raises HAReplicaOptionError, BrokerAdminError."""
+    from connector.options import SourceOptions
+    from connector.source.driver.batches import BatchPlanner
+    from connector.source.driver.ranges import ending_offsets
+
+    planner = BatchPlanner(SourceOptions.from_options(options))
+    try:
+        start = planner.initial_offsets()
+        return start, ending_offsets(planner, start)
+    finally:
+        planner.close()
+
+
+def run(args) -> int:
+    """Resolve the range, read it with ``spark.read.format("hareplica")`` and commit it into bronze once.
+    Exit 0 with a line naming the range and the rows landed; 2 for bad options or brokers (one line)."""
+    import os
+
+    from connector.errors import BrokerAdminError, HAReplicaOptionError
+    from connector.settings import OPTIONS
+
+    options = source_options(args)
+    try:
+        start, end = fixed_range(options)
+    except (HAReplicaOptionError, BrokerAdminError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    for option in (OPTIONS.starting_timestamp, OPTIONS.ending_timestamp):
+        options.pop(option.name, None)
+    options.update({OPTIONS.starting_offsets.name: json.dumps(start), OPTIONS.ending_offsets.name: json.dumps(end)})
+    key = json.dumps({"start": start, "end": end}, sort_keys=True).encode()
+    app_id = "hareplica-read-" + hashlib.sha256(key).hexdigest()[:16]
+    path = os.path.join(args.tables_root or os.path.join(args.workdir, "tables"), "bronze")
+
+    from connector.delta.foreach_batch import write_batch
+    from connector.landing import landed_source_schema
+    from streaming_apps.apps.bronze import PARTITION_BY, store_date
+    from streaming_apps.spark_session import build_spark_session, stop_session
+
+    spark = build_spark_session("hareplica-read", master=args.master)
+    try:
+        reader = spark.read.format("hareplica").schema(landed_source_schema())
+        for key_, value in options.items():
+            reader = reader.option(key_, value)
+        df = reader.load().withColumn("storeDate", store_date())
+        result = write_batch(df, path, app_id, 0, partition_by=PARTITION_BY)
+    finally:
+        stop_session(spark)
+    landed = "already landed, nothing written" if result.skipped else f"{result.rows} rows landed"
+    print(f"read {json.dumps(start)} -> {json.dumps(end)} into {path}: {landed}")
+    return 0
