@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from connector.restore.config import write_delay_offsets
 from connector.restore.plan import plan_restore
 from connector.restore.store import check_empty_store, write_file
 
@@ -35,4 +36,5 @@ def restore_commitlog_spark(spark, table_uri: str, broker: str, store_dir: str |
     files = list(plan.files)
     written = spark.sparkContext.parallelize(files, len(files)).map(write).collect()
     assert written == [f.name for f in files]
+    write_delay_offsets(table_uri, plan, store_dir)
     return plan

@@ -19,6 +19,7 @@ from connector.delta.reading import read_table
 from connector.errors import RestoreError
 from connector.protocol.commitlog import encode_blank
 from connector.protocol.mapped_files import is_file_name
+from connector.restore.config import write_delay_offsets
 from connector.restore.encode import RECORD_COLUMNS, iter_encoded
 from connector.restore.plan import FilePlan, RestorePlan, broker_filter, plan_restore
 
@@ -90,7 +91,8 @@ def restore_commitlog(table_uri: str, broker: str, store_dir: str | os.PathLike,
     """Write ``broker``'s CommitLog range from the bronze table at ``table_uri`` into ``STORE_DIR/commitlog``.
 
     The range and its rules: :func:`connector.restore.plan.plan_restore` (offsets in bytes, timestamps epoch ms).
-    Returns the plan it wrote; its ``missing`` names the first gap the files stop before.
+    Returns the plan it wrote; its ``missing`` names the first gap the files stop before. Also writes
+    ``STORE_DIR/config/delayOffset.json`` (:func:`connector.restore.config.write_delay_offsets`).
 
     Raises:
         RestoreError: what :func:`plan_restore` raises; the store's CommitLog folder already holds files; a row
@@ -101,4 +103,5 @@ def restore_commitlog(table_uri: str, broker: str, store_dir: str | os.PathLike,
     folder = check_empty_store(store_dir)
     for file in plan.files:
         write_file(table_uri, broker, plan, file, folder)
+    write_delay_offsets(table_uri, plan, store_dir)
     return plan

@@ -8,6 +8,7 @@ The table is the decoder's output with every column, written with deltalake: wha
 from __future__ import annotations
 
 import filecmp
+import json
 import os
 import shutil
 
@@ -17,6 +18,7 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import write_deltalake
 
+from broker_stub.store.schedule import decode_delay_offsets
 from connector.decode.columns import iter_record_batches
 from connector.decode.schema import ALL_ARROW_SCHEMA, ARROW_SCHEMA
 from connector.errors import RestoreError
@@ -63,6 +65,13 @@ def test_the_golden_log_restores_byte_for_byte_and_verifies(table, fixture_dir, 
     for name in names:
         assert filecmp.cmp(fixture_dir / "commitlog" / name, tmp_path / "store" / "commitlog" / name, shallow=False)
     assert verify_store(table, "broker-a", fixture_dir) is None
+    # levels 1-3 were delivered (their copies are in the log): a broker on the store must not deliver them again;
+    # the messages of levels 16-18 (30 min to 2 h) were still parked when the golden broker stopped
+    delay_offsets = decode_delay_offsets((tmp_path / "store" / "config" / "delayOffset.json").read_text())
+    assert delay_offsets == {1: 2, 2: 2, 3: 4}
+    parked = {json.loads(line)["queueId"] + 1 for line in (fixture_dir / "messages.jsonl").read_text().splitlines()
+              if json.loads(line)["topic"] == "SCHEDULE_TOPIC_XXXX"}
+    assert parked == {1, 2, 3, 16, 17, 18}
     assert main(["restore", table, "--broker", "broker-a", "--verify", str(tmp_path / "store")]) == 0
 
 
