@@ -6,7 +6,7 @@ differs is the wire object it calls: :class:`connector.client.ha_wire.ClassicWir
 docs/protocol.md §2) or :class:`connector.client.ha_autoswitch.AutoSwitchWire` (5.x controller mode, §10). What a
 read reports, how it starts at offset 0, waits out outages, detects lost bytes and refuses a peer that is not an HA
 port: docs/source.md "Acknowledgements (safe on a SYNC_MASTER)", "Full history, reading from slaves", "Broker
-outages", "Data loss (`failOnDataLoss`)" and "Errors".
+outages", "Data loss" and "Errors".
 """
 
 from __future__ import annotations
