@@ -30,16 +30,27 @@ def add_read_parser(sub) -> None:
                    help="start at each broker set's first record stored at or after this time (ms since the epoch)")
     p.add_argument("--ending-timestamp", type=int, default=None, metavar="MS",
                    help="end before each broker set's first record stored at or after this time (ms)")
-    p.add_argument("--option", dest="source_options", action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--option", dest="source_options", type=_key_value, action="append", default=[],
+                   metavar="KEY=VALUE",
                    help="any other format('hareplica') option (repeatable)")
     p.add_argument("--master", default=DEFAULT_MASTER, help=f"Spark master (default {DEFAULT_MASTER})")
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` as a pair; argparse names the flag when there is no ``=``."""
+    import argparse
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
 
 
 def source_options(args) -> dict[str, str]:
     """The ``format("hareplica")`` options of the command's flags."""
     from connector.settings import OPTIONS
 
-    options = dict(item.split("=", 1) for item in args.source_options if "=" in item)
+    options = dict(args.source_options)
     options.update({OPTIONS.brokers.name: args.brokers, OPTIONS.starting_offsets.name: args.starting_offsets,
                     OPTIONS.ending_offsets.name: args.ending_offsets})
     for option, value in ((OPTIONS.starting_timestamp, args.starting_timestamp),

@@ -125,3 +125,16 @@ def test_hareplica_read_lands_a_range_into_bronze_once(fixture_master, messages,
     assert again.returncode == 0 and "already landed, nothing written" in again.stdout, again.stdout
     table = read_table(str(tmp_path / "w" / "tables" / "bronze"), columns=["commitLogOffset"])
     assert sorted(table.column("commitLogOffset").to_pylist()) == expected
+
+
+def test_hareplica_read_refuses_a_bad_range_in_one_line_before_spark(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "streaming_apps.cli", "read", "--workdir", str(tmp_path / "w"),
+                             "--brokers", "broker-a=127.0.0.1:10912", "--ending-offsets", "soon"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: option endingOffsets='soon': must be a JSON object like {\"broker-a\": 12345}"], result.stderr
+    assert not (tmp_path / "w").exists()
