@@ -7,6 +7,7 @@ and the restore columns (:data:`connector.decode.schema.RESTORE_COLUMNS`); the r
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -29,6 +30,13 @@ RECORD_COLUMNS = ("commitLogOffset", "storeSize", "bodyCRC", "queueId", "flag", 
                   "preparedTransactionOffset", "topic", "properties", "body", "storedBody", "storedProperties",
                   "recordFormat")
 _TIMESTAMPS = ("bornTimestamp", "storeTimestamp")
+
+
+def _host(text: str) -> HostAddress:
+    """A ``bornHost``/``storeHost`` value back to its stored bytes: ``ip:port`` or ``[ipv6]:port`` with the port
+    as stored (any Java int, 0 and negative ones included, docs/protocol.md §1.8). Raises ValueError."""
+    ip, _, port = text.rpartition(":")
+    return HostAddress(ipaddress.ip_address(ip.strip("[]")).packed, int(port))
 
 
 def _properties_bytes(pairs: list[tuple[str, str]], trailing: bool) -> bytes:
@@ -71,8 +79,8 @@ def iter_encoded(table: pa.Table, *, broker: str) -> Iterator[tuple[int, bytes]]
             record = encode_record(
                 commit_log_offset=offset, topic=cols["topic"][i], body=body, queue_id=cols["queueId"][i],
                 flag=cols["flag"][i], queue_offset=cols["queueOffset"][i], sys_flag=cols["sysFlag"][i],
-                born_timestamp=cols["bornTimestamp"][i], born_host=HostAddress.parse(cols["bornHost"][i]),
-                store_timestamp=cols["storeTimestamp"][i], store_host=HostAddress.parse(cols["storeHost"][i]),
+                born_timestamp=cols["bornTimestamp"][i], born_host=_host(cols["bornHost"][i]),
+                store_timestamp=cols["storeTimestamp"][i], store_host=_host(cols["storeHost"][i]),
                 reconsume_times=cols["reconsumeTimes"][i],
                 prepared_transaction_offset=cols["preparedTransactionOffset"][i], properties=props,
                 body_crc_value=cols["bodyCRC"][i],

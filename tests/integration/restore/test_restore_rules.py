@@ -134,3 +134,19 @@ def test_a_table_landed_before_the_restore_columns_is_refused_in_one_line(rows, 
                     .append_column("mappedFileSizeCommitLog", nulls["mappedFileSizeCommitLog"]))
     with pytest.raises(RestoreError, match="the row at CommitLog offset 0 has no mappedFileSizeCommitLog"):
         restore_commitlog(upgraded, "broker-a", tmp_path / "store2")
+
+
+def test_a_host_port_outside_1_to_65535_restores_as_stored(tmp_path):
+    """BORNHOST and STOREHOSTADDRESS hold a Java int port: 0 (a producer without a bound port) comes back as 0."""
+    from connector.protocol.commitlog import HostAddress, encode_blank, encode_record
+
+    size = 4096
+    record = encode_record(commit_log_offset=0, topic="t", body=b"x", born_host=HostAddress(b"\x7f\x00\x00\x01", 0),
+                           store_timestamp=1_790_000_000_000)
+    data = record + encode_blank(size - len(record))
+    batch = next(iter_record_batches(data, np.array([0], dtype=np.int64), 0, broker="b", mapped_file_size=size,
+                                     columns=ALL_ARROW_SCHEMA.names))
+    assert batch.column("bornHost").to_pylist() == ["127.0.0.1:0"]
+    write_deltalake(str(tmp_path / "t"), pa.Table.from_batches([batch]))
+    restore_commitlog(str(tmp_path / "t"), "b", tmp_path / "store")
+    assert (tmp_path / "store" / "commitlog" / f"{0:020d}").read_bytes()[:len(record)] == record
