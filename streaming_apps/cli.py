@@ -12,29 +12,7 @@ import os
 import re
 import sys
 
-
-def _offset(text: str) -> int:
-    value = int(text, 0)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"offset must be >= 0, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = int(text, 0)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
+from streaming_apps.arg_types import key_value, non_negative, offset, positive, seconds
 
 
 def installed_version() -> str:
@@ -64,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect-commitlog", help="print every record of a CommitLog folder (offline)")
     p.add_argument("directory", help="CommitLog folder holding 20-digit mapped files")
-    p.add_argument("--from", dest="from_offset", type=_offset, default=0,
+    p.add_argument("--from", dest="from_offset", type=offset, default=0,
                    help="first CommitLog offset to print (records at or after it)")
     p.add_argument("--format", choices=("jsonl", "table"), default="jsonl",
                    help="jsonl: the fields of messages.jsonl; table: a readable summary")
@@ -80,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--broker", required=True, help="broker remoting address HOST:PORT")
     p.add_argument("--topic", default=None,
                    help="topic (comma-separate several to spread the load); required for --workload load")
-    p.add_argument("--count", type=_positive, required=True, help="number of messages")
-    p.add_argument("--body-bytes", type=_positive, default=256, help="body size in bytes (default 256)")
+    p.add_argument("--count", type=positive, required=True, help="number of messages")
+    p.add_argument("--body-bytes", type=positive, default=256, help="body size in bytes (default 256)")
     p.add_argument("--workload", choices=("load", "orders"), default="load",
                    help="load: generated bodies of --body-bytes (default); orders: the msgpack order events the "
                         "silver and gold apps decode, on their four topics")
@@ -89,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="the main job on an embedded default: broker stub, workload, bronze Delta table")
     p.add_argument("--workdir", default="hareplica-demo", help="folder for the broker store, checkpoint and tables")
-    p.add_argument("--messages", type=_positive, default=100_000, help="messages to produce (default 100000)")
+    p.add_argument("--messages", type=positive, default=100_000, help="messages to produce (default 100000)")
     p.add_argument("--keep", action="store_true", help="keep an existing workdir instead of starting fresh")
 
     _add_run_parser(sub)
@@ -103,20 +81,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_read_parser(sub)
     return parser
-
-
-def _key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value
-
-
-def _non_negative(text: str) -> int:
-    value = int(text, 0)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def _add_workdir_args(p: argparse.ArgumentParser, *, tables: bool = True) -> None:
@@ -162,31 +126,31 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--starting-offsets", default=STARTING_OFFSETS_EARLIEST,
                    help=f"{STARTING_OFFSETS_EARLIEST} (default), {STARTING_OFFSETS_LATEST} or JSON "
                         '{"broker-a": offset}')
-    p.add_argument("--starting-timestamp", type=_non_negative, default=None, metavar="MS",
+    p.add_argument("--starting-timestamp", type=non_negative, default=None, metavar="MS",
                    help="start each broker set at its first record stored at or after this time, ms since the "
                         "epoch (the source's startingTimestamp; wins over --starting-offsets; first start only)")
-    p.add_argument("--max-bytes-per-trigger", type=_positive, default=None,
+    p.add_argument("--max-bytes-per-trigger", type=positive, default=None,
                    help="cap of CommitLog bytes per micro-batch, ending at most 1 MiB past it (default none)")
-    p.add_argument("--min-partitions", type=_positive, default=None,
+    p.add_argument("--min-partitions", type=positive, default=None,
                    help="split large CommitLog slices into at least this many tasks per micro-batch at record "
                         "boundaries (the source's minPartitions; default: the cores of a local[N] master, else none)")
-    p.add_argument("--warm-workers", type=_non_negative, default=None,
+    p.add_argument("--warm-workers", type=non_negative, default=None,
                    help="Python workers to start while the query starts, so that its first micro-batch does not "
                         "wait for them (default: the cores of a local[N] master; 0 = none; cluster masters and "
                         "--remote: none)")
     p.add_argument("--no-fail-on-data-loss", dest="fail_on_data_loss", action="store_false",
                    help="continue when CommitLog bytes the query needs are gone from the broker")
-    p.add_argument("--option", dest="source_options", type=_key_value, action="append", default=[],
+    p.add_argument("--option", dest="source_options", type=key_value, action="append", default=[],
                    metavar="KEY=VALUE", help="any other format('hareplica') option (repeatable)")
-    p.add_argument("--maintenance-every", type=_non_negative, default=DEFAULT_MAINTENANCE_EVERY_BATCHES,
+    p.add_argument("--maintenance-every", type=non_negative, default=DEFAULT_MAINTENANCE_EVERY_BATCHES,
                    help="compact, checkpoint and vacuum every N micro-batches; 0 = never "
                         f"(default {DEFAULT_MAINTENANCE_EVERY_BATCHES})")
-    p.add_argument("--vacuum-retention-hours", type=_non_negative, default=None,
+    p.add_argument("--vacuum-retention-hours", type=non_negative, default=None,
                    help="vacuum retention (default: the table's delta.deletedFileRetentionDuration, 168 h)")
-    p.add_argument("--orphan-grace-ms", type=_non_negative, default=DEFAULT_ORPHAN_GRACE_PERIOD_MS,
+    p.add_argument("--orphan-grace-ms", type=non_negative, default=DEFAULT_ORPHAN_GRACE_PERIOD_MS,
                    help="maintenance removes never-committed files older than this "
                         f"(default {DEFAULT_ORPHAN_GRACE_PERIOD_MS})")
-    p.add_argument("--target-file-size", type=_positive, default=None,
+    p.add_argument("--target-file-size", type=positive, default=None,
                    help=f"bytes per Parquet file of the deltalake sink (default {DEFAULT_TARGET_FILE_SIZE_BYTES})")
     p.add_argument("--watermark", default=DEFAULT_WATERMARK,
                    help=f"gold: event-time watermark delay (default '{DEFAULT_WATERMARK}')")
@@ -199,9 +163,9 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--archives", action="append", default=[], metavar="ARCHIVE#ALIAS",
                    help="spark.archives: e.g. the packed environment hareplica-env.tar.gz#environment that "
                         "python -m streaming_apps.package builds (repeatable; docs/deployment.md)")
-    p.add_argument("--conf", dest="spark_conf", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--conf", dest="spark_conf", type=key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="any Spark conf, e.g. spark.pyspark.python=./environment/bin/python (repeatable)")
-    p.add_argument("--max-runtime", type=_seconds, default=None, metavar="SECONDS",
+    p.add_argument("--max-runtime", type=seconds, default=None, metavar="SECONDS",
                    help="stop the app after this many seconds, between micro-batches (a micro-batch in flight "
                         "commits first), print what it landed and exit 0 (default: run until the trigger ends it "
                         "or SIGTERM / Ctrl-C)")
@@ -216,10 +180,10 @@ def _add_query_parser(sub) -> None:
     p = sub.add_parser("query", help="run SQL over the Delta tables (deltalake's engine, no JVM; or Spark SQL)")
     p.add_argument("sql", help='the statement, e.g. "SELECT topic, count(*) FROM bronze GROUP BY topic"')
     _add_workdir_args(p)
-    p.add_argument("--table", dest="tables", type=_key_value, action="append", default=[], metavar="NAME=PATH",
+    p.add_argument("--table", dest="tables", type=key_value, action="append", default=[], metavar="NAME=PATH",
                    help="register another Delta table (repeatable)")
     p.add_argument("--format", choices=FORMATS, default="table", help="table (default), jsonl or csv")
-    p.add_argument("--max-rows", type=_non_negative, default=DEFAULT_MAX_ROWS,
+    p.add_argument("--max-rows", type=non_negative, default=DEFAULT_MAX_ROWS,
                    help=f"rows shown in table format (default {DEFAULT_MAX_ROWS}; 0 = all)")
     p.add_argument("--engine", choices=ENGINES, default=ENGINES[0],
                    help="deltalake: delta-rs + DataFusion, no JVM (default, about a second); spark: Spark SQL over "
@@ -233,13 +197,13 @@ def _add_maintain_parser(sub) -> None:
     p.add_argument("table", help="a table name under --tables-root, or a table path")
     _add_workdir_args(p)
     p.add_argument("--no-compact", dest="compact", action="store_false", help="skip compaction")
-    p.add_argument("--target-size", type=_positive, default=None,
+    p.add_argument("--target-size", type=positive, default=None,
                    help="bytes per compacted file (default delta-rs's 104857600)")
     p.add_argument("--no-checkpoint", dest="checkpoint", action="store_false", help="skip the Delta checkpoint")
     p.add_argument("--no-vacuum", dest="vacuum", action="store_false", help="skip vacuum")
-    p.add_argument("--vacuum-retention-hours", type=_non_negative, default=None,
+    p.add_argument("--vacuum-retention-hours", type=non_negative, default=None,
                    help="vacuum retention (default: the table's, 168 h; shorter is refused by delta-rs)")
-    p.add_argument("--orphan-grace-ms", type=_non_negative, default=None,
+    p.add_argument("--orphan-grace-ms", type=non_negative, default=None,
                    help="also remove never-committed sink files older than this many ms")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 

@@ -12,6 +12,8 @@ import hashlib
 import json
 import sys
 
+from streaming_apps.arg_types import key_value
+
 
 def add_read_parser(sub) -> None:
     """The ``read`` sub-command's flags."""
@@ -30,20 +32,10 @@ def add_read_parser(sub) -> None:
                    help="start at each broker set's first record stored at or after this time (ms since the epoch)")
     p.add_argument("--ending-timestamp", type=int, default=None, metavar="MS",
                    help="end before each broker set's first record stored at or after this time (ms)")
-    p.add_argument("--option", dest="source_options", type=_key_value, action="append", default=[],
+    p.add_argument("--option", dest="source_options", type=key_value, action="append", default=[],
                    metavar="KEY=VALUE",
                    help="any other format('hareplica') option (repeatable)")
     p.add_argument("--master", default=DEFAULT_MASTER, help=f"Spark master (default {DEFAULT_MASTER})")
-
-
-def _key_value(text: str) -> tuple[str, str]:
-    """``KEY=VALUE`` as a pair; argparse names the flag when there is no ``=``."""
-    import argparse
-
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
-    return key, value
 
 
 def source_options(args) -> dict[str, str]:

@@ -4,18 +4,12 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
+
+from streaming_apps.arg_types import non_negative
 
 #: exit code of a restore that stopped before a gap in the table's offsets (the files up to it are written)
 EXIT_GAP = 3
-
-
-def _offset(text: str) -> int:
-    value = int(text, 0)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def add_restore_parser(sub) -> None:
@@ -29,14 +23,14 @@ def add_restore_parser(sub) -> None:
     what.add_argument("--verify", metavar="STORE_DIR", default=None,
                       help="compare the store at STORE_DIR with the table and name the first record that differs")
     start = p.add_mutually_exclusive_group()
-    start.add_argument("--from-offset", type=_offset, default=None,
+    start.add_argument("--from-offset", type=non_negative, default=None,
                        help="start at the mapped file holding this CommitLog offset (a record's start)")
-    start.add_argument("--from-timestamp", type=_offset, default=None,
+    start.add_argument("--from-timestamp", type=non_negative, default=None,
                        help="start at the mapped file holding the first record stored at or after this epoch ms")
     end = p.add_mutually_exclusive_group()
-    end.add_argument("--to-offset", type=_offset, default=None,
+    end.add_argument("--to-offset", type=non_negative, default=None,
                      help="end before this CommitLog offset (a record boundary)")
-    end.add_argument("--to-timestamp", type=_offset, default=None,
+    end.add_argument("--to-timestamp", type=non_negative, default=None,
                      help="end before the first record stored after this epoch ms")
 
 
