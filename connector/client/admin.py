@@ -166,16 +166,22 @@ class BrokerAdminClient:
         return size
 
     def ha_protocol(self, config: dict[str, str] | None = None) -> str:
-        """The HA protocol the broker's HA port speaks: ``"classic"`` (docs/protocol.md §2,
-        :data:`connector.protocol.ha.HA_PROTOCOL_CLASSIC`) or, for a 5.x broker in controller mode
-        (``enableControllerMode``), ``"autoswitch"`` (docs/protocol.md §10,
-        :data:`connector.protocol.ha_autoswitch.HA_PROTOCOL_AUTOSWITCH`). Raises
-        UnsupportedBrokerModeError for a DLedger CommitLog (``enableDLegerCommitLog``): it has no HA port."""
-        config = self.broker_config() if config is None else config
-        if config.get("enableDLegerCommitLog", "false").strip().lower() == "true":
-            raise UnsupportedBrokerModeError(
-                f"broker {self.addr} runs a DLedger CommitLog (enableDLegerCommitLog=true): it has no HA port "
-                "(its log replicates over DLedger's own protocol), so hareplica cannot replicate it")
-        if config.get("enableControllerMode", "false").strip().lower() == "true":
-            return HA_PROTOCOL_AUTOSWITCH
-        return HA_PROTOCOL_CLASSIC
+        """The HA protocol this broker's HA port speaks (:func:`ha_protocol_of` its ``config``, asked for when not
+        given). Raises UnsupportedBrokerModeError for a DLedger CommitLog."""
+        return ha_protocol_of(self.broker_config() if config is None else config, f"broker {self.addr}")
+
+
+def ha_protocol_of(config: dict[str, str], where: str) -> str:
+    """The HA protocol a broker's HA port speaks, from its GET_BROKER_CONFIG ``config``: ``"classic"``
+    (docs/protocol.md §2, :data:`connector.protocol.ha.HA_PROTOCOL_CLASSIC`) or, for a 5.x broker in controller mode
+    (``enableControllerMode``), ``"autoswitch"`` (docs/protocol.md §10,
+    :data:`connector.protocol.ha_autoswitch.HA_PROTOCOL_AUTOSWITCH`). Raises UnsupportedBrokerModeError, its
+    message starting with ``where`` (the broker or broker set), for a DLedger CommitLog (``enableDLegerCommitLog``):
+    it has no HA port."""
+    if config.get("enableDLegerCommitLog", "false").strip().lower() == "true":
+        raise UnsupportedBrokerModeError(
+            f"{where} runs a DLedger CommitLog (enableDLegerCommitLog=true): it has no HA port (its log replicates "
+            "over DLedger's own protocol), so hareplica cannot replicate it")
+    if config.get("enableControllerMode", "false").strip().lower() == "true":
+        return HA_PROTOCOL_AUTOSWITCH
+    return HA_PROTOCOL_CLASSIC

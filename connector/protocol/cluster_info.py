@@ -4,64 +4,28 @@ The body is RocketMQ's ``ClusterInfo`` as 4.9.8's fastjson writes it (docs/proto
 docs/source.md "Discovery"): ``brokerAddrTable`` brokerName → ``BrokerData`` ``{cluster, brokerName,
 brokerAddrs {brokerId: "host:port"}}`` and ``clusterAddrTable`` cluster → [brokerName]. ``brokerAddrs`` is a
 ``HashMap<Long, String>``, whose keys fastjson writes bare (``{0:"10.0.0.1:10911"}``), which is not strict
-JSON; :func:`fastjson_loads` reads that form. Pure: bytes in, values out.
+JSON; :func:`fastjson_body` reads that form. Pure: bytes in, values out.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from connector.errors import AddressError, RemotingProtocolError
 from connector.protocol.address import split_host_port
 from connector.protocol.broker import MASTER_ID
+from connector.protocol.fastjson import loads
 
 #: separator of the addresses in a name-server address list (RocketMQ's syntax: host:port;host:port)
 NAMESRV_ADDR_SEPARATOR = ";"
 
 
-def fastjson_loads(body: bytes | str) -> object:
-    """Parse JSON as fastjson 1.x writes it: a map key may be a bare integer (``{0:"a"}``); such keys come out
-    as strings (``{"0": "a"}``), as in standard JSON.
-
-    Raises RemotingProtocolError when the text is not UTF-8, or not JSON even with its bare keys quoted.
-    """
+def fastjson_body(body: bytes | str) -> object:
+    """A remoting body as fastjson 1.x writes it (:func:`connector.protocol.fastjson.loads`: bare integer map keys
+    come out as strings). Raises RemotingProtocolError when it is not UTF-8 or not JSON."""
     try:
-        text = body.decode("utf-8") if isinstance(body, (bytes, bytearray)) else body
-    except UnicodeDecodeError as exc:
-        raise RemotingProtocolError(f"fastjson body is not UTF-8: {exc}") from None
-    out: list[str] = []
-    i, n = 0, len(text)
-    key_expected = False
-    while i < n:
-        ch = text[i]
-        if ch == '"':  # copy the whole string, escapes included
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i:j + 1])
-            i = j + 1
-            key_expected = False
-            continue
-        if ch in "{,":
-            key_expected = True
-        elif key_expected and (ch.isdigit() or ch == "-"):
-            j = i + 1
-            while j < n and text[j].isdigit():
-                j += 1
-            rest = text[j:].lstrip()
-            if rest.startswith(":"):
-                out.append(f'"{text[i:j]}"')
-                i = j
-                key_expected = False
-                continue
-        elif not ch.isspace():
-            key_expected = False
-        out.append(ch)
-        i += 1
-    try:
-        return json.loads("".join(out))
-    except ValueError as exc:
+        return loads(body)
+    except ValueError as exc:  # UnicodeDecodeError too
         raise RemotingProtocolError(f"fastjson body is not JSON: {exc}") from None
 
 
@@ -102,7 +66,7 @@ def decode_cluster_info(body: bytes) -> ClusterInfo:
     """
     if not body:
         return ClusterInfo({}, {})
-    obj = fastjson_loads(body)
+    obj = fastjson_body(body)
     if not isinstance(obj, dict):
         raise RemotingProtocolError("GET_BROKER_CLUSTER_INFO body is not a JSON object")
     table = obj.get("brokerAddrTable") or {}

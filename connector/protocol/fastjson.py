@@ -1,5 +1,5 @@
 """A JSON writer that produces the exact text fastjson 1.2.69 writes for RocketMQ 4.9.8, compact (bodies) or pretty
-(config files). Pure: no IO.
+(config files), and :func:`loads`, a reader of that text. Pure: no IO.
 
 The caller describes the Java object: :class:`Bean` (a JavaBean), ``dict`` (a ``java.util.Map`` in the order the
 caller gives, from :mod:`connector.protocol.java_hash_map`), :class:`JavaMap` (a map with :class:`Bean` keys),
@@ -9,9 +9,10 @@ caller gives, from :mod:`connector.protocol.java_hash_map`), :class:`JavaMap` (a
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
-__all__ = ["Bean", "JavaMap", "JavaSet", "dumps", "encode", "format_double", "quote"]
+__all__ = ["Bean", "JavaMap", "JavaSet", "dumps", "encode", "format_double", "loads", "quote"]
 
 
 class Bean(dict):
@@ -180,3 +181,53 @@ def _write_list(out: list[str], items: list | tuple, pretty: bool, level: int) -
     if pretty and items:
         _newline(out, level)
     out.append("]")
+
+
+def loads(text: str | bytes) -> object:
+    """Parse JSON as fastjson 1.x writes it for RocketMQ: maps with non-string keys come out with *bare*
+    number keys (``{"offsetTable":{"t@g":{0:5}}}`` — ``Map<Integer, Long>`` without WriteNonStringKeyAsString),
+    which standard JSON rejects. Bare integer keys are quoted first (outside strings), then ``json.loads``.
+
+    Raises ValueError for anything that is not JSON even then.
+    """
+    if isinstance(text, (bytes, bytearray)):
+        text = text.decode("utf-8")
+    out: list[str] = []
+    i, n = 0, len(text)
+    in_string = False
+    expect_key = False
+    while i < n:
+        ch = text[i]
+        if in_string:
+            out.append(ch)
+            if ch == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            if ch == '"':
+                in_string = False
+            i += 1
+            continue
+        if ch == '"':
+            in_string = True
+            expect_key = False
+        elif ch in "{,":
+            expect_key = True
+        elif expect_key and (ch.isdigit() or ch == "-"):
+            j = i + 1
+            while j < n and text[j].isdigit():
+                j += 1
+            k = j
+            while k < n and text[k] in " \t\r\n":
+                k += 1
+            if k < n and text[k] == ":":
+                out.append(f'"{text[i:j]}"')
+                i = j
+                expect_key = False
+                continue
+            expect_key = False
+        elif not ch.isspace():
+            expect_key = False
+        out.append(ch)
+        i += 1
+    return json.loads("".join(out))

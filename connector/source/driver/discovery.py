@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from connector.client.admin import BrokerAdminClient
+from connector.client.admin import BrokerAdminClient, ha_protocol_of
 from connector.client.namesrv import NameServerClient
 from connector.data_loss import on_data_loss
 from connector.errors import (
@@ -24,7 +24,6 @@ from connector.errors import (
     BrokerAdminError,
     HAReplicaOptionError,
     NameServerError,
-    UnsupportedBrokerModeError,
 )
 from connector.options import BrokerEndpoint, SourceOptions, check_slave_counts
 from connector.protocol.address import split_host_port
@@ -107,18 +106,6 @@ def member_endpoint(name: str, remoting_addr: str, config: dict[str, str]) -> Br
     return BrokerEndpoint(name, host, ha_port, host, port)
 
 
-def member_protocol(name: str, remoting_addr: str, config: dict[str, str]) -> str:
-    """``"classic"`` or ``"autoswitch"`` from a member's config; UnsupportedBrokerModeError naming the broker
-    set for a DLedger CommitLog (no HA port)."""
-    if config.get("enableDLegerCommitLog", "false").strip().lower() == "true":
-        raise UnsupportedBrokerModeError(
-            f"broker set {name} ({remoting_addr}) runs a DLedger CommitLog (enableDLegerCommitLog=true): it has "
-            "no HA port, so hareplica cannot replicate it")
-    if config.get("enableControllerMode", "false").strip().lower() == "true":
-        return HA_PROTOCOL_AUTOSWITCH
-    return HA_PROTOCOL_CLASSIC
-
-
 def resolve(data: BrokerData, config_of: Callable[[str], dict[str, str]]) -> DiscoveredSet:
     """A route entry as endpoints: ``config_of(remoting_addr)`` gives each member's GET_BROKER_CONFIG. A
     member whose config cannot be read (BrokerAdminError) is left out (a master so left out: ``master`` None,
@@ -134,7 +121,7 @@ def resolve(data: BrokerData, config_of: Callable[[str], dict[str, str]]) -> Dis
         except BrokerAdminError as exc:
             log.warning("broker set %s: member %s (brokerId %d) left out: %s", data.broker_name, addr, broker_id, exc)
             continue
-        protocol = member_protocol(data.broker_name, addr, config)
+        protocol = ha_protocol_of(config, f"broker set {data.broker_name} ({addr})")
         if addr == data.master_addr:
             master = endpoint
         else:

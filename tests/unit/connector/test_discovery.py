@@ -12,7 +12,7 @@ from broker_stub.namesrv.route_info import RouteInfoManager
 from connector.client.namesrv import NameServerClient
 from connector.errors import AddressError, HAReplicaOptionError, NameServerError, RemotingProtocolError
 from connector.options import SourceOptions
-from connector.protocol.cluster_info import decode_cluster_info, fastjson_loads, split_namesrv_addr
+from connector.protocol.cluster_info import decode_cluster_info, fastjson_body, split_namesrv_addr
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from connector.source.driver.discovery import Discovery, diff
 from tests.support.brokers import free_port, wait_for
@@ -46,11 +46,11 @@ def test_cluster_info_body_as_the_stub_name_server_writes_it_decodes():
     assert info.cluster_addr_table == {"c1": ("broker-a",), "c2": ("broker-b",)}
 
 
-def test_fastjson_loads_quotes_bare_keys_only_outside_strings():
-    assert fastjson_loads('{"a":{0:"x:1",-1:"{2:3}"},"b":[1, 2]}') == {"a": {"0": "x:1", "-1": "{2:3}"},
+def test_fastjson_body_quotes_bare_keys_only_outside_strings():
+    assert fastjson_body('{"a":{0:"x:1",-1:"{2:3}"},"b":[1, 2]}') == {"a": {"0": "x:1", "-1": "{2:3}"},
                                                                        "b": [1, 2]}
     with pytest.raises(RemotingProtocolError, match="not JSON"):
-        fastjson_loads(b'{"a":')
+        fastjson_body(b'{"a":')
     with pytest.raises(RemotingProtocolError, match=r"brokerAddrTable.broker-a.brokerAddrs has brokerId 'x'"):
         decode_cluster_info(b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{"x":"h:1"}}},"clusterAddrTable":{}}')
 
