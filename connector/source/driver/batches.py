@@ -178,6 +178,8 @@ class BatchPlanner:
         self.base_options = options
         #: with ``namesrv_addr``: the name server's route; ``options`` then holds its live broker sets
         self.discovery = Discovery(options) if options.namesrv_addr else None
+        if self.discovery is not None:
+            self.brokers.route_master = self.route_master
         self.trigger_target: dict[str, int] | None = None
         self._last_batch_s: float | None = None  # clock() of the last batch that read bytes
         self.clock = time.monotonic  # seconds, for max_trigger_delay
@@ -305,6 +307,12 @@ class BatchPlanner:
         broker sets (:meth:`connector.source.driver.discovery.Discovery.follow`); nothing with ``brokers``."""
         if self.discovery is not None:
             self.options = self.discovery.follow(self.brokers, self.base_options)
+
+    def route_master(self, name: str) -> BrokerEndpoint | None:
+        """With ``namesrv_addr``, while broker set ``name``'s master is down: the route asked again now and
+        planned (:meth:`follow_route`), and the master it names for the set (None: the set is not in it)."""
+        self.options = self.discovery.follow(self.brokers, self.base_options, force=True)
+        return next((b for b in self.options.brokers if b.name == name), None)
 
     # --- rewritten history (connector.source.driver.history, docs/source.md "Rewritten history") ----------
     def _reads(self, view: BrokerSetView) -> DriverReads:

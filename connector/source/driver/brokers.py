@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from connector.client.admin import BrokerAdminClient
 from connector.client.reconnect import OutageWait
@@ -71,6 +72,9 @@ class BrokerSets:
         self.protocols: dict[str, str] = {}
         self.sets: dict[str, ControllerModeSet] = {}
         self.trusted: dict[str, int] = {}
+        #: with ``namesrv_addr``: asked with a classic set's name while its master is down, before each wait; the
+        #: set's master endpoint in the route asked again now, or None (set by the planner from its Discovery)
+        self.route_master: Callable[[str], BrokerEndpoint | None] | None = None
 
     def protocol(self, name: str) -> str:
         """The HA protocol of a set's master (``"classic"`` until its config was read)."""
@@ -185,6 +189,10 @@ class BrokerSets:
             if not master.down:
                 raise BrokerAdminError(master.error)
             self.trusted.pop(broker.name, None)  # after an outage the history is checked again
+            moved = self._moved_master(broker)
+            if moved is not None:
+                broker = moved  # the route names another master: sample it (its start is checked again)
+                continue
             if not wait.failed(master.error):
                 raise BrokerUnreachableError(wait.give_up_message(master.error))
         if master.reachable:
@@ -210,6 +218,16 @@ class BrokerSets:
                     log.warning("broker %s: slave %s unreachable: %s", broker.name, s.endpoint.ha_addr, s.error)
                 view.note_slave_sample(previous.get(s.endpoint.ha_addr), s)
         return view
+
+    def _moved_master(self, broker: BrokerEndpoint) -> BrokerEndpoint | None:
+        """The master the route names now for a classic set whose master ``broker`` is down, when it is another
+        server (None otherwise, or without a name server): docs/source.md "Discovery"."""
+        if self.route_master is None or broker.name in self.sets:
+            return None
+        now = self.route_master(broker.name)
+        if now is None or (now.ha_addr, now.remoting_addr) == (broker.ha_addr, broker.remoting_addr):
+            return None
+        return now
 
     def close(self) -> None:
         """Close the remoting connections."""

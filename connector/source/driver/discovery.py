@@ -245,14 +245,14 @@ class Discovery:
         return options
 
     # --- the planner's side (connector.source.driver.batches.BatchPlanner) ---------------------------------
-    def follow(self, brokers: BrokerSets, base: SourceOptions) -> SourceOptions:
-        """Ask the route when due and return ``base`` with the live sets (:meth:`options_for`); ``brokers``
-        (the planner's :class:`connector.source.driver.brokers.BrokerSets`) gets the same options. A classic
+    def follow(self, brokers: BrokerSets, base: SourceOptions, force: bool = False) -> SourceOptions:
+        """Ask the route when due (or ``force``) and return ``base`` with the live sets (:meth:`options_for`);
+        ``brokers`` (the planner's :class:`connector.source.driver.brokers.BrokerSets`) gets the same options. A classic
         set whose master moved is checked again from its fingerprint (its boundaries and trust dropped, as
         after an outage, docs/source.md "Rewritten history"); a controller-mode set follows its own switches.
         While no name server answers, the last route is kept (logged); NameServerError only before the first."""
         try:
-            changes = self.poll()
+            changes = self.poll(force)
         except NameServerError as exc:
             if self._planned is None:
                 raise

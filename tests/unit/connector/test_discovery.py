@@ -15,7 +15,7 @@ from connector.options import SourceOptions
 from connector.protocol.cluster_info import decode_cluster_info, fastjson_body, split_namesrv_addr
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from connector.source.driver.discovery import Discovery, diff
-from tests.support.brokers import free_port, wait_for
+from tests.support.brokers import free_port, max_offset, wait_for
 from tests.support.fixtures import broker_factory, namesrv_factory  # noqa: F401 - fixtures
 
 COMMON = {"mappedFileSizeCommitLog": 65536, "haSendHeartbeatInterval": 300}
@@ -242,3 +242,48 @@ def test_the_last_route_is_kept_while_no_name_server_answers(broker_factory, nam
     finally:
         discovery.close()
         brokers.close()
+
+
+def test_a_master_moved_while_the_planner_waits_on_the_old_one_is_followed_at_once(broker_factory, namesrv_factory,  # noqa: F811
+                                                                                  tmp_path):
+    """The old master stopped and a new one, on other ports, started on the same store: the planner, waiting on
+    the old master within a planning call, asks the route again and goes on from the new one. Before, it asked the
+    route only between micro-batches (every namesrvPollIntervalMs) and waited out maxOutageMs on the old master."""
+    from broker_stub.launcher import BrokerProcess
+    from connector.source.driver.batches import BatchPlanner
+    from streaming_apps.producer import Producer
+
+    ns = namesrv_factory()
+    old = broker_factory("a", namesrvAddr=ns.addr, **COMMON)
+    with Producer(old.remoting_addr, timeout_ms=15000) as producer:
+        for i in range(20):
+            producer.send("MovedTopic", b"before %d" % i)
+    wait_for(lambda: _route_names(ns.addr) == {"broker-a"}, "broker-a registered")
+    planner = BatchPlanner(_options(ns.addr, namesrvPollIntervalMs="600000", maxOutageMs="20000",
+                                    connectTimeoutMs="500", readTimeoutMs="2000"))
+    new = None
+    try:
+        start = planner.initial_offsets()
+        first = planner.end_offset(start, None)
+        assert first["broker-a"] == max_offset(old.remoting_addr) > start["broker-a"]
+        old.stop()
+        new = BrokerProcess.start(tmp_path / "a-moved", namesrvAddr=ns.addr, storePathRootDir=str(old.store_dir),
+                                  **COMMON)
+        assert new.remoting_addr != old.remoting_addr
+        with Producer(new.remoting_addr, timeout_ms=15000) as producer:
+            for i in range(20):
+                producer.send("MovedTopic", b"after %d" % i)
+        wait_for(lambda: _master_of(ns.addr, "broker-a") == new.remoting_addr, "the moved master registered")
+        second = planner.end_offset(first, None)  # raised BrokerUnreachableError after maxOutageMs before
+        assert second["broker-a"] == max_offset(new.remoting_addr) > first["broker-a"]
+        assert [b.remoting_addr for b in planner.options.brokers] == [new.remoting_addr]
+    finally:
+        planner.close()
+        if new is not None:
+            new.stop()
+
+
+def _master_of(ns_addr: str, name: str) -> str | None:
+    with NameServerClient((ns_addr,)) as client:
+        data = client.cluster_info()[1].broker_addr_table.get(name)
+    return None if data is None else data.broker_addrs.get(0)
