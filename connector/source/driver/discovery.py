@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from connector.client.admin import BrokerAdminClient, ha_protocol_of
@@ -286,16 +286,22 @@ class Discovery:
         return self._planned is not None
 
     def check_starting(self, options: SourceOptions) -> None:
-        """A JSON ``starting_offsets`` names exactly the sets found (HAReplicaOptionError otherwise); asked
-        when a query starts without a checkpoint, the only time Spark uses the starting offsets."""
-        starting = options.starting_offsets
-        if not isinstance(starting, dict):
+        """A JSON ``starting_offsets`` or ``starting_offsets_by_timestamp`` names exactly the sets found
+        (:meth:`check_names`); asked when a query starts without a checkpoint, the only time Spark uses them."""
+        self.check_names(OPTIONS.starting_offsets, options.starting_offsets)
+        self.check_names(OPTIONS.starting_offsets_by_timestamp, options.starting_offsets_by_timestamp)
+
+    def check_names(self, option, named) -> None:
+        """Raise HAReplicaOptionError naming ``option`` when ``named`` (a JSON option's value, broker set ->
+        offset or time) does not name exactly the sets of the route, listing the unknown and the missing ones;
+        nothing for a value that is not per set (``earliest``, ``latest``, None)."""
+        if not isinstance(named, Mapping):
             return
         found = set(self.seen)
-        unknown, missing = sorted(set(starting) - found), sorted(found - set(starting))
+        unknown, missing = sorted(set(named) - found), sorted(found - set(named))
         if unknown or missing:
             raise HAReplicaOptionError(
-                OPTIONS.starting_offsets.name, starting,
+                option.name, dict(named),
                 f"must name exactly the broker sets of name server {self.answered_by}'s route "
                 f"({', '.join(sorted(found))}): " + "; ".join(
                     ([f"unknown {', '.join(unknown)}"] if unknown else [])

@@ -28,6 +28,9 @@ def ending_offsets(planner: BatchPlanner, start: dict[str, int]) -> dict[str, in
     the option, the broker and both offsets when an end is below its start or past commitLogMaxOffset, or is
     not the first byte of a record (one small HA read checks it: docs/source.md "Batch reads")."""
     options = planner.options
+    if planner.discovery is not None:  # with brokers the option parser checked the names
+        planner.discovery.check_names(OPTIONS.ending_offsets, options.ending_offsets)
+        planner.discovery.check_names(OPTIONS.ending_offsets_by_timestamp, options.ending_offsets_by_timestamp)
     times = options.ending_times
     by_time = offsets_for_times(planner, times, past_last=ENDING_OFFSETS_LATEST) if times is not None else {}
     option = OPTIONS.ending_offsets if times is None else (
@@ -40,7 +43,7 @@ def ending_offsets(planner: BatchPlanner, start: dict[str, int]) -> dict[str, in
         if broker.name in by_time:
             end = by_time[broker.name]
         elif given == ENDING_OFFSETS_LATEST or given.get(broker.name, LATEST_OFFSET_SENTINEL) == LATEST_OFFSET_SENTINEL:
-            end = max_offset  # a set a name server added since the options were given ends at latest too
+            end = max_offset
         else:
             end = given[broker.name]
         begin = start.get(broker.name, min_offset)

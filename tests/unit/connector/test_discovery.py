@@ -220,6 +220,37 @@ def test_a_json_starting_offset_must_name_exactly_the_sets_of_the_route(broker_f
         planner.close()
 
 
+@pytest.mark.parametrize("option", ["startingOffsetsByTimestamp", "endingOffsets", "endingOffsetsByTimestamp"])
+def test_the_other_per_set_json_options_must_name_exactly_the_sets_of_the_route(broker_factory, namesrv_factory,  # noqa: F811
+                                                                                option):
+    """Before, a name the route does not have was ignored and a set the JSON left out took the default."""
+    from connector.source.driver.batches import BatchPlanner
+    from connector.source.driver.ranges import ending_offsets
+
+    ns = namesrv_factory()
+    broker_factory("a", namesrvAddr=ns.addr, **COMMON)
+    broker_factory("b", namesrvAddr=ns.addr, brokerName="broker-b", **COMMON)
+    wait_for(lambda: _route_names(ns.addr) == {"broker-a", "broker-b"}, "both sets registered")
+    for value, fragment in (('{"broker-a": 0, "broker-z": 0}', "unknown broker-z; missing broker-b"),
+                            ('{"broker-a": 0}', "missing broker-b")):
+        planner = BatchPlanner(_options(ns.addr, **{option: value}))
+        try:
+            with pytest.raises(HAReplicaOptionError) as err:
+                start = planner.initial_offsets()
+                ending_offsets(planner, start)
+        finally:
+            planner.close()
+        assert str(err.value).startswith(f"option {option}=") and str(err.value).endswith(
+            f"must name exactly the broker sets of name server {ns.addr}'s route (broker-a, broker-b): {fragment}")
+    planner = BatchPlanner(_options(ns.addr, startingOffsetsByTimestampStrategy="latest",  # the sets are empty
+                                    **{option: '{"broker-a": 0, "broker-b": 0}'}))
+    try:
+        start = planner.initial_offsets()
+        assert set(ending_offsets(planner, start)) == {"broker-a", "broker-b"}
+    finally:
+        planner.close()
+
+
 def _route_names(ns_addr: str) -> set[str]:
     with NameServerClient((ns_addr,)) as client:
         return set(client.cluster_info()[1].broker_addr_table)
