@@ -21,8 +21,12 @@ def add_read_parser(sub) -> None:
     from streaming_apps.spark_session import DEFAULT_MASTER
 
     p = sub.add_parser("read", help="land a batch range of the CommitLogs into the bronze table (backfills)")
-    p.add_argument("--brokers", required=True,
-                   help="brokers to read: name=host:haPort[/host:remotingPort],... (the source's brokers option)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--brokers",
+                       help="brokers to read: name=host:haPort[/host:remotingPort],... (the source's brokers option)")
+    where.add_argument("--namesrv-addr", metavar="HOST:PORT[;HOST:PORT]",
+                       help="find the broker sets through these name servers instead (the source's namesrvAddr "
+                            "option)")
     p.add_argument("--workdir", default="hareplica-data", help="root of tables/ (default hareplica-data)")
     p.add_argument("--tables-root", default=None, help="folder of the Delta tables (default WORKDIR/tables)")
     p.add_argument("--starting-offsets", default=STARTING_OFFSETS_EARLIEST,
@@ -43,7 +47,8 @@ def source_options(args) -> dict[str, str]:
     from connector.settings import OPTIONS
 
     options = dict(args.source_options)
-    options.update({OPTIONS.brokers.name: args.brokers, OPTIONS.starting_offsets.name: args.starting_offsets,
+    where = (OPTIONS.brokers.name, args.brokers) if args.brokers else (OPTIONS.namesrv_addr.name, args.namesrv_addr)
+    options.update({where[0]: where[1], OPTIONS.starting_offsets.name: args.starting_offsets,
                     OPTIONS.ending_offsets.name: args.ending_offsets})
     for option, value in ((OPTIONS.starting_timestamp, args.starting_timestamp),
                           (OPTIONS.ending_timestamp, args.ending_timestamp)):
@@ -72,13 +77,13 @@ def run(args) -> int:
     Exit 0 with a line naming the range and the rows landed; 2 for bad options or brokers (one line)."""
     import os
 
-    from connector.errors import BrokerAdminError, HAReplicaOptionError
+    from connector.errors import BrokerAdminError, HAReplicaOptionError, NameServerError
     from connector.settings import OPTIONS
 
     options = source_options(args)
     try:
         start, end = fixed_range(options)
-    except (HAReplicaOptionError, BrokerAdminError) as exc:
+    except (HAReplicaOptionError, BrokerAdminError, NameServerError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
     for option in (OPTIONS.starting_timestamp, OPTIONS.ending_timestamp):

@@ -200,6 +200,22 @@ def test_hareplica_run_and_status_take_namesrv_addr(broker_factory, namesrv_fact
            f"{a_slave.ha_addr}/{a_slave.remoting_addr}" in out.replace("\n", ""), out
 
 
+def test_hareplica_read_takes_namesrv_addr_and_names_a_dead_name_server_in_one_line(capsys):
+    from streaming_apps.cli import build_parser, main
+    from streaming_apps.read_command import source_options
+
+    args = build_parser().parse_args(["read", "--namesrv-addr", "10.0.0.1:9876;10.0.0.2:9876"])
+    options = source_options(args)
+    assert options["namesrvAddr"] == "10.0.0.1:9876;10.0.0.2:9876" and "brokers" not in options
+    with pytest.raises(SystemExit):  # one of the two, never both
+        build_parser().parse_args(["read", "--namesrv-addr", "h:1", "--brokers", "broker-a=h:10912"])
+    capsys.readouterr()  # argparse's usage lines
+    dead = _dead_addr()
+    assert main(["read", "--namesrv-addr", dead, "--option", "connectTimeoutMs=500"]) == 2  # before Spark starts
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and dead in err[0], err
+
+
 def test_a_json_starting_offset_must_name_exactly_the_sets_of_the_route(broker_factory, namesrv_factory):  # noqa: F811
     from connector.source.driver.batches import BatchPlanner
 
