@@ -1,15 +1,6 @@
-"""The CommitLog offset of a time: the first record, in CommitLog order, whose storeTimestamp is >= T.
-
-Used for ``starting_timestamp`` / ``starting_offsets_by_timestamp`` and, in batch reads, ``ending_timestamp`` /
-``ending_offsets_by_timestamp`` (docs/source.md "Starting at a time", which states the requests made per broker set).
-Nothing scans the log; the search stands on what the broker already indexes:
-
-1. mapped-file starts are record starts, and every record header holds its storeTimestamp: a bisection over the
-   files reads the first record header of one file per step (a small HA read);
-2. inside the file found, record starts the ConsumeQueues name (QUERY_CONSUME_QUEUE, the split search of
-   :mod:`connector.source.driver.splits`) narrow the range, again bisecting on header reads;
-3. the last gap, between a record stored before T and a known record start at or after it (at most
-   :data:`WINDOW_BYTES` when the ConsumeQueues name records there), is read once and walked.
+"""The CommitLog offset of a time, on the driver: the first record, in CommitLog order, whose storeTimestamp is >= T,
+found without scanning the log — a bisection over mapped-file first headers, then over ConsumeQueue-named record
+starts, then one read of the last gap (docs/source.md "Starting at a time", which states the requests per broker set).
 
 The rules (:func:`lower_bound`, :func:`first_at_or_after`, :func:`file_starts`) are pure; :class:`TimeSearch` does
 the I/O through the driver's existing clients and counts its requests (:class:`SearchCounts`).
