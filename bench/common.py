@@ -98,7 +98,7 @@ def arrow_file_source():
             return "arrowfiles"
 
         def schema(self):
-            return spark_schema()
+            return spark_schema(restore_columns=True)  # the columns bronze lands (landed_source_schema)
 
         def streamReader(self, schema):
             return ArrowFileStreamReader(self.options["paths"].split(","), int(self.options.get("filesPerBatch", 2)))

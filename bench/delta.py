@@ -233,12 +233,14 @@ def decode_to_arrow_files(commitlog_dir: Path, end: int, file_size: int, out_dir
     """Decode CommitLog ``[0, end)`` into one Arrow IPC file per mapped file: (paths, rows, decode seconds).
 
     The same decoder and batch sizes as hareplica's executors (:class:`CommitLogArrowDecoder` with the
-    source's defaults), so the files hold exactly the RecordBatches a ``hareplica`` task yields for that
-    mapped file. Decode seconds: decoding from memory only (reading and writing the files not counted).
+    source's defaults and the columns bronze reads, restore columns included), so the files hold exactly the
+    RecordBatches a ``hareplica`` task of the bronze app yields for that mapped file. Decode seconds: decoding
+    from memory only (reading and writing the files not counted).
     """
     from bench.source import read_range
-    from connector.decode.schema import ARROW_SCHEMA
+    from connector.decode.schema import ALL_ARROW_SCHEMA
     from connector.decode.stream import CommitLogArrowDecoder
+    from connector.landing.rows import LANDED_SOURCE_COLUMNS
 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: list[str] = []
@@ -248,10 +250,11 @@ def decode_to_arrow_files(commitlog_dir: Path, end: int, file_size: int, out_dir
         stop = min(end, file_start + file_size)
         chunks = list(read_range(commitlog_dir, file_start, stop, file_size))
         began = time.perf_counter()
-        batches = list(CommitLogArrowDecoder(file_start, stop, file_size, broker="broker-a").decode_all(chunks))
+        batches = list(CommitLogArrowDecoder(file_start, stop, file_size, broker="broker-a",
+                                             columns=LANDED_SOURCE_COLUMNS).decode_all(chunks))
         decode_s += time.perf_counter() - began
         path = out_dir / f"mapped-file-{file_start:020d}.arrow"
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, ARROW_SCHEMA) as writer:
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, ALL_ARROW_SCHEMA) as writer:
             for batch in batches:
                 writer.write_batch(batch)
                 rows += batch.num_rows
@@ -319,7 +322,7 @@ def parquet_ceilings(paths: list[str], workdir: Path, repeats: int = 2) -> dict[
                                   **parquet_writer_options(table.schema, "snappy", table)) as writer:
                 writer.write_table(table, row_group_size=max(1, table.num_rows))
         write_s.append(time.perf_counter() - began)
-    schema = StructType(spark_schema().fields + [StructField("storeDate", DateType())])
+    schema = StructType(spark_schema(restore_columns=True).fields + [StructField("storeDate", DateType())])
     task_s = []
     for r in range(repeats):
         opts = DeltaSinkOptions.from_options({"path": str(workdir / f"sink-ceiling-{r}"), "appId": "ceiling",

@@ -21,6 +21,7 @@ import msgpack
 import pytest
 
 from broker_stub.launcher import BrokerProcess
+from connector.decode.bodies import bad_body
 from connector.decode.kernels import PURE_PYTHON_ENV
 from connector.errors import BodyDecodeError
 from connector.protocol.commitlog import (
@@ -135,7 +136,8 @@ def expected(broker) -> dict[int, tuple[bytes, str | None]]:
             out[rec.commit_log_offset] = (inflate_body(rec.body, rec.sys_flag,
                                                        max_bytes=DEFAULT_MAX_INFLATED_BODY_BYTES), None)
         except BodyDecodeError as exc:
-            out[rec.commit_log_offset] = (rec.body, f"{exc.field}: {exc.reason}")
+            field, reason = bad_body(exc)  # as the decodeError column words it
+            out[rec.commit_log_offset] = (rec.body, f"{field}: {reason}")
     assert {off for off, (_, err) in out.items() if err} == set(broker.bad)  # the setup stored what it meant to
     for off, prefix in broker.bad.items():
         assert out[off][1].startswith(prefix), out[off][1]
