@@ -98,7 +98,10 @@ def arrow_file_source():
             return "arrowfiles"
 
         def schema(self):
-            return spark_schema(restore_columns=True)  # the columns bronze lands (landed_source_schema)
+            # the files' own columns: the source's default ones, or bronze's (restore columns included)
+            with pa.memory_map(self.options["paths"].split(",")[0]) as source:
+                names = pa.ipc.open_file(source).schema.names
+            return spark_schema(restore_columns="storedBody" in names)
 
         def streamReader(self, schema):
             return ArrowFileStreamReader(self.options["paths"].split(","), int(self.options.get("filesPerBatch", 2)))
