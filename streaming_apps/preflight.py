@@ -23,8 +23,8 @@ from connector.errors import (
 )
 from connector.options import SourceOptions
 from connector.settings import EARLIEST_OFFSET_SENTINEL, LATEST_OFFSET_SENTINEL
-from connector.source.driver.history import HEAD_BYTES, starts_record
-from connector.source.driver.reads import fetch_range
+from connector.source.driver.brokers import fetch_range
+from connector.source.driver.offsets import HEAD_BYTES, starts_record
 
 PREFLIGHT_TIMEOUT_MS = 3000
 

@@ -1,7 +1,8 @@
 """Reading a broker's ConsumeQueues over remoting, many requests in flight (docs/protocol.md §5.5).
 
 The driver uses it to learn exact record boundaries inside a CommitLog range without reading the CommitLog
-(:mod:`connector.source.driver.splits`): every real ConsumeQueue entry's ``physicOffset`` is the first byte of a record.
+(:mod:`connector.source.driver.partitions`): every real ConsumeQueue entry's ``physicOffset`` is the first byte of a
+record.
 
 Requests: GET_ALL_TOPIC_CONFIG (21) for the queues, GET_MIN_OFFSET / GET_MAX_OFFSET (31 / 30) for each queue's
 index range, QUERY_CONSUME_QUEUE (321) for entries. All are read-only and need no consumer group.

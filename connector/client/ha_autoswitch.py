@@ -6,7 +6,8 @@ differently from :class:`connector.client.ha_wire.ClassicWire`: the async-learne
 reports, 36-byte-header frames checked against the handshake's epochs (codecs:
 :mod:`connector.protocol.ha_autoswitch`), ``confirmOffset``, and a reconnect that first locates the current master
 (``locate_master``). :func:`probe_master` is one short learner connection that reads a master's epochs and
-confirmOffset. The wire: docs/protocol.md §10; offset 0, epochs, master switches and what is lost:
+confirmOffset, and :func:`find_master` / :func:`master_locator` find which member of a set is master now, for the
+driver and the tasks. The wire: docs/protocol.md §10; offset 0, epochs, master switches and what is lost:
 docs/protocol.md §10.7 and docs/source.md "RocketMQ 5.x controller mode".
 """
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from connector.client.admin import BrokerAdminClient
 from connector.client.ha_connection import HATransferConnection
 from connector.client.ha_wire import HAWire, RangeFetch, StreamState, discontinuity
-from connector.errors import HAProtocolError
+from connector.errors import BrokerAdminError, HAProtocolError, HAReplicaError
 from connector.protocol.acl import AclCredentials
 from connector.protocol.ha import HA_CONNECT_TIMEOUT_MS, HA_HOUSEKEEPING_INTERVAL_MS
 from connector.protocol.ha_autoswitch import (
@@ -240,3 +241,54 @@ def probe_master(ha_addr: str, report_offset: int, *, connect_timeout_ms: int = 
         return AutoSwitchMasterState(reply, frame[0].confirm_offset)
     finally:
         conn.close()
+
+
+#: a report offset no master holds: probe_master then reads the handshake only and reports nothing
+NO_REPORT = 1 << 62
+
+
+def broker_role(remoting_addr: str, timeout_ms: int, credentials: AclCredentials | None = None) -> str | None:
+    """The broker's ``brokerRole`` (GET_BROKER_CONFIG), e.g. ``SYNC_MASTER`` or ``SLAVE``; None when it does
+    not answer."""
+    try:
+        with BrokerAdminClient(remoting_addr, timeout_ms, credentials) as admin:
+            return admin.broker_config().get("brokerRole", "").strip().upper() or None
+    except BrokerAdminError:
+        return None
+
+
+def is_master_role(role: str | None) -> bool:
+    """True for ``SYNC_MASTER`` / ``ASYNC_MASTER`` (a controller-mode master reports SYNC_MASTER)."""
+    return role is not None and role.endswith("MASTER")
+
+
+def find_master(members: Sequence[tuple[str, str]], *, connect_timeout_ms: int, read_timeout_ms: int,
+                credentials: AclCredentials | None = None) -> tuple[str, str, int] | None:
+    """Among ``members`` (``(ha_addr, remoting_addr)`` pairs), the one that says it is a master, as
+    ``(ha_addr, remoting_addr, last epoch)``; of several, the highest epoch (a deposed master that has not
+    noticed yet has a lower one). None when no member is a reachable master (an election may be under way).
+    Reads handshakes only: nothing is reported to any master."""
+    best: tuple[str, str, int] | None = None
+    for ha_addr, remoting_addr in members:
+        if not is_master_role(broker_role(remoting_addr, read_timeout_ms, credentials)):
+            continue
+        try:
+            epoch = probe_master(ha_addr, NO_REPORT, connect_timeout_ms=connect_timeout_ms,
+                                 read_timeout_ms=read_timeout_ms).handshake.last_epoch
+        except (OSError, HAReplicaError) as exc:
+            log.info("controller-mode member %s says it is master but its HA port does not answer: %s", ha_addr, exc)
+            continue
+        if best is None or epoch > best[2]:
+            best = (ha_addr, remoting_addr, epoch)
+    return best
+
+
+def master_locator(members: Sequence[tuple[str, str]], connect_timeout_ms: int, read_timeout_ms: int,
+                   credentials: AclCredentials | None = None) -> Callable[[], tuple[str, str] | None]:
+    """A function returning the current master's ``(ha_addr, remoting_addr)`` among ``members`` (None while
+    none is), for :class:`connector.client.ha.HARangeFetcher`'s ``locate_master`` (AutoSwitch)."""
+    def locate() -> tuple[str, str] | None:
+        found = find_master(members, connect_timeout_ms=connect_timeout_ms, read_timeout_ms=read_timeout_ms,
+                            credentials=credentials)
+        return None if found is None else (found[0], found[1])
+    return locate

@@ -108,7 +108,7 @@ class AppConfig:
             ``2 minutes``; default 1s).
         starting_offsets, max_bytes_per_trigger, fail_on_data_loss, min_partitions: the source options of the
             same name (``minPartitions`` splits a large mapped file into several tasks,
-            :mod:`connector.source.driver.splits`).
+            :mod:`connector.source.driver.partitions`).
         source_options: further ``format("hareplica")`` options.
         maintenance_every: micro-batches between maintenance runs (0: never; default 100).
         vacuum_retention_hours: vacuum retention (None: the table's, 7 days).

@@ -11,8 +11,7 @@ from connector.options import SourceOptions
 from connector.protocol.commitlog import MessageRecord, iter_records
 from connector.settings import READ_FROM_MASTER
 from connector.source.driver.batches import BatchPlanner
-from connector.source.driver.brokers import bounds
-from connector.source.driver.reads import DriverReads, fetch_range
+from connector.source.driver.brokers import DriverReads, bounds, fetch_range
 from connector.source.driver.timestamps import (
     MAX_QUEUE_REQUESTS_PER_ROUND,
     NARROW_ROUNDS,

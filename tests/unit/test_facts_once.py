@@ -146,7 +146,7 @@ def _literal_position(node: ast.AST | None) -> bool:
 
 
 @pytest.mark.parametrize("module", ["broker_stub/broker.py", "broker_stub/store/recovery.py",
-                                    "connector/source/driver/history.py", "broker_stub/store/reput.py",
+                                    "connector/source/driver/offsets.py", "broker_stub/store/reput.py",
                                     "connector/decode/stream.py"])
 def test_record_header_fields_are_read_through_the_commitlog_codec(module):
     """No record field read at a hand-worked position: ``unpack_from(fmt, buf, <int>)``, ``x[<int>:<int>]``

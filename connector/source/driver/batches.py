@@ -2,13 +2,13 @@
 
 The stream reader (:mod:`connector.source.reader`) hands each Spark call to a :class:`BatchPlanner`, which samples
 the brokers (:mod:`connector.source.driver.brokers`), checks and writes the ``"@lastRecord"`` fingerprints
-(:mod:`connector.source.driver.history`) and builds the partitions (:mod:`connector.source.driver.partitions`).
+(:mod:`connector.source.driver.offsets`) and builds the partitions (:mod:`connector.source.driver.partitions`).
 The rules below are plain functions over offsets (bytes), no I/O: where
 each broker's batch starts (the checkpoint, or commitLogMinOffset once retention deleted it: ``fail_on_data_loss``),
 how far it may go (the master's max offset cut to what ``min_in_sync_slaves`` slaves or, with ``read_from='slave'``, the
 best slave hold, the AvailableNow target, a controller-mode set's confirmOffset, the SYNC_MASTER ack window), and
 how a ``ReadMaxBytes`` limit cuts it (docs/source.md "Offsets, batches, partitions"). The boundary knowledge and
-the ack rule are :class:`connector.source.driver.broker_view.BrokerSetView`'s.
+the ack rule are :class:`connector.source.driver.brokers.BrokerSetView`'s.
 """
 
 from __future__ import annotations
@@ -29,15 +29,11 @@ from connector.settings import (
     STARTING_OFFSETS_EARLIEST,
     STARTING_OFFSETS_LATEST,
 )
-from connector.source.driver.broker_view import BrokerSetView
-from connector.source.driver.brokers import BrokerSets, bounds
+from connector.source.driver.brokers import BrokerSets, BrokerSetView, DriverReads, bounds
 from connector.source.driver.controller_mode import SWITCH_KEY, ControllerModeSet
 from connector.source.driver.discovery import Discovery
-from connector.source.driver.history import FINGERPRINT_KEY, check_start, end_fingerprint
-from connector.source.driver.offsets import SourceOffset
-from connector.source.driver.partitions import build_partitions, file_slices
-from connector.source.driver.reads import DriverReads
-from connector.source.driver.splits import budget_end
+from connector.source.driver.offsets import FINGERPRINT_KEY, SourceOffset, check_start, end_fingerprint
+from connector.source.driver.partitions import budget_end, build_partitions, file_slices
 from connector.source.driver.timestamps import offsets_for_times
 from connector.source.partition import HAReplicaInputPartition
 
@@ -71,7 +67,7 @@ def batch_target(options: SourceOptions, view: BrokerSetView, begin: int, max_of
     """Where a batch of this broker set may end at most (bytes, >= ``begin``): the max offset, cut to what
     ``min_in_sync_slaves`` slaves hold and (``read_from='slave'``) what the best slave holds, as known boundaries;
     then to ``trigger_target`` (Trigger.AvailableNow), a controller-mode set's confirmOffset and the
-    SYNC_MASTER ack window (:meth:`connector.source.driver.broker_view.BrokerSetView.ack_safe_end`)."""
+    SYNC_MASTER ack window (:meth:`connector.source.driver.brokers.BrokerSetView.ack_safe_end`)."""
     target = max_offset
     if options.min_in_sync_slaves:
         replicated = view.replicated_offset(options.min_in_sync_slaves)
@@ -104,7 +100,7 @@ MAX_OFFSET_KEY = "@maxOffset"
 BUDGET_SLACK_BYTES = 1 << 20
 
 #: ``(view, begin, wanted, end, slack) -> boundary or None``: a record boundary near ``wanted`` that the broker
-#: names (:func:`connector.source.driver.splits.budget_end`)
+#: names (:func:`connector.source.driver.partitions.budget_end`)
 ExactEnd = Callable[[BrokerSetView, int, int, int, int], int | None]
 
 
@@ -114,7 +110,7 @@ def apply_byte_limit(brokers: Sequence[BrokerEndpoint], views: dict[str, BrokerS
     """Batch ends under ``ReadMaxBytes(max_bytes)``: ``spans`` (set name -> (begin, end)) cut so the budget is
     shared in proportion to each set's backlog. Each set's end is a record boundary near its share, within its
     part of :data:`BUDGET_SLACK_BYTES` (shared by the sets cut): a known one (next mapped-file start, a sampled
-    max offset; :class:`connector.source.driver.broker_view.BrokerSetView`) at or past the share, or below it;
+    max offset; :class:`connector.source.driver.brokers.BrokerSetView`) at or past the share, or below it;
     else one ``exact_end`` finds in the ConsumeQueues; else (the broker names none) the next known boundary,
     logged (docs/source.md "Limits")."""
     backlog = {name: end - begin for name, (begin, end) in spans.items()}
@@ -254,7 +250,7 @@ class BatchPlanner:
 
     def _budget_end(self, view: BrokerSetView, begin: int, wanted: int, end: int, slack: int) -> int | None:
         """A record boundary near ``wanted`` from the ConsumeQueues of the server of ``[begin, end)``
-        (:func:`connector.source.driver.splits.budget_end`), None when the broker names none or cannot answer."""
+        (:func:`connector.source.driver.partitions.budget_end`), None when the broker names none or cannot answer."""
         server = view.server_for(begin, end, self.options.read_from == READ_FROM_SLAVE)
         fetch = self.options.fetch
         try:
@@ -314,7 +310,7 @@ class BatchPlanner:
         self.options = self.discovery.follow(self.brokers, self.base_options, force=True)
         return next((b for b in self.options.brokers if b.name == name), None)
 
-    # --- rewritten history (connector.source.driver.history, docs/source.md "Rewritten history") ----------
+    # --- rewritten history (connector.source.driver.offsets, docs/source.md "Rewritten history") ----------
     def _reads(self, view: BrokerSetView) -> DriverReads:
         """The driver's HA reads of ``view``'s broker set for the history checks."""
         return DriverReads(self.options.fetch, view, self.brokers.protocol(view.name),
@@ -323,7 +319,7 @@ class BatchPlanner:
     def verified_begin(self, broker: BrokerEndpoint, view: BrokerSetView, start: dict | None, begin: int,
                        min_offset: int, max_offset: int) -> int:
         """``begin``, checked against the fingerprint the offset carries
-        (:func:`connector.source.driver.history.check_start`) unless this planner computed it itself with no
+        (:func:`connector.source.driver.offsets.check_start`) unless this planner computed it itself with no
         regression since. A rewritten history raises DataLossError (``fail_on_data_loss``) or is logged and
         skipped to the next real record boundary."""
         if begin > max_offset:

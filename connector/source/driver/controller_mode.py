@@ -10,7 +10,7 @@ controller may make any of them master (it raises the epoch each time). Two side
   wins if two do) and computes what the switch cost (:class:`MasterSwitch`): the point where the old and
   new histories agree (RocketMQ's consistent point), and the old master's tail past it that the new master
   never received;
-* the **executors** (:func:`connector.source.fetch.find_master`): a fetch whose master went away reconnects to
+* the **executors** (:func:`connector.client.ha_autoswitch.find_master`): a fetch whose master went away reconnects to
   the new one.
 """
 
@@ -20,12 +20,18 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from connector.client.ha_autoswitch import AutoSwitchMasterState, probe_master
+from connector.client.ha_autoswitch import (
+    NO_REPORT,
+    AutoSwitchMasterState,
+    broker_role,
+    find_master,
+    is_master_role,
+    probe_master,
+)
 from connector.data_loss import on_data_loss
 from connector.errors import HAReplicaError
 from connector.protocol.acl import AclCredentials
 from connector.protocol.ha_autoswitch import EpochHistory
-from connector.source.fetch import NO_REPORT, broker_role, find_master, is_master_role
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +100,7 @@ class ControllerModeSet:
 
     def follow_switch(self, view) -> bool:
         """The current master is down or demoted: switch to the member that is master now, if any (see
-        :meth:`follow`; ``view`` is the set's :class:`connector.source.driver.broker_view.BrokerSetView`, whose
+        :meth:`follow`; ``view`` is the set's :class:`connector.source.driver.brokers.BrokerSetView`, whose
         boundaries from the old master are forgotten). The switch is kept in :attr:`switches`. True when it switched."""
         old_end = view.master.max_offset if view.master is not None and view.master.reachable else None
         try:
@@ -141,7 +147,7 @@ class ControllerModeSet:
 
     def confirmed_end(self, view, begin: int) -> int:
         """Where a batch starting at ``begin`` may end: the current master's confirmOffset (docs/protocol.md
-        §10.6) rounded down to a record boundary ``view`` (:class:`connector.source.driver.broker_view.BrokerSetView`)
+        §10.6) rounded down to a record boundary ``view`` (:class:`connector.source.driver.brokers.BrokerSetView`)
         knows, or its commitLogMaxOffset when confirmOffset is not below it; ``begin`` when the master cannot be
         asked (the batch waits)."""
         try:

@@ -33,8 +33,7 @@ from connector.protocol.ha import HA_PROTOCOL_CLASSIC
 from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH
 from connector.settings import OPTIONS, STARTING_OFFSETS_LATEST
 from connector.source.driver.brokers import BrokerSets, bounds
-from connector.source.driver.history import FINGERPRINT_KEY
-from connector.source.driver.offsets import SourceOffset
+from connector.source.driver.offsets import FINGERPRINT_KEY, SourceOffset
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,8 @@ from connector.options import SourceOptions
 from connector.protocol.mapped_files import is_file_start
 from connector.settings import ENDING_OFFSETS_LATEST, LATEST_OFFSET_SENTINEL, OPTIONS, READ_FROM_SLAVE
 from connector.source.driver.batches import BatchPlanner
-from connector.source.driver.brokers import bounds
-from connector.source.driver.history import HEAD_BYTES, starts_record
-from connector.source.driver.reads import DriverReads
+from connector.source.driver.brokers import DriverReads, bounds
+from connector.source.driver.offsets import HEAD_BYTES, starts_record
 from connector.source.driver.timestamps import offsets_for_times
 
 log = logging.getLogger(__name__)

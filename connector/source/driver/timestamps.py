@@ -18,11 +18,9 @@ from connector.errors import BrokerAdminError, CommitLogFormatError, HAReplicaOp
 from connector.protocol.commitlog import BLANK_MAGIC_CODE, read_record_head
 from connector.protocol.mapped_files import next_file_start
 from connector.settings import OPTIONS, READ_FROM_SLAVE, TIMESTAMP_STRATEGY_ERROR
-from connector.source.driver.broker_view import BrokerSetView
-from connector.source.driver.brokers import bounds
-from connector.source.driver.history import starts_record
-from connector.source.driver.reads import DriverReads
-from connector.source.driver.splits import MAX_PROBE_ROUNDS, MAX_PROBED_QUEUES, find_boundaries
+from connector.source.driver.brokers import BrokerSetView, DriverReads, bounds
+from connector.source.driver.offsets import starts_record
+from connector.source.driver.partitions import MAX_PROBE_ROUNDS, MAX_PROBED_QUEUES, find_boundaries
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +35,7 @@ NARROW_PIECES = 32
 MAX_BISECTED_STARTS = 255
 #: the most ConsumeQueue requests of one narrowing round: the queue list, each probed queue's min and max index
 #: and first and last entry, and the split search's probe rounds in each of its 3 stages of queues (user topics,
-#: retry/DLQ, system; :mod:`connector.source.driver.splits`), one probe per open cut
+#: retry/DLQ, system; :mod:`connector.source.driver.partitions`), one probe per open cut
 MAX_QUEUE_REQUESTS_PER_ROUND = 1 + 4 * MAX_PROBED_QUEUES + 3 * MAX_PROBE_ROUNDS * (NARROW_PIECES - 1)
 
 

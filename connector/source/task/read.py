@@ -12,10 +12,10 @@ from collections.abc import Collection, Iterator
 import pyarrow as pa
 
 from connector.client.admin import BrokerAdminClient
-from connector.client.ha import prefetch_chunks
+from connector.client.ha import HARangeFetcher, prefetch_chunks
+from connector.client.ha_autoswitch import master_locator
 from connector.decode.stream import CommitLogArrowDecoder
 from connector.decode.topic_filter import TopicFilter
-from connector.source.fetch import master_locator, open_fetcher
 from connector.source.partition import HAReplicaInputPartition
 from connector.source.task.transform import transform_batches, transform_source_columns
 from connector.source.task.worker_gc import freeze_imports
@@ -44,10 +44,10 @@ def read_partition(partition: HAReplicaInputPartition, columns: Collection[str] 
         "locate_master": master_locator(partition.members, fetch.connect_timeout_ms, fetch.read_timeout_ms,
                                         fetch.credentials),
         "planned_epochs": partition.epochs, "credentials": fetch.credentials}
-    fetcher = open_fetcher(fetch, partition.ha_addr, partition.start, partition.end, broker=partition.broker,
-                           protocol=partition.ha_protocol, server_is_slave=partition.server_role == "slave",
-                           fail_on_data_loss=fetch.fail_on_data_loss, offsets_probe=admin.commit_log_offsets,
-                           keep_views=fetch.prefetch_chunks > 0, **extra)
+    fetcher = HARangeFetcher(partition.ha_addr, partition.start, partition.end, protocol=partition.ha_protocol,
+                             broker=partition.broker, settings=fetch, fail_on_data_loss=fetch.fail_on_data_loss,
+                             server_is_slave=partition.server_role == "slave", offsets_probe=admin.commit_log_offsets,
+                             keep_views=fetch.prefetch_chunks > 0, **extra)
     chunks = prefetch_chunks(fetcher, fetch.prefetch_chunks) if fetch.prefetch_chunks else fetcher
     try:
         for offset, data in chunks:

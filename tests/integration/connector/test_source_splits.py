@@ -17,7 +17,7 @@ from connector.client.consume_queue import ConsumeQueueReader
 from connector.errors import HAReplicaOptionError
 from connector.options import SourceOptions
 from connector.source import HAReplicaStreamReader, read_partition
-from connector.source.driver.splits import MIN_PARTITION_BYTES, find_boundaries, partition_counts, pick_splits
+from connector.source.driver.partitions import MIN_PARTITION_BYTES, find_boundaries, partition_counts, pick_splits
 from streaming_apps.producer import Producer
 from tests.integration.connector.conftest import brokers_option, run_stream
 from tests.support.brokers import max_offset

@@ -1,4 +1,4 @@
-"""connector.source.driver.history on the golden 4.9.8 CommitLog: fingerprints, the last record before an offset, the
+"""connector.source.driver.offsets on the golden 4.9.8 CommitLog: fingerprints, the last record before an offset, the
 next record boundary after an arbitrary offset, and check_start on unchanged and rewritten histories."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from connector.source.driver.batches import MAX_OFFSET_KEY
-from connector.source.driver.history import (
+from connector.source.driver.offsets import (
     FINGERPRINT_KEY,
     RecordFingerprint,
     check_start,
@@ -127,14 +127,14 @@ def fixture_reader(monkeypatch):
     ``fetch_range`` behind ``DriverReads``) from the bytes, read from the server ``DriverReads`` picks."""
     from connector.options import SourceOptions
     from connector.source import HAReplicaStreamReader
-    from connector.source.driver.broker_view import BrokerSetView, ServerOffsets
+    from connector.source.driver.brokers import BrokerSetView, ServerOffsets
 
     def make(broker_bytes: Bytes, **opts):
         def fetch_range(fetch, ha_addr, lo, hi, *, broker, server_is_slave, protocol="classic"):
             assert (ha_addr, broker, server_is_slave, protocol) == ("127.0.0.1:10912", "broker-a", False, "classic")
             return broker_bytes.data[lo:hi]
 
-        monkeypatch.setattr("connector.source.driver.reads.fetch_range", fetch_range)
+        monkeypatch.setattr("connector.source.driver.brokers.fetch_range", fetch_range)
         r = HAReplicaStreamReader(SourceOptions.from_options({"brokers": "broker-a=127.0.0.1:10912", **opts}))
         view = BrokerSetView("broker-a", SIZE)
         view.master = ServerOffsets(r.options.brokers[0], "master", 0, len(broker_bytes.data))
@@ -202,7 +202,7 @@ def test_a_broker_that_lost_the_tail_is_checked_once_it_passes_the_checkpoint_ag
                                                                                      fixture_reader):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from connector.source.driver.broker_view import ServerOffsets
+    from connector.source.driver.brokers import ServerOffsets
 
     commitlog = commitlog[:3402931]
     m = messages[40]

@@ -1,4 +1,4 @@
-"""connector.source.driver.broker_view and the driver rules of connector.source that need no broker: boundaries,
+"""connector.source.driver.brokers and the driver rules of connector.source that need no broker: boundaries,
 replicated-only batch ends (minInSyncSlaves), reading from slaves, server choice per partition."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from connector.options import SourceOptions
 from connector.source import HAReplicaStreamReader
-from connector.source.driver.broker_view import MAX_KNOWN_BOUNDARIES_PER_BROKER, BrokerSetView, ServerOffsets
-from connector.source.driver.brokers import bounds
+from connector.source.driver.brokers import MAX_KNOWN_BOUNDARIES_PER_BROKER, BrokerSetView, ServerOffsets, bounds
 from connector.source.driver.offsets import SourceOffset
 
 MB = 1048576

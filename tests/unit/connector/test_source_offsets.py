@@ -8,8 +8,7 @@ import json
 import pytest
 
 from connector.source.driver.controller_mode import SWITCH_KEY
-from connector.source.driver.history import FINGERPRINT_KEY, RecordFingerprint
-from connector.source.driver.offsets import SourceOffset
+from connector.source.driver.offsets import FINGERPRINT_KEY, RecordFingerprint, SourceOffset
 
 #: an end offset as the source writes it today to a checkpoint's offset log (fingerprints and a master switch)
 TODAY = ('{"broker-a": 3402931, "broker-b": 4194304, "@lastRecord": {"broker-a": [3402700, 231, 1700000000123, '

@@ -12,7 +12,7 @@ from connector.errors import BrokerAdminError, DataLossError, HAReplicaOptionErr
 from connector.options import SourceOptions
 from connector.source import HAReplicaDataSource, HAReplicaInputPartition, HAReplicaStreamReader
 from connector.source.driver.batches import apply_byte_limit
-from connector.source.driver.broker_view import BrokerSetView, ServerOffsets
+from connector.source.driver.brokers import BrokerSetView, ServerOffsets
 
 MB = 1048576
 
