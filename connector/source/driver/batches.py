@@ -266,6 +266,7 @@ class BatchPlanner:
         """The next micro-batch's end offset from ``start``; ``max_bytes``: the ``ReadMaxBytes`` budget shared
         between brokers (:func:`apply_byte_limit`), None to read all available bytes."""
         self.follow_route()
+        given = start
         if self.discovery is not None:
             start = self.discovery.with_new_sets(self.brokers, self.options, start)
         fail = self.options.fail_on_data_loss
@@ -294,7 +295,8 @@ class BatchPlanner:
         switches = {name: cset.records() for name, cset in self.brokers.sets.items() if cset.switches}
         if switches:  # recorded in the batch's end offset (and so in the query progress)
             out.extras[SWITCH_KEY] = switches
-        if self.discovery is not None:  # sets out of the route keep their offsets
+        if self.discovery is not None:  # where new sets start, for a replay; sets out of the route keep their offsets
+            out.extras.update(self.discovery.new_set_starts(given, out))
             return self.discovery.carry_absent(self.options, start, out.to_json())
         return out.to_json()
 
@@ -381,6 +383,7 @@ class BatchPlanner:
         if self.discovery is not None:
             if not self.discovery.started:
                 self.follow_route()
+            self.discovery.recall_new_starts(end)
             start = self.discovery.with_new_sets(self.brokers, self.options, start)
             planned = self.discovery.endpoints_for(self.options, start, end)
         for broker in planned:

@@ -37,6 +37,11 @@ from connector.source.driver.offsets import FINGERPRINT_KEY, SourceOffset
 
 log = logging.getLogger(__name__)
 
+#: the key, in an end offset, of where each broker set the batch's start lacks begins under
+#: ``new_broker_set_offsets='latest'`` (``{"@newSetStarts": {"broker-c": 4096}}``): a batch Spark replays after a
+#: driver restart reads those sets from the same offsets, not from their commitLogMaxOffset at the replay
+NEW_SET_STARTS_KEY = "@newSetStarts"
+
 
 @dataclass(frozen=True, slots=True)
 class DiscoveredSet:
@@ -323,6 +328,24 @@ class Discovery:
                          self.new_starts[broker.name], OPTIONS.new_broker_set_offsets.name, STARTING_OFFSETS_LATEST)
             out[broker.name] = self.new_starts[broker.name]
         return out
+
+    def new_set_starts(self, start: dict | None, end: SourceOffset) -> dict[str, dict[str, int]]:
+        """The :data:`NEW_SET_STARTS_KEY` entry of an end offset: where :meth:`with_new_sets` started each set of
+        ``end`` that ``start`` (the batch's start as Spark gave it) lacks; empty when there is none."""
+        before = SourceOffset.from_json(start).positions
+        starts = {name: self.new_starts[name] for name in end.positions
+                  if name not in before and name in self.new_starts}
+        return {NEW_SET_STARTS_KEY: starts} if starts else {}
+
+    def recall_new_starts(self, end: dict) -> None:
+        """Take the new sets' starts an end offset recorded (:meth:`new_set_starts`): a restarted driver planning
+        the partitions of a replayed batch starts them where the batch was planned. Raises ValueError naming the
+        set when a recorded start is not an integer."""
+        for name, position in (SourceOffset.from_json(end).extras.get(NEW_SET_STARTS_KEY) or {}).items():
+            if isinstance(position, bool) or not isinstance(position, int):
+                raise ValueError(f"source offset: {NEW_SET_STARTS_KEY} of broker set {name!r} is {position!r}, "
+                                 "not an integer")
+            self.new_starts[name] = position
 
     def carry_absent(self, options: SourceOptions, start: dict | None, end: dict) -> dict:
         """``end`` plus the offset (and fingerprint) of every set of ``start`` that is not planned now (it left

@@ -5,8 +5,9 @@ broker holds: record fingerprints, and finding record boundaries in bytes.
 broker set the *next* CommitLog byte to read, Spark's Kafka convention) plus entries under keys that start with
 ``@`` (a broker name cannot): ``"@lastRecord"`` (:data:`FINGERPRINT_KEY`, the record before each offset),
 ``"@masterSwitches"`` (:data:`connector.source.driver.controller_mode.SWITCH_KEY`, docs/source.md "RocketMQ 5.x
-controller mode") and ``"@maxOffset"`` (:data:`connector.source.driver.batches.MAX_OFFSET_KEY`, each broker set's
-commitLogMaxOffset when the batch was planned: the lag). :class:`SourceOffset` keeps the two apart, so code that
+controller mode"), ``"@maxOffset"`` (:data:`connector.source.driver.batches.MAX_OFFSET_KEY`, each broker set's
+commitLogMaxOffset when the batch was planned: the lag) and ``"@newSetStarts"``
+(:data:`connector.source.driver.discovery.NEW_SET_STARTS_KEY`, where a set new to the query starts). :class:`SourceOffset` keeps the two apart, so code that
 walks broker offsets never meets a ``@`` entry, and writes back exactly the JSON it read (old checkpoints load
 unchanged).
 

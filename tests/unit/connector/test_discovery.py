@@ -334,3 +334,49 @@ def _master_of(ns_addr: str, name: str) -> str | None:
     with NameServerClient((ns_addr,)) as client:
         data = client.cluster_info()[1].broker_addr_table.get(name)
     return None if data is None else data.broker_addrs.get(0)
+
+
+def test_a_new_set_started_at_latest_is_replayed_from_the_same_offset_after_a_driver_restart(
+        broker_factory, namesrv_factory):  # noqa: F811 - the fixtures imported above
+    """newBrokerSetOffsets=latest: broker-b joins, is started at its commitLogMaxOffset M, and grows before the batch
+    that reads it from M is planned. A restarted driver replaying that batch (Spark hands it the same start and end)
+    plans broker-b from M. Before, the restarted planner took broker-b's commitLogMaxOffset again, past the batch's
+    end, and the batch read nothing of broker-b: [M, end) was lost."""
+    from connector.source.driver.batches import BatchPlanner
+    from connector.source.driver.discovery import NEW_SET_STARTS_KEY
+    from streaming_apps.producer import Producer
+
+    ns = namesrv_factory()
+    a = broker_factory("a", namesrvAddr=ns.addr, **COMMON)
+    with Producer(a.remoting_addr, timeout_ms=15000) as producer:
+        producer.send("LatestTopic", b"on a")
+    wait_for(lambda: _route_names(ns.addr) == {"broker-a"}, "broker-a registered")
+    options = _options(ns.addr, newBrokerSetOffsets="latest", namesrvPollIntervalMs="1")
+    planner = BatchPlanner(options)
+    try:
+        first = planner.end_offset(planner.initial_offsets(), None)
+        assert "broker-b" not in first
+        b = broker_factory("b", namesrvAddr=ns.addr, brokerName="broker-b", **COMMON)
+        with Producer(b.remoting_addr, timeout_ms=15000) as producer:
+            producer.send("LatestTopic", b"on b, before it joined the query")
+        wait_for(lambda: _route_names(ns.addr) == {"broker-a", "broker-b"}, "broker-b registered")
+        joined = max_offset(b.remoting_addr)
+        assert planner.end_offset(first, None)["broker-b"] == joined  # broker-b starts at its max offset
+        with Producer(b.remoting_addr, timeout_ms=15000) as producer:
+            for i in range(5):
+                producer.send("LatestTopic", b"on b %d" % i)
+        second = planner.end_offset(first, None)
+        assert second["broker-b"] == max_offset(b.remoting_addr) > joined
+        assert second[NEW_SET_STARTS_KEY] == {"broker-b": joined}
+        planned = [(p.start, p.end) for p in planner.partitions(first, second, None) if p.broker == "broker-b"]
+    finally:
+        planner.close()
+    with Producer(b.remoting_addr, timeout_ms=15000) as producer:
+        producer.send("LatestTopic", b"on b, after the driver died")
+    restarted = BatchPlanner(options)  # the restarted driver: Spark replays [first, second) from its offset log
+    try:
+        replayed = [(p.start, p.end) for p in restarted.partitions(first, second, None) if p.broker == "broker-b"]
+    finally:
+        restarted.close()
+    assert planned[0][0] == joined and planned[-1][1] == second["broker-b"]
+    assert replayed == planned
