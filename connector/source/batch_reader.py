@@ -18,7 +18,7 @@ from connector.decode.schema import column_subset
 from connector.errors import HAReplicaOptionError
 from connector.options import SourceOptions
 from connector.source.driver.batches import BatchPlanner
-from connector.source.driver.ranges import ending_offsets
+from connector.source.driver.ranges import await_settled, ending_offsets
 from connector.source.partition import HAReplicaInputPartition
 from connector.source.task.read import read_task
 from connector.source.task.transform import transform_source_columns
@@ -42,12 +42,14 @@ class HAReplicaBatchReader(DataSourceReader):
 
     def partitions(self) -> list[HAReplicaInputPartition]:
         """The InputPartitions of the read's range, planned as a micro-batch's are (one per broker set and
-        mapped-file slice, split further by ``min_partitions`` / ``max_bytes_per_partition``)."""
+        mapped-file slice, split further by ``min_partitions`` / ``max_bytes_per_partition``), once a SYNC_MASTER's
+        acknowledgement window allows reading them (:func:`connector.source.driver.ranges.await_settled`)."""
         planner = BatchPlanner(self.options)
         try:
             start = planner.initial_offsets()
             end = ending_offsets(planner, start)
             log.info("batch read of %s -> %s", start, end)
+            await_settled(planner, start, end)
             return planner.partitions(start, end, self.columns)
         finally:
             planner.close()

@@ -1,14 +1,17 @@
 """Where a batch read (``spark.read``) ends: ``ending_offsets`` / ``ending_timestamp`` / ``ending_offsets_by_timestamp``
-resolved per broker set and checked, and the refusal of those options by a stream (docs/source.md "Batch reads").
+resolved per broker set and checked, the wait for a SYNC_MASTER's acknowledgement window before its range is read,
+and the refusal of those options by a stream (docs/source.md "Batch reads", "Acknowledgements").
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 from connector.errors import HAReplicaOptionError
 from connector.options import SourceOptions
-from connector.protocol.mapped_files import is_file_start
+from connector.protocol.mapped_files import file_start, is_file_start, next_file_start
 from connector.settings import ENDING_OFFSETS_LATEST, LATEST_OFFSET_SENTINEL, OPTIONS, READ_FROM_SLAVE
 from connector.source.driver.batches import BatchPlanner
 from connector.source.driver.brokers import DriverReads, bounds
@@ -61,6 +64,41 @@ def ending_offsets(planner: BatchPlanner, start: dict[str, int]) -> dict[str, in
                                            "commitLogOffset, or a later batch end)")
         out[broker.name] = end
     return out
+
+
+#: how often (s) a batch read waiting on a SYNC_MASTER's acknowledgement window samples the master again
+SETTLE_POLL_S = 0.25
+
+
+def highest_report(begin: int, end: int, mapped_file_size: int) -> int | None:
+    """The highest offset a partition of ``[begin, end)`` reports first to the broker: the start of the last
+    mapped file the range enters past its first, else ``begin``; None for an empty range."""
+    if end <= begin:
+        return None
+    last = file_start(end - 1, mapped_file_size)
+    return last if last >= next_file_start(begin, mapped_file_size) else begin
+
+
+def await_settled(planner: BatchPlanner, start: dict[str, int], end: dict[str, int], *,
+                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+    """Return once no partition of the batch read ``[start, end)`` would acknowledge bytes a SYNC_MASTER producer
+    may still be waiting for: each set's :func:`highest_report` is at or below its settled offset
+    (:meth:`connector.source.driver.brokers.BrokerSetView.settled_offset`; at most the set's ack window after its
+    master was last sampled). A batch read cannot end earlier, as a micro-batch does, so it waits (logged once per
+    set); nothing waits on any other role. Raises what sampling the master raises."""
+    for broker in planner.options.brokers:
+        view = planner.brokers.views.get(broker.name)
+        if view is None or not view.ack_window_ms or broker.name not in end:
+            continue
+        min_offset = bounds(view)[0]
+        needed = highest_report(start.get(broker.name, min_offset), end[broker.name], view.mapped_file_size)
+        if needed is None or needed <= min_offset or view.settled_offset(clock()) >= needed:
+            continue  # a report of the log's first byte releases no producer
+        log.info("broker %s: SYNC_MASTER bytes below %d may still have a producer waiting for their ack; the batch "
+                 "read waits up to %d ms before reading them", broker.name, needed, view.ack_window_ms)
+        while view.settled_offset(clock()) < needed:
+            sleep(SETTLE_POLL_S)
+            view = planner.brokers.refresh(broker, slaves=False)
 
 
 def refuse_batch_only_options(options: SourceOptions) -> None:

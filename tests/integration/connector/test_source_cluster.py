@@ -292,3 +292,24 @@ def test_dledger_and_controller_mode_brokers_fail_fast(hareplica_spark, tmp_path
                                                           "maxOutageMs": "1000"}, timeout_s=60)
     finally:
         fake.close()
+
+
+def test_a_batch_read_on_a_sync_master_waits_out_the_ack_window_before_its_partitions(broker_factory):
+    """A batch read's end is fixed, so on a SYNC_MASTER it cannot end at the first unsettled mapped-file start as
+    a micro-batch does (docs/source.md "Acknowledgements"): its planning returns only once every partition start
+    was in a master sample at least the replica wait ago. Before, the partitions came at once, and the task of the
+    last file reported its start while a producer of the bytes below could still be waiting for its ack."""
+    from connector.source.batch_reader import HAReplicaBatchReader
+
+    master = broker_factory("master", brokerRole="SYNC_MASTER", mappedFileSizeCommitLog=FILE, slaveTimeout=1500,
+                            syncFlushTimeout=500)
+    window_s = (1500 + 1000) / 1000  # max(slaveTimeout, syncFlushTimeout) + ACK_WINDOW_MARGIN_MS
+    produce(master, 150)
+    appended = time.monotonic()  # the last bytes are on the master: they were first seen at or after this
+    reader = HAReplicaBatchReader(SourceOptions.from_options({"brokers": brokers_option(master)}))
+    parts = reader.partitions()
+    planned = time.monotonic()
+    assert max(p.start for p in parts) >= 2 * FILE  # a partition reports a mapped-file start the sends just passed
+    assert planned - appended >= window_s  # no producer of those bytes can still be waiting
+    end = max_offset(master.remoting_addr)
+    assert [(p.start, p.end) for p in parts] == [(lo, min(lo + FILE, end)) for lo in range(0, end, FILE)]

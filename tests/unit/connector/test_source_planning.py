@@ -140,3 +140,14 @@ class socket_free_port:
 
     def __exit__(self, *exc) -> None:
         return None
+
+
+def test_the_highest_first_report_of_a_batch_read_is_its_last_files_start_or_its_own_start():
+    from connector.source.driver.ranges import highest_report
+
+    size = 1000
+    assert highest_report(500, 500, size) is None  # empty: no partition
+    assert highest_report(500, 900, size) == 500  # one file: only the start is reported
+    assert highest_report(500, 1000, size) == 500  # ends exactly at the next file's start
+    assert highest_report(500, 1001, size) == 1000
+    assert highest_report(0, 3500, size) == 3000
