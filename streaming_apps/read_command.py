@@ -3,7 +3,8 @@
 
 The range is fixed before Spark reads it (each broker set's start and end offsets), and the rows are committed
 with the apps' exactly-once Delta commit (:func:`connector.delta.foreach_batch.write_batch`) under a txn appId
-derived from that range: the same range run again (after a crash, or by mistake) lands nothing twice.
+derived from that range: the same range run again (after a crash, or by mistake) lands nothing twice, and a range
+that overlaps records bronze already holds is refused (:func:`landed_inside`).
 """
 
 from __future__ import annotations
@@ -72,9 +73,50 @@ def fixed_range(options: dict[str, str]) -> tuple[dict[str, int], dict[str, int]
         planner.close()
 
 
+def landed_inside(path: str, start: dict[str, int], end: dict[str, int]) -> dict[str, tuple[int, int, int]]:
+    """Per broker set, ``(rows, first, last)``: the records the bronze table at ``path`` already holds whose
+    ``commitLogOffset`` lies in the set's ``[start, end)`` (bytes); empty when it holds none or there is no table
+    yet. Reads the ``broker`` and ``commitLogOffset`` columns of the files whose statistics overlap the range."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+    from deltalake.exceptions import TableNotFoundError
+
+    from connector.delta.reading import read_table
+
+    wanted = [(ds.field("broker") == name) & (ds.field("commitLogOffset") >= lo)
+              & (ds.field("commitLogOffset") < end[name]) for name, lo in start.items() if end.get(name, lo) > lo]
+    if not wanted:
+        return {}
+    expression = wanted[0]
+    for more in wanted[1:]:
+        expression = expression | more
+    try:
+        rows = read_table(path, columns=["broker", "commitLogOffset"], filters=expression)
+    except TableNotFoundError:
+        return {}
+    out = {}
+    for name in sorted(set(rows.column("broker").to_pylist())):
+        offsets = rows.filter(pc.equal(rows.column("broker"), name)).column("commitLogOffset")
+        bounds = pc.min_max(offsets)
+        out[name] = (len(offsets), bounds["min"].as_py(), bounds["max"].as_py())
+    return out
+
+
+def already_landed(path: str, app_id: str) -> bool:
+    """True when the bronze table at ``path`` holds the commit of txn ``app_id`` (this exact range landed)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(path).transaction_version(app_id) is not None
+    except TableNotFoundError:
+        return False
+
+
 def run(args) -> int:
     """Resolve the range, read it with ``spark.read.format("hareplica")`` and commit it into bronze once.
-    Exit 0 with a line naming the range and the rows landed; 2 for bad options or brokers (one line)."""
+    Exit 0 with a line naming the range and the rows landed; 2 for bad options or brokers, or a range overlapping
+    records bronze holds (one line)."""
     import os
 
     from connector.errors import BrokerAdminError, HAReplicaOptionError, NameServerError
@@ -92,6 +134,14 @@ def run(args) -> int:
     key = json.dumps({"start": start, "end": end}, sort_keys=True).encode()
     app_id = "hareplica-read-" + hashlib.sha256(key).hexdigest()[:16]
     path = os.path.join(args.tables_root or os.path.join(args.workdir, "tables"), "bronze")
+    overlap = {} if already_landed(path, app_id) else landed_inside(path, start, end)
+    if overlap:
+        held = "; ".join(f"{n} record{'' if n == 1 else 's'} of {name} at commitLogOffset {lo}..{hi}"
+                         for name, (n, lo, hi) in overlap.items())
+        sys.stderr.write(f"error: bronze ({path}) already holds {held}, inside the range {json.dumps(start)} -> "
+                         f"{json.dumps(end)}: read a range outside them, or exactly a range hareplica read landed "
+                         "before (a no-op)\n")
+        return 2
 
     from connector.delta.foreach_batch import write_batch
     from connector.landing import landed_source_schema

@@ -125,6 +125,16 @@ def test_hareplica_read_lands_a_range_into_bronze_once(fixture_master, messages,
     assert again.returncode == 0 and "already landed, nothing written" in again.stdout, again.stdout
     table = read_table(str(tmp_path / "w" / "tables" / "bronze"), columns=["commitLogOffset"])
     assert sorted(table.column("commitLogOffset").to_pylist()) == expected
+    # a range overlapping what bronze holds is refused before Spark, naming the records; before, it landed them again
+    later = next(m["commitLogOffset"] for m in messages if m["commitLogOffset"] > end)
+    overlapping = [*cmd[:cmd.index("--starting-offsets")], "--starting-offsets", f'{{"broker-a": {expected[-1]}}}',
+                   "--ending-offsets", f'{{"broker-a": {later}}}', *cmd[cmd.index("--option"):]]
+    refused = subprocess.run(overlapping, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2, refused.stdout + refused.stderr[-3000:]
+    (line,) = refused.stderr.strip().splitlines()
+    assert f"already holds 1 record of broker-a at commitLogOffset {expected[-1]}..{expected[-1]}" in line, line
+    table = read_table(str(tmp_path / "w" / "tables" / "bronze"), columns=["commitLogOffset"])
+    assert sorted(table.column("commitLogOffset").to_pylist()) == expected
 
 
 def test_hareplica_read_refuses_a_bad_range_in_one_line_before_spark(tmp_path):
