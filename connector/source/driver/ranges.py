@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 
 from connector.errors import HAReplicaOptionError
 from connector.options import SourceOptions
@@ -79,25 +78,24 @@ def highest_report(begin: int, end: int, mapped_file_size: int) -> int | None:
     return last if last >= next_file_start(begin, mapped_file_size) else begin
 
 
-def await_settled(planner: BatchPlanner, start: dict[str, int], end: dict[str, int], *,
-                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+def await_settled(planner: BatchPlanner, start: dict[str, int], end: dict[str, int]) -> None:
     """Return once no partition of the batch read ``[start, end)`` would acknowledge bytes a SYNC_MASTER producer
     may still be waiting for: each set's :func:`highest_report` is at or below its settled offset
-    (:meth:`connector.source.driver.brokers.BrokerSetView.settled_offset`; at most the set's ack window after its
-    master was last sampled). A batch read cannot end earlier, as a micro-batch does, so it waits (logged once per
-    set); nothing waits on any other role. Raises what sampling the master raises."""
+    (:meth:`connector.source.driver.brokers.BrokerSetView.settled_offset`; at most the set's ack window, in ms, after
+    the master's first sample that held those bytes). A batch read cannot end earlier, as a micro-batch does, so
+    it waits (logged once per set); nothing waits on any other role. Raises what sampling the master raises."""
     for broker in planner.options.brokers:
         view = planner.brokers.views.get(broker.name)
         if view is None or not view.ack_window_ms or broker.name not in end:
             continue
         min_offset = bounds(view)[0]
         needed = highest_report(start.get(broker.name, min_offset), end[broker.name], view.mapped_file_size)
-        if needed is None or needed <= min_offset or view.settled_offset(clock()) >= needed:
+        if needed is None or needed <= min_offset or view.settled_offset(time.monotonic()) >= needed:
             continue  # a report of the log's first byte releases no producer
         log.info("broker %s: SYNC_MASTER bytes below %d may still have a producer waiting for their ack; the batch "
                  "read waits up to %d ms before reading them", broker.name, needed, view.ack_window_ms)
-        while view.settled_offset(clock()) < needed:
-            sleep(SETTLE_POLL_S)
+        while view.settled_offset(time.monotonic()) < needed:
+            time.sleep(SETTLE_POLL_S)
             view = planner.brokers.refresh(broker, slaves=False)
 
 
