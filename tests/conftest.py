@@ -31,6 +31,20 @@ UNLISTED_SECONDS_PER_TEST = 10.0
 SUITE_DISK_PEAK_BYTES = 14 * 1024**3
 
 
+#: The JIT of every JVM the suite starts (Spark drivers and executors, real RocketMQ brokers, clients, mqadmin): C1
+#: only. They live seconds to minutes on small data, where C2's compiler threads cost more CPU than they save, and
+#: the suite is CPU-bound on 2 cores (CONTRIBUTING.md "Time"): a Spark start-up with two small jobs took 44 CPU-s with
+#: the default tiers and 29 with C1 only. Passed as JDK_JAVA_OPTIONS, which every ``java`` launcher reads; a value
+#: already set is kept.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Set :data:`TEST_JVM_OPTIONS` for every process the run starts (before pytest-xdist starts its workers)."""
+    os.environ.setdefault("JDK_JAVA_OPTIONS", TEST_JVM_OPTIONS)
+
+
 def disk_problem(folder: Path, peak_bytes: int = SUITE_DISK_PEAK_BYTES) -> str | None:
     """Why the suite cannot run with its temporary folders under ``folder``, or None.
 
