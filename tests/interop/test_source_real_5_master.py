@@ -19,7 +19,7 @@ import pytest
 from connector.client.consume_queue import ConsumeQueueReader
 from connector.options import SourceOptions
 from connector.source import HAReplicaStreamReader, read_partition
-from connector.source.driver import splits
+from connector.source.driver import partitions
 from streaming_apps.producer import Producer
 from tests.integration.connector.conftest import run_stream
 from tests.interop.peers import FILE_SIZE, MiB, message_decoder_rows, produce_bytes
@@ -109,7 +109,7 @@ def test_min_partitions_split_real_5_mapped_files_at_its_consume_queue_entries(r
     """minPartitions=4 against a 5.x master: its QUERY_CONSUME_QUEUE answers parse as 4.9.8's do, every split
     is a record start 5.x's MessageDecoder found, and the partitions together read exactly its records."""
     master, _, end = real_5
-    monkeypatch.setattr(splits, "MIN_PARTITION_BYTES", 64 * 1024)  # the real files here are only 1 MiB
+    monkeypatch.setattr(partitions, "MIN_PARTITION_BYTES", 64 * 1024)  # the real files here are only 1 MiB
     reader = HAReplicaStreamReader(SourceOptions.from_options({
         "brokers": f"broker-a={master.ha_addr}", "includeSystemTopics": "true", "minPartitions": "4"}))
     start = reader.initialOffset()

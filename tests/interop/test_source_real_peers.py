@@ -19,7 +19,7 @@ from connector.client.consume_queue import ConsumeQueueReader
 from connector.options import SourceOptions
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from connector.source import HAReplicaStreamReader, read_partition
-from connector.source.driver import splits
+from connector.source.driver import partitions
 from tests.integration.connector.conftest import run_stream
 from tests.interop.peers import FILE_SIZE, MiB, attach_slave, produce_bytes, wait_same_max_offset
 from tests.support.brokers import remoting_request, runtime_info, wait_for
@@ -93,7 +93,7 @@ def test_splits_inside_mapped_files_from_real_consume_queues(real_pair, decoded,
     """minPartitions against a real master: QUERY_CONSUME_QUEUE answers parse, every split is a record start
     MessageDecoder found, and the split partitions together read exactly the decoder's records (issue 12)."""
     master, _, _, end = real_pair
-    monkeypatch.setattr(splits, "MIN_PARTITION_BYTES", 64 * 1024)  # the real files here are only 1 MiB
+    monkeypatch.setattr(partitions, "MIN_PARTITION_BYTES", 64 * 1024)  # the real files here are only 1 MiB
     reader = HAReplicaStreamReader(SourceOptions.from_options({
         "brokers": f"broker-a={master.ha_addr}", "includeSystemTopics": "true", "minPartitions": "16"}))
     start = reader.initialOffset()
