@@ -7,9 +7,9 @@ broker set the *next* CommitLog byte to read, Spark's Kafka convention) plus ent
 ``"@masterSwitches"`` (:data:`connector.source.driver.controller_mode.SWITCH_KEY`, docs/source.md "RocketMQ 5.x
 controller mode"), ``"@maxOffset"`` (:data:`connector.source.driver.batches.MAX_OFFSET_KEY`, each broker set's
 commitLogMaxOffset when the batch was planned: the lag) and ``"@newSetStarts"``
-(:data:`connector.source.driver.discovery.NEW_SET_STARTS_KEY`, where a set new to the query starts). :class:`SourceOffset` keeps the two apart, so code that
-walks broker offsets never meets a ``@`` entry, and writes back exactly the JSON it read (old checkpoints load
-unchanged).
+(:data:`connector.source.driver.discovery.NEW_SET_STARTS_KEY`, where a set new to the query starts).
+:class:`SourceOffset` keeps the two apart, so code that walks broker offsets never meets a ``@`` entry, and writes
+back exactly the JSON it read (old checkpoints load unchanged).
 
 **Rewritten history** (docs/source.md "Rewritten history"). A broker that loses its tail (a crash before flushing, a
 restored disk) and then accepts new messages writes *other* records at offsets a query has already landed. An offset
