@@ -60,7 +60,7 @@ def arrow_file_source():
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-    from connector.decode.schema import spark_schema
+    from connector.decode.schema import RESTORE_COLUMNS, spark_schema
 
     class ArrowFilePartition(InputPartition):
         def __init__(self, path: str):
@@ -101,7 +101,7 @@ def arrow_file_source():
             # the files' own columns: the source's default ones, or bronze's (restore columns included)
             with pa.memory_map(self.options["paths"].split(",")[0]) as source:
                 names = pa.ipc.open_file(source).schema.names
-            return spark_schema(restore_columns="storedBody" in names)
+            return spark_schema(restore_columns={name for name, _, _ in RESTORE_COLUMNS} <= set(names))
 
         def streamReader(self, schema):
             return ArrowFileStreamReader(self.options["paths"].split(","), int(self.options.get("filesPerBatch", 2)))

@@ -73,11 +73,17 @@ def fixed_range(options: dict[str, str]) -> tuple[dict[str, int], dict[str, int]
         planner.close()
 
 
+#: the micro-batch id the range is committed under (one batch per appId, so the replay rule reads "landed")
+READ_BATCH_ID = 0
+
+
 def landed_inside(path: str, start: dict[str, int], end: dict[str, int]) -> dict[str, tuple[int, int, int]]:
     """Per broker set, ``(rows, first, last)``: the records the bronze table at ``path`` already holds whose
     ``commitLogOffset`` lies in the set's ``[start, end)`` (bytes); empty when it holds none or there is no table
     yet. Reads the ``broker`` and ``commitLogOffset`` columns of the files whose statistics overlap the range."""
-    import pyarrow.compute as pc
+    import functools
+    import operator
+
     import pyarrow.dataset as ds
     from deltalake.exceptions import TableNotFoundError
 
@@ -87,28 +93,26 @@ def landed_inside(path: str, start: dict[str, int], end: dict[str, int]) -> dict
               & (ds.field("commitLogOffset") < end[name]) for name, lo in start.items() if end.get(name, lo) > lo]
     if not wanted:
         return {}
-    expression = wanted[0]
-    for more in wanted[1:]:
-        expression = expression | more
     try:
-        rows = read_table(path, columns=["broker", "commitLogOffset"], filters=expression)
+        rows = read_table(path, columns=["broker", "commitLogOffset"], filters=functools.reduce(operator.or_, wanted))
     except TableNotFoundError:
         return {}
-    out = {}
-    for name in sorted(set(rows.column("broker").to_pylist())):
-        offsets = rows.filter(pc.equal(rows.column("broker"), name)).column("commitLogOffset")
-        bounds = pc.min_max(offsets)
-        out[name] = (len(offsets), bounds["min"].as_py(), bounds["max"].as_py())
-    return out
+    held = rows.group_by("broker").aggregate(
+        [("commitLogOffset", "count"), ("commitLogOffset", "min"), ("commitLogOffset", "max")]).to_pylist()
+    return {r["broker"]: (r["commitLogOffset_count"], r["commitLogOffset_min"], r["commitLogOffset_max"])
+            for r in sorted(held, key=lambda r: r["broker"])}
 
 
 def already_landed(path: str, app_id: str) -> bool:
-    """True when the bronze table at ``path`` holds the commit of txn ``app_id`` (this exact range landed)."""
+    """True when the bronze table at ``path`` holds the commit of txn ``app_id`` (this exact range landed), by the
+    writers' replay rule (:func:`connector.delta.commit.batch_already_committed`)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
+    from connector.delta.commit import batch_already_committed
+
     try:
-        return DeltaTable(path).transaction_version(app_id) is not None
+        return batch_already_committed(DeltaTable(path).transaction_version(app_id), READ_BATCH_ID)
     except TableNotFoundError:
         return False
 
@@ -154,7 +158,7 @@ def run(args) -> int:
         for key_, value in options.items():
             reader = reader.option(key_, value)
         df = reader.load().withColumn("storeDate", store_date())
-        result = write_batch(df, path, app_id, 0, partition_by=PARTITION_BY)
+        result = write_batch(df, path, app_id, READ_BATCH_ID, partition_by=PARTITION_BY)
     finally:
         stop_session(spark)
     landed = "already landed, nothing written" if result.skipped else f"{result.rows} rows landed"
