@@ -10,10 +10,10 @@ import time
 
 from connector.errors import HAReplicaOptionError
 from connector.options import SourceOptions
-from connector.protocol.mapped_files import file_start, is_file_start, next_file_start
+from connector.protocol.mapped_files import is_file_start
 from connector.settings import ENDING_OFFSETS_LATEST, LATEST_OFFSET_SENTINEL, OPTIONS, READ_FROM_SLAVE
 from connector.source.driver.batches import BatchPlanner
-from connector.source.driver.brokers import DriverReads, bounds
+from connector.source.driver.brokers import BrokerSetView, DriverReads, bounds
 from connector.source.driver.offsets import HEAD_BYTES, starts_record
 from connector.source.driver.timestamps import offsets_for_times
 
@@ -69,32 +69,32 @@ def ending_offsets(planner: BatchPlanner, start: dict[str, int]) -> dict[str, in
 SETTLE_POLL_S = 0.25
 
 
-def highest_report(begin: int, end: int, mapped_file_size: int) -> int | None:
-    """The highest offset a partition of ``[begin, end)`` reports first to the broker: the start of the last
-    mapped file the range enters past its first, else ``begin``; None for an empty range."""
+def unsettled(view: BrokerSetView, begin: int, end: int, min_offset: int, now_s: float) -> bool:
+    """True while a partition of the batch read ``[begin, end)`` (bytes) would first report an offset whose bytes
+    below a SYNC_MASTER producer may still be waiting on: a mapped-file start inside the range past the settled
+    offset (:meth:`connector.source.driver.brokers.BrokerSetView.ack_safe_end`, the micro-batches' rule), or
+    ``begin`` itself, unless it is the log's first byte (``min_offset``), whose report releases no producer."""
     if end <= begin:
-        return None
-    last = file_start(end - 1, mapped_file_size)
-    return last if last >= next_file_start(begin, mapped_file_size) else begin
+        return False
+    return view.ack_safe_end(begin, end, now_s) < end or min_offset < begin and view.settled_offset(now_s) < begin
 
 
 def await_settled(planner: BatchPlanner, start: dict[str, int], end: dict[str, int]) -> None:
     """Return once no partition of the batch read ``[start, end)`` would acknowledge bytes a SYNC_MASTER producer
-    may still be waiting for: each set's :func:`highest_report` is at or below its settled offset
-    (:meth:`connector.source.driver.brokers.BrokerSetView.settled_offset`; at most the set's ack window, in ms, after
-    the master's first sample that held those bytes). A batch read cannot end earlier, as a micro-batch does, so
-    it waits (logged once per set); nothing waits on any other role. Raises what sampling the master raises."""
+    may still be waiting for (:func:`unsettled`): at most the set's ack window, in ms, after the master's first
+    sample that held those bytes. A batch read cannot end earlier, as a micro-batch does, so it waits (logged
+    once per set); nothing waits on any other role. Raises what sampling the master raises."""
     for broker in planner.options.brokers:
         view = planner.brokers.views.get(broker.name)
         if view is None or not view.ack_window_ms or broker.name not in end:
             continue
         min_offset = bounds(view)[0]
-        needed = highest_report(start.get(broker.name, min_offset), end[broker.name], view.mapped_file_size)
-        if needed is None or needed <= min_offset or view.settled_offset(time.monotonic()) >= needed:
-            continue  # a report of the log's first byte releases no producer
-        log.info("broker %s: SYNC_MASTER bytes below %d may still have a producer waiting for their ack; the batch "
-                 "read waits up to %d ms before reading them", broker.name, needed, view.ack_window_ms)
-        while view.settled_offset(time.monotonic()) < needed:
+        begin, stop = start.get(broker.name, min_offset), end[broker.name]
+        if not unsettled(view, begin, stop, min_offset, time.monotonic()):
+            continue
+        log.info("broker %s: SYNC_MASTER bytes of [%d, %d) may still have a producer waiting for their ack; the "
+                 "batch read waits up to %d ms before reading them", broker.name, begin, stop, view.ack_window_ms)
+        while unsettled(view, begin, stop, min_offset, time.monotonic()):
             time.sleep(SETTLE_POLL_S)
             view = planner.brokers.refresh(broker, slaves=False)
 

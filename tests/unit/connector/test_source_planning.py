@@ -142,12 +142,14 @@ class socket_free_port:
         return None
 
 
-def test_the_highest_first_report_of_a_batch_read_is_its_last_files_start_or_its_own_start():
-    from connector.source.driver.ranges import highest_report
 
-    size = 1000
-    assert highest_report(500, 500, size) is None  # empty: no partition
-    assert highest_report(500, 900, size) == 500  # one file: only the start is reported
-    assert highest_report(500, 1000, size) == 500  # ends exactly at the next file's start
-    assert highest_report(500, 1001, size) == 1000
-    assert highest_report(0, 3500, size) == 3000
+def test_a_batch_read_is_unsettled_while_a_partition_start_is_within_the_ack_window():
+    from connector.source.driver.ranges import unsettled
+
+    view = BrokerSetView("broker-a", 1000, ack_window_ms=1000)
+    view.note_master_max(3500, now_s=0.0)  # [0, 3500) first seen at 0 s
+    assert unsettled(view, 0, 3500, 0, 0.5)  # the partition of file 3000 would acknowledge bytes below it
+    assert not unsettled(view, 0, 900, 0, 0.5)  # one partition, at the log's first byte
+    assert unsettled(view, 3200, 3500, 0, 0.5)  # one partition, at a start a producer may still wait on
+    assert not unsettled(view, 3200, 3200, 0, 0.5)  # empty: no partition
+    assert not unsettled(view, 0, 3500, 0, 1.0) and not unsettled(view, 3200, 3500, 0, 1.0)  # the window passed
