@@ -97,6 +97,8 @@ class SourceOptions:
     cluster_names: tuple[str, ...] | None = None
     namesrv_poll_interval_ms: int = OPTIONS.namesrv_poll_interval_ms.default
     new_broker_set_offsets: str = OPTIONS.new_broker_set_offsets.default
+    #: broker sets whose offsets the query removes from its checkpoint (docs/source.md "Offsets, batches, partitions")
+    drop_broker_sets: frozenset[str] = frozenset()
 
     #: batch reads: ``"latest"`` or broker name -> CommitLog offset (bytes; -1 latest)
     ending_offsets: str | Mapping[str, int] = OPTIONS.ending_offsets.default
@@ -195,7 +197,11 @@ class SourceOptions:
                  for attr in ("starting_offsets_by_timestamp", "ending_offsets_by_timestamp")}
         times.update({attr: value_of(opts, getattr(OPTIONS, attr))
                       for attr in ("starting_timestamp", "ending_timestamp", "starting_offsets_by_timestamp_strategy")})
-        return cls(brokers=brokers, starting_offsets=starting, ending_offsets=ending, **times,
+        dropped = frozenset(comma_names(opts, OPTIONS.drop_broker_sets, "broker set names") or ())
+        if dropped & set(names):
+            raise _error(opts, OPTIONS.drop_broker_sets, f"names {', '.join(sorted(dropped & set(names)))}, which "
+                         f"{OPTIONS.brokers.name} also names: a set is read or dropped, not both")
+        return cls(brokers=brokers, starting_offsets=starting, drop_broker_sets=dropped, ending_offsets=ending, **times,
                    max_bytes_per_trigger=max_bytes, **trigger_delay, fetch=fetch, decode=decode, slaves=slaves,
                    read_from=read_from,
                    min_in_sync_slaves=min_in_sync_slaves, min_partitions=min_partitions,
@@ -381,16 +387,22 @@ def parse_discovery(opts: Mapping[str, str]) -> dict:
         addrs = split_namesrv_addr(raw)
     except AddressError as exc:
         raise HAReplicaOptionError(option.name, raw, str(exc)) from None
-    clusters = None
-    raw_clusters = opts.get(OPTIONS.cluster_names.name.lower())
-    if raw_clusters is not None:
-        clusters = tuple(c.strip() for c in str(raw_clusters).split(",") if c.strip())
-        if not clusters:
-            raise _error(opts, OPTIONS.cluster_names, "names no cluster; give one or more brokerClusterName values "
-                         "joined by commas")
+    clusters = comma_names(opts, OPTIONS.cluster_names, "brokerClusterName values")
     return {"namesrv_addr": addrs, "cluster_names": clusters,
             "namesrv_poll_interval_ms": value_of(opts, OPTIONS.namesrv_poll_interval_ms),
             "new_broker_set_offsets": value_of(opts, OPTIONS.new_broker_set_offsets)}
+
+
+def comma_names(opts: Mapping[str, str], option: Option, what: str) -> tuple[str, ...] | None:
+    """The comma-separated names ``option`` gives (None when absent); raises HAReplicaOptionError naming the
+    option when it is given but names nothing (``what``: the kind of name, for the message)."""
+    raw = opts.get(option.name.lower())
+    if raw is None:
+        return None
+    names = tuple(n.strip() for n in str(raw).split(",") if n.strip())
+    if not names:
+        raise _error(opts, option, f"names nothing; give one or more {what} joined by commas")
+    return names
 
 
 def parse_slaves(value: str | None, broker_names: list[str]) -> tuple[BrokerEndpoint, ...]:

@@ -118,6 +118,8 @@ OPTIONS = OptionTable((
            "with namesrvAddr: where a broker set that appears while the query runs starts",
            choices=(STARTING_OFFSETS_EARLIEST, STARTING_OFFSETS_LATEST),
            mirrors="Kafka source: new partitions start at earliest"),
+    Option("dropBrokerSets", "drop_broker_sets", "str", None,
+           "broker sets whose offsets the query removes from its checkpoint (comma-separated; none is read now)"),
     Option("readFrom", "read_from", "choice", READ_FROM_MASTER, "read partitions from the master or a slave",
            choices=(READ_FROM_MASTER, READ_FROM_SLAVE)),
     Option("minInSyncSlaves", "min_in_sync_slaves", "int", 0,

@@ -181,6 +181,7 @@ def test_parsed_defaults_are_the_table():
         "accessKey": fetch.credentials, "secretKey": fetch.credentials,
         "namesrvAddr": opts.namesrv_addr or None, "clusterName": opts.cluster_names,
         "namesrvPollIntervalMs": opts.namesrv_poll_interval_ms, "newBrokerSetOffsets": opts.new_broker_set_offsets,
+        "dropBrokerSets": opts.drop_broker_sets or None,
     }
     expected = {name: default for name, default in OPTION_DEFAULTS.items() if name != "brokers"}
     assert parsed == expected

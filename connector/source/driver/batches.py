@@ -40,12 +40,16 @@ from connector.source.partition import HAReplicaInputPartition
 log = logging.getLogger(__name__)
 
 
-def start_of(broker: BrokerEndpoint, start: dict | None, min_offset: int) -> int:
-    """The broker's offset in a Spark start offset, or ``min_offset`` (with a warning) when it has none."""
+def start_of(broker: BrokerEndpoint, start: dict | None, min_offset: int, reported: set[str] | None = None) -> int:
+    """The broker's offset in a Spark start offset, or ``min_offset`` when it has none: logged with a warning
+    once per name ``reported`` does not hold yet (the name is then added; None: always logged)."""
     value = start.get(broker.name) if start else None
     if value is None:
-        log.warning("broker %s has no offset in the checkpoint; starting at its commitLogMinOffset %d",
-                    broker.name, min_offset)
+        if reported is None or broker.name not in reported:
+            log.warning("broker %s has no offset in the checkpoint; starting at its commitLogMinOffset %d",
+                        broker.name, min_offset)
+            if reported is not None:
+                reported.add(broker.name)
         return min_offset
     return int(value)
 
@@ -180,6 +184,8 @@ class BatchPlanner:
         self._last_batch_s: float | None = None  # clock() of the last batch that read bytes
         self.clock = time.monotonic  # seconds, for max_trigger_delay
         self._verified: dict[tuple, int] = {}  # (broker, start, fingerprint) -> where reading really starts
+        self._new_reported: set[str] = set()  # sets logged as starting without an offset
+        self._paused_reported: set[str] = set()  # sets logged as paused or dropped (drop_broker_sets)
 
     def initial_offsets(self) -> dict:
         """Per broker: commitLogMinOffset (earliest), commitLogMaxOffset (latest) or the JSON offset; raises
@@ -274,7 +280,7 @@ class BatchPlanner:
         for broker in self.options.brokers:
             view = self.brokers.refresh(broker)
             min_offset, max_offset = bounds(view)
-            begin = check_min(broker, start_of(broker, start, min_offset), min_offset, fail)
+            begin = check_min(broker, start_of(broker, start, min_offset, self._new_reported), min_offset, fail)
             cset = self.brokers.sets.get(broker.name)
             if cset is not None:
                 cset.check_landed(begin, fail)
@@ -295,10 +301,44 @@ class BatchPlanner:
         switches = {name: cset.records() for name, cset in self.brokers.sets.items() if cset.switches}
         if switches:  # recorded in the batch's end offset (and so in the query progress)
             out.extras[SWITCH_KEY] = switches
-        if self.discovery is not None:  # where new sets start, for a replay; sets out of the route keep their offsets
+        if self.discovery is not None:  # where new sets start, for a replay
             out.extras.update(self.discovery.new_set_starts(given, out))
-            return self.discovery.carry_absent(self.options, start, out.to_json())
-        return out.to_json()
+        return self.carry_unplanned(start, out)
+
+    def carry_unplanned(self, start: dict | None, end: SourceOffset) -> dict:
+        """``end`` (JSON) plus the offset and fingerprint of every set of ``start`` that no batch plans now, so a
+        checkpoint never loses a set's offset as a side effect: with ``brokers``, a set it does not name is paused
+        (logged once) and resumes from its offset when named again; with ``namesrv_addr``, a set out of the route
+        is an outage (:meth:`connector.source.driver.discovery.Discovery.carry_absent`). Only the sets
+        ``drop_broker_sets`` names are left out (logged once). Raises HAReplicaOptionError when
+        ``drop_broker_sets`` names a set the query reads now (docs/source.md "Offsets, batches, partitions")."""
+        dropped, planned = self.options.drop_broker_sets, set(self.options.broker_names)
+        if dropped & planned:
+            where = "the name server's route" if self.discovery is not None else OPTIONS.brokers.name
+            raise HAReplicaOptionError(OPTIONS.drop_broker_sets.name, ",".join(sorted(dropped)),
+                                       f"names {', '.join(sorted(dropped & planned))}, which {where} holds: a set "
+                                       "is read or dropped, not both")
+        before = SourceOffset.from_json(start)
+        for name, position in before.positions.items():
+            if name in end.positions:
+                continue
+            report = name not in self._paused_reported
+            self._paused_reported.add(name)
+            if name in dropped:
+                if report:
+                    log.warning("broker set %s: its offset %d is removed from the checkpoint (%s); a query that "
+                                "reads the set again starts it as a new set", name, position,
+                                OPTIONS.drop_broker_sets.name)
+            elif self.discovery is None:
+                if report:
+                    log.warning("broker set %s is in the checkpoint (offset %d) but not in %s: paused, its offset "
+                                "kept; it resumes from there when %s names it again (%s removes it)", name,
+                                position, OPTIONS.brokers.name, OPTIONS.brokers.name, OPTIONS.drop_broker_sets.name)
+                end.carry(name, before)
+        if self.discovery is not None:
+            kept = {k: v for k, v in (start or {}).items() if k not in dropped}
+            return self.discovery.carry_absent(self.options, kept, end.to_json())
+        return end.to_json()
 
     def follow_route(self) -> None:
         """With ``namesrv_addr``: ask the name server when ``namesrv_poll_interval_ms`` passed and plan its live
@@ -386,6 +426,7 @@ class BatchPlanner:
             self.discovery.recall_new_starts(end)
             start = self.discovery.with_new_sets(self.brokers, self.options, start)
             planned = self.discovery.endpoints_for(self.options, start, end)
+        self.check_replayable(start, end, planned)
         for broker in planned:
             stop = end.get(broker.name)
             if stop is None:
@@ -395,7 +436,7 @@ class BatchPlanner:
             if view is None or view.master is None or (prefer_slave and not view.slaves):
                 view = self.brokers.refresh(broker, slaves=prefer_slave)
             min_offset = bounds(view)[0]
-            begin = start_of(broker, start, min_offset)
+            begin = start_of(broker, start, min_offset, self._new_reported)
             if begin >= stop:
                 continue
             begin = min(check_min(broker, begin, min_offset, self.options.fail_on_data_loss), stop)
@@ -405,6 +446,26 @@ class BatchPlanner:
                                  sets=self.brokers.sets)
         log.info("planned %d partition(s) for %s -> %s", len(parts), start, end)
         return parts
+
+    def check_replayable(self, start: dict, end: dict, planned: Sequence[BrokerEndpoint]) -> None:
+        """Every set whose offset ``[start, end)`` moves has a master to read it from in ``planned`` (a batch
+        planned before a restart may move a set the query no longer names). Raises HAReplicaOptionError naming
+        the set and the range with ``brokers``; with ``namesrv_addr`` (the set out of the route since) it is a
+        data-loss decision (DataLossError when ``fail_on_data_loss``)."""
+        names = {b.name for b in planned}
+        before = SourceOffset.from_json(start).positions
+        for name, stop in SourceOffset.from_json(end).positions.items():
+            lo = before.get(name, stop)
+            if name in names or stop <= lo:
+                continue
+            message = (f"the batch being run reads broker set {name}'s CommitLog [{lo}, {stop}) (it was planned "
+                       f"before a restart), but {OPTIONS.brokers.name if self.discovery is None else 'the route'} "
+                       "does not name the set now")
+            if self.discovery is None:
+                raise HAReplicaOptionError(OPTIONS.brokers.name, ",".join(self.options.broker_names),
+                                           f"{message}: name it again to run the batch, then leave it out")
+            on_data_loss(self.options.fail_on_data_loss, message, instead="run the batch without those records",
+                         logger=log)
 
     def commit(self, end: dict) -> None:
         """Forget boundaries below the committed offsets (and, once recorded, pending master switches)."""

@@ -33,7 +33,7 @@ from connector.protocol.ha import HA_PROTOCOL_CLASSIC
 from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH
 from connector.settings import OPTIONS, STARTING_OFFSETS_LATEST
 from connector.source.driver.brokers import BrokerSets, bounds
-from connector.source.driver.offsets import FINGERPRINT_KEY, SourceOffset
+from connector.source.driver.offsets import SourceOffset
 
 log = logging.getLogger(__name__)
 
@@ -368,11 +368,7 @@ class Discovery:
                              instead="go on without it", logger=log)
                 self.dropped.add(name)
                 continue
-            after.positions[name] = position
-            fingerprint = before.extras.get(FINGERPRINT_KEY, {}).get(name) if isinstance(
-                before.extras.get(FINGERPRINT_KEY), dict) else None
-            if fingerprint is not None:
-                after.extras.setdefault(FINGERPRINT_KEY, {})[name] = fingerprint
+            after.carry(name, before)
         return after.to_json()
 
     def endpoints_for(self, options: SourceOptions, start: dict | None, end: dict) -> tuple[BrokerEndpoint, ...]:

@@ -96,6 +96,14 @@ class SourceOffset:
         """The ``"@lastRecord"`` fingerprints by broker set name (empty when the offset carries none)."""
         return fingerprints_of({FINGERPRINT_KEY: self.extras.get(FINGERPRINT_KEY)})
 
+    def carry(self, name: str, other: SourceOffset) -> None:
+        """Take broker set ``name``'s position and ``"@lastRecord"`` fingerprint (when it has one) from ``other``:
+        a set no batch reads now keeps where it was in every end offset."""
+        self.positions[name] = other.positions[name]
+        prints = other.extras.get(FINGERPRINT_KEY)
+        if isinstance(prints, dict) and name in prints:
+            self.extras.setdefault(FINGERPRINT_KEY, {})[name] = prints[name]
+
     @property
     def has_switches(self) -> bool:
         """True when the offset records controller-mode master switches (``"@masterSwitches"``)."""

@@ -152,7 +152,7 @@ def test_a_set_that_leaves_the_route_is_reported_left_then_appeared(broker_facto
                                                              "with namesrvAddr"),
     ({"brokers": "broker-a=h:10912", "clusterName": "c"}, "option clusterName='c': needs namesrvAddr"),
     ({"namesrvAddr": "h:9876;h"}, "option namesrvAddr='h:9876;h': name server address 'h' is not host:port"),
-    ({"namesrvAddr": "h:9876", "clusterName": " , "}, "option clusterName=' , ': names no cluster"),
+    ({"namesrvAddr": "h:9876", "clusterName": " , "}, "option clusterName=' , ': names nothing"),
     ({"namesrvAddr": "h:9876", "namesrvPollIntervalMs": "0"}, "option namesrvPollIntervalMs='0': must be >= 1"),
     ({"namesrvAddr": "h:9876", "newBrokerSetOffsets": "middle"}, "must be one of earliest, latest"),
 ])

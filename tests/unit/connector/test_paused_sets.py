@@ -1,0 +1,95 @@
+"""Broker sets a checkpoint holds but the query does not read now (issue 49, docs/source.md "Offsets, batches,
+partitions"): with ``brokers``, a set left out is paused — its offset and fingerprint stay in every end offset —
+and only ``dropBrokerSets`` removes it; a batch planned before a restart that moves a set no longer named fails
+in one line instead of landing without that set's records. On a real stub master (broker-a); broker-c is only a
+checkpoint entry here."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from connector.errors import HAReplicaOptionError
+from connector.options import SourceOptions
+from connector.source.driver.batches import BatchPlanner
+from connector.source.driver.offsets import FINGERPRINT_KEY
+from streaming_apps.producer import Producer
+from tests.support.brokers import max_offset
+from tests.support.fixtures import broker_factory  # noqa: F401 - fixture
+
+C_PRINT = [4000, 120, 1795329728520, 12345]  # broker-c's fingerprint as a checkpoint holds it
+
+
+@pytest.fixture
+def master_a(broker_factory):  # noqa: F811 - the fixture imported above
+    broker = broker_factory("a", mappedFileSizeCommitLog=65536)
+    with Producer(broker.remoting_addr, timeout_ms=15000) as producer:
+        for i in range(3):
+            producer.send("PausedTopic", b"m%d" % i)
+    return broker
+
+
+def planner_of(broker, **extra: str) -> BatchPlanner:
+    return BatchPlanner(SourceOptions.from_options({"brokers": f"broker-a={broker.ha_addr}", **extra}))
+
+
+def test_a_set_brokers_leaves_out_keeps_its_offset_and_fingerprint_and_is_logged_once(master_a, caplog):
+    """Before, the end offset had no broker-c key: the next run naming broker-c read it from earliest again."""
+    start = {"broker-a": 0, "broker-c": 4120, FINGERPRINT_KEY: {"broker-c": C_PRINT}}
+    planner = planner_of(master_a)
+    try:
+        with caplog.at_level(logging.WARNING, logger="connector.source.driver.batches"):
+            end = planner.end_offset(start, None)
+            again = planner.end_offset(end, None)
+    finally:
+        planner.close()
+    assert end["broker-a"] == max_offset(master_a.remoting_addr)
+    assert end["broker-c"] == again["broker-c"] == 4120
+    assert end[FINGERPRINT_KEY]["broker-c"] == again[FINGERPRINT_KEY]["broker-c"] == C_PRINT
+    paused = [r.getMessage() for r in caplog.records if "broker-c" in r.getMessage()]
+    assert len(paused) == 1 and "paused" in paused[0] and "4120" in paused[0] and "dropBrokerSets" in paused[0]
+
+
+def test_drop_broker_sets_removes_the_set_and_cannot_name_a_set_read_now(master_a):
+    start = {"broker-a": 0, "broker-c": 4120, FINGERPRINT_KEY: {"broker-c": C_PRINT}}
+    planner = planner_of(master_a, dropBrokerSets="broker-c")
+    try:
+        end = planner.end_offset(start, None)
+    finally:
+        planner.close()
+    assert "broker-c" not in end and "broker-c" not in end.get(FINGERPRINT_KEY, {})
+    with pytest.raises(HAReplicaOptionError, match=r"^option dropBrokerSets='broker-a': names broker-a, which "
+                                                   r"brokers also names"):
+        planner_of(master_a, dropBrokerSets="broker-a")
+    with pytest.raises(HAReplicaOptionError, match=r"^option dropBrokerSets=' , ': names nothing"):
+        planner_of(master_a, dropBrokerSets=" , ")
+
+
+def test_a_replayed_batch_that_moves_a_set_brokers_no_longer_names_fails_naming_it(master_a):
+    """A batch planned with broker-c, replayed after a restart whose brokers leaves broker-c out: before, its
+    partitions skipped broker-c and the batch committed without broker-c's records of [4120, 9000)."""
+    end_a = max_offset(master_a.remoting_addr)
+    planner = planner_of(master_a)
+    try:
+        with pytest.raises(HAReplicaOptionError, match=r"broker set broker-c's CommitLog \[4120, 9000\).*name it "
+                                                       r"again"):
+            planner.partitions({"broker-a": 0, "broker-c": 4120}, {"broker-a": end_a, "broker-c": 9000}, None)
+        # a batch that does not move broker-c runs
+        parts = planner.partitions({"broker-a": 0, "broker-c": 4120}, {"broker-a": end_a, "broker-c": 4120}, None)
+    finally:
+        planner.close()
+    assert [(p.broker, p.start, p.end) for p in parts] == [("broker-a", 0, end_a)]
+
+
+def test_a_set_without_an_offset_is_logged_once_per_query(master_a, caplog):
+    """Before, the warning came twice for one batch: once when it was planned, once for its partitions."""
+    planner = planner_of(master_a)
+    try:
+        with caplog.at_level(logging.WARNING, logger="connector.source.driver.batches"):
+            end = planner.end_offset({}, None)
+            planner.partitions({}, end, None)
+    finally:
+        planner.close()
+    assert [r.getMessage() for r in caplog.records if "no offset in the checkpoint" in r.getMessage()] == [
+        "broker broker-a has no offset in the checkpoint; starting at its commitLogMinOffset 0"]
