@@ -22,33 +22,9 @@ from broker_stub.store.schedule import decode_delay_offsets
 from connector.decode.columns import iter_record_batches
 from connector.decode.schema import ALL_ARROW_SCHEMA, ARROW_SCHEMA
 from connector.errors import RestoreError
-from connector.protocol.commitlog import MessageRecord, iter_records
 from connector.restore import restore_commitlog, verify_store
 from streaming_apps.cli import main
-
-SIZE = 1024 * 1024  # the golden broker's mappedFileSizeCommitLog
-
-
-@pytest.fixture(scope="module")
-def rows(fixture_dir) -> pa.Table:
-    """Every record of the golden CommitLog with all the decoder's columns."""
-    tables = []
-    for name in sorted(os.listdir(fixture_dir / "commitlog")):
-        data = (fixture_dir / "commitlog" / name).read_bytes()
-        base = int(name)
-        starts = [r.commit_log_offset - base for r in iter_records(data, base_offset=base)
-                  if isinstance(r, MessageRecord)]
-        tables.append(pa.Table.from_batches(list(iter_record_batches(
-            data, np.array(starts, dtype=np.int64), base, broker="broker-a", mapped_file_size=SIZE,
-            columns=ALL_ARROW_SCHEMA.names))))
-    return pa.concat_tables(tables)
-
-
-@pytest.fixture(scope="module")
-def table(rows, tmp_path_factory) -> str:
-    path = str(tmp_path_factory.mktemp("golden") / "bronze")
-    write_deltalake(path, rows)
-    return path
+from tests.integration.restore.conftest import SIZE
 
 
 def _table_without(rows: pa.Table, tmp_path, lo: int, hi: int) -> str:
