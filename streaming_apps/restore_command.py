@@ -10,6 +10,10 @@ from streaming_apps.arg_types import non_negative
 
 #: exit code of a restore that stopped before a gap in the table's offsets (the files up to it are written)
 EXIT_GAP = 3
+#: exit code of a ``--verify`` that found a difference
+EXIT_DIFFERS = 1
+#: exit code of a store folder that cannot be restored into or checked (not a folder, a stray file): bad input
+EXIT_BAD_INPUT = 2
 
 
 def add_restore_parser(sub) -> None:
@@ -19,9 +23,10 @@ def add_restore_parser(sub) -> None:
     p.add_argument("table", help="the bronze table (folder or URI)")
     p.add_argument("--broker", required=True, help="the broker set's name (the table's broker column)")
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--store-dir", default=None, help="write the store here (DIR/commitlog must be empty)")
+    what.add_argument("--store-dir", default=None, help="write the store here (DIR/commitlog must be empty or absent)")
     what.add_argument("--verify", metavar="STORE_DIR", default=None,
-                      help="compare the store at STORE_DIR with the table and name the first record that differs")
+                      help="compare the store at STORE_DIR with the range of the table a restore with the same "
+                           "--from-*/--to-* writes, and name the first file or record that differs")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-offset", type=non_negative, default=None,
                        help="start at the mapped file holding this CommitLog offset (a record's start)")
@@ -35,24 +40,33 @@ def add_restore_parser(sub) -> None:
 
 
 def run(args) -> int:
-    """Run a parsed ``hareplica restore``; 0 when done (or the store equals the table), :data:`EXIT_GAP` when the
-    restore stopped before a gap, 1 when ``--verify`` found a difference. RestoreError propagates (one line, exit
-    1, from :func:`streaming_apps.cli.main`)."""
+    """Run a parsed ``hareplica restore``; 0 when done (or the store equals the table's range), :data:`EXIT_GAP`
+    when the restore stopped before a gap, :data:`EXIT_DIFFERS` when ``--verify`` found a difference (one
+    ``differs:`` line), :data:`EXIT_BAD_INPUT` when the store folder cannot be used (one ``error:`` line naming
+    the path). Another RestoreError propagates (one line, exit 1, from :func:`streaming_apps.cli.main`)."""
+    from connector.errors import RestoreError
     from connector.restore import restore_commitlog, verify_store
+    from connector.restore.store import check_empty_store, check_store_folder
 
+    try:  # the store folder first: bad input, refused before the table is read
+        if args.verify is not None:
+            check_store_folder(args.verify, must_exist=True)
+        else:
+            check_empty_store(args.store_dir)
+    except RestoreError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return EXIT_BAD_INPUT
+    ranges = {"from_offset": args.from_offset, "from_timestamp": args.from_timestamp, "to_offset": args.to_offset,
+              "to_timestamp": args.to_timestamp}
     if args.verify is not None:
-        if any(v is not None for v in (args.from_offset, args.from_timestamp, args.to_offset, args.to_timestamp)):
-            sys.stderr.write("error: --verify compares the whole store; --from-*/--to-* do not apply\n")
-            return 2
-        difference = verify_store(args.table, args.broker, args.verify)
+        difference = verify_store(args.table, args.broker, args.verify, **ranges)
         if difference is not None:
             print(f"differs: {difference}")
-            return 1
-        print(f"same: every record of {args.verify} is the table's, byte for byte")
+            return EXIT_DIFFERS
+        print(f"same: the CommitLog of {args.verify} is the table's range of broker {args.broker}, file for file and "
+              "byte for byte")
         return 0
-    plan = restore_commitlog(args.table, args.broker, args.store_dir, from_offset=args.from_offset,
-                             from_timestamp=args.from_timestamp, to_offset=args.to_offset,
-                             to_timestamp=args.to_timestamp)
+    plan = restore_commitlog(args.table, args.broker, args.store_dir, **ranges)
     if plan.skipped is not None:
         print(f"left out [{plan.skipped[0]}, {plan.skipped[1]}): the table lacks the first records of their file")
     print(f"restored broker {plan.broker} [{plan.start}, {plan.end}): {len(plan.files)} file(s) of "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from connector.restore.config import write_delay_offsets
 from connector.restore.plan import plan_restore
-from connector.restore.store import check_empty_store, write_file
+from connector.restore.store import check_empty_store, make_store_folder, write_file
 
 
 def restore_commitlog_spark(spark, table_uri: str, broker: str, store_dir: str | os.PathLike, *,
@@ -26,9 +26,10 @@ def restore_commitlog_spark(spark, table_uri: str, broker: str, store_dir: str |
         RestoreError: as :func:`connector.restore.restore_commitlog` (on the driver before any task runs, or from
             the task whose file a row does not re-encode).
     """
+    check_empty_store(store_dir)
     plan = plan_restore(table_uri, broker, from_offset=from_offset, from_timestamp=from_timestamp,
                         to_offset=to_offset, to_timestamp=to_timestamp)
-    folder = str(check_empty_store(store_dir))
+    folder = str(make_store_folder(store_dir))
 
     def write(file) -> str:
         return write_file(table_uri, broker, plan, file, Path(folder)).name

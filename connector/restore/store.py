@@ -74,14 +74,57 @@ def write_file(table_uri: str, broker: str, plan: RestorePlan, file: FilePlan, f
     return path
 
 
-def check_empty_store(store_dir: str | os.PathLike) -> Path:
-    """Create ``STORE_DIR/commitlog`` and return it; RestoreError when it already holds CommitLog files."""
+def check_store_folder(store_dir: str | os.PathLike, *, must_exist: bool = False) -> Path:
+    """``STORE_DIR/commitlog`` after checking that it and ``STORE_DIR`` are folders where they exist (and, when
+    ``must_exist``, that the CommitLog folder exists). Creates nothing.
+
+    Raises:
+        RestoreError: a path that exists but is not a folder (a plain file), or a missing CommitLog folder when
+            ``must_exist``; the message names the path.
+    """
     folder = commitlog_dir(store_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    held = sorted(name for name in os.listdir(folder) if is_file_name(name))
+    for path in (Path(store_dir), folder):
+        if path.exists() and not path.is_dir():
+            raise RestoreError(f"{path} is not a folder (a store's CommitLog is the folder "
+                               f"STORE_DIR/{COMMITLOG_DIR} of its mapped files)")
+    if must_exist and not folder.is_dir():
+        raise RestoreError(f"{folder} does not exist: STORE_DIR must be a store, with its CommitLog files in "
+                           f"STORE_DIR/{COMMITLOG_DIR}")
+    return folder
+
+
+def check_empty_store(store_dir: str | os.PathLike) -> Path:
+    """``STORE_DIR/commitlog`` after checking that a restore can write it: a folder (or absent) that holds no file
+    at all. A broker loads every file of its CommitLog folder as a mapped file named by its start offset, so a file
+    left there would stop it or become part of its log (4.9.8 ``MappedFileQueue.load``). Creates nothing.
+
+    Raises:
+        RestoreError: as :func:`check_store_folder`; the folder holds a file that is no CommitLog file (named),
+            or CommitLog files (the first named, with their count).
+    """
+    folder = check_store_folder(store_dir)
+    held = sorted(os.listdir(folder)) if folder.is_dir() else []
+    stray = [name for name in held if not is_file_name(name)]
+    if stray:
+        raise RestoreError(f"{folder / stray[0]} is no CommitLog file: restore into an empty or absent "
+                           "commitlog folder (a broker loads every file there as a mapped file)")
     if held:
-        raise RestoreError(f"{folder} already holds CommitLog files ({held[0]}, {len(held)} in all): restore into "
-                           "an empty store folder")
+        raise RestoreError(f"{folder} already holds CommitLog files ({held[0]}, {len(held)} in all): restore "
+                           "into an empty store folder")
+    return folder
+
+
+def make_store_folder(store_dir: str | os.PathLike) -> Path:
+    """Create ``STORE_DIR/commitlog`` (checked by :func:`check_empty_store` first) and return it.
+
+    Raises:
+        RestoreError: as :func:`check_empty_store`, or the folder cannot be created (the OS's reason given).
+    """
+    folder = check_empty_store(store_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RestoreError(f"{folder}: cannot create it ({exc.strerror or exc})") from exc
     return folder
 
 
@@ -95,12 +138,14 @@ def restore_commitlog(table_uri: str, broker: str, store_dir: str | os.PathLike,
     ``STORE_DIR/config/delayOffset.json`` (:func:`connector.restore.config.write_delay_offsets`).
 
     Raises:
-        RestoreError: what :func:`plan_restore` raises; the store's CommitLog folder already holds files; a row
+        RestoreError: ``STORE_DIR`` or its ``commitlog`` is no folder, or that folder holds a file
+            (:func:`check_empty_store`, checked before the table is read); what :func:`plan_restore` raises; a row
             that does not re-encode to its storeSize.
     """
+    check_empty_store(store_dir)  # bad input is refused before the table is read
     plan = plan_restore(table_uri, broker, from_offset=from_offset, from_timestamp=from_timestamp,
                         to_offset=to_offset, to_timestamp=to_timestamp)
-    folder = check_empty_store(store_dir)
+    folder = make_store_folder(store_dir)
     for file in plan.files:
         write_file(table_uri, broker, plan, file, folder)
     write_delay_offsets(table_uri, plan, store_dir)

@@ -1,5 +1,5 @@
-"""Checking a RocketMQ store against a bronze table: the first record that differs (docs/restore.md "The command
-and the library call").
+"""Checking a RocketMQ store against a bronze table: the first file or record that differs (docs/restore.md "The
+command and the library call", "Checking a store").
 """
 
 from __future__ import annotations
@@ -8,28 +8,31 @@ import os
 import struct
 from dataclasses import dataclass
 
-from connector.errors import CommitLogFormatError, RestoreError
+from connector.errors import CommitLogFormatError
 from connector.protocol.commitlog import BlankRecord, MessageRecord, iter_records
 from connector.protocol.commitlog.layout import MESSAGE_MAGIC_CODE_V2, field_positions
-from connector.protocol.mapped_files import is_file_name
+from connector.protocol.mapped_files import file_name, is_file_name, is_file_start
 from connector.restore.encode import RECORD_COLUMNS, iter_encoded
-from connector.restore.plan import broker_filter, check_restore_columns
-from connector.restore.store import commitlog_dir
+from connector.restore.plan import FilePlan, RestorePlan, broker_filter, plan_restore
+from connector.restore.store import check_store_folder
 
 _I32 = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class StoreDifference:
-    """Where a store first differs from the table: the CommitLog ``offset`` of the record (or byte), its ``file``,
-    the record ``field`` (RocketMQ's name; None for bytes outside a record) and what differs."""
+    """Where a store first differs from the table: the CommitLog ``offset`` (bytes) of the record, byte or file
+    (None for a file whose name is no offset), the ``file``'s name, the record ``field`` (RocketMQ's name; None
+    for bytes outside a record and for whole files) and what differs."""
 
-    offset: int
+    offset: int | None
     file: str
     field: str | None
     reason: str
 
     def __str__(self) -> str:
+        if self.offset is None:
+            return f"{self.reason} (file {self.file})"
         where = f"CommitLog offset {self.offset} (file {self.file}" + (f", field {self.field})" if self.field else ")")
         return f"{self.reason} at {where}"
 
@@ -61,52 +64,119 @@ def _table_records(table_uri: str, broker: str, start: int, end: int) -> dict[in
     return dict(iter_encoded(rows.sort_by("commitLogOffset"), broker=broker))
 
 
-def verify_store(table_uri: str, broker: str, store_dir: str | os.PathLike) -> StoreDifference | None:
-    """Compare every CommitLog file of ``STORE_DIR/commitlog`` with what the table holds of ``broker``: each record
-    of the store must be the table's record at its offset, byte for byte; the bytes after a file's last record (or
-    its END_FILE blank header) zeros; a record the table holds inside a file's records is missing from the store
-    unless the file is the store's last (the table may be ahead of a store). Returns the first difference, or None.
+def verify_store(table_uri: str, broker: str, store_dir: str | os.PathLike, *, from_offset: int | None = None,
+                 from_timestamp: int | None = None, to_offset: int | None = None,
+                 to_timestamp: int | None = None) -> StoreDifference | None:
+    """Compare the CommitLog of the store at ``STORE_DIR`` with the range of ``broker`` that
+    :func:`connector.restore.restore_commitlog` writes from the table with the same range arguments (without them:
+    from the first file the table holds whole to its last record or first gap), as a broker reads the store
+    (docs/restore.md "Checking a store"):
+
+    - ``STORE_DIR/commitlog`` holds one file per mapped file of the range, from its first to its last, each named
+      by its start offset in 20 digits (4.9.8 ``UtilAll.offset2FileName``, a multiple of the table's
+      ``mappedFileSizeCommitLog``) and exactly that many bytes long (4.9.8 ``MappedFileQueue.load`` refuses other
+      lengths). A missing, extra, misnamed or wrongly sized file is a difference naming it; so is a store that
+      starts after or ends before the range. The one file after the range's last that holds only zeros (the next
+      file a broker creates ahead of time, 4.9.8 ``AllocateMappedFileService``) is not.
+    - Each record of a file is the table's record at its offset, byte for byte; a file the range fills ends with
+      the END_FILE blank, the others hold none; every byte after a file's last record (or the blank's 8-byte
+      header) is zero; every record of the range is in the store.
+
+    Offsets in bytes, timestamps epoch ms, as :func:`connector.restore.plan.plan_restore`. Returns the first
+    difference (file names before contents, then in offset order), or None.
 
     Raises:
-        RestoreError: the folder holds no CommitLog file, or the table lacks the restore columns.
+        RestoreError: ``STORE_DIR`` or ``STORE_DIR/commitlog`` is no folder or is absent
+            (:func:`connector.restore.store.check_store_folder`, checked before the table is read); what
+            :func:`connector.restore.plan.plan_restore` raises (the table lacks the restore columns, holds no row
+            of ``broker``, the range is not one a restore writes).
     """
-    check_restore_columns(table_uri)
-    folder = commitlog_dir(store_dir)
-    names = sorted(n for n in os.listdir(folder) if is_file_name(n)) if folder.is_dir() else []
-    if not names:
-        raise RestoreError(f"{folder} holds no CommitLog file")
-    for k, name in enumerate(names):
-        data = (folder / name).read_bytes()
-        start = int(name)
-        expected = _table_records(table_uri, broker, start, start + len(data))
-        pos = 0
-        try:
-            for rec in iter_records(data, base_offset=start, file=name):
-                offset = rec.commit_log_offset
-                if isinstance(rec, MessageRecord):
-                    mine = bytes(data[offset - start:offset - start + rec.store_size])
-                    theirs = expected.pop(offset, None)
-                    if theirs is None:
-                        return StoreDifference(offset, name, None, "the table has no record here (the store has a "
-                                               f"{rec.store_size}-byte record of topic {rec.topic})")
-                    if mine != theirs:
-                        i = next((j for j in range(min(len(mine), len(theirs))) if mine[j] != theirs[j]),
-                                 min(len(mine), len(theirs)))
-                        return StoreDifference(offset, name, field_at(theirs, min(i, len(theirs) - 1)),
-                                               f"the store's record differs from the table's at its byte {i}")
-                    pos = offset - start + rec.store_size
-                elif isinstance(rec, BlankRecord):
-                    pos = offset - start + 8
-                else:
-                    pos = offset - start
-        except CommitLogFormatError as exc:
-            return StoreDifference(exc.offset, name, exc.field, f"the store's bytes are no record: {exc}")
-        tail = data[pos:]
-        if tail.strip(b"\x00"):
-            first = pos + next(j for j, b in enumerate(tail) if b)
-            return StoreDifference(start + first, name, None, "a byte after the file's last record is not zero")
-        inside = sorted(o for o in expected if o < start + pos)
-        if inside or (expected and k < len(names) - 1):
-            lost = inside[0] if inside else min(expected)
-            return StoreDifference(lost, name, None, "the store lacks the table's record here")
+    folder = check_store_folder(store_dir, must_exist=True)
+    plan = plan_restore(table_uri, broker, from_offset=from_offset, from_timestamp=from_timestamp,
+                        to_offset=to_offset, to_timestamp=to_timestamp)
+    size = plan.mapped_file_size
+    names = sorted(os.listdir(folder))
+    for name in names:
+        if not (is_file_name(name) and is_file_start(int(name), size)):
+            return StoreDifference(int(name) if is_file_name(name) else None, name, None,
+                                   f"{name} is no CommitLog file name (a broker names each file by its start offset "
+                                   f"in 20 digits, a multiple of mappedFileSizeCommitLog {size})")
+        if not (folder / name).is_file():
+            return StoreDifference(int(name), name, None, f"{name} is not a file")
+    present = {int(name) for name in names}
+    expected = {file.start: file for file in plan.files}
+    last = plan.files[-1].start
+    for start in sorted(present | set(expected)):
+        name, path = file_name(start), folder / file_name(start)
+        file = expected.get(start)
+        if file is None:
+            if start == last + size and _only_zeros(path, size):
+                continue  # a broker's next file, created ahead of time: it holds nothing
+            return StoreDifference(start, name, None, f"the store holds CommitLog file {name}, outside the table's "
+                                   f"range [{plan.start}, {plan.end}) of broker {broker}")
+        if start not in present:
+            return StoreDifference(start, name, None, f"the store lacks CommitLog file {name} (the table's range "
+                                   f"[{plan.start}, {plan.end}) of broker {broker} holds it)")
+        length = path.stat().st_size
+        if length != size:
+            return StoreDifference(start, name, None, f"CommitLog file {name} is {length} bytes, not "
+                                   f"mappedFileSizeCommitLog {size}")
+        difference = _file_difference(table_uri, broker, plan, file, path.read_bytes())
+        if difference is not None:
+            return difference
+    return None
+
+
+def _only_zeros(path, size: int) -> bool:
+    """True when ``path`` is ``size`` bytes of zeros (read 1 MiB at a time)."""
+    if path.stat().st_size != size:
+        return False
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            if chunk.strip(b"\x00"):
+                return False
+    return True
+
+
+def _file_difference(table_uri: str, broker: str, plan: RestorePlan, file: FilePlan,
+                     data: bytes) -> StoreDifference | None:
+    """The first difference of one CommitLog file's ``data`` (mappedFileSizeCommitLog bytes) from ``file`` of
+    ``plan`` (see :func:`verify_store`), or None."""
+    start, name = file.start, file.name
+    expected = _table_records(table_uri, broker, start, min(start + len(data), plan.end))
+    pos, blank = 0, None
+    try:
+        for rec in iter_records(data, base_offset=start, file=name):
+            offset = rec.commit_log_offset
+            if isinstance(rec, MessageRecord):
+                mine = bytes(data[offset - start:offset - start + rec.store_size])
+                theirs = expected.pop(offset, None)
+                if theirs is None:
+                    where = (f"past the end {plan.end} of the table's range" if offset >= plan.end
+                             else "where the table has no record")
+                    return StoreDifference(offset, name, None, f"the store has a {rec.store_size}-byte record of "
+                                           f"topic {rec.topic} {where}")
+                if mine != theirs:
+                    i = next((j for j in range(min(len(mine), len(theirs))) if mine[j] != theirs[j]),
+                             min(len(mine), len(theirs)))
+                    return StoreDifference(offset, name, field_at(theirs, min(i, len(theirs) - 1)),
+                                           f"the store's record differs from the table's at its byte {i}")
+                pos = offset - start + rec.store_size
+            elif isinstance(rec, BlankRecord):
+                pos, blank = offset - start + 8, offset
+            else:
+                pos = offset - start
+    except CommitLogFormatError as exc:
+        return StoreDifference(exc.offset, name, exc.field, f"the store's bytes are no record: {exc}")
+    tail = data[pos:]
+    if tail.strip(b"\x00"):
+        first = pos + next(j for j, b in enumerate(tail) if b)
+        return StoreDifference(start + first, name, None, "a byte after the file's last record is not zero")
+    if expected:
+        return StoreDifference(min(expected), name, None, "the store lacks the table's record here")
+    if file.full and blank != file.end:
+        return StoreDifference(file.end, name, None, "the store lacks the END_FILE blank that ends this file")
+    if not file.full and blank is not None:
+        return StoreDifference(blank, name, None, f"the store has an END_FILE blank here; the table's range ends "
+                               f"at {plan.end} without one")
     return None
