@@ -4,7 +4,8 @@
 The range is fixed before Spark reads it (each broker set's start and end offsets), and the rows are committed
 with the apps' exactly-once Delta commit (:func:`connector.delta.foreach_batch.write_batch`) under a txn appId
 derived from that range: the same range run again (after a crash, or by mistake) lands nothing twice, and a range
-that overlaps records bronze already holds is refused (:func:`landed_inside`).
+that overlaps records bronze already holds is refused (:func:`streaming_apps.landed.overlap`, the rule a bronze
+stream without a checkpoint follows too).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import sys
 
 from streaming_apps.arg_types import key_value
+from streaming_apps.landed import overlap
 
 
 def add_read_parser(sub) -> None:
@@ -77,32 +79,6 @@ def fixed_range(options: dict[str, str]) -> tuple[dict[str, int], dict[str, int]
 READ_BATCH_ID = 0
 
 
-def landed_inside(path: str, start: dict[str, int], end: dict[str, int]) -> dict[str, tuple[int, int, int]]:
-    """Per broker set, ``(rows, first, last)``: the records the bronze table at ``path`` already holds whose
-    ``commitLogOffset`` lies in the set's ``[start, end)`` (bytes); empty when it holds none or there is no table
-    yet. Reads the ``broker`` and ``commitLogOffset`` columns of the files whose statistics overlap the range."""
-    import functools
-    import operator
-
-    import pyarrow.dataset as ds
-    from deltalake.exceptions import TableNotFoundError
-
-    from connector.delta.reading import read_table
-
-    wanted = [(ds.field("broker") == name) & (ds.field("commitLogOffset") >= lo)
-              & (ds.field("commitLogOffset") < end[name]) for name, lo in start.items() if end.get(name, lo) > lo]
-    if not wanted:
-        return {}
-    try:
-        rows = read_table(path, columns=["broker", "commitLogOffset"], filters=functools.reduce(operator.or_, wanted))
-    except TableNotFoundError:
-        return {}
-    held = rows.group_by("broker").aggregate(
-        [("commitLogOffset", "count"), ("commitLogOffset", "min"), ("commitLogOffset", "max")]).to_pylist()
-    return {r["broker"]: (r["commitLogOffset_count"], r["commitLogOffset_min"], r["commitLogOffset_max"])
-            for r in sorted(held, key=lambda r: r["broker"])}
-
-
 def already_landed(path: str, app_id: str) -> bool:
     """True when the bronze table at ``path`` holds the commit of txn ``app_id`` (this exact range landed), by the
     writers' replay rule (:func:`connector.delta.commit.batch_already_committed`)."""
@@ -138,12 +114,9 @@ def run(args) -> int:
     key = json.dumps({"start": start, "end": end}, sort_keys=True).encode()
     app_id = "hareplica-read-" + hashlib.sha256(key).hexdigest()[:16]
     path = os.path.join(args.tables_root or os.path.join(args.workdir, "tables"), "bronze")
-    overlap = {} if already_landed(path, app_id) else landed_inside(path, start, end)
-    if overlap:
-        held = "; ".join(f"{n} record{'' if n == 1 else 's'} of {name} at commitLogOffset {lo}..{hi}"
-                         for name, (n, lo, hi) in overlap.items())
-        sys.stderr.write(f"error: bronze ({path}) already holds {held}, inside the range {json.dumps(start)} -> "
-                         f"{json.dumps(end)}: read a range outside them, or exactly a range hareplica read landed "
+    held = None if already_landed(path, app_id) else overlap(path, start, end)
+    if held is not None:
+        sys.stderr.write(f"error: {held[0]}: read a range outside them, or exactly a range hareplica read landed "
                          "before (a no-op)\n")
         return 2
 

@@ -82,6 +82,46 @@ def check_tables(config: AppConfig) -> None:
             raise
     except DeltaSchemaMismatchError as e:
         raise AppError(f"table {TABLE}: {e}") from e
+    if table.file_uris():
+        check_new_checkpoint(config)
+
+
+def check_new_checkpoint(config: AppConfig) -> None:
+    """A bronze stream whose checkpoint holds no offset yet, on a table that holds rows, must not land a record the
+    table holds (``hareplica read`` backfills, or a stream of another checkpoint): the sets' starts are resolved
+    now (``startingOffsets``, a starting time, the route) and a start at or before a record the table holds is
+    refused (:func:`streaming_apps.landed.overlap`, the rule ``hareplica read`` follows; docs/delta.md "One table,
+    several writers").
+
+    Raises:
+        AppError: one line naming the table, the records it holds per set, and the ``--starting-offsets`` JSON that
+            starts after them; or why the starts could not be resolved.
+    """
+    import json
+
+    from connector.errors import HAReplicaError
+    from connector.options import SourceOptions
+    from connector.source.driver.batches import BatchPlanner
+    from streaming_apps.landed import overlap
+
+    offsets = config.checkpoint() / "offsets"
+    if offsets.is_dir() and any(offsets.iterdir()):
+        return
+    try:
+        planner = BatchPlanner(SourceOptions.from_options(config.source_option_map()))
+        try:
+            start = planner.initial_offsets()
+        finally:
+            planner.close()
+    except HAReplicaError as e:
+        raise AppError(f"table {TABLE} holds rows and checkpoint {config.checkpoint()} is new: where the query "
+                       f"would start cannot be resolved: {type(e).__name__}: {e}") from None
+    held = overlap(str(config.table_path(TABLE)), start)
+    if held is not None:
+        line, after = held
+        raise AppError(f"{line}, where checkpoint {config.checkpoint()} (new) would start: the stream would land "
+                       f"them again; start after them with --starting-offsets '{json.dumps(after)}', or run with "
+                       "the checkpoint that landed them")
 
 
 def start(spark, config: AppConfig, sink: DeltaSink) -> list:
