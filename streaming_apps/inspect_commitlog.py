@@ -116,10 +116,6 @@ def iter_commitlog_dir(directory: Path, from_offset: int = 0, *, check_crc: bool
                     break
 
 
-def _ms(ts: int) -> str:
-    return datetime.fromtimestamp(ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-
-
 def body_error(rec: MessageRecord) -> str | None:
     """Why ``rec``'s body is bad — ``BODYCRC mismatch: stored S, computed C`` (docs/protocol.md §1.6), or
     ``BODY: ...`` when a compressed body does not decompress — else None."""
@@ -205,29 +201,40 @@ class _StopAtFirst(Exception):
     """Internal: ``stop_at_first`` met a bad record."""
 
 
+#: the table's columns: (name, width in characters, right-aligned); the widths are fixed, so rows stream with no
+#: look-ahead. A longer topic, tags or keys value is cut with "…" (``--format jsonl`` prints it whole); the last
+#: column (``check``: ok, or what is wrong with the body) is not padded.
+TABLE_COLUMNS = (("commitLogOffset", 19, True), ("storeSize", 9, True), ("topic", 32, False), ("queueId", 7, True),
+                 ("queueOffset", 11, True), ("sysFlag", 7, True), ("storeTimestamp", 24, False), ("tags", 16, False),
+                 ("keys", 24, False), ("bodyLength", 10, True), ("check", 0, False))
+
+
+def _cell(value: str, width: int, right: bool) -> str:
+    if width and len(value) > width:
+        value = value[:width - 1] + "…"
+    return value.rjust(width) if right else value.ljust(width)
+
+
+def _table_line(values: tuple[str, ...]) -> str:
+    return "  ".join(_cell(v, w, r) for v, (_, w, r) in zip(values, TABLE_COLUMNS, strict=True)).rstrip() + "\n"
+
+
+def iso_ms(ts: int) -> str:
+    """A storeTimestamp (ms since the epoch) as ISO 8601 in UTC with milliseconds: ``2026-09-21T14:14:00.000Z``."""
+    return datetime.fromtimestamp(ts / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
 def _print_table(records: Iterator[tuple[str, MessageRecord, str | None]], out) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(file=out, width=1000, no_color=True, highlight=False)
-    columns = ("commitLogOffset", "storeSize", "topic", "queueId", "queueOffset", "sysFlag", "storeTimestamp",
-               "tags", "keys", "bodyLength", "check")
-
-    def new_table(first: bool) -> Table:
-        t = Table(show_header=first, box=None, pad_edge=False)
-        for c in columns:
-            t.add_column(c, justify="right" if c in ("commitLogOffset", "storeSize", "queueId", "queueOffset",
-                                                     "bodyLength", "sysFlag") else "left", no_wrap=True)
-        return t
-
-    table, rows, first = new_table(True), 0, True
+    """The records as a table of fixed-width columns (:data:`TABLE_COLUMNS`), a header line first, written in pages
+    of :data:`TABLE_PAGE_ROWS` rows (memory stays bounded on 1 GiB files)."""
+    out.write(_table_line(tuple(name for name, _, _ in TABLE_COLUMNS)))
+    page: list[str] = []
     for _, rec, error in records:
-        table.add_row(str(rec.commit_log_offset), str(rec.store_size), rec.topic, str(rec.queue_id),
-                      str(rec.queue_offset), f"0x{rec.sys_flag:X}", _ms(rec.store_timestamp), rec.tags or "",
-                      rec.keys or "", str(len(rec.body)), "ok" if error is None else error.split(":")[0])
-        rows += 1
-        if rows == TABLE_PAGE_ROWS:  # print in pages: memory stays bounded on 1 GiB files
-            console.print(table)
-            table, rows, first = new_table(False), 0, False
-    if rows or first:
-        console.print(table)
+        page.append(_table_line((
+            str(rec.commit_log_offset), str(rec.store_size), rec.topic, str(rec.queue_id), str(rec.queue_offset),
+            f"0x{rec.sys_flag:X}", iso_ms(rec.store_timestamp), rec.tags or "", rec.keys or "", str(len(rec.body)),
+            "ok" if error is None else error.split(":")[0])))
+        if len(page) == TABLE_PAGE_ROWS:
+            out.write("".join(page))
+            page.clear()
+    out.write("".join(page))

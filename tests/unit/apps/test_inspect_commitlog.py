@@ -103,3 +103,27 @@ def test_every_record_is_listed_and_each_bad_body_named_then_exit_2(fixture_dir,
     rows = buf.getvalue().splitlines()[1:]
     assert len(rows) == len(expected)
     assert sum(r.rstrip().endswith("BODYCRC mismatch") for r in rows) == len(victims)
+
+
+def test_table_columns_have_fixed_widths_and_iso_timestamps_with_zone(fixture_dir):
+    """Before, rich realigned the columns on every page of 1,000 rows and timestamps had no zone."""
+    import re
+
+    buf = io.StringIO()
+    assert run(str(fixture_dir / "commitlog"), 0, "table", buf) == 0
+    header, *rows = buf.getvalue().splitlines()
+    check_at = header.index("check")
+    assert all(len(r) > check_at and r[check_at - 2:check_at] == "  " and r[check_at] != " " for r in rows)
+    stamp_at = header.index("storeTimestamp")
+    stamps = {r[stamp_at:stamp_at + 24] for r in rows}
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", s) for s in stamps), sorted(stamps)[:3]
+
+
+def test_table_piped_into_a_closed_reader_exits_0(fixture_dir):
+    import subprocess
+    import sys
+
+    cmd = f"{sys.executable} -m streaming_apps.cli inspect-commitlog --format table {fixture_dir / 'commitlog'} | head -1"
+    result = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.startswith("    commitLogOffset"), result.stderr[-2000:]
+    assert result.stderr == ""
