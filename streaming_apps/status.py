@@ -125,7 +125,6 @@ def print_status(status: dict[str, Any], console=None) -> None:
                       f"slaves {slaves}", highlight=False)
     if not status["queries"]:
         console.print(f"no progress recorded in {', '.join(status['files']) or 'the given paths'}")
-        return
     for name, e in sorted(status["queries"].items()):
         last = e.get("last") or {}
         t = Table(title=f"query {name}", show_header=False)
@@ -169,7 +168,8 @@ def prometheus_text(status: dict[str, Any]) -> str:
     monitoring"): per query ``hareplica_query_lag_bytes{query,broker}`` (CommitLog bytes behind at the last batch,
     true on every Spark), ``hareplica_query_live_lag_bytes{query,broker}`` (with ``--brokers``: behind the
     brokers' max offset now), ``hareplica_query_last_batch_id{query}``, ``hareplica_query_last_batch_rows{query}``
-    and ``hareplica_query_failed{query}`` (1 when it failed)."""
+    and ``hareplica_query_failed{query}`` (1 when it failed); with brokers asked (``--brokers`` or
+    ``--namesrv-addr``), also with no progress recorded, ``hareplica_broker_commitlog_max_offset_bytes{broker}``."""
     from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
     registry = CollectorRegistry()
@@ -182,6 +182,11 @@ def prometheus_text(status: dict[str, Any]) -> str:
     rows = Gauge("hareplica_query_last_batch_rows", "input rows of the last micro-batch", ["query"],
                  registry=registry)
     failed = Gauge("hareplica_query_failed", "1 when the query failed", ["query"], registry=registry)
+    max_offset = Gauge("hareplica_broker_commitlog_max_offset_bytes", "the broker set's commitLogMaxOffset now",
+                       ["broker"], registry=registry)
+    for broker, value in (status.get("brokers") or {}).items():
+        if isinstance(value, int):
+            max_offset.labels(broker).set(value)
     for name, entry in status["queries"].items():
         last = entry.get("last") or {}
         for src in last.get("sources") or []:
@@ -200,7 +205,8 @@ def prometheus_text(status: dict[str, Any]) -> str:
 def status_command(paths: list[str], *, brokers: str | None = None, as_json: bool = False,
                    prometheus: bool = False, namesrv_addr: str | None = None) -> int:
     """``hareplica status``: print the status (``as_json``: as JSON; ``prometheus``: :func:`prometheus_text`);
-    0 when every query is fine, 1 when one failed or nothing is recorded."""
+    0 when every query is fine, or when nothing is recorded yet but a broker asked (``brokers``, ``namesrv_addr``)
+    answered; 1 when a query failed, or nothing is recorded and no broker answered."""
     import sys
 
     status = collect_status(paths, brokers, namesrv_addr)
@@ -211,5 +217,5 @@ def status_command(paths: list[str], *, brokers: str | None = None, as_json: boo
     else:
         print_status(status)
     if not status["queries"]:
-        return 1
+        return 0 if any(isinstance(v, int) for v in (status.get("brokers") or {}).values()) else 1
     return 1 if any(e["state"] == "failed" for e in status["queries"].values()) else 0

@@ -194,6 +194,12 @@ def test_hareplica_run_and_status_take_namesrv_addr(broker_factory, namesrv_fact
         "cluster": "east", "master": f"{a.ha_addr}/{a.remoting_addr}",
         "slaves": [f"{a_slave.ha_addr}/{a_slave.remoting_addr}"], "readFrom": f"{a.ha_addr}/{a.remoting_addr}"}}
     assert status["brokers"] == {"broker-a": 0}  # the master's commitLogMaxOffset now
+    # no progress recorded yet: the sets and their max offsets are shown, exit 0 (before: no offsets, exit 1)
+    assert main(["status", str(tmp_path), "--namesrv-addr", ns.addr]) == 0
+    out = capsys.readouterr().out
+    assert "no progress recorded" in out and "broker broker-a: commitLogMaxOffset 0" in out, out
+    assert main(["status", str(tmp_path), "--namesrv-addr", ns.addr, "--prometheus"]) == 0
+    assert 'hareplica_broker_commitlog_max_offset_bytes{broker="broker-a"} 0.0' in capsys.readouterr().out
     main(["status", str(tmp_path), "--namesrv-addr", ns.addr])
     out = capsys.readouterr().out
     assert f"broker set broker-a (cluster east): read from {a.ha_addr}/{a.remoting_addr}; slaves " \
