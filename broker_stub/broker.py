@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import time
 
@@ -116,18 +117,18 @@ class BrokerController:
 
     async def start(self) -> None:
         cfg = self.config
-        log.info("broker starting brokerName=%s brokerClusterName=%s brokerRole=%s flushDiskType=%s "
+        log.debug("broker starting brokerName=%s brokerClusterName=%s brokerRole=%s flushDiskType=%s "
                  "mappedFileSizeCommitLog=%d listen=%s:%d ha=%s:%d", cfg.broker.brokerName,
                  cfg.broker.brokerClusterName, cfg.store.brokerRole, cfg.store.flushDiskType,
                  cfg.store.mappedFileSizeCommitLog, cfg.broker_ip1, cfg.listen_port, cfg.broker_ip2,
                  cfg.ha_listen_port)
         report = self.message_store.load()
-        log.info("store recovered maxOffset=%d minOffset=%d abnormal=%s", self.message_store.commit_log.max_offset,
-                 self.message_store.commit_log.min_offset, report.abnormal)
+        log.debug("store recovered maxOffset=%d minOffset=%d abnormal=%s", self.message_store.commit_log.max_offset,
+                  self.message_store.commit_log.min_offset, report.abnormal)
         try:
             await self.message_store.start()
-            await self.ha_service.start()
-            await self.remoting_server.start()
+            await listen(self.ha_service.start, "haListenPort", cfg.broker_ip2, cfg.ha_listen_port)
+            await listen(self.remoting_server.start, "listenPort", cfg.broker_ip1, cfg.listen_port)
             try:
                 await self.fast_remoting_server.start()
             except OSError as exc:  # upstream refuses to start; the stub keeps serving the main port
@@ -155,8 +156,9 @@ class BrokerController:
         else:
             self._tasks.append(asyncio.create_task(self._print_master_and_slave_diff(),
                                                    name="printMasterAndSlaveDiff"))
-        log.info("broker started brokerName=%s maxOffset=%d", cfg.broker.brokerName,
-                 self.message_store.commit_log.max_offset)
+        log.info("broker started brokerName=%s brokerRole=%s listen=%s:%d ha=%s:%d storePathRootDir=%s maxOffset=%d",
+                 cfg.broker.brokerName, cfg.store.brokerRole, cfg.broker_ip1, cfg.listen_port, cfg.broker_ip2,
+                 cfg.ha_listen_port, cfg.store.storePathRootDir, self.message_store.commit_log.max_offset)
         exposure = open_exposure(cfg)
         if exposure:  # once, at start (docs/security.md "Hardening checklist")
             log.warning("%s", exposure)
@@ -250,6 +252,16 @@ class BrokerController:
         if head is None or head.store_timestamp is None or head.total_size <= 0:
             return -1
         return head.store_timestamp
+
+
+async def listen(start, key: str, host: str, port: int) -> None:
+    """``await start()`` (a server's bind and listen); an OSError (a port already taken) is raised again naming
+    the broker.conf ``key`` and the address: ``[Errno 98] listenPort=10911 on 127.0.0.1: Address already in use``."""
+    try:
+        await start()
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise OSError(exc.errno, f"{key}={port} on {host}: {reason}") from exc
 
 
 async def run_broker(config: BrokerStubConfig, *, ready: asyncio.Event | None = None) -> int:

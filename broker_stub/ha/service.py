@@ -67,7 +67,7 @@ class HAService:
             raise
         self._listener = listener
         self._accept_task = asyncio.create_task(self._accept_loop(), name="HAService.accept")
-        log.info("ha service listening host=%s haListenPort=%d", self.host, self.port)
+        log.debug("ha service listening host=%s haListenPort=%d", self.host, self.port)
 
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -196,7 +196,7 @@ class HAService:
             if not fut.done():
                 fut.set_result(PutMessageStatus.SLAVE_NOT_AVAILABLE)
         self._replica_waits = []
-        log.info("ha service stopped push2SlaveMaxOffset=%d", self.push2_slave_max_offset)
+        log.debug("ha service stopped push2SlaveMaxOffset=%d", self.push2_slave_max_offset)
 
     def status(self) -> dict:
         """push2SlaveMaxOffset, connection count and per-connection figures (status command and metrics)."""

@@ -158,7 +158,7 @@ class RemotingServer:
                                                   reuse_address=True, backlog=1024, limit=READ_CHUNK_BYTES)
         if self.max_idle_s > 0:
             self._sweeper = asyncio.create_task(self._idle_sweep(), name=f"RemotingServer.idle:{self.port}")
-        log.info("remoting server listening host=%s listenPort=%d serverChannelMaxIdleTimeSeconds=%g "
+        log.debug("remoting server listening host=%s listenPort=%d serverChannelMaxIdleTimeSeconds=%g "
                  "serverMaxConnections=%d serverMaxPendingFrameBytes=%d", self.host, self.port, self.max_idle_s,
                  self.limiter.max_connections, self.max_pending_frame_bytes)
 
@@ -182,7 +182,7 @@ class RemotingServer:
                 await t
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing anyway
                 pass
-        log.info("remoting server stopped")
+        log.debug("remoting server stopped")
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername = writer.get_extra_info("peername")

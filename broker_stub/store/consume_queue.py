@@ -325,7 +325,7 @@ class ConsumeQueueStore:
                 cq = ConsumeQueue(topic_dir.name, queue_id, self.root, self.mapped_file_size)
                 cq.load()
                 self.table[(topic_dir.name, queue_id)] = cq
-        log.info("consume queues loaded count=%d", len(self.table))
+        log.debug("consume queues loaded count=%d", len(self.table))
 
     def recover(self, commit_log_min_offset: int, commit_log_max_offset: int) -> None:
         """Recover every queue, cut entries past the CommitLog end, fix min offsets."""

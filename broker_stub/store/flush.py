@@ -34,7 +34,7 @@ class FlushRealTimeService:
 
     async def run(self) -> None:
         """Flush forever (until cancelled)."""
-        log.info("flush service started flushIntervalCommitLog=%d flushCommitLogLeastPages=%d "
+        log.debug("flush service started flushIntervalCommitLog=%d flushCommitLogLeastPages=%d "
                  "flushCommitLogThoroughInterval=%d", self.interval_ms, self.least_pages, self.thorough_interval_ms)
         while True:
             await asyncio.sleep(self.interval_ms / 1000)

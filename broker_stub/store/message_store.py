@@ -140,7 +140,7 @@ class DefaultMessageStore:
                                    ) from exc
         os.pwrite(self._lock_fd, b"lock", 0)
         abnormal = not self.last_exit_ok
-        log.info("store load root=%s commitlog=%s lastShutdown=%s", self.root, self.commit_log_dir,
+        log.debug("store load root=%s commitlog=%s lastShutdown=%s", self.root, self.commit_log_dir,
                  "abnormal" if abnormal else "normal")
         try:
             self.mapped_file_queue.load()
@@ -180,7 +180,7 @@ class DefaultMessageStore:
         self.reput.set_start(abnormal_start)
         self.reput.catch_up()  # upstream waits for the dispatch backlog before serving too
         self.commit_log.topic_queue_table = self.cq_store.queue_offset_table()
-        log.info("consume queues ready queues=%d dispatchedRecords=%d reputFromOffset=%d", len(self.cq_store.table),
+        log.debug("consume queues ready queues=%d dispatchedRecords=%d reputFromOffset=%d", len(self.cq_store.table),
                  self.reput.dispatched_records, self.reput.reput_from_offset)
         return self.recovery
 

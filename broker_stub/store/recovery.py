@@ -57,7 +57,7 @@ def recover_commit_log(queue: MappedFileQueue, *, abnormal: bool, check_crc: boo
     """
     files = queue.files
     if not files:
-        log.info("recovery: no CommitLog files dir=%s", queue.store_path)
+        log.debug("recovery: no CommitLog files dir=%s", queue.store_path)
         return RecoveryReport(abnormal, None, 0, 0)
     if abnormal:
         index = _abnormal_start_index(files, checkpoint)

@@ -103,7 +103,7 @@ class ReputMessageService:
         if abnormal_start_offset is not None:
             start = max(min(start, abnormal_start_offset), self.commit_log.min_offset, 0)
         self.reput_from_offset = start
-        log.info("reput from offset=%d commitLogMaxOffset=%d", start, self.commit_log.max_offset)
+        log.debug("reput from offset=%d commitLogMaxOffset=%d", start, self.commit_log.max_offset)
 
     @property
     def dispatch_behind_bytes(self) -> int:

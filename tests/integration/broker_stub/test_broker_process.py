@@ -59,7 +59,10 @@ def test_bad_config_exits_2_and_busy_port_exits_1(broker_factory, tmp_path):
                     f"storePathRootDir={tmp_path / 'other'}\n")
     out = subprocess.run([sys.executable, "-m", "broker_stub", "-c", str(conf)], capture_output=True, text=True,
                          timeout=20)
-    assert out.returncode == 1 and "address already in use" in out.stderr
+    assert out.returncode == 1
+    (error,) = [line for line in out.stderr.splitlines() if "level=ERROR" in line]
+    assert error.endswith(f"broker cannot start: [Errno 98] listenPort={running.listen_port} on 127.0.0.1: "
+                          "Address already in use"), error
     assert not (tmp_path / "other" / "abort").exists()
 
 
@@ -126,3 +129,7 @@ def test_broker_log_lines_are_single_line_key_values(broker_factory):
 
     lines = wait_for(started, "the 'broker started' log line")
     assert all(" level=" in line and " logger=" in line for line in lines)
+    # at INFO, one start-up line naming the role, the ports and the store (the parts' own lines are at DEBUG)
+    (line,) = [ln for ln in lines if "level=INFO" in ln]
+    assert (f"brokerRole=ASYNC_MASTER listen=127.0.0.1:{broker.listen_port} ha=127.0.0.1:{broker.ha_port} "
+            "storePathRootDir=") in line, line
