@@ -143,7 +143,9 @@ class MessageClientIDSetter:
         return f"{self._fix_string}{diff:08X}{counter:04X}"
 
 
-def _check_topic(topic: str) -> None:
+def check_topic(topic: str) -> None:
+    """Raise MQClientException when RocketMQ 4.9.8's client would refuse to send to ``topic`` (its name rules,
+    ``Validators.checkTopic``, and the topics no producer may send to)."""
     remark = validate_topic(topic)
     if remark is not None:
         raise MQClientException(f"{remark} (topic {topic!r})")
@@ -259,7 +261,7 @@ class Producer:
 
         Raises MQClientException at once for an invalid message or a broken connection.
         """
-        _check_topic(topic)
+        check_topic(topic)
         _check_body(body, self.max_message_size)
         uniq = self._id_setter.create_uniq_id()
         props = build_message_properties(tags=tags, keys=keys, properties=properties,
@@ -299,7 +301,7 @@ class Producer:
         transactions are not allowed (as in the Java client). Raises MQClientException for an empty or
         invalid batch.
         """
-        _check_topic(topic)
+        check_topic(topic)
         entries = []
         uniq_keys = []
         for m in messages:

@@ -10,8 +10,10 @@ or more are zlib-compressed by the producer as the RocketMQ 4.9.8 client does.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
+import sys
 import threading
 import time
 from collections import Counter
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 import msgpack
 
 from connector.errors import MQClientException
-from streaming_apps.producer import Producer, SendResult
+from streaming_apps.producer import Producer, SendResult, check_topic
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +118,8 @@ class ProduceStats:
     elapsed_s: float
     statuses: dict[str, int] = field(default_factory=dict)
     per_topic: dict[str, int] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
+    #: each distinct failure message and how many sends failed with it
+    errors: dict[str, int] = field(default_factory=dict)
 
     @property
     def msgs_per_s(self) -> float:
@@ -147,7 +150,7 @@ def produce_load(broker_addr: str, topic: str, count: int, body_bytes: int, *, t
     Messages go round-robin over ``topics`` (default ``[topic]``), tagged ``load``, keyed ``load-<seq>``.
     Bodies are unique (a ``topic:seq:`` prefix) followed by pseudo-random text (compressible, like real
     payloads). ``progress(acked, count)`` is called about every 1% and at the end. Failures are counted
-    (first 10 messages kept in ``errors``), not raised; MQClientException is raised only when the broker
+    (per distinct message in ``errors``), not raised; MQClientException is raised only when the broker
     cannot be reached at all.
     """
     names = list(topics) if topics else [topic]
@@ -175,8 +178,7 @@ def produce_load(broker_addr: str, topic: str, count: int, body_bytes: int, *, t
             else:
                 stats.failed += 1
                 statuses[type(exc).__name__] += 1
-                if len(stats.errors) < 10:
-                    stats.errors.append(str(exc))
+                stats.errors[str(exc)] = stats.errors.get(str(exc), 0) + 1
             done += 1
             current = done
         if progress is not None and (current % step == 0 or current == count):
@@ -205,41 +207,65 @@ def produce_load(broker_addr: str, topic: str, count: int, body_bytes: int, *, t
     return stats
 
 
-def produce_command(broker_addr: str, topics: list[str], count: int, body_bytes: int) -> int:
-    """`hareplica produce`: send ``count`` generated messages with a progress bar, print the outcome.
-
-    Returns 0 when every send was acknowledged with a sendOK-class status, 1 otherwise.
-    """
+@contextlib.contextmanager
+def progress_bar(label: str, count: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar of ``count`` sends on stderr while the block runs, drawn only when stderr is a terminal;
+    yields ``update(acked)``."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda acked: None
+        return
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        task = progress.add_task(label, total=count)
+        yield lambda acked: progress.update(task, completed=acked)
+
+
+def _refuse(line: str) -> int:
+    sys.stderr.write(f"error: {line}\n")
+    return 2
+
+
+def _summary(what: str, count: int, ok: int, elapsed_s: float, statuses: dict[str, int], body_bytes: int | None
+             ) -> str:
+    rate = ok / elapsed_s if elapsed_s > 0 else 0.0
+    size = "" if body_bytes is None else (f" ({body_bytes} body bytes, "
+                                          f"{body_bytes / 1e6 / elapsed_s if elapsed_s > 0 else 0.0:.1f} MB/s)")
+    counted = ", ".join(f"{k}={v}" for k, v in sorted(statuses.items()))
+    return f"sent {ok}/{count} {what} in {elapsed_s:.2f} s: {rate:.0f} msgs/s{size}; statuses {counted or 'none'}"
+
+
+def produce_command(broker_addr: str, topics: list[str], count: int, body_bytes: int) -> int:
+    """`hareplica produce`: send ``count`` generated messages (a progress bar on a terminal), then print the
+    summary (messages, msgs/s, MB/s, statuses) on stdout and each distinct failure once on stderr with its count.
+
+    Returns 0 when every send was acknowledged with a sendOK-class status, 1 when some were not, 2 for bad input
+    found before sending (a topic the client refuses, a broker that cannot be reached), in one line.
+    """
+    for topic in topics:
+        try:
+            check_topic(topic)
+        except MQClientException as exc:
+            return _refuse(f"--topic {topic!r}: {exc}")
     try:
-        with Progress(TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console) as progress:
-            task = progress.add_task("produce", total=count)
+        with progress_bar("producing", count) as update:
             stats = produce_load(broker_addr, topics[0], count, body_bytes, topics=topics,
-                                 progress=lambda acked, _total: progress.update(task, completed=acked))
+                                 progress=lambda acked, _total: update(acked))
     except MQClientException as exc:
-        console.print(f"error: {exc}")
-        return 1
-    console.print(f"sent {stats.ok}/{stats.count} messages ({stats.body_bytes_total} body bytes) in "
-                  f"{stats.elapsed_s:.2f} s: {stats.msgs_per_s:.0f} msgs/s, {stats.mb_per_s:.1f} MB/s; "
-                  f"statuses {stats.statuses}")
-    for err in stats.errors:
-        console.print(f"error: {err}")
+        return _refuse(f"--broker {broker_addr}: {exc}")
+    print(_summary("messages", stats.count, stats.ok, stats.elapsed_s, stats.statuses, stats.body_bytes_total))
+    for message, n in stats.errors.items():
+        sys.stderr.write(f"error: {n} send{'' if n == 1 else 's'} failed: {message}\n")
     return 0 if stats.failed == 0 else 1
 
 
 def produce_orders_command(broker_addr: str, count: int, *, seed: int = 20240611) -> int:
-    """`hareplica produce --workload orders`: send ``count`` order events (:func:`order_events`), pipelined.
-
-    Prints the outcome; returns 0 when every send was stored (SEND_OK), 1 otherwise.
-    """
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    console = Console(stderr=True)
+    """`hareplica produce --workload orders`: send ``count`` order events (:func:`order_events`), pipelined, then
+    print the summary on stdout. Returns 0 when every send was stored (SEND_OK), 1 otherwise, 2 when the broker
+    cannot be reached (one line)."""
     statuses: dict[str, int] = {}
     lock = threading.Lock()
 
@@ -250,19 +276,21 @@ def produce_orders_command(broker_addr: str, count: int, *, seed: int = 20240611
             statuses[key] = statuses.get(key, 0) + 1
 
     started = time.perf_counter()
-    with Progress(TextColumn("producing orders"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as progress, Producer(broker_addr, "hareplica-orders") as producer:
-        task = progress.add_task("produce", total=count)
-        futures = []
-        for i, msg in enumerate(order_events(count, seed=seed)):
-            fut = producer.send_async(msg.topic, msg.body, tags=msg.tags, keys=msg.keys, properties=msg.properties)
-            fut.add_done_callback(done)
-            futures.append(fut)
-            if i % 1000 == 0:
-                progress.update(task, completed=sum(statuses.values()))
-        for fut in futures:
-            fut.exception(timeout=60)
-        progress.update(task, completed=count)
-    elapsed = time.perf_counter() - started
-    console.print(f"sent {count} order events to {', '.join(ORDER_TOPICS)} in {elapsed:.2f} s; statuses {statuses}")
+    try:
+        with progress_bar("producing orders", count) as update, Producer(broker_addr, "hareplica-orders") as producer:
+            futures = []
+            for i, msg in enumerate(order_events(count, seed=seed)):
+                fut = producer.send_async(msg.topic, msg.body, tags=msg.tags, keys=msg.keys,
+                                          properties=msg.properties)
+                fut.add_done_callback(done)
+                futures.append(fut)
+                if i % 1000 == 0:
+                    update(sum(statuses.values()))
+            for fut in futures:
+                fut.exception(timeout=60)
+            update(count)
+    except MQClientException as exc:
+        return _refuse(f"--broker {broker_addr}: {exc}")
+    print(_summary(f"order events to {', '.join(ORDER_TOPICS)}", count, statuses.get("SEND_OK", 0),
+                   time.perf_counter() - started, statuses, None))
     return 0 if statuses.get("SEND_OK", 0) == count else 1
