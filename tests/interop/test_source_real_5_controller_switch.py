@@ -4,8 +4,10 @@ A real 5.5.0 name server and controller and two real 5.5.0 brokers in controller
 (``broker-a``, ``allAckInSyncStateSet=true``, 1 MiB CommitLog files): the controller elects one master, the other
 replicates from it over AutoSwitch HA. A producer keeps sending to whichever broker is master while a
 ``format("hareplica")`` query (``brokers`` = the first broker, ``slaves`` = the second: the set's members) runs
-with a processing-time trigger. Five times, a batch's sink SIGKILLs the master *before* the batch's data is read,
-so the batch planned against the old master is fetched after its death: the tasks find the broker the
+with a processing-time trigger. Five times, a batch's sink SIGKILLs the master *before* the batch's data is read
+— and only when the controller could then elect the other broker (:func:`electable`: both alive in the
+controller's SyncStateSet at the master's epoch and in the master's own, the slave caught up; 5.5.0 elects from
+nothing else) — so the batch planned against the old master is fetched after its death: the tasks find the broker the
 controller elected (a new epoch) and read the rest from it, the driver plans on from it, and the killed broker is
 restarted and rejoins as a slave (truncating to the common point). In the end every message the producer got
 SEND_OK for is in the rows once, the rows are exactly what 5.5.0's ``MessageDecoder`` decodes from the final
@@ -20,8 +22,8 @@ import threading
 
 import pytest
 
-from connector.client.ha_autoswitch import probe_master
-from connector.errors import DataLossError
+from connector.client.ha_autoswitch import NO_REPORT, probe_master
+from connector.errors import BrokerAdminError, DataLossError, HAReplicaError
 from connector.options import SourceOptions
 from connector.protocol.remoting import RemotingCommand
 from connector.source import HAReplicaStreamReader, read_partition
@@ -35,6 +37,11 @@ from tests.support.jvm_peers import ROCKETMQ5_LIB, RealBroker, RealController, R
 
 SWITCHES = 5
 TOPIC = "Interop5Switch"
+#: how long the controller may take to elect once the master died: at once when its channel closes, else after
+#: the broker's heartbeat timeout (controllerHeartBeatTimeoutMills, 10 s) and the controller's scan
+#: (scanNotActiveBrokerInterval, 5 s); a slave also asks every syncBrokerMetadataPeriod (5 s). 120 s is four times
+#: the sum, for a loaded 2-core machine.
+ELECTION_TIMEOUT_S = 120
 
 
 def _role(broker: RealBroker) -> str | None:
@@ -109,27 +116,52 @@ def _snapshot_offsets(checkpoint, into: dict[int, dict]) -> None:
                 into[int(path.name)] = json.loads(lines[2])
 
 
-#: RequestCode.CONTROLLER_GET_SYNC_STATE_DATA (5.x): body a JSON list of broker names, answer BrokerReplicasInfo
+#: RequestCode.CONTROLLER_GET_SYNC_STATE_DATA (5.5.0): body a JSON list of broker names, answer BrokerReplicasInfo
 GET_SYNC_STATE_DATA = 1006
+#: RequestCode.GET_BROKER_HA_STATUS (5.5.0), to a broker: answer HARuntimeInfo (a master's HA connections and
+#: ``inSyncSlaveNums``, the size of its own SyncStateSet less itself)
+GET_BROKER_HA_STATUS = 907
 
 
-def sync_state_set(ctl: RealController, broker_name: str = "broker-a") -> set[str]:
-    """The remoting addresses of the brokers the controller holds in ``broker_name``'s SyncStateSet: only these
-    can be elected master (5.x's default ``enableElectUncleanMaster=false``). Raises AssertionError on an error
-    answer."""
+def replicas_info(ctl: RealController, broker_name: str = "broker-a") -> dict:
+    """The controller's ReplicasInfo of ``broker_name`` (CONTROLLER_GET_SYNC_STATE_DATA): ``masterAddress``,
+    ``masterEpoch``, ``syncStateSetEpoch``, ``inSyncReplicas`` and ``notInSyncReplicas`` (each with
+    ``brokerAddress`` and ``alive``, the controller's heartbeat view). Raises AssertionError on an error answer."""
     resp = remoting_request(ctl.addr, RemotingCommand.request(GET_SYNC_STATE_DATA,
                                                               body=json.dumps([broker_name]).encode()))
     assert resp.code == 0, f"CONTROLLER_GET_SYNC_STATE_DATA: {resp.code} {resp.remark}"
-    replicas = json.loads(resp.body)["replicasInfoTable"][broker_name]
-    return {r["brokerAddress"] for r in replicas["inSyncReplicas"] if r["alive"]}
+    return json.loads(resp.body)["replicasInfoTable"][broker_name]
 
 
-def _in_sync(brokers: list[RealBroker], ctl: RealController | None = None) -> bool:
+def sync_state_set(ctl: RealController, broker_name: str = "broker-a") -> set[str]:
+    """The remoting addresses of the alive brokers the controller holds in ``broker_name``'s SyncStateSet: only
+    these can be elected master (5.x's default ``enableElectUncleanMaster=false``). Raises AssertionError on an
+    error answer."""
+    return {r["brokerAddress"] for r in replicas_info(ctl, broker_name)["inSyncReplicas"] if r["alive"]}
+
+
+def describe(info: dict) -> str:
+    """One line of a ReplicasInfo for a failure message: master, epochs, who is in the SyncStateSet, who is alive."""
+    def members(key: str) -> str:
+        return ", ".join(f"{r['brokerAddress']}{'' if r['alive'] else ' (not alive)'}" for r in info[key]) or "-"
+    return (f"master {info.get('masterAddress')} epoch {info.get('masterEpoch')}, SyncStateSet epoch "
+            f"{info.get('syncStateSetEpoch')} [{members('inSyncReplicas')}], "
+            f"not in it [{members('notInSyncReplicas')}]")
+
+
+def ha_status(broker: RealBroker) -> dict:
+    """The broker's HARuntimeInfo (GET_BROKER_HA_STATUS). Raises AssertionError on an error answer."""
+    resp = remoting_request(broker.remoting_addr, RemotingCommand.request(GET_BROKER_HA_STATUS))
+    assert resp.code == 0, f"GET_BROKER_HA_STATUS: {resp.code} {resp.remark}"
+    return json.loads(resp.body)
+
+
+def _in_sync(brokers: list[RealBroker], ctl: RealController | None = None) -> tuple[RealBroker, RealBroker]:
     """Both up, one master, and the slave holds what the master held a moment before: the master is read first,
     the slave after it, so sends going on meanwhile do not hide a slave in sync; with ``ctl``, the controller
     also has both in the SyncStateSet (a slave that caught up is added a few seconds later, and a master killed
-    before that leaves no member the controller may elect). Raises AssertionError naming the roles, offsets or
-    SyncStateSet seen otherwise (``wait_for`` shows the last one on a time-out)."""
+    before that leaves no member the controller may elect). Returns ``(master, slave)``; raises AssertionError
+    naming the roles, offsets or SyncStateSet seen otherwise (``wait_for`` shows the last one on a time-out)."""
     roles = [_role(b) for b in brokers]
     if sorted(roles, key=str) != ["SLAVE", "SYNC_MASTER"]:
         raise AssertionError(f"roles {roles}")
@@ -141,7 +173,48 @@ def _in_sync(brokers: list[RealBroker], ctl: RealController | None = None) -> bo
                              f"slave {slave.remoting_addr} at {slave_max}")
     if ctl is not None and not {b.remoting_addr for b in brokers} <= (in_set := sync_state_set(ctl)):
         raise AssertionError(f"the controller's SyncStateSet is {sorted(in_set)}")
-    return True
+    return master, slave
+
+
+def electable(brokers: list[RealBroker], ctl: RealController) -> RealBroker:
+    """The master, if the controller would elect the slave were the master to die now; else AssertionError naming
+    what is missing. The controller elects only from the SyncStateSet it holds at the master's death, so beyond
+    :func:`_in_sync` (roles, the slave caught up, both alive in the controller's SyncStateSet):
+
+    * the controller's master is the broker that says SYNC_MASTER, at the epoch its epoch file ends with (the
+      controller and the broker are at the same election);
+    * the master's own SyncStateSet holds the slave too (``inSyncSlaveNums``): a master that dropped the slave
+      (its connection closed, or not caught up for ``haMaxTimeSlaveNotCatchup``) sends the controller the smaller
+      set a moment later, and a master killed then leaves no member to elect;
+    * the controller's answer is read again after the master's, so a change between them is seen.
+    """
+    master, slave = _in_sync(brokers, ctl)
+    info = replicas_info(ctl)
+    epoch = probe_master(master.ha_addr, NO_REPORT).handshake.last_epoch
+    if info["masterAddress"] != master.remoting_addr or info["masterEpoch"] != epoch:
+        raise AssertionError(f"{master.remoting_addr} is master at epoch {epoch}; the controller: {describe(info)}")
+    status = ha_status(master)
+    if status["inSyncSlaveNums"] < 1:
+        raise AssertionError(f"master {master.remoting_addr} holds no slave in its SyncStateSet ({status}); the "
+                             f"controller: {describe(info)}")
+    again = replicas_info(ctl)
+    if (again["masterEpoch"], again["syncStateSetEpoch"]) != (info["masterEpoch"], info["syncStateSetEpoch"]) or \
+            slave.remoting_addr not in {r["brokerAddress"] for r in again["inSyncReplicas"] if r["alive"]}:
+        raise AssertionError(f"the controller changed meanwhile: {describe(again)}")
+    return master
+
+
+def _not_killed(deferred: list[str]) -> None:
+    """Raise AssertionError with why the last batch asked to kill the master did not (``wait_for`` shows it)."""
+    raise AssertionError(deferred[-1] if deferred else "no batch asked yet")
+
+
+def _new_master(brokers: list[RealBroker], victim: RealBroker, ctl: RealController) -> bool:
+    """True once a broker other than ``victim`` says SYNC_MASTER; else AssertionError with what the controller
+    holds (``wait_for`` shows the last one on a time-out)."""
+    if any(_role(b) == "SYNC_MASTER" for b in brokers if b is not victim):
+        return True
+    raise AssertionError(f"no new master; the controller: {describe(replicas_info(ctl))}")
 
 
 @pytest.mark.spark
@@ -157,14 +230,19 @@ def test_the_query_follows_five_master_switches_losing_and_duplicating_nothing(h
     end_offsets: dict[int, dict] = {}  # batch id -> the source's end offset
     kill_next = threading.Event()
     killed: list[tuple[int, RealBroker]] = []
+    deferred: list[str] = []  # why a batch asked to kill did not: the controller could not have elected then
     batches: list[tuple[int, list[dict]]] = []
 
     def collect(df, batch_id):
         if kill_next.is_set():
-            kill_next.clear()
-            master = next(b for b in brokers if _role(b) == "SYNC_MASTER")
-            master.kill9()  # the batch was planned against it; its data is read only below
-            killed.append((batch_id, master))
+            try:
+                master = electable(brokers, ctl)
+            except (AssertionError, OSError, ValueError, KeyError, HAReplicaError, BrokerAdminError) as exc:
+                deferred.append(f"batch {batch_id}: {exc}")  # a later batch kills, once the controller could elect
+            else:
+                kill_next.clear()
+                master.kill9()  # the batch was planned against it; its data is read only below
+                killed.append((batch_id, master))
         batches.append((batch_id, [r.asDict(recursive=False) for r in df.selectExpr(
             "*", "unix_millis(bornTimestamp) AS bornMs", "unix_millis(storeTimestamp) AS storeMs").collect()]))
 
@@ -183,11 +261,12 @@ def test_the_query_follows_five_master_switches_losing_and_duplicating_nothing(h
             seen = len(batches)
             wait_for(lambda s=seen: len(batches) > s + 1 or None, "the query to go on", timeout_s=120, interval_s=0.2)
             kill_next.set()
-            wait_for(lambda k=n: len(killed) > k or None, f"a batch to kill the master (switch {n + 1})",
-                     timeout_s=120, interval_s=0.2)
+            wait_for(lambda k=n: len(killed) > k or _not_killed(deferred),
+                     f"a batch to kill the master (switch {n + 1})", timeout_s=120, interval_s=0.2)
             victim = killed[-1][1]
-            wait_for(lambda v=victim: any(_role(b) == "SYNC_MASTER" for b in brokers if b is not v) or None,
-                     f"the controller to elect a new master (switch {n + 1})", timeout_s=120, interval_s=0.2)
+            wait_for(lambda v=victim: _new_master(brokers, v, ctl),
+                     f"the controller to elect a new master (switch {n + 1})", timeout_s=ELECTION_TIMEOUT_S,
+                     interval_s=0.2)
             victim.restart()  # rejoins as a slave of the new master, truncating to the common point
             assert query.isActive, query.exception()
             _snapshot_offsets(tmp_path / "cp", end_offsets)
@@ -208,6 +287,8 @@ def test_the_query_follows_five_master_switches_losing_and_duplicating_nothing(h
     finally:
         query.stop()
         sender.stop.set()
+        # kept with the peers' logs: each time a kill waited for the controller to be able to elect, and why
+        (tmp_path / "deferred_kills.txt").write_text("".join(f"{d}\n" for d in deferred), encoding="utf-8")
 
     rows = [r for _, rs in batches for r in rs]
     offsets = [r["commitLogOffset"] for r in rows]
