@@ -185,7 +185,11 @@ def electable(brokers: list[RealBroker], ctl: RealController) -> RealBroker:
       controller and the broker are at the same election);
     * the master's own SyncStateSet holds the slave too (``inSyncSlaveNums``): a master that dropped the slave
       (its connection closed, or not caught up for ``haMaxTimeSlaveNotCatchup``) sends the controller the smaller
-      set a moment later, and a master killed then leaves no member to elect;
+      set a moment later, and a master killed then leaves no member to elect. 5.5.0's master drops a slave that
+      just caught up when an HA connection opens or closes while the slave acks (hareplica's learners do so a few
+      times a second): ``AutoSwitchHAService.computeConfirmOffset`` iterates the connection list unlocked, the
+      ConcurrentModificationException ends the slave's ReadSocketService (store.log), and the slave is back in
+      the set some 10 s later, after its reconnect and catch-up;
     * the controller's answer is read again after the master's, so a change between them is seen.
     """
     master, slave = _in_sync(brokers, ctl)
