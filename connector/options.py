@@ -321,7 +321,10 @@ def parse_tag_expression(value: str, topic: str, expression: str) -> frozenset[s
     record (None); else the expression splits at ``||`` and each part, trimmed, that is not empty is a tag.
     Refused with HAReplicaOptionError naming ``subscribe`` and the topic: an expression beginning ``SQL92:``
     (RocketMQ's ExpressionType name; the broker evaluates SQL92 and this source reads no broker filter), one
-    holding a character of :data:`SQL92_CHARACTERS`, and one of only ``||`` and blanks.
+    holding a character of :data:`SQL92_CHARACTERS`, one whose tag holds a blank inside (``a IS NOT NULL``,
+    ``a BETWEEN 1 AND 3``: SQL92 without those characters, which RocketMQ would take as one tag matching nothing;
+    RocketMQ 4.9.8 itself allows blanks in a tag, but they cannot be told apart), and one of only ``||`` and
+    blanks.
     """
     option = OPTIONS.topics.name
     text = expression.strip()
@@ -336,6 +339,10 @@ def parse_tag_expression(value: str, topic: str, expression: str) -> frozenset[s
                                    "SQL92 expression; only tag lists (TagA || TagB) are supported: filter on the "
                                    "properties column in Spark instead")
     tags = frozenset(part.strip() for part in text.split("||") if part.strip())
+    if any(len(tag.split()) > 1 for tag in tags):
+        raise HAReplicaOptionError(option, value, f"topic {topic!r}: {text!r} is not a tag list (TagA || TagB, "
+                                   "tags without blanks, or *); SQL92 filters are not supported: filter on the "
+                                   "properties column in Spark instead")
     if not tags:
         raise HAReplicaOptionError(option, value, f"topic {topic!r}: {text!r} names no tag; give TagA || TagB, "
                                    "or * for every record")

@@ -40,12 +40,18 @@ def test_tag_expressions_split_at_double_bars_and_trim_like_filter_api():
     ("Orders:a = 'x'", "marks a SQL92 expression"),
     ("Orders:color IN ('red')", "marks a SQL92 expression"),
     ("Orders: || ", "names no tag"),
+    # issue 49: taken as one tag 'a IS NOT NULL', silently matching nothing
+    ("Orders:a IS NOT NULL", "topic 'Orders': 'a IS NOT NULL' is not a tag list"),
+    ("Orders:TagA || a BETWEEN 1 AND 3", "'TagA || a BETWEEN 1 AND 3' is not a tag list"),
+    ("Orders:TagA TagB", "'TagA TagB' is not a tag list"),
     ("Bad Topic:TagA", "'Bad Topic' is not a RocketMQ topic name"),
 ])
 def test_sql92_and_malformed_expressions_are_refused_naming_the_option(value, problem):
     with pytest.raises(HAReplicaOptionError, match="^option subscribe=") as err:
         _settings(value)
     assert problem in str(err.value) and "\n" not in str(err.value)
+    if "is not a tag list" in problem:
+        assert "SQL92 filters are not supported" in str(err.value)
 
 
 def test_tag_mask_keeps_listed_tags_and_drops_records_without_tags():
