@@ -18,7 +18,7 @@ from connector.decode.schema import column_subset
 from connector.errors import HAReplicaOptionError
 from connector.options import SourceOptions
 from connector.source.driver.batches import BatchPlanner
-from connector.source.driver.ranges import await_settled, ending_offsets
+from connector.source.driver.ranges import await_settled, check_starting_records, ending_offsets
 from connector.source.partition import HAReplicaInputPartition
 from connector.source.task.read import read_task
 from connector.source.task.transform import transform_source_columns
@@ -32,8 +32,8 @@ class HAReplicaBatchReader(DataSourceReader):
     ``start``: ``starting_offsets`` / ``starting_timestamp`` / ``starting_offsets_by_timestamp`` as for a stream
     without a checkpoint; ``end``: :func:`connector.source.driver.ranges.ending_offsets`. Both are fixed when
     Spark plans the read (:meth:`partitions`); ``columns``: the query schema's columns (None: all). Raises
-    HAReplicaOptionError for an end below its start, past the broker's commitLogMaxOffset or inside a record;
-    BrokerAdminError when a broker does not answer.
+    HAReplicaOptionError for a JSON start inside a record, an end below its start, past the broker's
+    commitLogMaxOffset or inside a record; BrokerAdminError when a broker does not answer.
     """
 
     def __init__(self, options: SourceOptions, columns: tuple[str, ...] | None = None):
@@ -47,6 +47,7 @@ class HAReplicaBatchReader(DataSourceReader):
         planner = BatchPlanner(self.options)
         try:
             start = planner.initial_offsets()
+            check_starting_records(planner, start)
             end = ending_offsets(planner, start)
             log.info("batch read of %s -> %s", start, end)
             await_settled(planner, start, end)

@@ -16,7 +16,7 @@ from connector.decode.schema import spark_schema
 from connector.options import SourceOptions
 from connector.source.batch_reader import HAReplicaBatchReader, query_columns
 from connector.source.driver.batches import BatchPlanner
-from connector.source.driver.ranges import refuse_batch_only_options
+from connector.source.driver.ranges import check_starting_records, refuse_batch_only_options
 from connector.source.partition import HAReplicaInputPartition
 from connector.source.task.read import read_task
 from connector.spark_compat import (
@@ -53,7 +53,7 @@ class HAReplicaDataSource(DataSource):
         return spark_schema()
 
     def streamReader(self, schema) -> HAReplicaStreamReader:
-        refuse_batch_only_options(self.source_options)
+        refuse_batch_only_options(self.options)
         warn_without_admission_control(self.source_options)
         return HAReplicaStreamReader(self.source_options, columns=query_columns(self.source_options, schema))
 
@@ -89,11 +89,14 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def initialOffset(self) -> dict:
         """Per broker: commitLogMinOffset (earliest), commitLogMaxOffset (latest) or the JSON offset.
 
-        Raises HAReplicaOptionError for a JSON offset past the broker's commitLogMaxOffset. Computed once per
-        reader: a second call (Spark < 4.2, where :meth:`latestOffset` may need it first) returns the same offsets.
+        Raises HAReplicaOptionError for a JSON offset past the broker's commitLogMaxOffset or not at the start of a
+        record (:func:`connector.source.driver.ranges.check_starting_records`). Computed once per reader: a second
+        call (Spark < 4.2, where :meth:`latestOffset` may need it first) returns the same offsets.
         """
         if self._initial is None:
-            self._initial = self.planner.initial_offsets()
+            initial = self.planner.initial_offsets()
+            check_starting_records(self.planner, initial)
+            self._initial = initial
         return dict(self._initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:

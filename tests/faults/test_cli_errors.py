@@ -91,6 +91,8 @@ def _free_port() -> int:
     (["--brokers", "broker-a=127.0.0.1:10912", "--option", "nope=1"], "option nope='1': unknown option"),
     (["--brokers", "broker-a=127.0.0.1:10912", "--starting-offsets", "{bad"], "option startingOffsets='{bad'"),
     (["--brokers", "broker-a=127.0.0.1:10912", "--trigger", "soon"], "--trigger 'soon' must be available-now"),
+    (["--brokers", "broker-a=127.0.0.1:10912", "--option", "endingOffsets=latest"],  # issue 49: it was taken
+     "option endingOffsets='latest': is for batch reads (spark.read) only; a stream has no end"),
 ])
 def test_bad_options_are_one_line_and_exit_2_before_spark(tmp_path, args, expected):
     result = hareplica("run", "bronze", "--workdir", str(tmp_path / "w"), *args, cwd=tmp_path)

@@ -1,17 +1,25 @@
 """Where a batch read (``spark.read``) ends: ``ending_offsets`` / ``ending_timestamp`` / ``ending_offsets_by_timestamp``
-resolved per broker set and checked, the wait for a SYNC_MASTER's acknowledgement window before its range is read,
-and the refusal of those options by a stream (docs/source.md "Batch reads", "Acknowledgements").
+resolved per broker set and checked, the check that a JSON ``starting_offsets`` of a query without a checkpoint
+names record starts, the wait for a SYNC_MASTER's acknowledgement window before its range is read, and the refusal
+of the ending options by a stream (docs/source.md "Batch reads", "Acknowledgements"; docs/options.md).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 
 from connector.errors import HAReplicaOptionError
 from connector.options import SourceOptions
 from connector.protocol.mapped_files import is_file_start
-from connector.settings import ENDING_OFFSETS_LATEST, LATEST_OFFSET_SENTINEL, OPTIONS, READ_FROM_SLAVE
+from connector.settings import (
+    EARLIEST_OFFSET_SENTINEL,
+    ENDING_OFFSETS_LATEST,
+    LATEST_OFFSET_SENTINEL,
+    OPTIONS,
+    READ_FROM_SLAVE,
+)
 from connector.source.driver.batches import BatchPlanner
 from connector.source.driver.brokers import BrokerSetView, DriverReads, bounds
 from connector.source.driver.offsets import HEAD_BYTES, starts_record
@@ -55,14 +63,57 @@ def ending_offsets(planner: BatchPlanner, start: dict[str, int]) -> dict[str, in
             raise HAReplicaOptionError(option.name, _shown(options, option), f"end offset {end} of broker "
                                        f"{broker.name} is below its start offset {begin}")
         if min_offset <= end < max_offset and not is_file_start(end, view.mapped_file_size):
-            reads = DriverReads(options.fetch, view, planner.brokers.protocol(view.name),
-                                options.read_from == READ_FROM_SLAVE)
-            if not starts_record(reads.read(end, min(end + HEAD_BYTES, max_offset)), end, view.mapped_file_size):
+            if not starts_record(_head(planner, view, end, max_offset), end, view.mapped_file_size):
                 raise HAReplicaOptionError(option.name, _shown(options, option), f"end offset {end} of broker "
                                            f"{broker.name} is not the first byte of a record (give a record's "
                                            "commitLogOffset, or a later batch end)")
         out[broker.name] = end
     return out
+
+
+def check_starting_records(planner: BatchPlanner, start: dict[str, int]) -> None:
+    """Each offset a JSON ``starting_offsets`` gives (not -2 / -1), resolved to ``start`` (broker set -> bytes), is
+    the first byte of a record: one small HA read per offset inside ``[commitLogMinOffset, commitLogMaxOffset)``
+    that is not a mapped-file start (:func:`connector.source.driver.offsets.starts_record`: a message whose
+    PHYSICALOFFSET is the offset, or an END_FILE blank). Asked when a query without a checkpoint starts (a batch
+    read plans, a stream's initial offset), the only time Spark uses the option; nothing under a starting time.
+    An offset below the min is left to the ``fail_on_data_loss`` rules, one past the max was refused before.
+
+    Raises:
+        HAReplicaOptionError: naming ``startingOffsets``, the offset, the broker and the bytes found there
+            (:func:`not_a_record_start`).
+    """
+    options = planner.options
+    given = options.starting_offsets
+    if options.starting_times is not None or not isinstance(given, Mapping):
+        return
+    for broker in options.brokers:
+        value = start.get(broker.name)
+        if value is None or given.get(broker.name) in (None, EARLIEST_OFFSET_SENTINEL, LATEST_OFFSET_SENTINEL):
+            continue
+        view = planner.brokers.views.get(broker.name) or planner.brokers.refresh(broker)
+        min_offset, max_offset = bounds(view)
+        if not min_offset <= value < max_offset or is_file_start(value, view.mapped_file_size):
+            continue
+        head = _head(planner, view, value, max_offset)
+        if not starts_record(head, value, view.mapped_file_size):
+            raise HAReplicaOptionError(OPTIONS.starting_offsets.name, dict(given),
+                                       not_a_record_start(value, broker.name, head))
+
+
+def not_a_record_start(offset: int, broker: str, head: bytes) -> str:
+    """The problem of a starting offset that is not the first byte of a record (``head``: the bytes there), as
+    the source and ``hareplica run``'s check before Spark word it."""
+    return (f"offset {offset} of broker {broker} is not the start of a record (the bytes there begin "
+            f"{head[:16].hex()}); use a commitLogOffset of a landed row, a checkpoint's offset or one "
+            "`hareplica inspect-commitlog` prints")
+
+
+def _head(planner: BatchPlanner, view: BrokerSetView, offset: int, max_offset: int) -> bytes:
+    """The CommitLog bytes ``[offset, offset + HEAD_BYTES)`` of ``view``'s set (cut at ``max_offset``), one HA read."""
+    options = planner.options
+    reads = DriverReads(options.fetch, view, planner.brokers.protocol(view.name), options.read_from == READ_FROM_SLAVE)
+    return reads.read(offset, min(offset + HEAD_BYTES, max_offset))
 
 
 #: how often (s) a batch read waiting on a SYNC_MASTER's acknowledgement window samples the master again
@@ -99,13 +150,16 @@ def await_settled(planner: BatchPlanner, start: dict[str, int], end: dict[str, i
             view = planner.brokers.refresh(broker, slaves=False)
 
 
-def refuse_batch_only_options(options: SourceOptions) -> None:
-    """Raise HAReplicaOptionError for a stream given an option only batch reads take (an ending offset or time):
-    a stream has no end."""
+def refuse_batch_only_options(options: Mapping[str, str]) -> None:
+    """Raise HAReplicaOptionError for a stream given an option only batch reads take (an ending offset or time),
+    whatever its value (``latest`` too), as Spark's Kafka source refuses ``endingOffsets`` on a stream: a stream
+    has no end. ``options``: Spark's option map as given (keys in any case, string values); the error names the
+    declared option and the value given."""
+    given = {str(key).lower(): value for key, value in options.items()}
     for option in (OPTIONS.ending_offsets, OPTIONS.ending_timestamp, OPTIONS.ending_offsets_by_timestamp):
-        value = getattr(options, option.attr)
-        if value != option.default:
-            raise HAReplicaOptionError(option.name, value, "is for batch reads (spark.read) only; a stream has no end")
+        if option.name.lower() in given:
+            raise HAReplicaOptionError(option.name, given[option.name.lower()],
+                                       "is for batch reads (spark.read) only; a stream has no end")
 
 
 def _shown(options: SourceOptions, option) -> object:

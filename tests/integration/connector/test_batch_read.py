@@ -72,7 +72,7 @@ def test_an_empty_range_plans_no_partition_and_ends_default_to_the_max_offset(fi
 
 
 @pytest.mark.parametrize(("start", "end", "fragment"), [
-    (700_000, 600_000, "end offset 600000 of broker broker-a is below its start offset 700000"),
+    (893_405, 601_329, "end offset 601329 of broker broker-a is below its start offset 893405"),  # record starts
     (0, FIXTURE_MAX_OFFSET + 1, f"end offset {FIXTURE_MAX_OFFSET + 1} of broker broker-a is past its "
                                 f"commitLogMaxOffset {FIXTURE_MAX_OFFSET}"),
     (0, 1, "end offset 1 of broker broker-a is not the first byte of a record"),
@@ -84,13 +84,47 @@ def test_a_bad_end_is_named_with_the_start_or_the_max(fixture_master, start, end
     assert fragment in str(err.value)
 
 
-@pytest.mark.parametrize("option", ["endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"])
-def test_a_stream_refuses_the_options_of_batch_reads(option):
-    value = {"endingOffsets": '{"broker-a": 5}', "endingTimestamp": "5",
-             "endingOffsetsByTimestamp": '{"broker-a": 5}'}[option]
+@pytest.mark.parametrize(("option", "value"), [
+    ("endingOffsets", '{"broker-a": 5}'), ("endingTimestamp", "5"), ("endingOffsetsByTimestamp", '{"broker-a": 5}'),
+    ("endingOffsets", "latest"), ("endingoffsets", "LATEST"),  # issue 49: its default value was taken silently
+])
+def test_a_stream_refuses_the_options_of_batch_reads(option, value):
+    """Any value, as Spark's Kafka source refuses endingOffsets on a stream; the line names the option and the value
+    given (option names are case-insensitive, the line spells the declared name)."""
     source = HAReplicaDataSource({"brokers": "broker-a=127.0.0.1:10912", option: value})
-    with pytest.raises(HAReplicaOptionError, match=f"option {option}=.*is for batch reads"):
+    name = {"endingoffsets": "endingOffsets"}.get(option, option)
+    with pytest.raises(HAReplicaOptionError, match=f"^option {name}='{value}': is for batch reads") as err:
         source.streamReader(source.schema())
+    assert "\n" not in str(err.value)
+
+
+def test_a_batch_read_refuses_a_start_inside_a_record_naming_the_option(fixture_master, messages):
+    """Issue 49: it failed with a DataLossError suspecting "the checkpoint's latest offsets/<batchId> file", which a
+    batch read does not have."""
+    inside = messages[1]["commitLogOffset"] + 7
+    with pytest.raises(HAReplicaOptionError) as err:
+        planned(fixture_master, startingOffsets=f'{{"broker-a": {inside}}}')
+    assert str(err.value).startswith(f"option startingOffsets={{'broker-a': {inside}}}: offset {inside} of broker "
+                                     "broker-a is not the start of a record (the bytes there begin "), err.value
+    assert "suspect the checkpoint" not in str(err.value)
+    at_record = messages[1]["commitLogOffset"]
+    assert planned(fixture_master, startingOffsets=f'{{"broker-a": {at_record}}}')[0].start == at_record
+
+
+def test_a_stream_without_a_checkpoint_refuses_a_start_inside_a_record_at_its_initial_offset(fixture_master, messages):
+    """The same check when a stream starts (its initial offset, asked only without a checkpoint); before, the first
+    micro-batch failed with the DataLossError that suspects the checkpoint."""
+    from connector.source import HAReplicaStreamReader
+
+    inside = messages[1]["commitLogOffset"] + 7
+    reader = HAReplicaStreamReader(SourceOptions.from_options({"brokers": brokers_option(fixture_master),
+                                                              "startingOffsets": f'{{"broker-a": {inside}}}'}))
+    try:
+        with pytest.raises(HAReplicaOptionError, match=f"offset {inside} of broker broker-a is not the start of a "
+                                                       "record"):
+            reader.initialOffset()
+    finally:
+        reader.stop()
 
 
 @pytest.mark.parametrize(("value", "fragment"), [
