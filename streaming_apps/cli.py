@@ -307,6 +307,7 @@ def _run(args) -> int:
         check_run_config,
         check_starting_offsets,
         error_line,
+        spark_failure,
     )
     from streaming_apps.spark_session import (
         ConnectSessionError,
@@ -381,6 +382,11 @@ def _run(args) -> int:
             logging.getLogger(__name__).debug("the app failed", exc_info=True)
             console.print(f"[red]error:[/red] {args.app}: {error_line(e)}", highlight=False)
             return 1
+        except Exception as e:  # noqa: BLE001 - Spark's own (starting a query): read while the session is alive
+            logging.getLogger(__name__).debug("the app failed", exc_info=True)
+            failure = spark_failure(e)
+            console.print(f"[red]error:[/red] {args.app}: {failure.line}", highlight=False)
+            return failure.exit_code
         finally:
             stop_session(spark)
     except KeyboardInterrupt:  # a second Ctrl-C while the app stopped: no clean stop waited for

@@ -1,8 +1,10 @@
 """Checks ``hareplica run`` makes before it starts Spark (:func:`check_run_config`, :func:`check_brokers`,
 :func:`check_starting_offsets`: options through the source's own :class:`connector.options.SourceOptions`, the
-app's folders, each master once over remoting, a new checkpoint's JSON ``startingOffsets``), and
+app's folders, each master once over remoting, a new checkpoint's JSON ``startingOffsets``);
 :func:`error_line`, which finds our own error (a :class:`connector.errors.HAReplicaError`) inside an exception
-Spark wrapped and returns ``ClassName: message``. What is checked and what users see: docs/source.md "Errors".
+Spark wrapped and returns ``ClassName: message``; and :func:`spark_failure`, that line and the command's exit code
+for an error Spark raised, taken while the session is alive. What is checked and what users see: docs/source.md
+"Errors", docs/cli.md (error lines and exit codes).
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from pathlib import Path
 
 from connector.client.admin import BrokerAdminClient
 from connector.errors import (
+    BrokerAdminError,
     BrokerUnreachableError,
     DataLossError,
     HAReplicaError,
     HAReplicaOptionError,
+    NameServerError,
     NotARocketMQBrokerError,
     UnsupportedBrokerModeError,
 )
@@ -25,6 +29,7 @@ from connector.options import SourceOptions
 from connector.settings import EARLIEST_OFFSET_SENTINEL, LATEST_OFFSET_SENTINEL
 from connector.source.driver.brokers import fetch_range
 from connector.source.driver.offsets import HEAD_BYTES, starts_record
+from connector.source.driver.ranges import not_a_record_start, refuse_batch_only_options
 
 PREFLIGHT_TIMEOUT_MS = 3000
 
@@ -40,11 +45,12 @@ def check_run_config(source_options: dict[str, str], paths: dict[str, Path]) -> 
         source_options: the ``format("hareplica")`` option map the app will pass.
         paths: ``{"--workdir": path, ...}``: folders the app creates or writes (flag name → path).
     Raises:
-        PreflightError: an option is malformed (the source's HAReplicaOptionError text), a path exists
-            but is not a folder, or its nearest existing parent is not a writable folder.
+        PreflightError: an option is malformed or is for batch reads only (the source's HAReplicaOptionError
+            text), a path exists but is not a folder, or its nearest existing parent is not a writable folder.
     """
     try:
         options = SourceOptions.from_options(source_options)
+        refuse_batch_only_options(source_options)  # the apps' queries are streams
     except HAReplicaOptionError as exc:
         raise PreflightError(str(exc)) from None
     for flag, path in paths.items():
@@ -135,10 +141,8 @@ def check_starting_offsets(options: SourceOptions, checkpoint: Path, timeout_ms:
         except HAReplicaError:
             continue  # unreachable or refused: check_brokers names it, or the source waits it out
         if not starts_record(head, value, file_size):
-            raise PreflightError(str(HAReplicaOptionError(
-                "startingOffsets", dict(starting), f"offset {value} of broker {broker.name} is not the start of "
-                f"a record (the bytes there begin {head[:16].hex()}); use a commitLogOffset of a landed row, a "
-                "checkpoint's offset or one `hareplica inspect-commitlog` prints")))
+            raise PreflightError(str(HAReplicaOptionError("startingOffsets", dict(starting),
+                                                          not_a_record_start(value, broker.name, head))))
 
 
 def _cause(exc: BaseException) -> str:
@@ -149,12 +153,7 @@ def _cause(exc: BaseException) -> str:
 def _our_error_names() -> set[str]:
     """Class names of HAReplicaError and its subclasses loaded in this process; DataLossError (raised on the
     executors, defined in connector.data_loss) is imported here so that it is always among them."""
-    names, todo = set(), [HAReplicaError, DataLossError]
-    while todo:
-        cls = todo.pop()
-        names.add(cls.__name__)
-        todo.extend(cls.__subclasses__())
-    return names
+    return _names_of(HAReplicaError) | _names_of(DataLossError)
 
 
 _ERROR_LINE = re.compile(r"(?:^|[\s.:(\[])([A-Z][A-Za-z0-9]*Error): ([^\n]+)")
@@ -163,8 +162,9 @@ _BAD_LINE_TAIL = re.compile(r"\s+(?:at |\tat )?(?:org\.apache|java\.|py4j\.|scal
 
 def error_line(exc: BaseException) -> str:
     """One line for ``exc``: the last error of our hierarchy named in its text (a Python data source's
-    traceback inside Spark's exception), as ``ClassName: message``; else the first line of ``exc``."""
-    text = str(exc)
+    traceback inside Spark's exception), as ``ClassName: message``; else the first line of ``exc``. Never
+    raises: see :func:`_text` for an exception Spark raised whose session has stopped since."""
+    text = _text(exc)
     ours = _our_error_names()
     found = None
     for match in _ERROR_LINE.finditer(text):
@@ -174,3 +174,55 @@ def error_line(exc: BaseException) -> str:
         return found
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
     return first if len(first) <= 500 else first[:497] + "..."
+
+
+def _text(exc: BaseException) -> str:
+    """``str(exc)``. PySpark's exceptions ask the driver JVM for their message, and fail (AssertionError) once the
+    SparkContext stopped: read them while the session is alive (:func:`spark_failure`). After that, the text
+    PySpark kept when it raised (its description, with the Python traceback a data source's worker sent), else
+    the class name."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - whatever str() of a foreign exception raises, the line must be printed
+        kept = getattr(exc, "_desc", None)  # pyspark.errors CapturedException: read from the JVM when raised
+        return kept if isinstance(kept, str) and kept.strip() else f"{type(exc).__name__} (message unavailable)"
+
+
+#: our errors that are bad input (an option, a broker or a route that cannot be used): a command that meets one
+#: while Spark plans exits 2, as when it is found before Spark starts; any other failure exits 1 (docs/cli.md)
+INPUT_ERRORS: tuple[type[HAReplicaError], ...] = (HAReplicaOptionError, BrokerAdminError, NameServerError)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SparkFailure:
+    """An error met while Spark planned or ran a command: ``line`` (``ClassName: message`` of the cause,
+    :func:`error_line`) and the command's ``exit_code`` (2: bad input found while planning, 1: a failure)."""
+
+    line: str
+    exit_code: int
+
+
+def spark_failure(exc: BaseException) -> SparkFailure:
+    """The line and exit code of ``exc``, an error raised while Spark planned or ran a command; call it while the
+    Spark session is alive (a PySpark exception's message is read from the JVM). Exit 2 when the cause is one of
+    :data:`INPUT_ERRORS`, raised here or by a data source while Spark planned the read (PySpark's
+    AnalysisException wraps those); 1 otherwise (a task's failure, a write's)."""
+    from pyspark.errors import AnalysisException
+
+    line = error_line(exc)
+    if isinstance(exc, INPUT_ERRORS):
+        return SparkFailure(line, 2)
+    cause = line.split(":", 1)[0]
+    planning = isinstance(exc, AnalysisException)
+    inputs = {name for cls in INPUT_ERRORS for name in _names_of(cls)}
+    return SparkFailure(line, 2 if planning and cause in inputs else 1)
+
+
+def _names_of(cls: type) -> set[str]:
+    """The names of ``cls`` and its subclasses loaded in this process."""
+    names, todo = set(), [cls]
+    while todo:
+        current = todo.pop()
+        names.add(current.__name__)
+        todo.extend(current.__subclasses__())
+    return names

@@ -62,7 +62,8 @@ def source_options(args) -> dict[str, str]:
 
 def fixed_range(options: dict[str, str]) -> tuple[dict[str, int], dict[str, int]]:
     """Each broker set's start and end offsets of the range ``options`` name, resolved now (BatchPlanner,
-    :func:`connector.source.driver.ranges.ending_offsets`). Raises HAReplicaOptionError, BrokerAdminError."""
+    :func:`connector.source.driver.ranges.ending_offsets`); with ``namesrvAddr`` every set of the route must be
+    read (:func:`check_route_read_whole`). Raises HAReplicaOptionError, BrokerAdminError, NameServerError."""
     from connector.options import SourceOptions
     from connector.source.driver.batches import BatchPlanner
     from connector.source.driver.ranges import ending_offsets
@@ -70,9 +71,40 @@ def fixed_range(options: dict[str, str]) -> tuple[dict[str, int], dict[str, int]
     planner = BatchPlanner(SourceOptions.from_options(options))
     try:
         start = planner.initial_offsets()
+        check_route_read_whole(planner)
         return start, ending_offsets(planner, start)
     finally:
         planner.close()
+
+
+def check_route_read_whole(planner) -> None:
+    """With ``namesrvAddr``: every broker set of the name server's route has a master that answered, so the range
+    names each set (a set left out would be missing from the range, and the read would fail inside Spark).
+
+    Args:
+        planner: the :class:`connector.source.driver.batches.BatchPlanner` that fixed the start.
+    Raises:
+        BrokerAdminError: one line naming each set left out, its master's remoting address (asked of the name
+            server again) and the name server.
+    """
+    from connector.errors import BrokerAdminError, NameServerError
+
+    discovery = planner.discovery
+    if discovery is None:
+        return
+    left_out = sorted(set(discovery.seen) - set(planner.options.broker_names))
+    if not left_out:
+        return
+    try:
+        table = discovery.client.cluster_info()[1].broker_addr_table
+    except NameServerError:
+        table = {}
+    masters = {name: getattr(table.get(name), "master_addr", None) for name in left_out}
+    sets = "; ".join(f"broker set {name}: its master {addr} did not answer" if addr else
+                     f"broker set {name}: the route names no master" for name, addr in masters.items())
+    raise BrokerAdminError(f"{sets} (name server {discovery.answered_by}); a batch range needs the offsets of "
+                           "every set of the route: read again when it answers, or name the sets to read with "
+                           "--brokers")
 
 
 #: the micro-batch id the range is committed under (one batch per appId, so the replay rule reads "landed")
@@ -95,8 +127,11 @@ def already_landed(path: str, app_id: str) -> bool:
 
 def run(args) -> int:
     """Resolve the range, read it with ``spark.read.format("hareplica")`` and commit it into bronze once.
-    Exit 0 with a line naming the range and the rows landed; 2 for bad options or brokers, or a range overlapping
-    records bronze holds (one line)."""
+    Exit 0 with a line naming the range and the rows landed; 2 for bad options or brokers, found before Spark
+    starts or while Spark plans the read, or a range overlapping records bronze holds; 1 for a failure while
+    reading or writing. An error is one line, ``error: ...`` (its traceback only at DEBUG); Spark's and py4j's
+    output go to ``WORKDIR/logs/read.log`` (:mod:`streaming_apps.console_log`), named once when Spark starts."""
+    import logging
     import os
 
     from connector.errors import BrokerAdminError, HAReplicaOptionError, NameServerError
@@ -123,15 +158,25 @@ def run(args) -> int:
     from connector.delta.foreach_batch import write_batch
     from connector.landing import landed_source_schema
     from streaming_apps.apps.bronze import PARTITION_BY, store_date
+    from streaming_apps.console_log import open_log_file
+    from streaming_apps.preflight import spark_failure
     from streaming_apps.spark_session import build_spark_session, stop_session
 
-    spark = build_spark_session("hareplica-read", master=args.master)
+    log_file = open_log_file(args.workdir, "read")
+    if log_file is not None:
+        sys.stderr.write(f"Spark's and py4j's log: {log_file}\n")
+    spark = build_spark_session("hareplica-read", master=args.master, log_file=log_file)
     try:
         reader = spark.read.format("hareplica").schema(landed_source_schema())
         for key_, value in options.items():
             reader = reader.option(key_, value)
         df = reader.load().withColumn("storeDate", store_date())
         result = write_batch(df, path, app_id, READ_BATCH_ID, partition_by=PARTITION_BY)
+    except Exception as exc:  # noqa: BLE001 - Spark's errors: their message is read while the session is alive
+        logging.getLogger(__name__).debug("the read failed", exc_info=True)
+        failure = spark_failure(exc)
+        sys.stderr.write(f"error: {failure.line}\n")
+        return failure.exit_code
     finally:
         stop_session(spark)
     landed = "already landed, nothing written" if result.skipped else f"{result.rows} rows landed"

@@ -192,8 +192,11 @@ class DeltaBatchCommitter:
         if not batch_already_committed(committed, batch_id):
             candidates.update(list_batch_files(uri, batch_file_prefix(app_id, batch_id)))
         deleted = delete_unreferenced_files(uri, sorted(candidates), table)
-        log.warning("aborted batch %d of appId %s on %s (txn version %s): removed %d of %d candidate files",
-                    batch_id, app_id, uri, committed, len(deleted), len(candidates))
+        # a batch that failed before any task wrote (e.g. while Spark planned the read): nothing to warn about,
+        # the error itself is what the caller reports
+        log.log(logging.WARNING if candidates else logging.INFO,
+                "aborted batch %d of appId %s on %s (txn version %s): removed %d of %d candidate files",
+                batch_id, app_id, uri, committed, len(deleted), len(candidates))
 
     def _commit_properties(self, batch_id: int):
         from deltalake.transaction import CommitProperties, Transaction

@@ -155,6 +155,10 @@ def test_hareplica_read_lands_a_range_into_bronze_once(fixture_master, messages,
     assert first.returncode == 0, first.stderr[-3000:]
     expected = sorted(m["commitLogOffset"] for m in messages if start <= m["commitLogOffset"] < end)
     assert f"{len(expected)} rows landed" in first.stdout, first.stdout
+    # Spark's WARN lines go to the log file the command names, as hareplica run's do (issue 49: on the console)
+    log_file = tmp_path / "w" / "logs" / "read.log"
+    assert [x for x in first.stderr.splitlines() if x.strip()] == [f"Spark's and py4j's log: {log_file}"], first.stderr
+    assert " WARN " in log_file.read_text(errors="replace")
     again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "already landed, nothing written" in again.stdout, again.stdout
     table = read_table(str(tmp_path / "w" / "tables" / "bronze"), columns=["commitLogOffset"])
