@@ -80,8 +80,8 @@ def check_starting_records(planner: BatchPlanner, start: dict[str, int]) -> None
     An offset below the min is left to the ``fail_on_data_loss`` rules, one past the max was refused before.
 
     Raises:
-        HAReplicaOptionError: naming ``startingOffsets``, the offset, the broker and the bytes found there
-            (:func:`not_a_record_start`).
+        HAReplicaOptionError: naming the option (``OPTIONS.starting_offsets``), the offset, the broker and the
+            bytes there (:func:`not_a_record_start`).
     """
     options = planner.options
     given = options.starting_offsets
@@ -152,7 +152,7 @@ def await_settled(planner: BatchPlanner, start: dict[str, int], end: dict[str, i
 
 def refuse_batch_only_options(options: Mapping[str, str]) -> None:
     """Raise HAReplicaOptionError for a stream given an option only batch reads take (an ending offset or time),
-    whatever its value (``latest`` too), as Spark's Kafka source refuses ``endingOffsets`` on a stream: a stream
+    whatever its value (``latest`` too), as Spark's Kafka source refuses its ending offsets on a stream: a stream
     has no end. ``options``: Spark's option map as given (keys in any case, string values); the error names the
     declared option and the value given."""
     given = {str(key).lower(): value for key, value in options.items()}
