@@ -91,7 +91,7 @@ def main() -> None:
         for r in range(args.rounds):
             out = root / f"cp{r}"
             cp.append(timed(["cp", "-r", str(folder), str(out)]))
-            restore.append(timed([sys.executable, "-m", "streaming_apps.cli", "restore", table, "--broker",
+            restore.append(timed([sys.executable, "-m", "streaming_apps.cli", "restore", table, "--broker-name",
                                   "broker-a", "--store-dir", str(root / f"r{r}")]))
             names = sorted(os.listdir(folder))
             assert all(filecmp.cmp(folder / n, root / f"r{r}" / "commitlog" / n, shallow=False) for n in names)

@@ -47,3 +47,39 @@ def key_value(text: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """``--help`` lines that end with the flag's default, ``(default X)``, unless the text already names one or the
+    flag has none (required, a switch, unset)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        unset = action.default is None or isinstance(action.default, bool) or action.default in ([], argparse.SUPPRESS)
+        if "default" in text or action.required or unset or not action.option_strings:
+            return text
+        return f"{text} (default %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """The parser of ``hareplica`` and of each sub-command: :class:`DefaultsHelpFormatter` unless one is given."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+class DeprecatedAlias(argparse.Action):
+    """A flag kept for one release under its old spelling: stores its value as the new flag does and prints one
+    line on stderr naming the new spelling (``new``)."""
+
+    def __init__(self, option_strings, dest, new: str = "", **kwargs):
+        self.new = new
+        kwargs.setdefault("help", f"deprecated spelling of {new}")
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        import sys
+
+        sys.stderr.write(f"{parser.prog}: {option_string} is deprecated and goes in the next release; use {self.new}\n")
+        setattr(namespace, self.dest, values)

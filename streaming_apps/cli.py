@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-from streaming_apps.arg_types import key_value, non_negative, offset, positive, seconds
+from streaming_apps.arg_types import DeprecatedAlias, Parser, key_value, non_negative, offset, positive, seconds
 
 
 def installed_version() -> str:
@@ -27,7 +27,7 @@ def installed_version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="hareplica",
         description="Replicate a RocketMQ CommitLog into Delta Lake over the classic HA protocol.")
     parser.add_argument("--log-level", default="WARNING",
@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "starting Spark write (WORKDIR/logs/NAME.log)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}",
                         help="print hareplica's version and exit")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     p = sub.add_parser("inspect-commitlog", help="print every record of a CommitLog folder (offline)")
     p.add_argument("directory", help="CommitLog folder holding 20-digit mapped files")
@@ -55,8 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("broker_args", nargs=argparse.REMAINDER, help="arguments of python -m broker_stub (-c broker.conf)")
 
     p = sub.add_parser("produce", help="send a generated load to a broker with the bundled producer")
-    p.add_argument("--broker", required=True, help="broker remoting address HOST:PORT")
-    p.add_argument("--topic", default=None,
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("-b", "--broker-addr", dest="broker", help="the broker's remoting address HOST:PORT")
+    where.add_argument("--broker", dest="broker", action=DeprecatedAlias, new="--broker-addr")
+    p.add_argument("-t", "--topic", default=None,
                    help="topic (comma-separate several to spread the load); required for --workload load")
     p.add_argument("--count", type=positive, required=True, help="number of messages")
     p.add_argument("--body-bytes", type=positive, default=256, help="body size in bytes (default 256)")
@@ -105,7 +107,7 @@ def _add_run_parser(sub) -> None:
     where.add_argument("--brokers",
                        help="brokers to replicate: name=host:haPort[/host:remotingPort],... (the source's brokers "
                             "option)")
-    where.add_argument("--namesrv-addr", metavar="HOST:PORT[;HOST:PORT]",
+    where.add_argument("-n", "--namesrv-addr", metavar="HOST:PORT[;HOST:PORT]",
                        help="find the broker sets through these name servers instead (the source's namesrvAddr "
                             "option)")
     _add_workdir_args(p)
@@ -214,7 +216,7 @@ def _add_status_parser(sub) -> None:
     _add_workdir_args(p, tables=False)
     where = p.add_mutually_exclusive_group()
     where.add_argument("--brokers", default=None, help="also ask these brokers for their max offset now (lag now)")
-    where.add_argument("--namesrv-addr", default=None, metavar="HOST:PORT[;HOST:PORT]",
+    where.add_argument("-n", "--namesrv-addr", default=None, metavar="HOST:PORT[;HOST:PORT]",
                        help="also show the broker sets these name servers route to, where each is read from, and "
                             "their max offset now (lag now)")
     p.add_argument("--json", action="store_true", help="print the status as JSON")
@@ -285,8 +287,6 @@ def check_remote_run(args) -> None:
 
 
 def _run(args) -> int:
-    from rich.console import Console
-
     from connector.delta.schema import DeltaSchemaMismatchError
     from connector.settings import OPTIONS
     from streaming_apps.apps import (
@@ -300,6 +300,7 @@ def _run(args) -> int:
         run_app,
     )
     from streaming_apps.apps.common import check_table_locations, check_table_schemas, delta_jars_for, expand_jars
+    from streaming_apps.console_log import console as console_of
     from streaming_apps.console_log import open_log_file
     from streaming_apps.preflight import (
         PreflightError,
@@ -317,7 +318,7 @@ def _run(args) -> int:
         stop_session,
     )
 
-    console = Console(stderr=True, soft_wrap=True)  # an error is one line, whatever the terminal width
+    console = console_of(stderr=True)  # an error is one line, whatever the terminal width
     try:
         config = AppConfig(
             app=args.app, brokers=args.brokers or "", namesrv_addr=args.namesrv_addr, workdir=args.workdir,
@@ -437,12 +438,11 @@ def _maintain(args) -> int:
     import os
     import time
 
-    from rich.console import Console
-
     from connector.delta.maintenance import run_maintenance, summarize_maintenance
     from connector.errors import DeltaSinkError
+    from streaming_apps.console_log import console as console_of
 
-    console = Console(stderr=True, soft_wrap=True)  # an error is one line, whatever the terminal width
+    console = console_of(stderr=True)  # an error is one line, whatever the terminal width
     candidate = os.path.join(_tables_root(args), args.table)
     path = candidate if os.path.isdir(os.path.join(candidate, "_delta_log")) else args.table
     started = time.monotonic()
@@ -462,7 +462,7 @@ def _maintain(args) -> int:
     if args.json:
         sys.stdout.write(json.dumps(summary) + "\n")
     else:
-        Console().print(f"maintained {summary['table']}: version {summary['version']}, compaction removed "
+        console_of().print(f"maintained {summary['table']}: version {summary['version']}, compaction removed "
                         f"{summary['filesRemoved']} and added {summary['filesAdded']} files, vacuumed "
                         f"{summary['vacuumed']}, orphans removed {summary['orphans']} ({summary['durationMs']:.0f} ms)",
                         highlight=False)
@@ -502,7 +502,7 @@ def _dispatch(args, extra: list[str]) -> int:
     if args.command == "broker":
         from broker_stub.__main__ import main as broker_main
 
-        return broker_main(extra + args.broker_args)
+        return broker_main(extra + args.broker_args, prog="hareplica broker")
     if args.command == "produce":
         from streaming_apps.workload import produce_command, produce_orders_command
 

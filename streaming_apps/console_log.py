@@ -107,3 +107,19 @@ def open_log_file(workdir: str | Path, name: str) -> Path | None:
     """:meth:`ConsoleLog.open_file` of the installed one; None when none was installed (a library caller:
     its own logging rules) or when verbose."""
     return None if _current is None else _current.open_file(workdir, name)
+
+
+#: the width a rich Console lays text and tables out in when it does not write to a terminal: lines are not wrapped
+NON_TERMINAL_WIDTH = 10_000
+
+
+def console(*, stderr: bool = False):
+    """A rich Console for the command's own output (stdout, or ``stderr``): text is never wrapped by rich (a long
+    line stays one line, ``soft_wrap``), and where the stream is not a terminal (a pipe, a file) tables are laid
+    out in :data:`NON_TERMINAL_WIDTH` columns instead of rich's default of 80, so piped output is never cut."""
+    from rich.console import Console
+
+    out = Console(stderr=stderr, soft_wrap=True)
+    if not out.is_terminal:
+        out.width = NON_TERMINAL_WIDTH
+    return out

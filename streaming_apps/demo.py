@@ -25,6 +25,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from streaming_apps.console_log import console as console_of
+
 log = logging.getLogger(__name__)
 
 BROKER_NAME = "broker-a"
@@ -37,7 +39,7 @@ def run_demo(workdir: str, *, messages: int = 100_000, keep: bool = False) -> in
     """Run the demo in ``workdir``; returns the exit code (0 = every message landed exactly once)."""
     from broker_stub.launcher import BrokerProcess
 
-    console = Console()
+    console = console_of()
     root = Path(workdir).resolve()
     if root.exists() and not keep:
         shutil.rmtree(root)

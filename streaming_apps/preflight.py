@@ -80,7 +80,10 @@ def check_brokers(options: SourceOptions, timeout_ms: int = PREFLIGHT_TIMEOUT_MS
     cannot be reached, is not a RocketMQ broker, or runs a DLedger CommitLog (no HA port,
     :meth:`connector.client.admin.BrokerAdminClient.ha_protocol`; controller mode is read over AutoSwitch HA).
     With ``readFrom=slave`` a master that is down is accepted (the source reads around it) when one of its
-    slaves answers."""
+    slaves answers. With ``namesrvAddr`` the route is asked first (:func:`route_masters`) and its masters are
+    checked the same way."""
+    if options.namesrv_addr:
+        options = dataclasses.replace(options, brokers=route_masters(options), read_from="master", slaves=())
     for broker in options.brokers:
         endpoints = [broker, *options.slaves_of(broker.name)] if options.read_from == "slave" else [broker]
         problems = []
@@ -100,6 +103,23 @@ def check_brokers(options: SourceOptions, timeout_ms: int = PREFLIGHT_TIMEOUT_MS
         else:
             raise PreflightError(f"broker {broker.name}: {'; '.join(problems)}; check --brokers (remoting address "
                                  "= HA port - 1 unless given after '/') and that the broker runs")
+
+
+def route_masters(options: SourceOptions) -> tuple:
+    """The masters of the broker sets the name servers of ``options.namesrv_addr`` route to, asked once
+    (:class:`connector.source.driver.discovery.Discovery`; sets without a master are left to the source, which
+    waits them out). Raises PreflightError with the NameServerError's text: no name server answers (each named),
+    or the route holds no broker set (of ``clusterName``)."""
+    from connector.source.driver.discovery import Discovery
+
+    discovery = Discovery(options)
+    try:
+        discovery.poll(force=True)
+    except HAReplicaError as exc:
+        raise PreflightError(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        discovery.close()
+    return tuple(s.master for s in discovery.sets.values() if s.master is not None)
 
 
 def check_starting_offsets(options: SourceOptions, checkpoint: Path, timeout_ms: int = PREFLIGHT_TIMEOUT_MS) -> None:

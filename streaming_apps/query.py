@@ -153,10 +153,11 @@ def render(result: pa.Table, fmt: str = "table", *, max_rows: int | None = DEFAU
         return buf.getvalue()
     if fmt != "table":
         raise QueryError(f"--format {fmt!r} must be one of {', '.join(FORMATS)}")
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    from streaming_apps.console_log import console as console_of
+
+    console = console or console_of()
     table = Table(title=title)
     for name in result.column_names:
         table.add_column(name, overflow="fold")
@@ -181,7 +182,7 @@ def query_command(sql: str, *, tables_root: str | None, tables: Mapping[str, str
     """
     import sys
 
-    from rich.console import Console
+    from streaming_apps.console_log import console as console_of
 
     try:
         if engine not in ENGINES:
@@ -194,12 +195,12 @@ def query_command(sql: str, *, tables_root: str | None, tables: Mapping[str, str
 
                 log_file = open_log_file(log_workdir, "query")
                 if log_file is not None:
-                    Console(stderr=True, soft_wrap=True).print(f"Spark's and py4j's log: {log_file}", highlight=False)
+                    console_of(stderr=True).print(f"Spark's and py4j's log: {log_file}", highlight=False)
             result = spark_query(sql, resolved, jars=jars, master=master, log_file=log_file)
         else:
             result = query_tables(sql, resolved)
     except QueryError as e:
-        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {e}", highlight=False)
+        console_of(stderr=True).print(f"[red]error:[/red] {e}", highlight=False)
         return 1
     text = render(result, fmt, max_rows=max_rows)
     if text is not None:

@@ -27,7 +27,7 @@ def add_read_parser(sub) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--brokers",
                        help="brokers to read: name=host:haPort[/host:remotingPort],... (the source's brokers option)")
-    where.add_argument("--namesrv-addr", metavar="HOST:PORT[;HOST:PORT]",
+    where.add_argument("-n", "--namesrv-addr", metavar="HOST:PORT[;HOST:PORT]",
                        help="find the broker sets through these name servers instead (the source's namesrvAddr "
                             "option)")
     p.add_argument("--workdir", default="hareplica-data", help="root of tables/ (default hareplica-data)")

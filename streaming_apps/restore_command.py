@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from streaming_apps.arg_types import non_negative
+from streaming_apps.arg_types import DeprecatedAlias, non_negative
 
 #: exit code of a restore that stopped before a gap in the table's offsets (the files up to it are written)
 EXIT_GAP = 3
@@ -21,7 +21,9 @@ def add_restore_parser(sub) -> None:
     p = sub.add_parser("restore", help="write a broker's CommitLog files back from a bronze table, byte for byte, "
                                        "or check a store against the table")
     p.add_argument("table", help="the bronze table (folder or URI)")
-    p.add_argument("--broker", required=True, help="the broker set's name (the table's broker column)")
+    name = p.add_mutually_exclusive_group(required=True)
+    name.add_argument("--broker-name", help="the broker set's name (brokerName, the table's broker column)")
+    name.add_argument("--broker", dest="broker_name", action=DeprecatedAlias, new="--broker-name")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--store-dir", default=None, help="write the store here (DIR/commitlog must be empty or absent)")
     what.add_argument("--verify", metavar="STORE_DIR", default=None,
@@ -59,14 +61,14 @@ def run(args) -> int:
     ranges = {"from_offset": args.from_offset, "from_timestamp": args.from_timestamp, "to_offset": args.to_offset,
               "to_timestamp": args.to_timestamp}
     if args.verify is not None:
-        difference = verify_store(args.table, args.broker, args.verify, **ranges)
+        difference = verify_store(args.table, args.broker_name, args.verify, **ranges)
         if difference is not None:
             print(f"differs: {difference}")
             return EXIT_DIFFERS
-        print(f"same: the CommitLog of {args.verify} is the table's range of broker {args.broker}, file for file and "
-              "byte for byte")
+        print(f"same: the CommitLog of {args.verify} is the table's range of broker {args.broker_name}, file for "
+              "file and byte for byte")
         return 0
-    plan = restore_commitlog(args.table, args.broker, args.store_dir, **ranges)
+    plan = restore_commitlog(args.table, args.broker_name, args.store_dir, **ranges)
     if plan.skipped is not None:
         print(f"left out [{plan.skipped[0]}, {plan.skipped[1]}): the table lacks the first records of their file")
     print(f"restored broker {plan.broker} [{plan.start}, {plan.end}): {len(plan.files)} file(s) of "

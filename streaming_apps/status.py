@@ -112,10 +112,11 @@ def _fmt_rate(v: Any) -> str:
 
 def print_status(status: dict[str, Any], console=None) -> None:
     """Print :func:`collect_status`'s result: one two-column rich table per query (fits narrow terminals)."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    from streaming_apps.console_log import console as console_of
+
+    console = console or console_of()
     for name, found in (status.get("brokerSets") or {}).items():
         if name == "error":
             console.print(f"name server: {found}", highlight=False)

@@ -255,7 +255,7 @@ def produce_command(broker_addr: str, topics: list[str], count: int, body_bytes:
             stats = produce_load(broker_addr, topics[0], count, body_bytes, topics=topics,
                                  progress=lambda acked, _total: update(acked))
     except MQClientException as exc:
-        return _refuse(f"--broker {broker_addr}: {exc}")
+        return _refuse(f"--broker-addr {broker_addr}: {exc}")
     print(_summary("messages", stats.count, stats.ok, stats.elapsed_s, stats.statuses, stats.body_bytes_total))
     for message, n in stats.errors.items():
         sys.stderr.write(f"error: {n} send{'' if n == 1 else 's'} failed: {message}\n")
@@ -290,7 +290,7 @@ def produce_orders_command(broker_addr: str, count: int, *, seed: int = 20240611
                 fut.exception(timeout=60)
             update(count)
     except MQClientException as exc:
-        return _refuse(f"--broker {broker_addr}: {exc}")
+        return _refuse(f"--broker-addr {broker_addr}: {exc}")
     print(_summary(f"order events to {', '.join(ORDER_TOPICS)}", count, statuses.get("SEND_OK", 0),
                    time.perf_counter() - started, statuses, None))
     return 0 if statuses.get("SEND_OK", 0) == count else 1

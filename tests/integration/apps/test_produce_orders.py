@@ -12,7 +12,7 @@ from streaming_apps.workload import ORDER_TOPICS
 
 def test_produce_orders_stores_decodable_order_events(broker_factory, capsys):
     broker = broker_factory("orders")
-    assert main(["produce", "--broker", broker.remoting_addr, "--workload", "orders", "--count", "60"]) == 0
+    assert main(["produce", "--broker-addr", broker.remoting_addr, "--workload", "orders", "--count", "60"]) == 0
     assert capsys.readouterr().out.startswith("sent 60/60 order events to ")
     records = [rec for _, rec in iter_commitlog_dir(broker.commitlog_dir)]
     assert len(records) == 60
@@ -24,7 +24,7 @@ def test_produce_orders_stores_decodable_order_events(broker_factory, capsys):
 
 def test_produce_load_still_needs_a_topic(capsys):
     with pytest.raises(SystemExit) as e:
-        main(["produce", "--broker", "127.0.0.1:1", "--count", "1"])
+        main(["produce", "--broker-addr", "127.0.0.1:1", "--count", "1"])
     assert e.value.code == 2
     assert "needs --topic" in capsys.readouterr().err
 
@@ -35,21 +35,21 @@ def test_produce_bad_input_is_one_line_and_exit_2_and_failures_are_counted_once_
     from tests.support.brokers import free_port
 
     port = free_port()
-    assert main(["produce", "--broker", f"127.0.0.1:{port}", "--topic", "T", "--count", "3"]) == 2
+    assert main(["produce", "--broker-addr", f"127.0.0.1:{port}", "--topic", "T", "--count", "3"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
-    assert captured.err.startswith(f"error: --broker 127.0.0.1:{port}: ")
+    assert captured.err.startswith(f"error: --broker-addr 127.0.0.1:{port}: ")
     broker = broker_factory("produce")
-    assert main(["produce", "--broker", broker.remoting_addr, "--topic", "bad topic!", "--count", "3"]) == 2
+    assert main(["produce", "--broker-addr", broker.remoting_addr, "--topic", "bad topic!", "--count", "3"]) == 2
     captured = capsys.readouterr()
     assert captured.err.splitlines() == ["error: --topic 'bad topic!': The specified topic contains illegal "
                                          "characters, allowing only ^[%|a-zA-Z0-9_-]+$ (topic 'bad topic!')"]
-    assert main(["produce", "--broker", broker.remoting_addr, "--topic", "T", "--count", "4",
+    assert main(["produce", "--broker-addr", broker.remoting_addr, "--topic", "T", "--count", "4",
                  "--body-bytes", str(5 * 1024 * 1024)]) == 1  # over the client's 4 MiB body limit
     captured = capsys.readouterr()
     assert captured.err.splitlines() == ["error: 4 sends failed: the message body size over max value, MAX: 4194304"]
     assert captured.out.startswith("sent 0/4 messages in ") and "statuses MQClientException=4" in captured.out
-    assert main(["produce", "--broker", broker.remoting_addr, "--topic", "T", "--count", "20"]) == 0
+    assert main(["produce", "--broker-addr", broker.remoting_addr, "--topic", "T", "--count", "20"]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out.startswith("sent 20/20 messages in ") and " msgs/s (" in captured.out
     assert captured.out.rstrip().endswith("statuses SEND_OK=20")

@@ -35,7 +35,7 @@ def _table_without(rows: pa.Table, tmp_path, lo: int, hi: int) -> str:
 
 
 def test_the_golden_log_restores_byte_for_byte_and_verifies(table, fixture_dir, tmp_path):
-    assert main(["restore", table, "--broker", "broker-a", "--store-dir", str(tmp_path / "store")]) == 0
+    assert main(["restore", table, "--broker-name", "broker-a", "--store-dir", str(tmp_path / "store")]) == 0
     names = sorted(os.listdir(fixture_dir / "commitlog"))
     assert sorted(os.listdir(tmp_path / "store" / "commitlog")) == names
     for name in names:
@@ -48,7 +48,7 @@ def test_the_golden_log_restores_byte_for_byte_and_verifies(table, fixture_dir, 
     parked = {json.loads(line)["queueId"] + 1 for line in (fixture_dir / "messages.jsonl").read_text().splitlines()
               if json.loads(line)["topic"] == "SCHEDULE_TOPIC_XXXX"}
     assert parked == {1, 2, 3, 16, 17, 18}
-    assert main(["restore", table, "--broker", "broker-a", "--verify", str(tmp_path / "store")]) == 0
+    assert main(["restore", table, "--broker-name", "broker-a", "--verify", str(tmp_path / "store")]) == 0
 
 
 def test_verify_names_the_first_record_that_differs(table, fixture_dir, tmp_path, capsys, rows):
@@ -60,7 +60,7 @@ def test_verify_names_the_first_record_that_differs(table, fixture_dir, tmp_path
     path.write_bytes(bytes(data))
     difference = verify_store(table, "broker-a", tmp_path / "store")
     assert (difference.offset, difference.file, difference.field) == (victim, f"{SIZE:020d}", "QUEUEID")
-    assert main(["restore", table, "--broker", "broker-a", "--verify", str(tmp_path / "store")]) == 1
+    assert main(["restore", table, "--broker-name", "broker-a", "--verify", str(tmp_path / "store")]) == 1
     assert f"CommitLog offset {victim} (file {SIZE:020d}, field QUEUEID)" in capsys.readouterr().out
 
 
@@ -74,7 +74,7 @@ def test_a_gap_ends_the_restore_and_is_named(rows, tmp_path, capsys):
     restored = (tmp_path / "a" / "commitlog" / f"{SIZE:020d}").read_bytes()
     original = (tmp_path / "a" / "commitlog" / f"{0:020d}").stat().st_size
     assert original == SIZE and len(restored) == SIZE and not restored[lo - SIZE:].strip(b"\x00")
-    assert main(["restore", holed, "--broker", "broker-a", "--store-dir", str(tmp_path / "b")]) == 3
+    assert main(["restore", holed, "--broker-name", "broker-a", "--store-dir", str(tmp_path / "b")]) == 3
     assert f"missing [{lo}, {hi})" in capsys.readouterr().out
 
 

@@ -25,7 +25,7 @@ def test_unknown_arguments_of_other_subcommands_are_rejected(capsys):
 
 def test_produce_to_a_closed_port_reports_the_address(capsys):
     port = free_port()
-    assert main(["produce", "--broker", f"127.0.0.1:{port}", "--topic", "T", "--count", "1"]) == 2
+    assert main(["produce", "--broker-addr", f"127.0.0.1:{port}", "--topic", "T", "--count", "1"]) == 2
     assert f"127.0.0.1:{port}" in capsys.readouterr().err
 
 
