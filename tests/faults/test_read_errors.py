@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults.test_cli_errors import stored_broker  # noqa: F401 - fixture
 from tests.support.brokers import wait_for
 from tests.support.fixtures import namesrv_factory  # noqa: F401 - fixture
 
@@ -41,20 +42,8 @@ def error_line(result: subprocess.CompletedProcess) -> str:
     return errors[0]
 
 
-@pytest.fixture
-def stored_broker(broker_factory):
-    """A stub master holding three messages."""
-    from streaming_apps.producer import Producer
-
-    broker = broker_factory("master")
-    with Producer(broker.remoting_addr) as producer:
-        for i in range(3):
-            producer.send("orders", f"message {i}".encode() * 10)
-    return broker
-
-
 @pytest.mark.spark
-def test_a_start_inside_a_record_found_while_spark_plans_is_one_line_and_exit_2(tmp_path, stored_broker):
+def test_a_start_inside_a_record_found_while_spark_plans_is_one_line_and_exit_2(tmp_path, stored_broker):  # noqa: F811
     """The start is checked where the batch read plans, inside Spark: its HAReplicaOptionError is the line (before:
     an AssertionError traceback, the cause lost), and Spark's WARN lines are in the log file, not on the console."""
     result = hareplica("read", "--workdir", str(tmp_path / "w"), "--brokers", f"broker-a={stored_broker.ha_addr}",
