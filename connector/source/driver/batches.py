@@ -455,9 +455,9 @@ class BatchPlanner:
         names = {b.name for b in planned}
         before = SourceOffset.from_json(start).positions
         for name, stop in SourceOffset.from_json(end).positions.items():
-            lo = before.get(name, stop)
-            if name in names or stop <= lo:
+            if name in names or stop <= before.get(name, 0):
                 continue
+            lo = before.get(name, "its first byte")  # a set new in this batch starts at its commitLogMinOffset
             message = (f"the batch being run reads broker set {name}'s CommitLog [{lo}, {stop}) (it was planned "
                        f"before a restart), but {OPTIONS.brokers.name if self.discovery is None else 'the route'} "
                        "does not name the set now")

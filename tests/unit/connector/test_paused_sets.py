@@ -75,6 +75,8 @@ def test_a_replayed_batch_that_moves_a_set_brokers_no_longer_names_fails_naming_
         with pytest.raises(HAReplicaOptionError, match=r"broker set broker-c's CommitLog \[4120, 9000\).*name it "
                                                        r"again"):
             planner.partitions({"broker-a": 0, "broker-c": 4120}, {"broker-a": end_a, "broker-c": 9000}, None)
+        with pytest.raises(HAReplicaOptionError, match=r"broker set broker-c's CommitLog \[its first byte, 9000\)"):
+            planner.partitions({"broker-a": 0}, {"broker-a": end_a, "broker-c": 9000}, None)  # new in that batch
         # a batch that does not move broker-c runs
         parts = planner.partitions({"broker-a": 0, "broker-c": 4120}, {"broker-a": end_a, "broker-c": 4120}, None)
     finally:
