@@ -156,9 +156,10 @@ class BrokerController:
         else:
             self._tasks.append(asyncio.create_task(self._print_master_and_slave_diff(),
                                                    name="printMasterAndSlaveDiff"))
-        log.info("broker started brokerName=%s brokerRole=%s listen=%s:%d ha=%s:%d storePathRootDir=%s maxOffset=%d",
-                 cfg.broker.brokerName, cfg.store.brokerRole, cfg.broker_ip1, cfg.listen_port, cfg.broker_ip2,
-                 cfg.ha_listen_port, cfg.store.storePathRootDir, self.message_store.commit_log.max_offset)
+        log.info("broker started brokerName=%s brokerRole=%s listen=%s:%d ha=%s:%d storePathRootDir=%s "
+                 "lastShutdown=%s maxOffset=%d", cfg.broker.brokerName, cfg.store.brokerRole, cfg.broker_ip1,
+                 cfg.listen_port, cfg.broker_ip2, cfg.ha_listen_port, cfg.store.storePathRootDir,
+                 "abnormal" if report.abnormal else "normal", self.message_store.commit_log.max_offset)
         exposure = open_exposure(cfg)
         if exposure:  # once, at start (docs/security.md "Hardening checklist")
             log.warning("%s", exposure)

@@ -141,7 +141,7 @@ class DefaultMessageStore:
         os.pwrite(self._lock_fd, b"lock", 0)
         abnormal = not self.last_exit_ok
         log.debug("store load root=%s commitlog=%s lastShutdown=%s", self.root, self.commit_log_dir,
-                 "abnormal" if abnormal else "normal")
+                  "abnormal" if abnormal else "normal")
         try:
             self.mapped_file_queue.load()
         except (ValueError, OSError) as exc:
