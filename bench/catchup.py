@@ -174,7 +174,7 @@ class TreeCpuMeter:
 
 def produce_orders(master, count: int) -> None:
     """Send ``count`` demo order events (:func:`streaming_apps.workload.order_events`) to the master, pipelined."""
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
     from streaming_apps.workload import order_events
 
     with Producer(master.remoting_addr, "bench-orders", max_in_flight=512, timeout_ms=30_000) as producer:

@@ -45,7 +45,7 @@ def _max_offset(remoting_addr: str) -> int:
 
 def produce_backlog_bytes(broker, target_bytes: int) -> int:
     """Send unique 1 KiB bodies (64 per batch, 128 batches in flight) until the CommitLog has ``target_bytes``."""
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
 
     sent = 0
     seq = 0
@@ -187,8 +187,8 @@ def commit_latencies(table: Path, topic: str) -> np.ndarray:
 
 def run_latency(spark, broker, workdir: Path, seconds: float, rate: int) -> np.ndarray:
     """Bronze with a 1 s trigger while a producer sends ``rate`` msgs/s for ``seconds``; the latencies (s)."""
+    from connector.client.producer import Producer
     from streaming_apps.apps import AppConfig, start
-    from streaming_apps.producer import Producer
 
     start_offset = _max_offset(broker.remoting_addr)
     cfg = AppConfig(app="bronze", brokers=f"broker-a={broker.ha_addr}", workdir=workdir, trigger="1s",

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from bench.common import report
 from broker_stub.launcher import BrokerProcess
+from connector.client.producer import Producer
 from connector.protocol.address import split_host_port
 from connector.protocol.commitlog import HostAddress, encode_record, file_name
-from streaming_apps.producer import Producer
 
 CATCHUP_FILE_SIZE = 1024 * 1024 * 1024
 RECORD_BODY_BYTES = 16 * 1024

@@ -68,7 +68,7 @@ def _produce(console: Console, broker_addr: str, count: int) -> int:
     """Send ``count`` order events, pipelined; returns how many were acknowledged as stored."""
     import threading
 
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
     from streaming_apps.workload import order_events
 
     acked = 0

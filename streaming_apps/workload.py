@@ -1,6 +1,6 @@
 """Generated workloads: the demo's msgpack order events and the plain load of `hareplica produce`.
 
-Both send with :class:`streaming_apps.producer.Producer`; :func:`produce_load` is also what tests and
+Both send with :class:`connector.client.producer.Producer`; :func:`produce_load` is also what tests and
 benchmarks use to fill a broker.
 
 Order events are what the silver app decodes (issue 5): a msgpack map per message, padded with a
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import msgpack
 
+from connector.client.producer import Producer, SendResult, check_topic
 from connector.errors import MQClientException
-from streaming_apps.producer import Producer, SendResult, check_topic
 
 log = logging.getLogger(__name__)
 

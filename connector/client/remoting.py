@@ -4,7 +4,7 @@
   :class:`connector.client.admin.BrokerAdminClient`, the apps' preflight and status, the broker stub's
   ``status`` / ``delete-expired`` commands and the test helpers send through it.
 * :class:`PipelinedConnection` — many requests in flight, responses completed on a reader thread: the
-  producer (:mod:`streaming_apps.producer`) sends through it.
+  producer (:mod:`connector.client.producer`) sends through it.
 
 Frames are encoded and decoded by :mod:`connector.protocol.remoting` (no parsing here).
 

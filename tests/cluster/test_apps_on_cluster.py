@@ -54,7 +54,7 @@ def spread_orders():
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
 
     orders, tick = spread_orders()
     with BrokerProcess.start(tmp_path_factory.mktemp("apps-broker"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:

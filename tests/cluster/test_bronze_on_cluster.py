@@ -50,7 +50,7 @@ WAIT_TIMEOUT_S = 180
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
 
     with BrokerProcess.start(tmp_path_factory.mktemp("cluster-broker"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:
         with Producer(b.remoting_addr, "cluster-test") as producer:

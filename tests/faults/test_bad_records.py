@@ -94,7 +94,7 @@ def corrupt_body_on_disk(broker: BrokerProcess, offset: int) -> None:
 def broker(tmp_path_factory):
     """The master and what it holds: ``broker.bad`` maps the offsets of the bad records to their kind,
     ``broker.bomb`` is the bomb's offset."""
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
 
     events = [(m.topic, m.body, m.tags) for m in order_events(240, seed=9)]
     with BrokerProcess.start(tmp_path_factory.mktemp("bad-records"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:

@@ -15,10 +15,10 @@ import time
 import pytest
 
 from connector.client.admin import BrokerAdminClient
+from connector.client.producer import MQBrokerException, Producer
 from connector.errors import BrokerAdminError
 from connector.protocol.acl import AclCredentials
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from streaming_apps.producer import MQBrokerException, Producer
 from tests.support.brokers import BrokerStartError, remoting_request, wait_for
 
 PLAIN_ACL = """\

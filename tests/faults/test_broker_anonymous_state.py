@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
+from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from streaming_apps.producer import Producer
 from tests.support.brokers import remoting_request
 
 

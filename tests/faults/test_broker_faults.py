@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from connector.client.producer import Producer
 from connector.protocol.commitlog import MessageRecord
 from connector.protocol.remoting import RemotingCommand, RequestCode
-from streaming_apps.producer import Producer
 from tests.support.brokers import (
     BrokerProcess,
     assert_same_commitlog,

@@ -13,8 +13,8 @@ import threading
 import pytest
 
 from broker_stub.ha.allow_list import HAAddressPolicy
+from connector.client.producer import Producer
 from connector.protocol.ha import TransferFrameReader, encode_report
-from streaming_apps.producer import Producer
 from tests.support.brokers import BrokerStartError, HASocket, runtime_info, wait_for
 
 

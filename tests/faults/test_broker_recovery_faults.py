@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from broker_stub.launcher import BrokerStartError
+from connector.client.producer import Producer
 from connector.protocol.commitlog import MessageRecord
-from streaming_apps.producer import Producer
 from tests.support.brokers import max_offset, pull, queue_offset, read_commitlog, wait_for
 
 FILE = 65536

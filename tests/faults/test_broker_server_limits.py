@@ -10,8 +10,8 @@ import socket
 import struct
 import time
 
+from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode
-from streaming_apps.producer import Producer
 from tests.support.brokers import HASocket, remoting_request, runtime_info, wait_for
 
 MIB = 1024 * 1024

@@ -134,7 +134,7 @@ def test_an_error_inside_spark_is_our_one_line(tmp_path, peer, broker_factory):
     """The remoting port is a real stub broker, the HA port an HTTP server: the failure happens in a Spark task
     and comes back wrapped in Java exceptions; the CLI prints the NotAnHAPortError line, exit 1."""
     broker = broker_factory("master")
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
 
     with Producer(broker.remoting_addr) as producer:
         producer.send("orders", b"one message")
@@ -155,7 +155,7 @@ def test_an_error_inside_spark_is_our_one_line(tmp_path, peer, broker_factory):
 @pytest.fixture
 def stored_broker(broker_factory):
     """A stub master holding three messages."""
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
 
     broker = broker_factory("master")
     with Producer(broker.remoting_addr) as producer:

@@ -44,7 +44,7 @@ RUN_TIMEOUT_S = 300
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     """A stub master holding bad bodies first (so batch 0 has quarantine rows), then order events."""
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
 
     with BrokerProcess.start(tmp_path_factory.mktemp("crash-broker"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:
         with Producer(b.remoting_addr, "crash-test") as producer:

@@ -31,7 +31,7 @@ def _old_bronze_rows() -> pa.Table:
 def _foreign_table_under_bronze(broker_factory, tmp_path):
     """A master holding one message, and a foreign Delta table (``id``, ``note``) at bronze's path under a workdir:
     ``(broker, workdir, bronze path, the table's snapshot)``."""
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
 
     broker = broker_factory("master")
     with Producer(broker.remoting_addr) as producer:

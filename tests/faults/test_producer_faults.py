@@ -14,8 +14,8 @@ import threading
 
 import pytest
 
+from connector.client.producer import Producer
 from connector.errors import BrokerConnectionError, MQClientException
-from streaming_apps.producer import Producer
 from tests.support.brokers import max_offset
 
 

@@ -12,8 +12,8 @@ import random
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from connector.client.producer import Producer
 from connector.protocol.commitlog import MessageRecord
-from streaming_apps.producer import Producer
 from tests.integration.connector.conftest import brokers_option, run_stream
 from tests.support.brokers import max_offset, read_commitlog
 

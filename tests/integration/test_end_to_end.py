@@ -24,7 +24,7 @@ QUERY_TIMEOUT_S = 180
 
 
 def _produce(broker, count: int) -> None:
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
 
     with Producer(broker.remoting_addr, "e2e") as producer:
         futures = [producer.send_async(m.topic, m.body, tags=m.tags, keys=m.keys, properties=m.properties)

@@ -12,8 +12,8 @@ import subprocess
 from pathlib import Path
 
 from broker_stub.javautil import fastjson_loads
+from connector.client.producer import Producer, SendResult
 from connector.protocol.remoting import RemotingCommand, RequestCode
-from streaming_apps.producer import Producer, SendResult
 from tests.support.brokers import commitlog_files, max_offset, remoting_request, wait_for
 from tests.support.java_tools import JVM_FLAGS, JavaToolError, compiled_classes
 from tests.support.jvm_peers import rocketmq_classpath

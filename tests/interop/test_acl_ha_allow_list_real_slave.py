@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import socket
 
+from connector.client.producer import Producer
 from connector.protocol.ha import encode_report
-from streaming_apps.producer import Producer
 from tests.interop.peers import FILE_SIZE, assert_same_commitlog_span, wait_same_max_offset
 from tests.support.brokers import BrokerProcess, runtime_info
 from tests.support.jvm_peers import RealBroker

@@ -11,8 +11,8 @@ signature on both.
 
 from __future__ import annotations
 
+from connector.client.producer import Producer
 from connector.protocol.acl import AclCredentials
-from streaming_apps.producer import Producer
 from tests.support.brokers import BrokerProcess
 from tests.support.java_tools import run_java
 from tests.support.jvm_peers import RealBroker, RealNameServer

@@ -16,8 +16,8 @@ import random
 import pytest
 
 from broker_stub.javautil import fastjson_loads
+from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode
-from streaming_apps.producer import Producer
 from tests.interop.java_fixtures import assert_exactly_once, wait_for_route
 from tests.support.brokers import (
     BrokerProcess,

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from broker_stub.javautil import fastjson_loads
+from connector.client.producer import Producer
 from connector.protocol.commitlog import MessageRecord
 from connector.protocol.remoting import RemotingCommand, RequestCode
-from streaming_apps.producer import Producer
 from tests.interop.java_fixtures import wait_for_route
 from tests.support.brokers import BrokerProcess, NameServerProcess, read_commitlog, remoting_request
 from tests.support.java_tools import JavaRun, client_log_tail, run_java

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from streaming_apps.producer import Producer
 from tests.interop.java_fixtures import wait_for_route
 from tests.support.brokers import BrokerProcess, NameServerProcess, remoting_request
 from tests.support.java_tools import run_java

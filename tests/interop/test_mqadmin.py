@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from broker_stub.javautil import fastjson_loads
+from connector.client.producer import Producer
 from connector.protocol.remoting import FrameDecoder, RemotingCommand, RequestCode, ResponseCode
-from streaming_apps.producer import Producer
 from tests.interop.java_fixtures import wait_for_route
 from tests.interop.peers import commit_consumer_offset
 from tests.support.brokers import BrokerProcess, NameServerProcess, remoting_request

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from broker_stub.store.index import index_key_hash
+from connector.client.producer import Producer, SendResult
 from connector.protocol.commitlog import decode_offset_msg_id
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from streaming_apps.producer import Producer, SendResult
 from tests.interop.java_fixtures import wait_for_route
 from tests.support.brokers import BrokerProcess, NameServerProcess, remoting_request
 from tests.support.jvm_peers import RealBroker, killed_at_exit

@@ -15,8 +15,8 @@ from pyspark.errors import StreamingQueryException
 
 from broker_stub.launcher import free_port
 from connector.client.admin import BrokerAdminClient
+from connector.client.producer import Producer
 from connector.errors import UnsupportedBrokerModeError
-from streaming_apps.producer import Producer
 from tests.faults.test_cli_errors import hareplica, one_line
 from tests.integration.connector.conftest import run_stream
 from tests.interop.peers import FILE_SIZE

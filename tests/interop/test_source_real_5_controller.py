@@ -16,10 +16,10 @@ from pyspark.errors import StreamingQueryException
 from connector.client.admin import BrokerAdminClient
 from connector.client.ha import HARangeFetcher
 from connector.client.ha_autoswitch import probe_master
+from connector.client.producer import Producer
 from connector.options import SourceOptions
 from connector.protocol.ha_autoswitch import EpochEntry
 from streaming_apps.preflight import check_brokers
-from streaming_apps.producer import Producer
 from tests.integration.connector.conftest import run_stream
 from tests.interop.peers import FILE_SIZE, MiB, message_decoder_rows, produce_bytes
 from tests.interop.test_source_real_peers import assert_bodies_are_the_sent_ones, assert_rows_equal_decoder

@@ -23,12 +23,12 @@ import threading
 import pytest
 
 from connector.client.ha_autoswitch import NO_REPORT, probe_master
+from connector.client.producer import Producer
 from connector.errors import BrokerAdminError, DataLossError, HAReplicaError
 from connector.options import SourceOptions
 from connector.protocol.remoting import RemotingCommand
 from connector.source import HAReplicaStreamReader, read_partition
 from connector.source.driver.controller_mode import SWITCH_KEY
-from streaming_apps.producer import Producer
 from tests.interop.peers import FILE_SIZE, message_decoder_rows, produce_bytes
 from tests.interop.test_source_real_5_controller import _sendable
 from tests.interop.test_source_real_peers import assert_rows_equal_decoder

@@ -17,10 +17,10 @@ from __future__ import annotations
 import pytest
 
 from connector.client.consume_queue import ConsumeQueueReader
+from connector.client.producer import Producer
 from connector.options import SourceOptions
 from connector.source import HAReplicaStreamReader, read_partition
 from connector.source.driver import partitions
-from streaming_apps.producer import Producer
 from tests.integration.connector.conftest import run_stream
 from tests.interop.peers import FILE_SIZE, MiB, message_decoder_rows, produce_bytes
 from tests.interop.test_source_real_peers import assert_bodies_are_the_sent_ones, assert_rows_equal_decoder

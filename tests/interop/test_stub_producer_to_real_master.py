@@ -1,4 +1,4 @@
-"""The project's Python producer (streaming_apps/producer.py) → a real RocketMQ 4.9 master (issue 10 §2 g).
+"""The project's Python producer (connector/client/producer.py) → a real RocketMQ 4.9 master (issue 10 §2 g).
 
 A real name server and a real ASYNC_MASTER (tests/support/jvm_peers.py) for the module. The Python producer
 sends single messages (tags, keys, non-ASCII user properties, a flag; bodies ≥ 4 KiB zlib-compressed as the
@@ -15,7 +15,7 @@ import random
 
 import pytest
 
-from streaming_apps.producer import Message, Producer
+from connector.client.producer import Message, Producer
 from tests.interop.java_fixtures import (
     COMPRESS_MSG_BODY_OVER_HOWMUCH,
     assert_exactly_once,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from connector.client.producer import Producer
 from connector.protocol.remoting import RequestCode
-from streaming_apps.producer import Producer
 from tests.interop.peers import (
     FILE_SIZE,
     MiB,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming_apps.producer import Producer
+from connector.client.producer import Producer
 from tests.support.brokers import BrokerProcess, max_offset, wait_for
 from tests.support.jvm_peers import RealBroker
 

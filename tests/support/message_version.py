@@ -15,9 +15,9 @@ import struct
 import time
 from pathlib import Path
 
+from connector.client.producer import Producer
 from connector.protocol.commitlog import MESSAGE_MAGIC_CODE_V2, MessageRecord, decode_offset_msg_id
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from streaming_apps.producer import Producer
 from tests.support.brokers import read_commitlog, remoting_request, wait_for
 
 #: A consumer group of 136 characters (a client allows 255): its retry topic has 143, over V1's 127.

@@ -59,7 +59,7 @@ def _workload() -> list[tuple[str, bytes, str | None]]:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
 
     with BrokerProcess.start(tmp_path_factory.mktemp("apps-broker"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:
         with Producer(b.remoting_addr, "apps-test") as producer:
@@ -190,7 +190,7 @@ def test_silver_decodes_orders_and_quarantines_bad_bodies(app_spark, broker, com
 
 
 def _send(broker, messages: list[tuple[str, bytes, str | None]]) -> None:
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
 
     with Producer(broker.remoting_addr, "gold-test") as producer:
         futures = [producer.send_async(topic, body, tags=tags) for topic, body, tags in messages]

@@ -35,7 +35,7 @@ print(DeltaTable(path).to_pyarrow_table(filesystem=SubTreeFileSystem(path, Local
 @pytest.fixture(scope="module")
 def workdir(spark, tmp_path_factory) -> Path:
     """A bronze table (and its progress file) of MESSAGES messages with bodies of 10 B to 20 KiB."""
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
 
     work = tmp_path_factory.mktemp("clean-exit")
     with BrokerProcess.start(work / "broker", mappedFileSizeCommitLog=256 * 1024) as broker:

@@ -65,7 +65,7 @@ def log_file_of(out: str) -> Path:
 @pytest.fixture
 def stored_broker(broker_factory):
     """A stub master holding MESSAGES messages."""
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
 
     broker = broker_factory("master")
     with Producer(broker.remoting_addr, "console-test") as producer:

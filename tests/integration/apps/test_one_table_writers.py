@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
+from connector.client.producer import Producer
 from connector.delta.reading import read_table
-from streaming_apps.producer import Producer
 from tests.support.brokers import max_offset
 from tests.support.fixtures import broker_factory  # noqa: F401 - fixture
 

@@ -61,7 +61,7 @@ def own_worker_pool(spark):
 def test_the_bronze_reads_run_in_the_workers_the_warmup_started(spark, own_worker_pool, tmp_path):
     jvm_pid = own_worker_pool
     with BrokerProcess.start(tmp_path / "broker", mappedFileSizeCommitLog=1024 * 1024) as broker:
-        from streaming_apps.producer import Producer
+        from connector.client.producer import Producer
 
         with Producer(broker.remoting_addr, "warmup-test") as producer:
             for i in range(2000):
@@ -114,7 +114,7 @@ def test_the_streams_first_planning_runs_in_the_planner_worker_the_warmup_starte
     start no planner worker of its own (without the planner's warm-up, the first micro-batch forks one)."""
     jvm_pid = no_idle_planner_worker
     with BrokerProcess.start(tmp_path / "broker", mappedFileSizeCommitLog=1024 * 1024) as broker:
-        from streaming_apps.producer import Producer
+        from connector.client.producer import Producer
 
         with Producer(broker.remoting_addr, "warmup-test") as producer:
             for i in range(200):

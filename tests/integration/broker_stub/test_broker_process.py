@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from streaming_apps.producer import Producer
+from connector.client.producer import Producer
 from tests.support.brokers import BrokerProcess, broker_config, free_port, runtime_info, wait_for
 
 

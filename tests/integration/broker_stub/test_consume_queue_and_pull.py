@@ -6,8 +6,8 @@ import struct
 import threading
 
 from broker_stub.javautil import java_string_hash
+from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from streaming_apps.producer import Producer
 from tests.support.brokers import (
     max_offset,
     pull,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
+from connector.client.producer import Producer
 from connector.protocol.ha import TransferFrameReader
-from streaming_apps.producer import Producer
 from tests.support.brokers import (
     FIXTURE_MASTER_PROPS,
     HASocket,

@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
+from connector.client.producer import Producer
 from connector.protocol.ha import HA_TRANSFER_BATCH_SIZE_BYTES
-from streaming_apps.producer import Producer
 from tests.support.brokers import HASocket, max_offset, runtime_info
 
 FILE = 65536

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from broker_stub.javautil import fastjson_loads
+from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from streaming_apps.producer import Producer
 from tests.support.brokers import (
     max_offset,
     remoting_request,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from streaming_apps.producer import Producer
 from tests.support.brokers import (
     HASocket,
     free_port,

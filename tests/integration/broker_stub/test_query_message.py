@@ -11,9 +11,9 @@ from __future__ import annotations
 import struct
 import time
 
+from connector.client.producer import Producer
 from connector.protocol.commitlog import MessageRecord, decode_offset_msg_id, decode_record
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from streaming_apps.producer import Producer
 from tests.support.brokers import remoting_request, wait_for
 
 TOPIC = "IndexedOrders"

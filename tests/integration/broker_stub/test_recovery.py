@@ -6,8 +6,8 @@ import os
 
 import pytest
 
+from connector.client.producer import Producer
 from connector.protocol.commitlog import MessageRecord
-from streaming_apps.producer import Producer
 from tests.support.brokers import read_commitlog, runtime_info
 
 FILE = 65536

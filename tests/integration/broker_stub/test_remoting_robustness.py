@@ -6,6 +6,7 @@ import socket
 import struct
 import time
 
+from connector.client.producer import MQBrokerException, Producer
 from connector.protocol.remoting import (
     SERIALIZE_TYPE_ROCKETMQ,
     FrameDecoder,
@@ -13,7 +14,6 @@ from connector.protocol.remoting import (
     RequestCode,
     ResponseCode,
 )
-from streaming_apps.producer import MQBrokerException, Producer
 from tests.support.brokers import remoting_request, runtime_info
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from streaming_apps.producer import Producer
+from connector.client.producer import Producer
 from tests.support.brokers import HASocket, max_offset, runtime_info
 
 CONNECTION_KEYS = {"peer", "slaveRequestOffset", "slaveAckOffset", "maxReportedOffset", "lagBytes",

@@ -5,8 +5,8 @@ persisted in 4.9.8's layout and reaches the slave; a slave never delivers."""
 from __future__ import annotations
 
 from broker_stub.store.schedule import decode_delay_offsets
+from connector.client.producer import Producer
 from connector.protocol.commitlog import MessageRecord
-from streaming_apps.producer import Producer
 from tests.support.brokers import pull, queue_offset, read_commitlog, runtime_info, wait_for
 
 TOPIC = "DelayTopic"

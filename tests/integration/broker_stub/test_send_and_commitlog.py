@@ -6,6 +6,7 @@ import zlib
 
 import pytest
 
+from connector.client.producer import Message, Producer
 from connector.errors import MQClientException
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
@@ -15,7 +16,6 @@ from connector.protocol.commitlog import (
     body_crc,
     offset_msg_id,
 )
-from streaming_apps.producer import Message, Producer
 from streaming_apps.workload import produce_load
 from tests.support.brokers import read_commitlog, runtime_info
 

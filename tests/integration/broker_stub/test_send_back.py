@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 
 from broker_stub.javautil import fastjson_loads
+from connector.client.producer import Producer
 from connector.protocol.commitlog import MessageRecord, decode_offset_msg_id
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from streaming_apps.producer import Producer
 from tests.support.brokers import pull, queue_offset, read_commitlog, remoting_request, wait_for
 
 TOPIC = "RetriedOrders"

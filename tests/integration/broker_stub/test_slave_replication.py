@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from streaming_apps.producer import MQBrokerException, Producer
+from connector.client.producer import MQBrokerException, Producer
 from tests.support.brokers import (
     assert_same_commitlog,
     max_offset,

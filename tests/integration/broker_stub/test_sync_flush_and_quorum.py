@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from streaming_apps.producer import Producer
+from connector.client.producer import Producer
 from tests.support.brokers import HASocket, max_offset, runtime_info, wait_for, wait_for_offset
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from connector.client.producer import Producer
 from connector.protocol.ha import TransferFrame
-from streaming_apps.producer import Producer
 from tests.support.brokers import HASocket, max_offset
 
 

@@ -12,9 +12,9 @@ import json
 
 from broker_stub.javautil import fastjson_loads
 from broker_stub.remoting.topic_admin_processor import SLAVE_REFUSAL
+from connector.client.producer import Producer
 from connector.protocol.acl import AclCredentials
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from streaming_apps.producer import Producer
 from tests.support.brokers import remoting_request, wait_for
 
 COMMON = {"mappedFileSizeCommitLog": 65536, "haSendHeartbeatInterval": 300}

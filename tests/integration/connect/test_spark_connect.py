@@ -25,10 +25,10 @@ import pytest
 from deltalake import DeltaTable
 
 from broker_stub.launcher import free_port
+from connector.client.producer import Producer
 from streaming_apps.apps.orders import OrderDecodeError, decode_order_body
 from streaming_apps.cli import main as hareplica
 from streaming_apps.inspect_commitlog import iter_commitlog_dir
-from streaming_apps.producer import Producer
 from streaming_apps.progress_listener import read_events
 from streaming_apps.workload import ORDER_TOPICS, order_events
 

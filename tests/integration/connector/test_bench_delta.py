@@ -20,7 +20,7 @@ MESSAGES = 150
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
 
     with BrokerProcess.start(tmp_path_factory.mktemp("bench-delta-broker"),
                              mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from connector.client.producer import Producer
 from connector.protocol.acl import AclCredentials
-from streaming_apps.producer import Producer
 from tests.integration.connector.conftest import run_stream
 
 pytestmark = pytest.mark.spark

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from connector.client.producer import Producer
 from connector.options import SourceOptions
 from connector.protocol.remoting import (
     FrameDecoder,
@@ -25,7 +26,6 @@ from connector.protocol.remoting import (
     encode_properties_body,
 )
 from connector.source import HAReplicaStreamReader, read_partition
-from streaming_apps.producer import Producer
 from tests.integration.connector.conftest import brokers_option, run_stream
 from tests.support.brokers import max_offset, remoting_request, runtime_info, wait_for, wait_for_offset
 

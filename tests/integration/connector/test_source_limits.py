@@ -11,10 +11,10 @@ import random
 import pyarrow as pa
 import pytest
 
+from connector.client.producer import Producer
 from connector.options import SourceOptions
 from connector.source import HAReplicaStreamReader, read_partition
 from connector.source.driver.batches import BUDGET_SLACK_BYTES, apply_byte_limit
-from streaming_apps.producer import Producer
 from tests.integration.connector.conftest import brokers_option
 from tests.support.brokers import max_offset, read_commitlog
 

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from streaming_apps.producer import Producer
+from connector.client.producer import Producer
 from tests.integration.connector.conftest import brokers_option, run_stream
 from tests.support.brokers import max_offset, wait_for
 from tests.support.fixtures import namesrv_factory  # noqa: F401 - fixture

@@ -14,11 +14,11 @@ from deltalake import DeltaTable
 
 from broker_stub.launcher import BrokerProcess
 from connector.client.consume_queue import ConsumeQueueReader
+from connector.client.producer import Producer
 from connector.errors import HAReplicaOptionError
 from connector.options import SourceOptions
 from connector.source import HAReplicaStreamReader, read_partition
 from connector.source.driver.partitions import MIN_PARTITION_BYTES, find_boundaries, partition_counts, pick_splits
-from streaming_apps.producer import Producer
 from tests.integration.connector.conftest import brokers_option, run_stream
 from tests.support.brokers import max_offset
 

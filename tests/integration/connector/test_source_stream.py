@@ -8,8 +8,8 @@ import json
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from connector.client.producer import Producer
 from connector.protocol.topics import is_system_topic
-from streaming_apps.producer import Producer
 from streaming_apps.progress_listener import progress_record
 from tests.integration.connector.conftest import (
     FIXTURE_MAX_OFFSET,

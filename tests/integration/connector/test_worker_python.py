@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from streaming_apps.producer import Producer
+from connector.client.producer import Producer
 from tests.support.fixtures import broker_factory  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.spark

@@ -32,7 +32,7 @@ def _tick() -> bytes:
 
 @pytest.fixture(scope="package")
 def broker(tmp_path_factory):
-    from streaming_apps.producer import Producer
+    from connector.client.producer import Producer
 
     with BrokerProcess.start(tmp_path_factory.mktemp("delta-broker"), mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:
         with Producer(b.remoting_addr, "delta-interop") as producer:

@@ -28,9 +28,9 @@ from deltalake import DeltaTable
 
 from broker_stub.javautil import fastjson_loads
 from broker_stub.launcher import BrokerProcess, NameServerProcess
+from connector.client.producer import Producer
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from streaming_apps.inspect_commitlog import iter_commitlog_dir
-from streaming_apps.producer import Producer
 from tests.cluster.app_runs import PythonWatcher, clean_env, finish
 from tests.cluster.standalone import StandaloneCluster, executor_tasks
 from tests.integration.connector.conftest import run_stream

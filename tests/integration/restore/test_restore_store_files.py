@@ -134,8 +134,8 @@ def test_a_store_of_a_range_verifies_with_the_same_range(table, tmp_path):
     store = tmp_path / "store"
     restore_commitlog(table, "broker-a", store, from_offset=SIZE, to_offset=3 * SIZE)
     assert verify_store(table, "broker-a", store, from_offset=SIZE, to_offset=3 * SIZE) is None
-    result = hareplica("restore", table, "--broker-name", "broker-a", "--verify", str(store), "--from-offset", str(SIZE),
-                       "--to-offset", str(3 * SIZE), cwd=tmp_path)
+    result = hareplica("restore", table, "--broker-name", "broker-a", "--verify", str(store), "--from-offset",
+                       str(SIZE), "--to-offset", str(3 * SIZE), cwd=tmp_path)
     assert result.returncode == 0 and result.stdout.startswith("same: "), result.stdout + result.stderr
     starts_later = verify_store(table, "broker-a", store)  # the table's whole range starts at 0 and ends later
     assert (starts_later.file, starts_later.offset) == (NAMES[0], 0) and "lacks" in starts_later.reason
@@ -149,7 +149,8 @@ def test_restore_refuses_a_commitlog_folder_holding_a_stray_file(table, tmp_path
     stray.write_text("mine")
     with pytest.raises(RestoreError, match="notes.txt"):
         restore_commitlog(table, "broker-a", tmp_path / "store")
-    result = hareplica("restore", table, "--broker-name", "broker-a", "--store-dir", str(tmp_path / "store"), cwd=tmp_path)
+    result = hareplica("restore", table, "--broker-name", "broker-a", "--store-dir", str(tmp_path / "store"),
+                       cwd=tmp_path)
     assert result.returncode == 2
     assert str(stray) in one_error_line(result)
     assert sorted(p.name for p in stray.parent.iterdir()) == ["notes.txt"]  # nothing written
@@ -169,7 +170,8 @@ def test_a_commitlog_that_is_a_plain_file_is_one_error_line(table, tmp_path, mod
 
 def test_a_store_dir_that_is_a_plain_file_is_one_error_line(table, tmp_path):
     (tmp_path / "store").write_text("a file")
-    result = hareplica("restore", table, "--broker-name", "broker-a", "--store-dir", str(tmp_path / "store"), cwd=tmp_path)
+    result = hareplica("restore", table, "--broker-name", "broker-a", "--store-dir", str(tmp_path / "store"),
+                       cwd=tmp_path)
     assert result.returncode == 2
     line = one_error_line(result)
     assert f"{tmp_path / 'store'} is not a folder" in line and "Errno" not in line, line

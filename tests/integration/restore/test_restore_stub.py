@@ -17,13 +17,13 @@ import pytest
 from deltalake import DeltaTable
 
 from broker_stub.launcher import BrokerProcess
+from connector.client.producer import Producer, build_message_properties
 from connector.delta.maintenance import run_maintenance
 from connector.protocol.commitlog import MessageRecord, compress_body
 from connector.protocol.commitlog.layout import TRANSACTION_COMMIT_TYPE
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from connector.restore import restore_commitlog, restore_commitlog_spark, verify_store
 from streaming_apps.apps import AppConfig, run_app
-from streaming_apps.producer import Producer, build_message_properties
 from streaming_apps.spark_session import register_data_sources
 from tests.support.brokers import max_offset, read_commitlog, wait_for
 

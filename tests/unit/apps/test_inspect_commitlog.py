@@ -123,7 +123,8 @@ def test_table_piped_into_a_closed_reader_exits_0(fixture_dir):
     import subprocess
     import sys
 
-    cmd = f"{sys.executable} -m streaming_apps.cli inspect-commitlog --format table {fixture_dir / 'commitlog'} | head -1"
+    folder = fixture_dir / "commitlog"
+    cmd = f"{sys.executable} -m streaming_apps.cli inspect-commitlog --format table {folder} | head -1"
     result = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.startswith("    commitLogOffset"), result.stderr[-2000:]
     assert result.stderr == ""

@@ -303,8 +303,8 @@ def test_a_master_moved_while_the_planner_waits_on_the_old_one_is_followed_at_on
     the old master within a planning call, asks the route again and goes on from the new one. Before, it asked the
     route only between micro-batches (every namesrvPollIntervalMs) and waited out maxOutageMs on the old master."""
     from broker_stub.launcher import BrokerProcess
+    from connector.client.producer import Producer
     from connector.source.driver.batches import BatchPlanner
-    from streaming_apps.producer import Producer
 
     ns = namesrv_factory()
     old = broker_factory("a", namesrvAddr=ns.addr, **COMMON)
@@ -348,9 +348,9 @@ def test_a_new_set_started_at_latest_is_replayed_from_the_same_offset_after_a_dr
     that reads it from M is planned. A restarted driver replaying that batch (Spark hands it the same start and end)
     plans broker-b from M. Before, the restarted planner took broker-b's commitLogMaxOffset again, past the batch's
     end, and the batch read nothing of broker-b: [M, end) was lost."""
+    from connector.client.producer import Producer
     from connector.source.driver.batches import BatchPlanner
     from connector.source.driver.discovery import NEW_SET_STARTS_KEY
-    from streaming_apps.producer import Producer
 
     ns = namesrv_factory()
     a = broker_factory("a", namesrvAddr=ns.addr, **COMMON)

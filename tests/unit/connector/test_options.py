@@ -140,7 +140,8 @@ def test_bad_booleans(name, value):
 def test_unknown_options_are_rejected_listing_the_known_ones():
     with pytest.raises(HAReplicaOptionError, match=r"option startingoffset='earliest': unknown option; known options: "
                                                    r"brokers, slaves, namesrvAddr, clusterName, namesrvPollIntervalMs, "
-                                                   r"newBrokerSetOffsets, dropBrokerSets, readFrom, minInSyncSlaves, startingOffsets"):
+                                                   r"newBrokerSetOffsets, dropBrokerSets, readFrom, minInSyncSlaves, "
+                                                   r"startingOffsets"):
         parse(startingOffset="earliest")
 
 

@@ -10,11 +10,11 @@ import logging
 
 import pytest
 
+from connector.client.producer import Producer
 from connector.errors import HAReplicaOptionError
 from connector.options import SourceOptions
 from connector.source.driver.batches import BatchPlanner
 from connector.source.driver.offsets import FINGERPRINT_KEY
-from streaming_apps.producer import Producer
 from tests.support.brokers import max_offset
 from tests.support.fixtures import broker_factory  # noqa: F401 - fixture
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from connector.client.producer import MessageClientIDSetter, Producer, build_message_properties
 from connector.errors import MQClientException
-from streaming_apps.producer import MessageClientIDSetter, Producer, build_message_properties
 from streaming_apps.workload import load_body
 
 
