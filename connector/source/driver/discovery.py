@@ -168,7 +168,7 @@ class Discovery:
         self._configs: dict[str, dict[str, str]] = {}
         self._admins: dict[str, BrokerAdminClient] = {}
         self.left_at: dict[str, float] = {}  # set name -> when it was last seen live (clock seconds)
-        self.dropped: set[str] = set()  # sets given up past max_outage_ms with fail_on_data_loss=False
+        self.overdue: set[str] = set()  # sets reported out past max_outage_ms (fail_on_data_loss=False), kept
         self.new_starts: dict[str, int] = {}  # sets that appeared while the query ran -> where they start
         self._planned: SourceOptions | None = None  # the options of the live sets, as last planned
 
@@ -278,7 +278,7 @@ class Discovery:
         for name in self.seen:
             if name in live:
                 self.left_at.pop(name, None)
-                self.dropped.discard(name)
+                self.overdue.discard(name)
             else:
                 self.left_at.setdefault(name, now)
         brokers.options = self._planned = options
@@ -350,24 +350,24 @@ class Discovery:
     def carry_absent(self, options: SourceOptions, start: dict | None, end: dict) -> dict:
         """``end`` plus the offset (and fingerprint) of every set of ``start`` that is not planned now (it left
         the route or lost its master): the checkpoint keeps it and the set continues from it when it is back.
-        Past ``max_outage_ms`` ``fail_on_data_loss`` decides: DataLossError naming the set, or the set is
-        logged and left out of the offset."""
+        Past ``max_outage_ms`` ``fail_on_data_loss`` decides: DataLossError naming the set, or one WARNING and
+        the offset is still kept (only ``drop_broker_sets`` removes a set from the checkpoint)."""
         if not start:
             return end
         before, after = SourceOffset.from_json(start), SourceOffset.from_json(end)
         now = self.clock()
         for name, position in before.positions.items():
-            if name in after.positions or name in self.dropped:
+            if name in after.positions:
                 continue
             gone_ms = int((now - self.left_at.setdefault(name, now)) * 1000)
-            if gone_ms > options.fetch.max_outage_ms:
+            if gone_ms > options.fetch.max_outage_ms and name not in self.overdue:
                 on_data_loss(options.fail_on_data_loss,
                              f"broker set {name} has been out of the name server's route (or without a master) for "
                              f"{gone_ms} ms, longer than {OPTIONS.max_outage_ms.name}="
-                             f"{options.fetch.max_outage_ms}; its offset {position} is not read further",
-                             instead="go on without it", logger=log)
-                self.dropped.add(name)
-                continue
+                             f"{options.fetch.max_outage_ms}; its offset {position} is not read further "
+                             f"({OPTIONS.drop_broker_sets.name}={name} removes it from the checkpoint)",
+                             instead="go on without it, its offset kept for when it is back", logger=log)
+                self.overdue.add(name)
             after.carry(name, before)
         return after.to_json()
 

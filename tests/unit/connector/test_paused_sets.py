@@ -95,3 +95,32 @@ def test_a_set_without_an_offset_is_logged_once_per_query(master_a, caplog):
         planner.close()
     assert [r.getMessage() for r in caplog.records if "no offset in the checkpoint" in r.getMessage()] == [
         "broker broker-a has no offset in the checkpoint; starting at its commitLogMinOffset 0"]
+
+
+def test_a_set_out_of_the_route_past_max_outage_keeps_its_offset_when_data_loss_is_allowed(caplog):
+    """With namesrvAddr and failOnDataLoss=false a set gone longer than maxOutageMs was left out of the offset, and
+    when it came back it started as a new set: from its first byte, landing its records again."""
+    from connector.errors import DataLossError
+    from connector.source.driver.discovery import Discovery
+
+    options = SourceOptions.from_options({"namesrvAddr": "127.0.0.1:1", "maxOutageMs": "1000",
+                                          "failOnDataLoss": "false"})
+    discovery = Discovery(options)
+    now = [100.0]
+    discovery.clock = lambda: now[0]
+    start = {"broker-a": 10, "broker-c": 4120, FINGERPRINT_KEY: {"broker-c": C_PRINT}}
+    try:
+        assert discovery.carry_absent(options, start, {"broker-a": 20})["broker-c"] == 4120
+        now[0] += 5  # 5 s out of the route, past maxOutageMs
+        with caplog.at_level(logging.WARNING, logger="connector.source.driver.discovery"):
+            for _ in range(2):
+                end = discovery.carry_absent(options, start, {"broker-a": 30})
+                assert end["broker-c"] == 4120 and end[FINGERPRINT_KEY]["broker-c"] == C_PRINT
+        (warning,) = [r.getMessage() for r in caplog.records if "broker-c" in r.getMessage()]
+        assert "longer than maxOutageMs=1000" in warning and "dropBrokerSets=broker-c" in warning
+        strict = SourceOptions.from_options({"namesrvAddr": "127.0.0.1:1", "maxOutageMs": "1000"})
+        discovery.overdue.clear()
+        with pytest.raises(DataLossError, match="dropBrokerSets=broker-c removes it"):
+            discovery.carry_absent(strict, start, {"broker-a": 30})
+    finally:
+        discovery.close()
