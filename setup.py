@@ -7,5 +7,6 @@ and :mod:`connector.decode.kernels` uses its NumPy path (same results, slower).
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension(
-    "connector._decode_kernel", ["connector/_decode_kernel.c", "connector/_decode_locate.c"],
+    "connector._decode_kernel", ["connector/_decode_kernel.c", "connector/_decode_locate.c",
+                                 "connector/_encode_records.c"],
     depends=["connector/_decode_kernel.h"], libraries=["z"], extra_compile_args=["-O3"], optional=True)])

@@ -528,6 +528,7 @@ static PyMethodDef methods[] = {
     {"gather_bodies", gather_bodies, METH_VARARGS, gather_bodies_doc},
     {"split_properties", split_properties, METH_VARARGS, split_properties_doc},
     {"locate_records", locate_records, METH_VARARGS, locate_records_doc},
+    {"encode_records", encode_records, METH_VARARGS, encode_records_doc},
     {NULL, NULL, 0, NULL},
 };
 

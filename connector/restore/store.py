@@ -5,27 +5,28 @@ A restored store is ``STORE_DIR/commitlog/`` with one file per mapped file of th
 of a full file, zeros after. A RocketMQ broker started on it recovers the CommitLog and, having no ConsumeQueue,
 dispatches every record again (4.9.8 ``DefaultMessageStore.start``: the reput starts at the CommitLog's min offset),
 which rebuilds its ConsumeQueues and index.
+
+The table is read and encoded an Arrow batch at a time, and each batch's records are written at their positions
+in one write, so memory holds a few batches, not a file or the table.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pyarrow.compute as pc
-
-from connector.delta.reading import read_table
 from connector.errors import RestoreError
 from connector.protocol.commitlog import encode_blank
 from connector.protocol.mapped_files import is_file_name
 from connector.restore.config import write_delay_offsets
-from connector.restore.encode import RECORD_COLUMNS, iter_encoded
-from connector.restore.plan import FilePlan, RestorePlan, broker_filter, plan_restore
+from connector.restore.encode import RECORD_COLUMNS, encoded_runs
+from connector.restore.plan import FilePlan, RestorePlan, plan_restore, row_batches
 
-#: The most CommitLog bytes of rows read from the table at once while a file is written (the memory bound).
-WINDOW_BYTES = 64 * 1024 * 1024
 COMMITLOG_DIR = "commitlog"
+_WRITES_IN_FLIGHT = 2  # batches written while the next is read and encoded (the memory: a few batches)
 
 
 def commitlog_dir(store_dir: str | os.PathLike) -> Path:
@@ -33,44 +34,65 @@ def commitlog_dir(store_dir: str | os.PathLike) -> Path:
     return Path(store_dir) / COMMITLOG_DIR
 
 
-def file_bytes(table_uri: str, broker: str, plan: RestorePlan, file: FilePlan) -> Iterable[tuple[int, bytes]]:
-    """``(position in the file, bytes)`` pieces of ``file``, in order, read from the table in windows of
-    :data:`WINDOW_BYTES`: the records of ``[file.start, file.end)`` and, for a full file, the blank's 8-byte
-    header. The rest of the file is zeros.
+def file_runs(table_uri: str, broker: str, file: FilePlan) -> Iterator[tuple[int, memoryview]]:
+    """``(CommitLog offset, bytes)`` runs of the records of ``[file.start, file.end)``, read from the table an
+    Arrow batch at a time (:func:`connector.restore.plan.row_batches`) and encoded a batch at a time
+    (:func:`connector.restore.encode.encoded_runs`), in the table's row order; after the last, a check that the
+    runs covered the file's range (a row landed twice gives the same bytes twice).
 
-    Raises RestoreError as :func:`connector.restore.encode.iter_encoded`, or when the rows do not follow each
-    other (the table changed since the plan).
+    Raises RestoreError as :func:`connector.restore.encode.encode_batch`, or when the runs leave a hole or end
+    elsewhere than the plan's end (the table changed since the plan).
     """
+    covered: list[tuple[int, int]] = []
+    for batch in row_batches(table_uri, broker, RECORD_COLUMNS, file.start, file.end):
+        for offset, data in encoded_runs(batch, broker=broker):
+            yield offset, data
+            if covered and covered[-1][1] == offset:
+                covered[-1] = (covered[-1][0], offset + len(data))
+            else:
+                covered.append((offset, offset + len(data)))
     expected = file.start
-    lo = file.start
-    while lo < file.end:
-        hi = min(lo + WINDOW_BYTES, file.end)
-        rows = read_table(table_uri, columns=list(RECORD_COLUMNS), filters=broker_filter(broker)
-                          & (pc.field("commitLogOffset") >= lo) & (pc.field("commitLogOffset") < hi))
-        rows = rows.sort_by("commitLogOffset")
-        for offset, record in iter_encoded(rows, broker=broker):
-            if offset < expected:
-                continue  # a row landed twice
-            if offset != expected:
-                raise RestoreError(f"broker {broker}: the table has no record at CommitLog offset {expected} of "
-                                   f"file {file.name} any more (it changed while being restored)")
-            yield offset - file.start, record
-            expected = offset + len(record)
-        lo = max(hi, expected)
+    for lo, hi in sorted(covered):
+        if lo > expected:
+            break
+        expected = max(expected, hi)
+    if expected < file.end:
+        raise RestoreError(f"broker {broker}: the table has no record at CommitLog offset {expected} of "
+                           f"file {file.name} any more (it changed while being restored)")
     if expected != file.end:
         raise RestoreError(f"broker {broker}: file {file.name} ends at offset {expected}, the plan said {file.end} "
                            "(the table changed while being restored)")
-    if file.full:
-        yield file.end - file.start, encode_blank(file.start + plan.mapped_file_size - file.end)
+
+
+def _pwrite(fd: int, data: memoryview, position: int) -> None:
+    while data:
+        done = os.pwrite(fd, data, position)
+        data, position = data[done:], position + done
 
 
 def write_file(table_uri: str, broker: str, plan: RestorePlan, file: FilePlan, folder: Path) -> Path:
-    """Write ``file`` into ``folder`` (a CommitLog folder) at its full mapped file size; return its path."""
+    """Write ``file`` into ``folder`` (a CommitLog folder) at its full mapped file size and return its path: each
+    run of :func:`file_runs` at its position (offset - ``file.start``) in one write, by a writer thread while the
+    next batch is read and encoded, then, for a full file, the END_FILE blank's 8-byte header at ``file.end``
+    (docs/protocol.md §1.9); the rest is zeros (a sparse tail where the file system allows). Memory: a few Arrow
+    batches. Raises RestoreError as :func:`file_runs`; OSError."""
     path = folder / file.name
-    with open(path, "wb") as out:
-        for _, piece in file_bytes(table_uri, broker, plan, file):
-            out.write(piece)
-        out.truncate(plan.mapped_file_size)  # the rest zeros (a sparse tail where the file system allows)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="restore-write") as writer:
+            pending: deque = deque()  # the writes in flight: the next batch is read and encoded meanwhile
+            for offset, data in file_runs(table_uri, broker, file):
+                pending.append(writer.submit(_pwrite, fd, data, offset - file.start))
+                while len(pending) > _WRITES_IN_FLIGHT:
+                    pending.popleft().result()
+            for write in pending:
+                write.result()
+        if file.full:
+            _pwrite(fd, memoryview(encode_blank(file.start + plan.mapped_file_size - file.end)),
+                    file.end - file.start)
+        os.ftruncate(fd, plan.mapped_file_size)
+    finally:
+        os.close(fd)
     return path
 
 
