@@ -1,10 +1,13 @@
 """Restoring a CommitLog from a bronze table beside ``cp`` of the same files (docs/restore.md).
 
-A synthetic CommitLog of ``--mib`` MiB (1 KiB messages, 64 MiB mapped files, every fourth body ZLIB-compressed) is
-decoded with every column into a Delta table, as bronze lands it. Each round then runs, in separate processes and
-interleaved, ``cp -r`` of the CommitLog folder and ``hareplica restore`` of the table; the table reports the medians
-of the rounds' wall seconds and peak RSS (``ru_maxrss`` of the child), and the restored files are compared with the
-originals. Run: ``flock /tmp/hareplica-heavy.lock .venv/bin/python -m bench.restore [--mib 1024] [--rounds 3]``.
+For each ``--mib`` size, a synthetic CommitLog (1 KiB messages, 64 MiB mapped files, every fourth body
+ZLIB-compressed) is decoded with every column into a Delta table, as bronze lands it. Each round then runs, in
+separate processes and interleaved, ``cp -r`` of the CommitLog folder, ``hareplica restore`` of the table,
+``hareplica restore --verify`` of the restored store and, with ``--spark``, the Spark job form
+(``restore_commitlog_spark`` on ``local[2]``, the job's wall time without the session's start); the table reports
+the medians of the rounds' wall seconds and peak RSS (``ru_maxrss`` of the child), and the restored files are
+compared with the originals. The first size's figures are the top-level results, every size's under ``sizes``.
+Run: ``flock /tmp/hareplica-heavy.lock .venv/bin/python -m bench.restore [--mib 1024 4096] [--rounds 3] [--spark]``.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from __future__ import annotations
 import argparse
 import filecmp
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -70,48 +72,102 @@ def build(root: Path, mib: int) -> tuple[Path, str, int]:
 
 
 def timed(cmd: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS bytes) of ``cmd`` run as a child process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """(wall seconds, peak RSS bytes) of ``cmd`` run as a child process (``ru_maxrss`` of that child alone)."""
     t = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with subprocess.Popen(cmd, stdout=subprocess.DEVNULL) as child:
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, max(peak, before) * 1024
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, cmd)
+    return wall, usage.ru_maxrss * 1024
+
+
+_SPARK_JOB = """
+import sys, time
+from pyspark.sql import SparkSession
+from connector.restore import restore_commitlog_spark
+spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+spark.sparkContext.parallelize([0, 1], 2).count()  # executors up before the clock starts
+t = time.perf_counter()
+restore_commitlog_spark(spark, sys.argv[1], "broker-a", sys.argv[2])
+print(time.perf_counter() - t)
+"""
+
+
+def spark_job(table: str, store: Path) -> float:
+    """Wall seconds of the Spark job form on ``local[2]`` (the session started before the clock)."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}  # the workers import this environment's hareplica
+    out = subprocess.run([sys.executable, "-c", _SPARK_JOB, table, str(store)], check=True, capture_output=True,
+                         env=env, text=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def measure(root: Path, mib: int, rounds: int, spark: bool) -> dict:
+    """The medians of ``rounds`` interleaved rounds at ``mib`` MiB (see the module's docstring)."""
+    t = time.perf_counter()
+    folder, table, records = build(root, mib)
+    build_s = time.perf_counter() - t
+    cli = [sys.executable, "-m", "streaming_apps.cli", "restore", table, "--broker-name", "broker-a"]
+    cp, restore, verify, spark_s = [], [], [], []
+    names = sorted(os.listdir(folder))
+    for r in range(rounds):
+        out, store = root / f"cp{r}", root / f"r{r}"
+        cp.append(timed(["cp", "-r", str(folder), str(out)]))
+        restore.append(timed([*cli, "--store-dir", str(store)]))
+        assert all(filecmp.cmp(folder / n, store / "commitlog" / n, shallow=False) for n in names)
+        verify.append(timed([*cli, "--verify", str(store)]))
+        shutil.rmtree(out)
+        shutil.rmtree(store)
+        if spark:
+            spark_s.append(spark_job(table, store))
+            assert all(filecmp.cmp(folder / n, store / "commitlog" / n, shallow=False) for n in names)
+            shutil.rmtree(store)
+    shutil.rmtree(root / "store")
+    shutil.rmtree(table)
+    cp_s, restore_s = statistics.median(w for w, _ in cp), statistics.median(w for w, _ in restore)
+    verify_s = statistics.median(w for w, _ in verify)
+    results = {"mib": mib, "records": records, "rounds": rounds, "build_seconds": build_s, "cp_seconds": cp_s,
+               "restore_seconds": restore_s, "restore_vs_cp": restore_s / cp_s, "restore_mib_per_s": mib / restore_s,
+               "restore_peak_rss_mib": statistics.median(m for _, m in restore) / 2**20,
+               "cp_mib_per_s": mib / cp_s, "verify_seconds": verify_s, "verify_mib_per_s": mib / verify_s,
+               "verify_peak_rss_mib": statistics.median(m for _, m in verify) / 2**20}
+    if spark:
+        spark_median = statistics.median(spark_s)
+        results |= {"spark_local2_seconds": spark_median, "spark_local2_mib_per_s": mib / spark_median,
+                    "spark_local2_vs_one_process": restore_s / spark_median}
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mib", type=int, default=1024)
+    parser.add_argument("--mib", type=int, nargs="+", default=[1024])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--spark", action="store_true", help="also time the Spark job form on local[2]")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-restore-"))
     try:
-        folder, table, records = build(root, args.mib)
-        cp, restore = [], []
-        for r in range(args.rounds):
-            out = root / f"cp{r}"
-            cp.append(timed(["cp", "-r", str(folder), str(out)]))
-            restore.append(timed([sys.executable, "-m", "streaming_apps.cli", "restore", table, "--broker-name",
-                                  "broker-a", "--store-dir", str(root / f"r{r}")]))
-            names = sorted(os.listdir(folder))
-            assert all(filecmp.cmp(folder / n, root / f"r{r}" / "commitlog" / n, shallow=False) for n in names)
-            shutil.rmtree(out)
-            shutil.rmtree(root / f"r{r}")
-        cp_s, restore_s = statistics.median(w for w, _ in cp), statistics.median(w for w, _ in restore)
-        restore_rss = statistics.median(m for _, m in restore)
-        results = {"mib": args.mib, "records": records, "rounds": args.rounds, "cp_seconds": cp_s,
-                   "restore_seconds": restore_s, "restore_vs_cp": restore_s / cp_s,
-                   "restore_mib_per_s": args.mib / restore_s, "restore_peak_rss_mib": restore_rss / 2**20}
-        report("restore", results, [
-            ("CommitLog", f"{args.mib} MiB", f"{records:,} records, {FILE // 2**20} MiB files"),
-            ("cp -r", cp_s, "s, median"),
-            ("hareplica restore", restore_s, "s, median (byte-identical files)"),
-            ("restore / cp", restore_s / cp_s, "x"),
-            ("restore throughput", args.mib / restore_s, "MiB/s"),
-            ("restore peak RSS", restore_rss / 2**20, "MiB (the process, imports included)"),
-        ])
+        sizes = {str(mib): measure(root / str(mib), mib, args.rounds, args.spark) for mib in args.mib}
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    results = dict(sizes[str(args.mib[0])], sizes=sizes)
+    rows = []
+    for mib, r in sizes.items():
+        rows += [
+            (f"CommitLog {mib} MiB", r["records"], f"records, {FILE // 2**20} MiB files (table built in "
+                                                   f"{r['build_seconds']:.0f} s)"),
+            ("cp -r", r["cp_seconds"], f"s, median ({r['cp_mib_per_s']:.0f} MiB/s)"),
+            ("hareplica restore", r["restore_seconds"], f"s, median ({r['restore_mib_per_s']:.0f} MiB/s, "
+                                                        "byte-identical files)"),
+            ("restore / cp", r["restore_vs_cp"], "x"),
+            ("restore peak RSS", r["restore_peak_rss_mib"], "MiB (the process, imports included)"),
+            ("restore --verify", r["verify_seconds"], f"s, median ({r['verify_mib_per_s']:.0f} MiB/s, "
+                                                      f"peak RSS {r['verify_peak_rss_mib']:.0f} MiB)"),
+        ]
+        if "spark_local2_seconds" in r:
+            rows.append(("Spark job form, local[2]", r["spark_local2_seconds"],
+                         f"s, median ({r['spark_local2_vs_one_process']:.2f}x one process)"))
+    report("restore", results, rows)
 
 
 if __name__ == "__main__":
