@@ -156,6 +156,18 @@ class DataLossError(HAReplicaError):
     """
 
 
+# --- object stores (connector.storage) -------------------------------------------------------------------------
+
+class StorageConfigError(HAReplicaError, ValueError):
+    """A location or a storage option that cannot work: an unsupported URI scheme, an unknown key, a bad value
+    (docs/object_storage.md). The message names the option or key, never a secret's value."""
+
+
+class StorageAccessError(HAReplicaError):
+    """An object store refused or did not answer: wrong credentials (the key id named), a missing bucket, an
+    endpoint where nothing listens (docs/object_storage.md "When it does not work")."""
+
+
 # --- the Delta writers (connector.delta, connector.landing) --------------------------------------------------
 
 class DeltaTablePathError(HAReplicaError):

@@ -31,6 +31,7 @@ from connector.delta.options import DeltaSinkOptions
 from connector.delta.schema import check_partition_columns, check_schema_matches, delta_schema_of
 from connector.errors import DeltaCommitError, DeltaSchemaMismatchError
 from connector.retry import retry_attempts
+from connector.storage import store
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +221,7 @@ class DeltaBatchCommitter:
         try:
             create_table_with_add_actions(uri, delta_schema_of(self.schema), actions, mode="error",
                                           partition_by=list(self.partition_by) or None,
+                                          storage_options=store.storage_options(uri),
                                           commit_properties=self._commit_properties(batch_id))
         except DeltaError as e:
             self._raise_if_no_space(e, batch_id)

@@ -20,6 +20,7 @@ from pyarrow import fs as pafs
 from connector.delta.file_names import CHECKPOINT_FILE, COMMIT_FILE
 from connector.delta.location import normalize_table_uri
 from connector.errors import DeltaSinkError
+from connector.storage import store
 
 
 def _log_file_names(fs: pafs.FileSystem, log_dir: str) -> tuple[int | None, list[str], dict[int, str]]:
@@ -55,7 +56,7 @@ def logged_file_names(table_uri: str) -> set[str]:
             set could be incomplete (callers must then not delete anything).
     """
     uri = normalize_table_uri(table_uri)
-    fs, root = pafs.FileSystem.from_uri(uri)
+    fs, root = store.filesystem(uri)
     log_dir = posixpath.join(root, "_delta_log")
     checkpoint_version, parts, commits = _log_file_names(fs, log_dir)
     names: set[str] = set()

@@ -14,15 +14,15 @@ from collections.abc import Iterable
 from urllib.parse import unquote
 
 from connector.delta.location import open_delta_table
+from connector.storage import store
 
 log = logging.getLogger(__name__)
 
 
 def table_filesystem(table_uri: str):
-    """(pyarrow FileSystem, root path inside it) for a table location."""
-    from pyarrow import fs as pafs
-
-    return pafs.FileSystem.from_uri(table_uri)
+    """(pyarrow FileSystem, root path inside it) for a table location, with this process's storage settings
+    (:func:`connector.storage.store.filesystem`)."""
+    return store.filesystem(table_uri)
 
 
 def delete_quietly(fs, full_path: str) -> bool:

@@ -11,6 +11,7 @@ import posixpath
 
 from connector.delta.file_names import CHECKPOINT_FILE, COMMIT_FILE, SINK_FILE_PREFIX
 from connector.errors import DeltaTablePathError
+from connector.storage import locations, store
 
 #: Foreign entries a refusal names before it says "…".
 NAMED_ENTRIES = 3
@@ -19,12 +20,13 @@ CREATE_IN_NON_EMPTY_OPTION = "createTableInNonEmptyPath"
 
 
 def normalize_table_uri(path: str) -> str:
-    """A table location as both pyarrow.fs and deltalake accept it: URIs unchanged, local paths absolute."""
-    if "://" in path:
-        return path.rstrip("/")
-    if path.startswith("file:"):
-        path = path[len("file:"):]
-    return os.path.abspath(os.path.expanduser(path))
+    """A table location as both pyarrow.fs and deltalake accept it (:func:`connector.storage.locations.resolve`):
+    ``s3://bucket/key``, or an absolute local path.
+
+    Raises:
+        StorageConfigError: an unsupported URI scheme.
+    """
+    return locations.resolve(path, "table")
 
 
 def error_line(error: BaseException) -> str:
@@ -101,11 +103,10 @@ def open_delta_table(table_uri: str):
     Raises:
         DeltaTablePathError: a ``_delta_log`` exists but cannot be read (one line: path, file, cause).
     """
-    from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        return DeltaTable(table_uri)
+        return store.delta_table(table_uri)
     except TableNotFoundError:
         return None
     except Exception as e:  # noqa: BLE001 - DeltaError, DeltaProtocolError, OSError, PyO3 panics
@@ -115,9 +116,12 @@ def open_delta_table(table_uri: str):
 
 
 def foreign_entries(table_uri: str, limit: int = NAMED_ENTRIES) -> list[str]:
-    """Up to ``limit`` paths (relative) of files in a local folder that make it non-empty (module docstring)."""
+    """Up to ``limit`` paths (relative) of files in a folder that make it non-empty (module docstring); in an
+    object store, the objects under the location's prefix (one listing, at table creation only)."""
     root = _local_root(table_uri)
-    if root is None or not os.path.isdir(root):
+    if root is None:
+        return _foreign_objects(table_uri, limit)
+    if not os.path.isdir(root):
         return []
     found: list[str] = []
     for folder, dirs, files in os.walk(root):
@@ -131,19 +135,33 @@ def foreign_entries(table_uri: str, limit: int = NAMED_ENTRIES) -> list[str]:
     return found
 
 
+def _foreign_objects(table_uri: str, limit: int) -> list[str]:
+    from pyarrow import fs as pafs
+
+    fs, root = store.filesystem(table_uri)
+    found = []
+    for info in fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True)):
+        rel = posixpath.relpath(info.path, root)
+        parts = rel.split("/")
+        if info.type != pafs.FileType.File or any(p.startswith((".", "_")) for p in parts) or \
+                SINK_FILE_PREFIX.match(parts[-1]):
+            continue
+        found.append(rel)
+    return sorted(found)[:limit]
+
+
 def check_new_table_location(table_uri: str, *, create_in_non_empty_path: bool = False) -> None:
     """Refuse to create a Delta table at ``table_uri`` when it is a file or a non-empty plain folder.
 
-    Call it when :func:`open_delta_table` found no table. Remote locations (URIs) are not checked.
+    Call it when :func:`open_delta_table` found no table. In an object store a "folder" is a key prefix: only
+    the objects under it count.
 
     Raises:
         DeltaTablePathError: the location is a file, or holds other files and ``create_in_non_empty_path``
             is False (the message names the path, up to three of the files, and the option).
     """
     root = _local_root(table_uri)
-    if root is None:
-        return
-    if os.path.exists(root) and not os.path.isdir(root):
+    if root is not None and os.path.exists(root) and not os.path.isdir(root):
         raise DeltaTablePathError(f"{table_uri} is a file, not a folder: a Delta table is a folder")
     if create_in_non_empty_path:
         return

@@ -23,6 +23,7 @@ from connector.delta.location import check_new_table_location, normalize_table_u
 from connector.delta.schema import check_schema_matches, delta_schema_of
 from connector.errors import DeltaCommitError
 from connector.retry import retry_attempts
+from connector.storage import store
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ def merge_batch(rows, schema, path: str, app_id: str, batch_id: int, *, keys: Se
                 try:
                     if table is None:
                         write_deltalake(uri, rows, mode="error", partition_by=list(partition_by) or None,
-                                        commit_properties=props)
+                                        storage_options=store.storage_options(uri), commit_properties=props)
                         metrics: dict[str, Any] = {}
                     else:
                         merger = (table.merge(rows, key_condition(keys, partition_by=partition_by),

@@ -6,12 +6,17 @@ the appId must change with the checkpoint: docs/delta.md "2. The sink `format(\"
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from connector.delta.location import CREATE_IN_NON_EMPTY_OPTION, normalize_table_uri
-from connector.errors import DeltaSinkConfigError
+from connector.errors import DeltaSinkConfigError, StorageConfigError
+from connector.storage import store
+from connector.storage.config import StorageConfig
 
+#: The sink option holding object-store settings (docs/object_storage.md "Credentials and settings").
+STORAGE_OPTIONS_OPTION = "storageOptions"
 DEFAULT_TARGET_FILE_SIZE_BYTES = 104_857_600  # delta-rs default for delta.targetFileSize
 #: Parquet codec option value -> (pyarrow codec, file-name infix as Spark writes it).
 COMPRESSION_CODECS = {
@@ -37,6 +42,8 @@ class DeltaSinkOptions:
         compression: pyarrow Parquet codec name.
         codec_infix: file-name infix of the codec (``.snappy``...).
         create_in_non_empty_path: ``createTableInNonEmptyPath`` (create a new table next to other files).
+        storage: the object-store settings the tasks and the commit use: this process's
+            (:func:`connector.storage.store.active`) with the ``storageOptions`` JSON object over them.
     """
 
     table_uri: str
@@ -46,6 +53,7 @@ class DeltaSinkOptions:
     compression: str
     codec_infix: str
     create_in_non_empty_path: bool = False
+    storage: StorageConfig = field(default_factory=StorageConfig)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> DeltaSinkOptions:
@@ -91,9 +99,32 @@ class DeltaSinkOptions:
         if raw_create not in ("true", "false"):
             raise DeltaSinkConfigError(
                 f"option {CREATE_IN_NON_EMPTY_OPTION}={raw_create!r} for table {path} must be true or false")
-        return cls(table_uri=normalize_table_uri(path), app_id=app_id, partition_by=partition_by,
+        try:
+            storage = _storage_config(opts.get(STORAGE_OPTIONS_OPTION.lower()))
+            table_uri = normalize_table_uri(path)
+        except StorageConfigError as e:
+            raise DeltaSinkConfigError(f"table {path}: {e}") from None
+        return cls(table_uri=table_uri, app_id=app_id, partition_by=partition_by,
                    target_file_size=target, compression=codec, codec_infix=infix,
-                   create_in_non_empty_path=raw_create == "true")
+                   create_in_non_empty_path=raw_create == "true", storage=storage)
+
+
+def _storage_config(raw: str | None) -> StorageConfig:
+    """This process's storage settings with a ``storageOptions`` value over them; with one given, they become the
+    process's (:func:`connector.storage.store.use`: the commit on the driver uses them too)."""
+    if raw is None or not raw.strip():
+        return store.active()
+    try:
+        extra = json.loads(raw)
+        if not isinstance(extra, dict):
+            raise ValueError("not an object")
+    except ValueError:
+        raise StorageConfigError(f'option {STORAGE_OPTIONS_OPTION} must be a JSON object of storage keys '
+                                 '(e.g. {"AWS_ENDPOINT_URL": "http://host:9000"})') from None
+    config = store.active().merged({str(k): str(v) for k, v in extra.items()},
+                                   source=f"option {STORAGE_OPTIONS_OPTION} key")
+    store.use(config)
+    return config
 
 
 

@@ -11,17 +11,17 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from connector.storage import store
+
 
 def arrow_filesystem(table_uri: str) -> pafs.FileSystem:
-    """pyarrow's own filesystem rooted at the table: a local folder or any URI ``pyarrow.fs.FileSystem.from_uri``
-    understands (``s3://``, ``gs://``, ``hdfs://``, ``file://``).
+    """pyarrow's own filesystem rooted at the table: a local folder or an ``s3://`` location with this process's
+    storage settings (:func:`connector.storage.store.filesystem`).
 
     Raises:
-        pyarrow.ArrowInvalid: a URI scheme pyarrow has no filesystem for.
+        StorageConfigError: a URI scheme other than ``s3``/``s3a``.
     """
-    if "://" not in table_uri:
-        return pafs.SubTreeFileSystem(str(table_uri), pafs.LocalFileSystem())
-    filesystem, path = pafs.FileSystem.from_uri(table_uri)
+    filesystem, path = store.filesystem(table_uri)
     return pafs.SubTreeFileSystem(path, filesystem)
 
 
@@ -33,8 +33,6 @@ def read_table(table_uri: str, columns: Sequence[str] | None = None, filters=Non
     ``pyarrow.dataset.Expression``). Raises what deltalake raises for a path that holds no readable table
     (``TableNotFoundError``, ``DeltaError``).
     """
-    from deltalake import DeltaTable
-
-    table = DeltaTable(table_uri, version=version)
+    table = store.delta_table(table_uri, version=version)
     return table.to_pyarrow_table(columns=list(columns) if columns is not None else None, filters=filters,
                                   filesystem=arrow_filesystem(table_uri))

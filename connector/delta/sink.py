@@ -25,6 +25,7 @@ from connector.delta.options import DeltaSinkOptions
 from connector.delta.parquet import TaskFileWriter
 from connector.errors import DeltaSinkConfigError
 from connector.spark_compat import StreamWriterBase, arrow_batches
+from connector.storage import store
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ class DeltaLakeStreamWriter(StreamWriterBase):
         commit message, or ``discard`` on failure."""
         from pyspark import TaskContext
 
+        store.use(self.options.storage)  # an executor has no settings of its own (connector.storage.store)
         ctx = TaskContext.get()
         partition_id = ctx.partitionId() if ctx else 0
         attempt = ctx.attemptNumber() if ctx else 0

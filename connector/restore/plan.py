@@ -17,6 +17,7 @@ from connector.delta.reading import arrow_filesystem, read_table
 from connector.errors import RestoreError
 from connector.protocol.commitlog import END_FILE_MIN_BLANK_LENGTH_BYTES
 from connector.protocol.mapped_files import file_name, file_start
+from connector.storage import store
 
 #: The columns of the restore columns a table must have (docs/restore.md "The columns bronze keeps").
 RESTORE_COLUMN_NAMES = tuple(name for name, _, _ in RESTORE_COLUMNS)
@@ -75,9 +76,7 @@ def _table_files(table_uri: str, broker: str, start: int | None, end: int | None
     partition value and Delta statistics (``min.``/``max.commitLogOffset``) may hold rows of the range."""
     from urllib.parse import unquote
 
-    from deltalake import DeltaTable
-
-    table = DeltaTable(table_uri)
+    table = store.delta_table(table_uri)
     partitions = table.metadata().partition_columns
     actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
     wanted = ["path", "num_records", "min.commitLogOffset", "max.commitLogOffset",
