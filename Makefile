@@ -10,7 +10,8 @@ CDS_STAMP := $(VENV)/.spark-cds
 
 # Real JVM peers for the interoperability tests and format("delta"): Maven stages the jars named in
 # jvm/*.pom.xml into the git-ignored .jvm/<name>/lib (once; again when a pom changes). docs/real_peers.md
-JVM_PEERS := .jvm/rocketmq-4.9/.staged .jvm/rocketmq-5/.staged .jvm/delta/.staged
+JVM_PEERS := .jvm/rocketmq-4.9/.staged .jvm/rocketmq-5/.staged .jvm/delta/.staged .jvm/s3proxy/.staged \
+             .jvm/s3a/.staged
 MVN_STAGE  = mvn -q -B -f $< dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(@D)/lib
 
 .jvm/rocketmq-4.9/.staged: jvm/rocketmq-4.9.pom.xml
@@ -24,6 +25,16 @@ MVN_STAGE  = mvn -q -B -f $< dependency:copy-dependencies -DoutputDirectory=$(CU
 .jvm/delta/.staged: jvm/delta.pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "staging the Delta jars needs Maven (Debian/Ubuntu: apt-get install maven)" >&2; exit 1; }
 	rm -rf $(@D) && $(MVN_STAGE) -DexcludeTransitive=true && touch $@
+
+# A real S3 server for the object-storage tests (one self-contained jar, kept off Spark's classpath) and Spark's
+# s3a:// file system with the S3-safe checkpoint manager (hadoop-aws, the AWS SDK modules it links: 13 MB).
+.jvm/s3proxy/.staged: jvm/s3proxy.pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "staging the S3Proxy server needs Maven (Debian/Ubuntu: apt-get install maven)" >&2; exit 1; }
+	rm -rf $(@D) && $(MVN_STAGE) -DexcludeTransitive=true && touch $@
+
+.jvm/s3a/.staged: jvm/s3a.pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "staging the s3a jars needs Maven (Debian/Ubuntu: apt-get install maven)" >&2; exit 1; }
+	rm -rf $(@D) && $(MVN_STAGE) && touch $@
 
 jvm-peers: $(JVM_PEERS)
 
