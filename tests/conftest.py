@@ -202,3 +202,19 @@ def _restore_root_logging():
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """The one real S3 server of the test run, or of its pytest-xdist worker (S3Proxy over a local folder; start-up
+    ~1-2 s), with the bucket ``hareplica-tests`` (tests/support/s3_server.py: ``endpoint``, ``env()``,
+    ``storage_options()``, ``filesystem()``, ``hadoop_conf()``, ``restart()``). The staged jar (``make jvm-peers``
+    → .jvm/s3proxy/lib) must be there: missing, the tests that use it fail."""
+    from tests.support.s3_server import TEST_BUCKET, S3Server
+
+    server = S3Server.start(tmp_path_factory.mktemp("s3-server"))
+    try:
+        server.create_bucket(TEST_BUCKET)
+        yield server
+    finally:
+        server.stop()
