@@ -83,3 +83,10 @@ class DeprecatedAlias(argparse.Action):
 
         sys.stderr.write(f"{parser.prog}: {option_string} is deprecated and goes in the next release; use {self.new}\n")
         setattr(namespace, self.dest, values)
+
+
+def add_storage_option_arg(p) -> None:
+    """``--storage-option KEY=VALUE`` (repeatable): object-store settings over the ``AWS_*`` variables."""
+    p.add_argument("--storage-option", dest="storage_options", action="append", default=[], metavar="KEY=VALUE",
+                   help="object-store setting over the AWS_* environment variables, e.g. "
+                        "AWS_ENDPOINT_URL=http://host:9000 (repeatable; docs/object_storage.md)")

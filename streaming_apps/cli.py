@@ -12,7 +12,16 @@ import os
 import re
 import sys
 
-from streaming_apps.arg_types import DeprecatedAlias, Parser, key_value, non_negative, offset, positive, seconds
+from streaming_apps.arg_types import (
+    DeprecatedAlias,
+    Parser,
+    add_storage_option_arg,
+    key_value,
+    non_negative,
+    offset,
+    positive,
+    seconds,
+)
 
 
 def installed_version() -> str:
@@ -89,9 +98,11 @@ def _add_workdir_args(p: argparse.ArgumentParser, *, tables: bool = True) -> Non
     from streaming_apps.apps.common import DEFAULT_WORKDIR
 
     p.add_argument("--workdir", default=DEFAULT_WORKDIR,
-                   help=f"root of tables/, checkpoints/ and status/ (default {DEFAULT_WORKDIR})")
+                   help=f"root of tables/, checkpoints/ and status/: a folder or s3://bucket/prefix "
+                        f"(default {DEFAULT_WORKDIR})")
     if tables:
         p.add_argument("--tables-root", default=None, help="folder of the Delta tables (default WORKDIR/tables)")
+    add_storage_option_arg(p)
 
 
 def _add_run_parser(sub) -> None:
@@ -230,6 +241,19 @@ def _tables_root(args) -> str:
     return args.tables_root or os.path.join(args.workdir, "tables")
 
 
+def _table_location(args) -> str:
+    """``maintain``'s table: a bare name under ``--tables-root`` (always, when that is an object store; on a disk,
+    when that folder holds a table), else the path or URI given."""
+    from connector.storage import locations
+
+    root = _tables_root(args)
+    bare = "/" not in args.table and "://" not in args.table
+    if bare and locations.is_uri(root):
+        return locations.join(locations.resolve(root, "--tables-root"), args.table)
+    candidate = os.path.join(root, args.table)
+    return candidate if os.path.isdir(os.path.join(candidate, "_delta_log")) else args.table
+
+
 def warm_workers_of(args) -> int:
     """``run``'s Python workers to warm (streaming_apps.worker_warmup): ``--warm-workers``, else the cores of a
     ``local[N]`` master; 0 for a cluster master or ``--remote`` (tasks may land on any executor).
@@ -261,6 +285,36 @@ def spark_conf_of(args) -> dict[str, str]:
     return conf
 
 
+def s3a_jars_for(config, jars: list[str]) -> list[str]:
+    """The staged hadoop-aws jars (:func:`streaming_apps.object_store.staged_s3a_jars`) when the run's checkpoints,
+    or its ``--sink delta`` tables, are in an object store and ``jars`` holds no hadoop-aws; else ``[]``.
+
+    Raises:
+        AppError: they are needed and none are staged (how to add them).
+    """
+    from connector.storage import locations
+    from streaming_apps.apps import AppError
+    from streaming_apps.object_store import s3a_jars_hint, staged_s3a_jars
+
+    needed = locations.is_uri(config.checkpoint_root) or (
+        config.sink == "delta" and locations.is_uri(config.tables_root))
+    if not needed or any("hadoop-aws" in os.path.basename(j) for j in jars):
+        return []
+    staged = staged_s3a_jars()
+    if not staged:
+        raise AppError(f"--checkpoint-root {config.checkpoint_root}: Spark needs hadoop-aws for s3a:// checkpoints; "
+                       + s3a_jars_hint())
+    return staged
+
+
+def object_store_conf(config) -> dict[str, str]:
+    """Spark conf for a run with locations in an object store (:func:`streaming_apps.object_store.spark_conf`);
+    ``{}`` for a local run."""
+    from streaming_apps.object_store import spark_conf
+
+    return spark_conf(config.storage) if config.object_store_locations else {}
+
+
 def check_remote_run(args) -> None:
     """``run --remote``: refuse the flags that set up a Spark this process would start, then reach the server.
 
@@ -287,6 +341,8 @@ def check_remote_run(args) -> None:
 
 
 def _run(args) -> int:
+    from pathlib import Path
+
     from connector.delta.schema import DeltaSchemaMismatchError
     from connector.settings import OPTIONS
     from streaming_apps.apps import (
@@ -299,7 +355,13 @@ def _run(args) -> int:
         progress_line,
         run_app,
     )
-    from streaming_apps.apps.common import check_table_locations, check_table_schemas, delta_jars_for, expand_jars
+    from streaming_apps.apps.common import (
+        DEFAULT_WORKDIR,
+        check_table_locations,
+        check_table_schemas,
+        delta_jars_for,
+        expand_jars,
+    )
     from streaming_apps.console_log import console as console_of
     from streaming_apps.console_log import open_log_file
     from streaming_apps.preflight import (
@@ -337,6 +399,7 @@ def _run(args) -> int:
         if args.remote:
             check_remote_run(args)
         jars = delta_jars_for(config.sink, expand_jars(args.jars))  # --sink delta: the staged jars by default
+        jars += s3a_jars_for(config, jars)  # a checkpoint in an object store: hadoop-aws
         # before Spark starts: options (the source's own validation), folders, the brokers themselves, a JSON
         # starting offset against them, the table folders and the tables' schemas: a refusal is one line and
         # exit 2, no Spark banner
@@ -360,11 +423,13 @@ def _run(args) -> int:
                 console.print(f"[red]error:[/red] {e}", highlight=False)
                 return 2
         else:
-            log_file = open_log_file(config.workdir, config.app)
+            log_file = open_log_file(config.workdir if isinstance(config.workdir, Path) else DEFAULT_WORKDIR,
+                                     config.app)
             if log_file is not None:
                 console.print(f"Spark's and py4j's log: {log_file}", highlight=False)
             spark = build_spark_session(f"hareplica-{args.app}", master=args.master, jars=jars,
-                                        delta=args.sink == "delta" and bool(jars), extra_conf=spark_conf_of(args),
+                                        delta=args.sink == "delta" and bool(jars),
+                                        extra_conf={**object_store_conf(config), **spark_conf_of(args)},
                                         c1_only_jit=config.c1_only_jit, parallel_gc=config.parallel_gc,
                                         log_file=log_file)
             _stop_on_signals(stop)  # again: PySpark's SparkContext sets a SIGINT handler of its own (cancel, raise)
@@ -443,8 +508,7 @@ def _maintain(args) -> int:
     from streaming_apps.console_log import console as console_of
 
     console = console_of(stderr=True)  # an error is one line, whatever the terminal width
-    candidate = os.path.join(_tables_root(args), args.table)
-    path = candidate if os.path.isdir(os.path.join(candidate, "_delta_log")) else args.table
+    path = _table_location(args)
     started = time.monotonic()
     try:
         result = run_maintenance(path, compact=args.compact, target_size=args.target_size, checkpoint=args.checkpoint,
@@ -493,8 +557,27 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _use_storage_options(args) -> int | None:
+    """Make ``--storage-option`` over the ``AWS_*`` variables this process's object-store settings; 2 (after one
+    ``error:`` line) when one is malformed, else None."""
+    from connector.errors import StorageConfigError
+    from connector.storage import store
+    from connector.storage.config import StorageConfig, parse_storage_options
+
+    try:
+        store.use(StorageConfig.from_options(parse_storage_options(getattr(args, "storage_options", None) or []),
+                                             source="--storage-option"))
+    except StorageConfigError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 2
+    return None
+
+
 def _dispatch(args, extra: list[str]) -> int:
     """Run the parsed sub-command; returns the exit code."""
+    refused = _use_storage_options(args)
+    if refused is not None:
+        return refused
     if args.command == "inspect-commitlog":
         from streaming_apps.inspect_commitlog import run
 
@@ -531,11 +614,10 @@ def _dispatch(args, extra: list[str]) -> int:
     if args.command == "maintain":
         return _maintain(args)
     if args.command == "status":
-        import os
-
+        from connector.storage import locations
         from streaming_apps.status import status_command
 
-        return status_command(args.paths or [os.path.join(args.workdir, "status")], brokers=args.brokers,
+        return status_command(args.paths or [locations.join(args.workdir, "status")], brokers=args.brokers,
                               as_json=args.json, prometheus=args.prometheus, namesrv_addr=args.namesrv_addr)
     if args.command == "read":
         from streaming_apps.read_command import run as read

@@ -23,6 +23,8 @@ from connector.errors import (
     HAReplicaOptionError,
     NameServerError,
     NotARocketMQBrokerError,
+    StorageAccessError,
+    StorageConfigError,
     UnsupportedBrokerModeError,
 )
 from connector.options import SourceOptions
@@ -30,6 +32,9 @@ from connector.settings import EARLIEST_OFFSET_SENTINEL, LATEST_OFFSET_SENTINEL
 from connector.source.driver.brokers import fetch_range
 from connector.source.driver.offsets import HEAD_BYTES, starts_record
 from connector.source.driver.ranges import not_a_record_start, refuse_batch_only_options
+from connector.storage import locations, store
+from connector.storage.probe import check_location
+from streaming_apps.checkpoints import checkpoint_has_offsets
 
 PREFLIGHT_TIMEOUT_MS = 3000
 
@@ -43,10 +48,13 @@ def check_run_config(source_options: dict[str, str], paths: dict[str, Path]) -> 
 
     Args:
         source_options: the ``format("hareplica")`` option map the app will pass.
-        paths: ``{"--workdir": path, ...}``: folders the app creates or writes (flag name → path).
+        paths: ``{"--workdir": path, ...}``: folders the app creates or writes (flag name → path), or ``s3://``
+            locations, whose bucket is asked for once with this process's storage settings
+            (:func:`connector.storage.probe.check_location`).
     Raises:
         PreflightError: an option is malformed or is for batch reads only (the source's HAReplicaOptionError
-            text), a path exists but is not a folder, or its nearest existing parent is not a writable folder.
+            text), a path exists but is not a folder, or its nearest existing parent is not a writable folder; an
+            object store refuses the credentials, has no such bucket or does not answer.
     """
     try:
         options = SourceOptions.from_options(source_options)
@@ -54,7 +62,13 @@ def check_run_config(source_options: dict[str, str], paths: dict[str, Path]) -> 
     except HAReplicaOptionError as exc:
         raise PreflightError(str(exc)) from None
     for flag, path in paths.items():
-        check_writable_dir(flag, Path(path))
+        if isinstance(path, str) and locations.is_uri(path):
+            try:
+                check_location(path, store.active(), flag)
+            except (StorageAccessError, StorageConfigError) as e:
+                raise PreflightError(str(e)) from None
+        else:
+            check_writable_dir(flag, Path(path))
     return options
 
 
@@ -133,8 +147,7 @@ def check_starting_offsets(options: SourceOptions, checkpoint: Path, timeout_ms:
             cannot be asked is left to :func:`check_brokers` and the source.
     """
     starting = options.starting_offsets
-    offsets_dir = Path(checkpoint) / "offsets"
-    if isinstance(starting, str) or (offsets_dir.is_dir() and any(offsets_dir.iterdir())):
+    if isinstance(starting, str) or checkpoint_has_offsets(checkpoint):
         return
     fetch = dataclasses.replace(options.fetch, connect_timeout_ms=min(timeout_ms, options.fetch.connect_timeout_ms),
                                 read_timeout_ms=timeout_ms, max_outage_ms=0)

@@ -19,6 +19,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import QueryIdleEvent, QueryStartedEvent, QueryTerminatedEvent
 
 from connector.source.driver.batches import MAX_OFFSET_KEY
+from streaming_apps.progress_file import ProgressFile, read_progress_texts
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,8 @@ class ProgressFileListener(StreamingQueryListener):
     """Appends the progress of the watched queries to a JSON-lines file (module docstring).
 
     Args:
-        path: the file (folders are created); lines are appended, so restarts keep the history.
+        path: the file (folders are created), a local path or an ``s3://`` location
+            (:class:`streaming_apps.progress_file.ProgressFile`); lines are appended, so restarts keep the history.
         query_names: watch only queries with these names (None: every query of the session).
         on_progress: called with each progress line after it is written (the apps count batches for
             maintenance with it); its errors are logged, never raised into Spark.
@@ -133,14 +135,14 @@ class ProgressFileListener(StreamingQueryListener):
                  on_progress: Callable[[dict[str, Any]], None] | None = None,
                  max_bytes: int = DEFAULT_MAX_PROGRESS_FILE_BYTES):
         super().__init__()
-        self.path = Path(path)
+        self.path = path if isinstance(path, str) and "://" in path else Path(path)
+        self._file = ProgressFile(self.path, max_bytes)
         self.query_names = set(query_names) if query_names is not None else None
         self.on_progress = on_progress
         self.max_bytes = max_bytes
         self.records: list[dict[str, Any]] = []
         self._names: dict[str, str | None] = {}
         self._lock = threading.Condition()  # guards the file and records; notified at every record
-        self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def _watched(self, name: str | None) -> bool:
         return self.query_names is None or name in self.query_names
@@ -155,10 +157,7 @@ class ProgressFileListener(StreamingQueryListener):
         line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
         with self._lock:
             try:
-                if self.path.exists() and self.path.stat().st_size + len(line) > self.max_bytes:
-                    os.replace(self.path, self.path.with_name(self.path.name + ".1"))
-                with open(self.path, "a", encoding="utf-8") as fh:
-                    fh.write(line)
+                self._file.append(line)
             except OSError as e:
                 log.warning("could not write progress file %s: %s", self.path, e)
             self.records.append(record)
@@ -225,21 +224,17 @@ def read_events(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
 
     Lines that are not JSON objects (a line cut by a crash) are skipped with a warning.
     """
-    path = Path(path)
-    for p in (path.with_name(path.name + ".1"), path):
-        if not p.exists():
-            continue
-        with open(p, encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    log.warning("skipping unreadable line %d of %s", n, p)
-                    continue
-                if isinstance(record, dict):
-                    yield record
+    for p, text in read_progress_texts(path):
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                log.warning("skipping unreadable line %d of %s", n, p)
+                continue
+            if isinstance(record, dict):
+                yield record
 
 
 def latest_status(events: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -21,7 +21,9 @@ from typing import Any
 import pyarrow as pa
 
 from connector.delta.location import error_line, open_delta_table
-from connector.errors import DeltaTablePathError, HAReplicaError
+from connector.errors import DeltaTablePathError, HAReplicaError, StorageAccessError, StorageConfigError
+from connector.storage import locations, store
+from connector.storage.probe import check_location
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,10 @@ class QueryError(HAReplicaError):
 
 
 def discover_tables(tables_root: str | os.PathLike) -> dict[str, str]:
-    """``{name: absolute path}`` of the Delta tables under ``tables_root`` (module docstring), sorted by name."""
+    """``{name: absolute path or s3:// location}`` of the Delta tables under ``tables_root`` (module docstring),
+    sorted by name; in an object store, one listing of the root's "folders" and one of each one's ``_delta_log``."""
+    if locations.is_uri(tables_root):
+        return _discover_remote_tables(locations.resolve(tables_root, "--tables-root"))
     root = Path(tables_root).resolve()
     found: dict[str, str] = {}
     if (root / "_delta_log").is_dir():
@@ -54,6 +59,23 @@ def discover_tables(tables_root: str | os.PathLike) -> dict[str, str]:
     return found
 
 
+def _discover_remote_tables(root: str) -> dict[str, str]:
+    from pyarrow import fs as pafs
+
+    fs, key = store.filesystem(root)
+
+    def is_table(prefix: str) -> bool:
+        return bool(fs.get_file_info(pafs.FileSelector(prefix + "/_delta_log", allow_not_found=True)))
+
+    found: dict[str, str] = {}
+    if is_table(key):
+        found[key.rsplit("/", 1)[-1]] = root
+    for info in fs.get_file_info(pafs.FileSelector(key, allow_not_found=True)):
+        if info.type == pafs.FileType.Directory and not info.base_name.startswith(("_", ".")) and is_table(info.path):
+            found[info.base_name] = f"s3://{info.path}"
+    return dict(sorted(found.items()))
+
+
 def resolve_tables(tables_root: str | os.PathLike | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Tables found under ``tables_root`` plus ``extra`` (``{name: path}``, overriding).
 
@@ -62,7 +84,7 @@ def resolve_tables(tables_root: str | os.PathLike | None, extra: Mapping[str, st
     """
     tables = discover_tables(tables_root) if tables_root is not None else {}
     for name, path in (extra or {}).items():
-        tables[name] = str(Path(path).resolve())
+        tables[name] = locations.resolve(path, f"--table {name}")
     if not tables:
         raise QueryError(f"no Delta tables under {tables_root} (a table is a folder holding _delta_log); "
                          "run an app first or pass --table NAME=PATH")
@@ -187,6 +209,8 @@ def query_command(sql: str, *, tables_root: str | None, tables: Mapping[str, str
     try:
         if engine not in ENGINES:
             raise QueryError(f"--engine {engine!r} must be one of {', '.join(ENGINES)}")
+        if tables_root is not None and locations.is_uri(tables_root):
+            check_location(tables_root, store.active(), "--tables-root")
         resolved = resolve_tables(tables_root, tables)
         if engine == ENGINE_SPARK:
             log_file = None
@@ -202,6 +226,9 @@ def query_command(sql: str, *, tables_root: str | None, tables: Mapping[str, str
     except QueryError as e:
         console_of(stderr=True).print(f"[red]error:[/red] {e}", highlight=False)
         return 1
+    except (StorageAccessError, StorageConfigError) as e:
+        console_of(stderr=True).print(f"[red]error:[/red] {e}", highlight=False)
+        return 2
     text = render(result, fmt, max_rows=max_rows)
     if text is not None:
         sys.stdout.write(text)
@@ -216,10 +243,9 @@ def spark_view_frame(spark, path: str):
         QueryError: the table needs reader features (deletion vectors, column mapping...) plain
             Parquet reads would get wrong.
     """
-    from deltalake import DeltaTable
     from pyspark.sql.types import StructType
 
-    dt = DeltaTable(path)
+    dt = store.delta_table(path)
     protocol = dt.protocol()
     if protocol.min_reader_version > 1 or (protocol.reader_features or []):
         raise QueryError(f"Delta table {path} needs reader version {protocol.min_reader_version} features "
@@ -228,7 +254,8 @@ def spark_view_frame(spark, path: str):
     files = dt.file_uris()
     if not files:
         return spark.createDataFrame([], schema)
-    df = spark.read.schema(schema).option("basePath", path).parquet(*files)
+    df = spark.read.schema(schema).option("basePath", locations.for_spark(path)).parquet(
+        *(locations.for_spark(f) for f in files))
     return df.select(*schema.fieldNames())
 
 
@@ -264,8 +291,14 @@ def spark_query(sql: str, tables: Mapping[str, str], *, jars: list[str] | None =
 
     jars = list(jars) if jars else staged_delta_jars()
     with_delta = any(os.path.basename(j).startswith("delta-spark") for j in jars)
+    conf = {}
+    if any(locations.is_uri(path) for path in tables.values()):  # s3a:// reads: hadoop-aws and the store's settings
+        from streaming_apps.object_store import staged_s3a_jars
+
+        jars += [] if any("hadoop-aws" in os.path.basename(j) for j in jars) else staged_s3a_jars()
+        conf = store.active().hadoop_conf()
     spark = build_spark_session("hareplica-query", master=master or DEFAULT_MASTER, jars=jars, delta=with_delta,
-                                log_file=log_file)
+                                extra_conf=conf, log_file=log_file)
     try:
         register_spark_tables(spark, None, tables)
         try:
@@ -307,7 +340,7 @@ def register_spark_tables(spark, tables_root: str | os.PathLike | None, tables: 
     for name, path in resolved.items():
         _open_table(name, path)  # one line for a missing or unreadable table, before Spark's own error
         try:
-            df = spark.read.format("delta").load(path)
+            df = spark.read.format("delta").load(locations.for_spark(path))
         except Exception as e:  # noqa: BLE001 - AnalysisException
             raise QueryError(f"table {name}: Spark cannot read Delta table {path}: {error_line(e)}") from e
         df.createOrReplaceTempView(name)

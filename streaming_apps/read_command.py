@@ -14,7 +14,10 @@ import hashlib
 import json
 import sys
 
-from streaming_apps.arg_types import key_value
+from connector.errors import StorageAccessError, StorageConfigError
+from connector.storage import locations, store
+from connector.storage.probe import check_location
+from streaming_apps.arg_types import add_storage_option_arg, key_value
 from streaming_apps.landed import overlap
 
 
@@ -32,6 +35,7 @@ def add_read_parser(sub) -> None:
                             "option)")
     p.add_argument("--workdir", default="hareplica-data", help="root of tables/ (default hareplica-data)")
     p.add_argument("--tables-root", default=None, help="folder of the Delta tables (default WORKDIR/tables)")
+    add_storage_option_arg(p)
     p.add_argument("--starting-offsets", default=STARTING_OFFSETS_EARLIEST,
                    help='earliest (default), latest or JSON {"broker-a": offset}')
     p.add_argument("--ending-offsets", default="latest", help='latest (default) or JSON {"broker-a": offset}')
@@ -114,13 +118,12 @@ READ_BATCH_ID = 0
 def already_landed(path: str, app_id: str) -> bool:
     """True when the bronze table at ``path`` holds the commit of txn ``app_id`` (this exact range landed), by the
     writers' replay rule (:func:`connector.delta.commit.batch_already_committed`)."""
-    from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     from connector.delta.commit import batch_already_committed
 
     try:
-        return batch_already_committed(DeltaTable(path).transaction_version(app_id), READ_BATCH_ID)
+        return batch_already_committed(store.delta_table(path).transaction_version(app_id), READ_BATCH_ID)
     except TableNotFoundError:
         return False
 
@@ -132,7 +135,6 @@ def run(args) -> int:
     reading or writing. An error is one line, ``error: ...`` (its traceback only at DEBUG); Spark's and py4j's
     output go to ``WORKDIR/logs/read.log`` (:mod:`streaming_apps.console_log`), named once when Spark starts."""
     import logging
-    import os
 
     from connector.errors import BrokerAdminError, HAReplicaOptionError, NameServerError
     from connector.settings import OPTIONS
@@ -148,7 +150,14 @@ def run(args) -> int:
     options.update({OPTIONS.starting_offsets.name: json.dumps(start), OPTIONS.ending_offsets.name: json.dumps(end)})
     key = json.dumps({"start": start, "end": end}, sort_keys=True).encode()
     app_id = "hareplica-read-" + hashlib.sha256(key).hexdigest()[:16]
-    path = os.path.join(args.tables_root or os.path.join(args.workdir, "tables"), "bronze")
+    try:
+        root = locations.resolve(args.tables_root or locations.join(locations.resolve(args.workdir, "--workdir"),
+                                                                    "tables"), "--tables-root")
+        check_location(root, store.active(), "--tables-root")
+    except (StorageConfigError, StorageAccessError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    path = locations.join(root, "bronze")
     held = None if already_landed(path, app_id) else overlap(path, start, end)
     if held is not None:
         sys.stderr.write(f"error: {held[0]}: read a range outside them, or exactly a range hareplica read landed "
@@ -162,7 +171,7 @@ def run(args) -> int:
     from streaming_apps.preflight import spark_failure
     from streaming_apps.spark_session import build_spark_session, stop_session
 
-    log_file = open_log_file(args.workdir, "read")
+    log_file = open_log_file(args.workdir if not locations.is_uri(args.workdir) else "hareplica-data", "read")
     if log_file is not None:
         sys.stderr.write(f"Spark's and py4j's log: {log_file}\n")
     spark = build_spark_session("hareplica-read", master=args.master, log_file=log_file)

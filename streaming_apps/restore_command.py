@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from streaming_apps.arg_types import DeprecatedAlias, non_negative
+from streaming_apps.arg_types import DeprecatedAlias, add_storage_option_arg, non_negative
 
 #: exit code of a restore that stopped before a gap in the table's offsets (the files up to it are written)
 EXIT_GAP = 3
@@ -20,7 +20,8 @@ def add_restore_parser(sub) -> None:
     """Add the ``restore`` sub-command to ``sub`` (the subparsers of :func:`streaming_apps.cli.build_parser`)."""
     p = sub.add_parser("restore", help="write a broker's CommitLog files back from a bronze table, byte for byte, "
                                        "or check a store against the table")
-    p.add_argument("table", help="the bronze table (folder or URI)")
+    p.add_argument("table", help="the bronze table (folder or s3:// URI)")
+    add_storage_option_arg(p)
     name = p.add_mutually_exclusive_group(required=True)
     name.add_argument("--broker-name", help="the broker set's name (brokerName, the table's broker column)")
     name.add_argument("--broker", dest="broker_name", action=DeprecatedAlias, new="--broker-name")
@@ -46,16 +47,19 @@ def run(args) -> int:
     when the restore stopped before a gap, :data:`EXIT_DIFFERS` when ``--verify`` found a difference (one
     ``differs:`` line), :data:`EXIT_BAD_INPUT` when the store folder cannot be used (one ``error:`` line naming
     the path). Another RestoreError propagates (one line, exit 1, from :func:`streaming_apps.cli.main`)."""
-    from connector.errors import RestoreError
+    from connector.errors import RestoreError, StorageAccessError, StorageConfigError
     from connector.restore import restore_commitlog, verify_store
     from connector.restore.store import check_empty_store, check_store_folder
+    from connector.storage import store
+    from connector.storage.probe import check_location
 
     try:  # the store folder first: bad input, refused before the table is read
         if args.verify is not None:
             check_store_folder(args.verify, must_exist=True)
         else:
             check_empty_store(args.store_dir)
-    except RestoreError as exc:
+        check_location(args.table, store.active(), "table")
+    except (RestoreError, StorageAccessError, StorageConfigError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return EXIT_BAD_INPUT
     ranges = {"from_offset": args.from_offset, "from_timestamp": args.from_timestamp, "to_offset": args.to_offset,

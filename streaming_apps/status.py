@@ -17,15 +17,23 @@ import os
 from pathlib import Path
 from typing import Any
 
+from connector.storage import locations
+from streaming_apps.progress_file import list_progress_files
 from streaming_apps.progress_listener import latest_status, read_events
 
 log = logging.getLogger(__name__)
 
 
-def status_files(paths: list[str | os.PathLike]) -> list[Path]:
-    """The progress files named by ``paths``: files as given, folders contribute their ``*.jsonl``."""
-    out: list[Path] = []
-    for p in map(Path, paths):
+def status_files(paths: list[str | os.PathLike]) -> list[Path | str]:
+    """The progress files named by ``paths``: files as given, folders contribute their ``*.jsonl``; an ``s3://``
+    path ending in ``.jsonl`` is a file, any other a folder."""
+    out: list[Path | str] = []
+    for text in map(os.fspath, paths):
+        if locations.is_uri(text):
+            where = locations.resolve(text, "status path")
+            out.extend([where] if where.endswith(".jsonl") else list_progress_files(where))
+            continue
+        p = Path(text)
         if p.is_dir():
             out.extend(sorted(p.glob("*.jsonl")))
         elif p.exists():
@@ -210,6 +218,17 @@ def status_command(paths: list[str], *, brokers: str | None = None, as_json: boo
     answered; 1 when a query failed, or nothing is recorded and no broker answered."""
     import sys
 
+    from connector.errors import StorageAccessError, StorageConfigError
+    from connector.storage import store
+    from connector.storage.probe import check_location
+
+    try:
+        for path in paths:
+            if locations.is_uri(path):
+                check_location(str(path), store.active(), "status path")
+    except (StorageAccessError, StorageConfigError) as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 2
     status = collect_status(paths, brokers, namesrv_addr)
     if prometheus:
         sys.stdout.write(prometheus_text(status))

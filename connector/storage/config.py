@@ -149,17 +149,20 @@ class StorageConfig:
             out["AWS_ALLOW_HTTP"] = "true" if self.allow_http else "false"
         return out
 
-    def arrow_filesystem(self):
+    def arrow_filesystem(self, *, max_attempts: int = ARROW_MAX_ATTEMPTS, connect_timeout: float | None = None,
+                         request_timeout: float | None = None):
         """A ``pyarrow.fs.S3FileSystem`` with these settings (credentials from the SDK's default chain when none are
-        given); exports :data:`SDK_ENVIRONMENT_KEYS` to this process's environment, where that SDK reads them."""
+        given; ``max_attempts`` per request; timeouts in seconds, None for the SDK's); exports
+        :data:`SDK_ENVIRONMENT_KEYS` to this process's environment, where that SDK reads them."""
         from pyarrow import fs as pafs
 
         for key in SDK_ENVIRONMENT_KEYS:
             if key in self.values:
                 os.environ[key] = self.values[key]
         kwargs: dict = {"region": self.region,
-                        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=ARROW_MAX_ATTEMPTS),
-                        "force_virtual_addressing": self.virtual_hosted}
+                        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=max_attempts),
+                        "force_virtual_addressing": self.virtual_hosted,
+                        "connect_timeout": connect_timeout, "request_timeout": request_timeout}
         if self.access_key_id:
             kwargs.update(access_key=self.access_key_id, secret_key=self.values.get("AWS_SECRET_ACCESS_KEY"),
                           session_token=self.values.get("AWS_SESSION_TOKEN"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 
+from connector.storage import locations
 from streaming_apps.apps.common import (
     LANDING_DIRECT,
     AppConfig,
@@ -23,6 +24,7 @@ from streaming_apps.apps.common import (
     hareplica_stream,
     trigger_kwargs,
 )
+from streaming_apps.checkpoints import checkpoint_has_offsets
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +106,7 @@ def check_new_checkpoint(config: AppConfig) -> None:
     from connector.source.driver.batches import BatchPlanner
     from streaming_apps.landed import overlap
 
-    offsets = config.checkpoint() / "offsets"
-    if offsets.is_dir() and any(offsets.iterdir()):
+    if checkpoint_has_offsets(config.checkpoint()):
         return
     try:
         planner = BatchPlanner(SourceOptions.from_options(config.source_option_map()))
@@ -138,7 +139,7 @@ def start(spark, config: AppConfig, sink: DeltaSink) -> list:
         from connector.landing import start_direct_landing
 
         return [start_direct_landing(spark, config.source_option_map(), path=str(config.table_path(TABLE)),
-                                     app_id=config.app_id(), checkpoint=str(config.checkpoint()),
+                                     app_id=config.app_id(), checkpoint=locations.for_spark(config.checkpoint()),
                                      query_name=QUERY_NAMES[0], trigger=trigger_kwargs(config.trigger),
                                      partition_by=PARTITION_BY, target_file_size=config.target_file_size)]
     return [sink.start_stream(bronze_frame(spark, config), table=TABLE, query_name=QUERY_NAMES[0],

@@ -22,8 +22,11 @@ from connector.delta.foreach_batch import write_batch
 from connector.delta.maintenance import DEFAULT_ORPHAN_GRACE_PERIOD_MS, MaintenancePolicy, TableMaintainer
 from connector.delta.merge import FinalizeRows, MergeResult, merge_batch, spark_merge_batch
 from connector.delta.options import app_id_from_checkpoint
-from connector.errors import HAReplicaError
+from connector.errors import HAReplicaError, StorageConfigError
 from connector.spark_compat import available_now_problem
+from connector.storage import locations, store
+from streaming_apps.checkpoints import use_checkpoint_file_manager
+from streaming_apps.object_store import configure_session
 from streaming_apps.progress_listener import ProgressFileListener
 from streaming_apps.worker_warmup import WARMUP_MODULES, Warmup, start_warmup
 
@@ -91,15 +94,40 @@ def delta_jars_for(sink: str, jars: Sequence[str]) -> list[str]:
     return staged
 
 
+#: A table, checkpoint or status location of the apps: a local folder as a ``Path``, a location in an object store as
+#: its ``s3://`` text (docs/object_storage.md "Locations").
+Location = Path | str
+
+
+def as_location(value: str | Path, what: str) -> Location:
+    """``value`` resolved (:func:`connector.storage.locations.resolve`): an absolute ``Path`` or an ``s3://`` text.
+
+    Raises:
+        AppError: an unsupported URI scheme or an S3 URI without a bucket (naming ``what``).
+    """
+    try:
+        text = locations.resolve(value, what)
+    except StorageConfigError as e:
+        raise AppError(str(e)) from None
+    return text if locations.is_uri(text) else Path(text).resolve()
+
+
+def under(root: Location, *names: str) -> Location:
+    """``root/names…`` for either kind of :data:`Location`."""
+    return root.joinpath(*names) if isinstance(root, Path) else locations.join(root, *names)
+
+
 @dataclass
 class AppConfig:
-    """Everything an app run needs. Paths default to folders under ``workdir``.
+    """Everything an app run needs. Locations default to folders under ``workdir``; each is a local folder or an
+    ``s3://`` URI (:data:`Location`).
 
     Attributes:
         app: bronze, silver or gold.
         brokers: the source's ``brokers`` option (``name=host:haPort[/host:remotingPort],...``); empty with
             ``namesrv_addr``.
         workdir: root of tables (``tables/``), checkpoints (``checkpoints/APP``) and status (``status/APP.jsonl``).
+        storage_options: object-store settings over the process's (``--storage-option``; docs/object_storage.md).
         sink: ``deltalake`` (default, no jars) or ``delta`` (Spark's Delta Lake).
         landing: bronze only: ``direct`` (the executors write the Delta files as they decode,
             :mod:`connector.landing`; deltalake sink only) or ``spark`` (rows go through Spark into the
@@ -124,10 +152,10 @@ class AppConfig:
 
     app: str
     brokers: str
-    workdir: Path = Path(DEFAULT_WORKDIR)
-    tables_root: Path | None = None
-    checkpoint_root: Path | None = None
-    status_dir: Path | None = None
+    workdir: Location = Path(DEFAULT_WORKDIR)
+    tables_root: Location | None = None
+    checkpoint_root: Location | None = None
+    status_dir: Location | None = None
     sink: str = SINK_DELTALAKE
     landing: str | None = None
     trigger: str = DEFAULT_TRIGGER
@@ -144,12 +172,18 @@ class AppConfig:
     topics: tuple[str, ...] | None = None
     warm_workers: int = 0
     namesrv_addr: str | None = None
+    storage_options: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.workdir = Path(self.workdir).resolve()
-        self.tables_root = Path(self.tables_root or self.workdir / "tables").resolve()
-        self.checkpoint_root = Path(self.checkpoint_root or self.workdir / "checkpoints").resolve()
-        self.status_dir = Path(self.status_dir or self.workdir / "status").resolve()
+        self.workdir = as_location(self.workdir, "--workdir")
+        self.tables_root = as_location(self.tables_root or under(self.workdir, "tables"), "--tables-root")
+        self.checkpoint_root = as_location(self.checkpoint_root or under(self.workdir, "checkpoints"),
+                                           "--checkpoint-root")
+        self.status_dir = as_location(self.status_dir or under(self.workdir, "status"), "--status-dir")
+        try:
+            self.storage = store.active().merged(self.storage_options, source="--storage-option")
+        except StorageConfigError as e:
+            raise AppError(str(e)) from None
         if self.sink not in SINKS:
             raise AppError(f"--sink {self.sink!r} must be one of {', '.join(SINKS)}")
         direct_ok = self.app in DIRECT_LANDING_APPS and self.sink == SINK_DELTALAKE
@@ -168,13 +202,20 @@ class AppConfig:
             if problem:
                 raise AppError(problem)
 
-    def table_path(self, table: str) -> Path:
+    def table_path(self, table: str) -> Location:
         """The folder of table ``table`` (``tables_root/table``)."""
-        return self.tables_root / table
+        return under(self.tables_root, table)
 
-    def checkpoint(self, query: str | None = None) -> Path:
+    def checkpoint(self, query: str | None = None) -> Location:
         """The checkpoint folder of the app's query ``query`` (default: the app's own, ``checkpoint_root/app``)."""
-        return self.checkpoint_root / (query or self.app)
+        return under(self.checkpoint_root, query or self.app)
+
+    @property
+    def object_store_locations(self) -> dict[str, str]:
+        """``{flag: location}`` of the run's locations that are in an object store (empty for a local run)."""
+        named = {"--tables-root": self.tables_root, "--checkpoint-root": self.checkpoint_root,
+                 "--status-dir": self.status_dir}
+        return {flag: str(where) for flag, where in named.items() if isinstance(where, str)}
 
     def app_id(self, query: str | None = None) -> str:
         """The Delta txn appId of a query: derived from its checkpoint location."""
@@ -197,9 +238,9 @@ class AppConfig:
         return self.app in PARALLEL_GC_APPS
 
     @property
-    def status_file(self) -> Path:
+    def status_file(self) -> Location:
         """The progress file of this app (``status_dir/APP.jsonl``)."""
-        return self.status_dir / f"{self.app}.jsonl"
+        return under(self.status_dir, f"{self.app}.jsonl")
 
     def maintenance_policy(self) -> MaintenancePolicy:
         """The maintenance schedule and actions from these settings."""
@@ -314,7 +355,7 @@ class DeltaSink:
         cfg = self.config
         checkpoint = cfg.checkpoint(checkpoint_query)
         writer = (df.writeStream.queryName(query_name).outputMode(output_mode)
-                  .option("checkpointLocation", str(checkpoint)).trigger(**trigger_kwargs(cfg.trigger)))
+                  .option("checkpointLocation", locations.for_spark(checkpoint)).trigger(**trigger_kwargs(cfg.trigger)))
         if self.kind == SINK_DELTALAKE:
             writer = writer.format("deltalake").option("appId", cfg.app_id(checkpoint_query))
             if partition_by:
@@ -327,7 +368,8 @@ class DeltaSink:
                 writer = writer.partitionBy(*partition_by)
         log.info("starting %s into %s table %s (checkpoint %s)", query_name, self.kind, cfg.table_path(table),
                  checkpoint)
-        return writer.start(str(cfg.table_path(table)))
+        return writer.start(str(cfg.table_path(table)) if self.kind == SINK_DELTALAKE
+                            else locations.for_spark(cfg.table_path(table)))
 
     def write_batch(self, df, *, table: str, batch_id: int, partition_by: Sequence[str] = (),
                     checkpoint_query: str | None = None) -> None:
@@ -515,33 +557,6 @@ def check_table_schemas(config: AppConfig, app_module) -> None:
         check(config)
 
 
-#: Spark's conf naming the class that writes checkpoint files (offsets, commits, state store files)
-CHECKPOINT_FILE_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
-#: writes through Hadoop's FileSystem API; Spark's default, FileContext, forks ``readlink`` per rename on a local disk
-#: (the class's package since Spark 4.1; 4.0's is in :func:`file_system_checkpoint_file_manager`)
-FILE_SYSTEM_CHECKPOINT_FILE_MANAGER = (
-    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager")
-
-
-def file_system_checkpoint_file_manager(spark_version: str) -> str:
-    """:data:`FILE_SYSTEM_CHECKPOINT_FILE_MANAGER` as Spark ``spark_version`` ("4.0.5") names it: Spark 4.0 keeps
-    the class in ``org.apache.spark.sql.execution.streaming``, 4.1 moved it to ``…streaming.checkpointing``."""
-    if tuple(int(x) for x in spark_version.split(".")[:2]) < (4, 1):
-        return FILE_SYSTEM_CHECKPOINT_FILE_MANAGER.replace(".checkpointing.", ".")
-    return FILE_SYSTEM_CHECKPOINT_FILE_MANAGER
-
-
-def use_file_system_checkpoints(spark) -> None:
-    """Write the apps' checkpoints (always on a local or mounted disk: ``--workdir`` / ``--checkpoint-root``)
-    with :data:`FILE_SYSTEM_CHECKPOINT_FILE_MANAGER`, unless the session already names a class
-    (docs/deployment.md, "Checkpoint files"). Spark's default goes through Hadoop's FileContext, whose rename
-    on the local file system starts a ``readlink`` process per file: about 30 forks of the driver JVM per
-    gold micro-batch, and 40-90 ms of every batch's offset and commit log writes. Both do the same
-    check-then-rename on a local disk."""
-    if not spark.conf.get(CHECKPOINT_FILE_MANAGER_CONF, None):
-        spark.conf.set(CHECKPOINT_FILE_MANAGER_CONF, file_system_checkpoint_file_manager(spark.version))
-
-
 def start_app(spark, config: AppConfig, app_module) -> RunningApp:
     """Start ``app_module`` (bronze, silver or gold) as described in the module docstring.
 
@@ -554,7 +569,9 @@ def start_app(spark, config: AppConfig, app_module) -> RunningApp:
     # first, so that the workers start on the second core while the driver starts the query
     warmup = start_warmup(spark, config.warm_workers, (*WARMUP_MODULES, *app_module.WORKER_MODULES))
     register_data_sources(spark)
-    use_file_system_checkpoints(spark)
+    use_checkpoint_file_manager(spark, remote=locations.is_uri(config.checkpoint_root))
+    configure_session(spark, config.storage)
+    store.use(config.storage)
     sink = DeltaSink(spark, config)
     check_table_locations(config, app_module.TABLES)
     policy = config.maintenance_policy()

@@ -7,12 +7,20 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 
 from connector.delta.merge import FinalizeRows
-from streaming_apps.apps.common import AppConfig, AppError, DeltaSink, trigger_kwargs
+from connector.storage import locations
+from streaming_apps.apps.common import (
+    AppConfig,
+    AppError,
+    DeltaSink,
+    Location,
+    trigger_kwargs,
+    under,
+)
 from streaming_apps.apps.silver import MS_PER_DAY, decoded_orders
 from streaming_apps.apps.silver import WORKER_MODULES as ORDER_WORKER_MODULES
+from streaming_apps.checkpoints import read_checkpoint_file
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +54,7 @@ def aggregates(spark, config: AppConfig):
         *GROUP_COLUMNS, "orders", "amountCents", "itemQuantity")
 
 
-def batch_watermark_ms(checkpoint: Path, batch_id: int) -> int:
+def batch_watermark_ms(checkpoint: Location, batch_id: int) -> int:
     """The event-time watermark micro-batch ``batch_id`` runs with: ms since the epoch (0 before any event).
 
     Read from the query's offset log, ``checkpoint/offsets/<batchId>``, which Spark writes before it runs
@@ -56,9 +64,9 @@ def batch_watermark_ms(checkpoint: Path, batch_id: int) -> int:
     Raises:
         AppError: the file is missing or holds no ``batchWatermarkMs``.
     """
-    path = checkpoint / "offsets" / str(batch_id)
+    path = under(checkpoint, "offsets", str(batch_id))
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_checkpoint_file(checkpoint, "offsets", str(batch_id)).splitlines()
     except OSError as e:
         raise AppError(f"gold: cannot read the watermark of batch {batch_id} from {path}: {e}") from e
     for line in lines[1:]:
@@ -71,7 +79,7 @@ def batch_watermark_ms(checkpoint: Path, batch_id: int) -> int:
     raise AppError(f"gold: {path} holds no batchWatermarkMs (not a Spark offset log entry)")
 
 
-def write_gold_batch(sink: DeltaSink, checkpoint: Path, batch_df, batch_id: int) -> None:
+def write_gold_batch(sink: DeltaSink, checkpoint: Location, batch_df, batch_id: int) -> None:
     """foreachBatch: upsert the changed windows, marking final those the batch's watermark has passed (the
     batch's rows and the table's others, by one rule: ``windowEnd <= watermark``)."""
     watermark_us = batch_watermark_ms(checkpoint, batch_id) * 1000
@@ -86,7 +94,7 @@ def start(spark, config: AppConfig, sink: DeltaSink) -> list:
     spark.conf.set(NO_DATA_BATCHES_CONF, "true")  # read when the query starts (the query keeps a copy)
     try:
         query = (aggregates(spark, config).writeStream.queryName(QUERY_NAMES[0]).outputMode("update")
-                 .option("checkpointLocation", str(checkpoint))
+                 .option("checkpointLocation", locations.for_spark(checkpoint))
                  .trigger(**trigger_kwargs(config.trigger))
                  .foreachBatch(lambda df, batch_id: write_gold_batch(sink, checkpoint, df, batch_id))
                  .start())

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from connector.storage import locations
 from streaming_apps.apps.common import LANDING_DIRECT, AppConfig, AppError, DeltaSink, hareplica_stream, trigger_kwargs
 from streaming_apps.apps.orders import decode_order_batch, decoded_ddl
 from streaming_apps.workload import ORDER_TOPICS
@@ -115,10 +116,11 @@ def start(spark, config: AppConfig, sink: DeltaSink) -> list:
                                  decoded.select(*QUARANTINE_COLUMNS).schema, (), config.target_file_size)]
         return [start_direct_landing_tables(
             spark, order_source_options(config),
-            targets=targets, split=f"{__name__}:{split_silver.__name__}", checkpoint=str(config.checkpoint()),
+            targets=targets, split=f"{__name__}:{split_silver.__name__}",
+            checkpoint=locations.for_spark(config.checkpoint()),
             query_name=QUERY_NAMES[0], trigger=trigger_kwargs(config.trigger))]
     query = (decoded.writeStream.queryName(QUERY_NAMES[0])
-             .option("checkpointLocation", str(config.checkpoint()))
+             .option("checkpointLocation", locations.for_spark(config.checkpoint()))
              .trigger(**trigger_kwargs(config.trigger))
              .foreachBatch(functools.partial(write_silver_batch, sink))
              .start())

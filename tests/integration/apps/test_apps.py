@@ -292,19 +292,19 @@ def test_direct_landing_is_for_bronze_and_silver_with_the_deltalake_sink(broker,
 
 
 def test_apps_write_checkpoints_with_the_file_system_api_unless_the_session_names_a_class(app_spark):
-    from streaming_apps.apps.common import (
+    from streaming_apps.checkpoints import (
         CHECKPOINT_FILE_MANAGER_CONF,
         FILE_SYSTEM_CHECKPOINT_FILE_MANAGER,
-        use_file_system_checkpoints,
+        use_checkpoint_file_manager,
     )
 
     app_spark.conf.unset(CHECKPOINT_FILE_MANAGER_CONF)
-    use_file_system_checkpoints(app_spark)  # what start_app does before any query starts
+    use_checkpoint_file_manager(app_spark)  # what start_app does before any query starts
     assert app_spark.conf.get(CHECKPOINT_FILE_MANAGER_CONF) == FILE_SYSTEM_CHECKPOINT_FILE_MANAGER
     default = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
     app_spark.conf.set(CHECKPOINT_FILE_MANAGER_CONF, default)
     try:
-        use_file_system_checkpoints(app_spark)
+        use_checkpoint_file_manager(app_spark)
         assert app_spark.conf.get(CHECKPOINT_FILE_MANAGER_CONF) == default  # a class the user names stays
     finally:
         app_spark.conf.set(CHECKPOINT_FILE_MANAGER_CONF, FILE_SYSTEM_CHECKPOINT_FILE_MANAGER)
