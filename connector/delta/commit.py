@@ -31,7 +31,7 @@ from connector.delta.options import DeltaSinkOptions
 from connector.delta.schema import check_partition_columns, check_schema_matches, delta_schema_of
 from connector.errors import DeltaCommitError, DeltaSchemaMismatchError
 from connector.retry import retry_attempts
-from connector.storage import store
+from connector.storage import locations, store
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +267,9 @@ class DeltaBatchCommitter:
         """After a fresh commit of ``batch_id``: delete files of earlier attempts of the same batch.
 
         They come from task attempts whose results Spark dropped and from runs that died before this
-        batch's commit. Only the folders this batch wrote to are listed (cheap); no version of the table
+        batch's commit. Only the folders this batch wrote to are listed (cheap on a disk; in an object store not
+        done, so that a micro-batch's requests do not grow with the table: orphan removal finds them); no version
+        of the table
         can reference such a file, since the txn version was below ``batch_id`` until this commit, and
         the deletion still checks the current snapshot. Best effort: errors are logged.
         """
@@ -275,6 +277,8 @@ class DeltaBatchCommitter:
         if not folders:
             return
         uri = self.options.table_uri
+        if locations.is_uri(uri):  # a partition "folder" is a prefix of every file of the day: a listing per batch
+            return  # would grow with the table; maintenance's orphan removal finds them (docs/object_storage.md)
         try:
             keep = set(paths)
             stale = [p for p in list_batch_files(uri, batch_file_prefix(self.options.app_id, batch_id), folders)
