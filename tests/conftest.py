@@ -176,7 +176,7 @@ def fixture_dir() -> Path:
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     """The one Spark session of the test run, or of its pytest-xdist worker (local[2]; start-up takes ~20 s), with
-    Spark's own Delta Lake.
+    Spark's own Delta Lake and hadoop-aws's ``s3a://`` file system (``make jvm-peers`` → .jvm/s3a/lib).
 
     The staged delta-spark/delta-storage jars (``make jvm-peers`` → .jvm/delta/lib) and the Delta SQL
     extension and catalog are always on, so any test can use ``format("delta")``; missing jars fail.
@@ -184,9 +184,12 @@ def spark(tmp_path_factory):
     from streaming_apps.spark_session import PROJECT_ROOT, STAGED_DELTA_JARS_DIR, build_spark_session, staged_delta_jars
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from tests.support.s3_server import staged_s3a_jars
+
     jars = staged_delta_jars([PROJECT_ROOT])
     if not jars:
         pytest.fail(f"Spark's Delta jars are not staged in {PROJECT_ROOT / STAGED_DELTA_JARS_DIR}: run make jvm-peers")
+    jars += staged_s3a_jars()  # s3a:// checkpoints and reads (issue 51); the settings come per test
     session = build_spark_session(
         "hareplica-tests", local_dir=str(tmp_path_factory.mktemp("spark-local")), ui=False, jars=jars, delta=True)
     yield session

@@ -6,7 +6,6 @@ the appId must change with the checkpoint: docs/delta.md "2. The sink `format(\"
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -15,8 +14,10 @@ from connector.errors import DeltaSinkConfigError, StorageConfigError
 from connector.storage import store
 from connector.storage.config import StorageConfig
 
-#: The sink option holding object-store settings (docs/object_storage.md "Credentials and settings").
-STORAGE_OPTIONS_OPTION = "storageOptions"
+#: The prefix of the sink options that are object-store settings, ``storage.AWS_ENDPOINT_URL`` (as Spark's Kafka
+#: source passes ``kafka.*`` to its consumer; docs/object_storage.md "Credentials and settings"). Spark redacts
+#: option values whose key names a secret in plans and its UI.
+STORAGE_OPTION_PREFIX = "storage."
 DEFAULT_TARGET_FILE_SIZE_BYTES = 104_857_600  # delta-rs default for delta.targetFileSize
 #: Parquet codec option value -> (pyarrow codec, file-name infix as Spark writes it).
 COMPRESSION_CODECS = {
@@ -43,7 +44,7 @@ class DeltaSinkOptions:
         codec_infix: file-name infix of the codec (``.snappy``...).
         create_in_non_empty_path: ``createTableInNonEmptyPath`` (create a new table next to other files).
         storage: the object-store settings the tasks and the commit use: this process's
-            (:func:`connector.storage.store.active`) with the ``storageOptions`` JSON object over them.
+            (:func:`connector.storage.store.active`) with the ``storage.KEY`` options over them.
     """
 
     table_uri: str
@@ -100,7 +101,7 @@ class DeltaSinkOptions:
             raise DeltaSinkConfigError(
                 f"option {CREATE_IN_NON_EMPTY_OPTION}={raw_create!r} for table {path} must be true or false")
         try:
-            storage = _storage_config(opts.get(STORAGE_OPTIONS_OPTION.lower()))
+            storage = _storage_config(storage_options_of(options))
             table_uri = normalize_table_uri(path)
         except StorageConfigError as e:
             raise DeltaSinkConfigError(f"table {path}: {e}") from None
@@ -109,20 +110,24 @@ class DeltaSinkOptions:
                    create_in_non_empty_path=raw_create == "true", storage=storage)
 
 
-def _storage_config(raw: str | None) -> StorageConfig:
-    """This process's storage settings with a ``storageOptions`` value over them; with one given, they become the
+def storage_options_of(options: Mapping[str, str]) -> dict[str, str]:
+    """The ``storage.KEY`` options of an option map, as ``{KEY: value}``."""
+    n = len(STORAGE_OPTION_PREFIX)
+    return {str(k)[n:]: str(v) for k, v in options.items() if str(k).lower().startswith(STORAGE_OPTION_PREFIX)}
+
+
+def storage_option_map(config: StorageConfig) -> dict[str, str]:
+    """``config`` as ``storage.KEY`` options, for a writer that runs in another Python process (Spark's Python
+    data sources plan in a process of their own)."""
+    return {f"{STORAGE_OPTION_PREFIX}{k}": v for k, v in config.values.items()}
+
+
+def _storage_config(extra: Mapping[str, str]) -> StorageConfig:
+    """This process's storage settings with the ``storage.*`` options over them; with some given, they become the
     process's (:func:`connector.storage.store.use`: the commit on the driver uses them too)."""
-    if raw is None or not raw.strip():
+    if not extra:
         return store.active()
-    try:
-        extra = json.loads(raw)
-        if not isinstance(extra, dict):
-            raise ValueError("not an object")
-    except ValueError:
-        raise StorageConfigError(f'option {STORAGE_OPTIONS_OPTION} must be a JSON object of storage keys '
-                                 '(e.g. {"AWS_ENDPOINT_URL": "http://host:9000"})') from None
-    config = store.active().merged({str(k): str(v) for k, v in extra.items()},
-                                   source=f"option {STORAGE_OPTIONS_OPTION} key")
+    config = store.active().merged(extra, source=f"option {STORAGE_OPTION_PREFIX}")
     store.use(config)
     return config
 

@@ -16,6 +16,7 @@ Options: every ``format("hareplica")`` option, plus
                            importable on the executors; ``function(pyarrow.RecordBatch)`` of the
                            ``hareplica`` columns returns one RecordBatch per target, in order, holding
                            exactly that table's columns.
+``storage.KEY``            object-store settings of every table (``format("deltalake")``'s).
 =========================  ==================================================================
 """
 
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pyarrow as pa
 
-from connector.delta.options import DeltaSinkOptions
+from connector.delta.options import STORAGE_OPTION_PREFIX, DeltaSinkOptions, storage_options_of
 from connector.delta.sink import DeltaLakeStreamWriter, checked_stream_writer
 from connector.errors import HAReplicaOptionError
 from connector.landing.rows import DEFAULT_PARTITION_BY, landed_schema
@@ -45,7 +46,9 @@ def split_landing_options(options: Mapping[str, str]) -> tuple[dict[str, str], d
     source, sink = {}, {}
     for key, value in options.items():
         target = LANDING_OPTIONS.get(key.lower())
-        if target is None:
+        if key.lower().startswith(STORAGE_OPTION_PREFIX):  # object-store settings: every table's
+            sink[key] = value
+        elif target is None:
             source[key] = value
         else:
             sink[target] = value
@@ -64,7 +67,7 @@ def landing_writer(sink_options: Mapping[str, str]) -> DeltaLakeStreamWriter:
     return checked_stream_writer(DeltaSinkOptions.from_options(options), landed_schema())
 
 
-def target_writers(targets_json: str) -> list[DeltaLakeStreamWriter]:
+def target_writers(targets_json: str, storage: dict[str, str] | None = None) -> list[DeltaLakeStreamWriter]:
     """The writers of a ``landingTargets`` value (this module's docstring), each checked as :func:`landing_writer`.
 
     Raises:
@@ -83,6 +86,7 @@ def target_writers(targets_json: str) -> list[DeltaLakeStreamWriter]:
             if missing:
                 raise ValueError(f"entry {i} has no {', '.join(missing)}")
             options = {k: ",".join(v) if k == "partitionBy" else str(v) for k, v in target.items() if k in _TARGET_KEYS}
+            options.update({f"{STORAGE_OPTION_PREFIX}{k}": v for k, v in (storage or {}).items()})
             schema = StructType.fromJson(target["schema"])
             writers.append((options, schema))
     except (ValueError, TypeError, KeyError, AttributeError) as e:
@@ -105,11 +109,13 @@ def landing_writers(sink_options: Mapping[str, str]) -> tuple[list[DeltaLakeStre
         if SPLIT_KEY in sink_options:
             raise HAReplicaOptionError("landingSplit", sink_options[SPLIT_KEY], "needs landingTargets")
         return [landing_writer(sink_options)], None
-    others = sorted(k for k in sink_options if k not in (TARGETS_KEY, SPLIT_KEY))
+    storage = storage_options_of(sink_options)
+    others = sorted(k for k in sink_options if k not in (TARGETS_KEY, SPLIT_KEY)
+                    and not k.lower().startswith(STORAGE_OPTION_PREFIX))
     if others:
         raise HAReplicaOptionError("landingTargets", sink_options[TARGETS_KEY][:200],
                                    f"give the tables' options inside it, not as {', '.join(others)}")
     if SPLIT_KEY not in sink_options:
         raise HAReplicaOptionError("landingTargets", sink_options[TARGETS_KEY][:200], "needs landingSplit")
     resolve_split(sink_options[SPLIT_KEY])  # fail at start, on the driver
-    return target_writers(sink_options[TARGETS_KEY]), sink_options[SPLIT_KEY]
+    return target_writers(sink_options[TARGETS_KEY], storage), sink_options[SPLIT_KEY]

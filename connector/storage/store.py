@@ -1,6 +1,6 @@
 """The object-store settings this process uses, and the clients of a location built from them: a pyarrow file
 system, delta-rs's ``storage_options``, a ``DeltaTable``. A driver sets them once (:func:`use`, from the CLI's
-``--storage-option`` or the sink's ``storageOptions``); the Delta writers carry them to the executors, which call
+``--storage-option`` or the sink's ``storage.KEY`` options); the Delta writers carry them to the executors, which call
 :func:`use` with them in each task. docs/object_storage.md "Credentials and settings".
 """
 

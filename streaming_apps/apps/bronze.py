@@ -138,7 +138,8 @@ def start(spark, config: AppConfig, sink: DeltaSink) -> list:
     if config.landing == LANDING_DIRECT:
         from connector.landing import start_direct_landing
 
-        return [start_direct_landing(spark, config.source_option_map(), path=str(config.table_path(TABLE)),
+        return [start_direct_landing(spark, {**config.source_option_map(), **config.storage_option_map()},
+                                     path=str(config.table_path(TABLE)),
                                      app_id=config.app_id(), checkpoint=locations.for_spark(config.checkpoint()),
                                      query_name=QUERY_NAMES[0], trigger=trigger_kwargs(config.trigger),
                                      partition_by=PARTITION_BY, target_file_size=config.target_file_size)]

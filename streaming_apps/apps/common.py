@@ -21,7 +21,7 @@ from typing import Any
 from connector.delta.foreach_batch import write_batch
 from connector.delta.maintenance import DEFAULT_ORPHAN_GRACE_PERIOD_MS, MaintenancePolicy, TableMaintainer
 from connector.delta.merge import FinalizeRows, MergeResult, merge_batch, spark_merge_batch
-from connector.delta.options import app_id_from_checkpoint
+from connector.delta.options import app_id_from_checkpoint, storage_option_map
 from connector.errors import HAReplicaError, StorageConfigError
 from connector.spark_compat import available_now_problem
 from connector.storage import locations, store
@@ -248,6 +248,12 @@ class AppConfig:
                                  vacuum_retention_hours=self.vacuum_retention_hours,
                                  orphan_grace_period_ms=self.orphan_grace_period_ms)
 
+    def storage_option_map(self) -> dict[str, str]:
+        """The run's object-store settings as the writers' ``storage.KEY`` options (``{}`` for a local run): Spark's
+        Python data sources check and plan in Python processes of their own, which this process's settings do
+        not reach."""
+        return storage_option_map(self.storage) if self.object_store_locations else {}
+
     def source_option_map(self) -> dict[str, str]:
         """The ``format("hareplica")`` options of this run."""
         where = {"namesrvAddr": self.namesrv_addr} if self.namesrv_addr else {"brokers": self.brokers}
@@ -358,6 +364,8 @@ class DeltaSink:
                   .option("checkpointLocation", locations.for_spark(checkpoint)).trigger(**trigger_kwargs(cfg.trigger)))
         if self.kind == SINK_DELTALAKE:
             writer = writer.format("deltalake").option("appId", cfg.app_id(checkpoint_query))
+            for key, value in cfg.storage_option_map().items():
+                writer = writer.option(key, value)
             if partition_by:
                 writer = writer.option("partitionBy", ",".join(partition_by))
             if cfg.target_file_size:

@@ -115,7 +115,7 @@ def start(spark, config: AppConfig, sink: DeltaSink) -> list:
                    LandingTarget(str(config.table_path(QUARANTINE_TABLE)), config.app_id(),
                                  decoded.select(*QUARANTINE_COLUMNS).schema, (), config.target_file_size)]
         return [start_direct_landing_tables(
-            spark, order_source_options(config),
+            spark, {**order_source_options(config), **config.storage_option_map()},
             targets=targets, split=f"{__name__}:{split_silver.__name__}",
             checkpoint=locations.for_spark(config.checkpoint()),
             query_name=QUERY_NAMES[0], trigger=trigger_kwargs(config.trigger))]
