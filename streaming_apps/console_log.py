@@ -53,9 +53,9 @@ class ConsoleLog:
         root.handlers[:] = [console]
         root.setLevel(self.level)
         py4j = logging.getLogger(PY4J_LOGGER)
-        if self.verbose:
-            py4j.propagate = True
-            py4j.setLevel(logging.NOTSET)
+        if self.verbose:  # never DEBUG: py4j's DEBUG records echo every bridge command with its arguments, the
+            py4j.propagate = True  # Spark conf among them, secrets too (spark.hadoop.fs.s3a.secret.key)
+            py4j.setLevel(max(self.level, logging.INFO))
         else:  # not the console: its records (and the stacks of a closing connection) belong in the file
             py4j.propagate = False
             py4j.handlers[:] = [logging.NullHandler()]

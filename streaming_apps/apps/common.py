@@ -172,7 +172,7 @@ class AppConfig:
     topics: tuple[str, ...] | None = None
     warm_workers: int = 0
     namesrv_addr: str | None = None
-    storage_options: dict[str, str] = field(default_factory=dict)
+    storage_options: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a secret
 
     def __post_init__(self) -> None:
         self.workdir = as_location(self.workdir, "--workdir")

@@ -72,7 +72,7 @@ def _objects(s3_server, prefix: str) -> list[str]:
 
 
 def test_bronze_on_s3_lands_every_message_once_and_spark_delta_reads_it(s3_spark, broker, commitlog, workdir,
-                                                                       s3_server, tmp_path):
+                                                                       s3_server, tmp_path, capsys):
     cfg = _config(broker, workdir, "bronze", s3_server, maintenance_every=2)
     assert cfg.landing == "direct"
     result = run_app(s3_spark, cfg, max_runtime_s=APP_TIMEOUT_S)
@@ -107,6 +107,13 @@ def test_bronze_on_s3_lands_every_message_once_and_spark_delta_reads_it(s3_spark
     # the CLI reads the same tables, status and restore from S3 (one process's settings: --storage-option)
     options = [a for k, v in s3_server.storage_options().items() for a in ("--storage-option", f"{k}={v}")]
     assert main(["status", "--workdir", workdir, "--json", *options]) == 0
+    assert main(["query", "SELECT count(*) AS n FROM bronze", "--workdir", workdir, "--format", "jsonl",
+                 *options]) == 0
+    out = capsys.readouterr().out
+    assert f'{{"n":{len(commitlog) + 20}}}' in out.replace(" ", "")
+    assert s3_server.secret_key not in out + repr(cfg)
+    status_text = s3_server.filesystem().open_input_stream(f"{key}/status/bronze.jsonl").read().decode()
+    assert '"event":"progress"' in status_text.replace(" ", "") and s3_server.secret_key not in status_text
     assert set(discover_tables(f"{workdir}/tables")) == {"bronze"}
     store_dir = tmp_path / "restored"
     assert main(["restore", table, "--broker-name", "broker-a", "--store-dir", str(store_dir), *options]) == 0
@@ -134,3 +141,25 @@ def test_silver_and_gold_on_s3_land_the_order_events(s3_spark, broker, commitlog
     assert total == len(good)  # every decoded order counted once, the tick included
     assert set(discover_tables(f"{workdir}/tables")) >= {"silver_orders", "silver_quarantine",
                                                          "gold_orders_per_minute"}
+
+
+def test_hareplica_read_lands_a_range_into_an_s3_bronze_table(broker, commitlog, s3_server, tmp_path):
+    """``hareplica read`` (its own process and Spark, as a user runs it) of the whole CommitLog into a new S3 workdir,
+    twice: the second is a no-op."""
+    import os
+    import subprocess
+    import sys
+
+    workdir = f"s3://{TEST_BUCKET}/read-on-s3/{uuid.uuid4().hex[:12]}"
+    end = max(off + rec.store_size for off, rec in commitlog.items())
+    command = [sys.executable, "-m", "streaming_apps.cli", "read", "--brokers", f"broker-a={broker.ha_addr}",
+               "--workdir", workdir, "--ending-offsets", f'{{"broker-a": {end}}}']
+    env = {**os.environ, **s3_server.env()}
+    for _ in range(2):
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert "already landed, nothing written" in done.stdout
+    store.use(StorageConfig.from_options(s3_server.storage_options(), environ={}))
+    rows = query_tables("SELECT commitLogOffset FROM b", {"b": f"{workdir}/tables/bronze"}).to_pylist()
+    assert sorted(r["commitLogOffset"] for r in rows) == sorted(off for off in commitlog if off < end)
+
