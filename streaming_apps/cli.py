@@ -113,7 +113,8 @@ def _add_run_parser(sub) -> None:
     from streaming_apps.spark_session import DEFAULT_MASTER
 
     p = sub.add_parser("run", help="run a streaming app: bronze, silver or gold (docs/delta.md)")
-    p.add_argument("app", choices=("bronze", "silver", "gold"), help="the app")
+    p.add_argument("app", choices=("bronze", "silver", "gold", "tables"),
+                   help="the app; tables: the typed tables of a declaration file (--config)")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--brokers",
                        help="brokers to replicate: name=host:haPort[/host:remotingPort],... (the source's brokers "
@@ -121,6 +122,8 @@ def _add_run_parser(sub) -> None:
     where.add_argument("-n", "--namesrv-addr", metavar="HOST:PORT[;HOST:PORT]",
                        help="find the broker sets through these name servers instead (the source's namesrvAddr "
                             "option)")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="run tables: the declaration file (TOML) of the tables (docs/tables.md)")
     _add_workdir_args(p)
     p.add_argument("--checkpoint-root", default=None, help="folder of the checkpoints (default WORKDIR/checkpoints)")
     p.add_argument("--status-dir", default=None, help="folder of the progress files (default WORKDIR/status)")
@@ -351,7 +354,7 @@ def _run(args) -> int:
         AppError,
         DeltaJarsMissingError,
         StopRequest,
-        app_module,
+        app_of,
         progress_line,
         run_app,
     )
@@ -394,8 +397,9 @@ def _run(args) -> int:
             warm_workers=warm_workers_of(args),
             maintenance_every=args.maintenance_every, vacuum_retention_hours=args.vacuum_retention_hours,
             orphan_grace_period_ms=args.orphan_grace_ms, target_file_size=args.target_file_size,
-            watermark=args.watermark,
+            watermark=args.watermark, declaration=args.config,
             topics=tuple(t.strip() for t in args.topics.split(",") if t.strip()) if args.topics else None)
+        app = app_of(config)  # run tables: its declaration, checked before anything is asked of the brokers
         if args.remote:
             check_remote_run(args)
         jars = delta_jars_for(config.sink, expand_jars(args.jars))  # --sink delta: the staged jars by default
@@ -408,8 +412,8 @@ def _run(args) -> int:
             "--checkpoint-root": config.checkpoint_root, "--status-dir": config.status_dir})
         check_brokers(source_options)
         check_starting_offsets(source_options, config.checkpoint())
-        check_table_locations(config, app_module(config.app).TABLES)
-        check_table_schemas(config, app_module(config.app))
+        check_table_locations(config, app.TABLES)
+        check_table_schemas(config, app)
     except (AppError, PreflightError, ConnectSessionError) as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 2
@@ -433,7 +437,7 @@ def _run(args) -> int:
                                         c1_only_jit=config.c1_only_jit, parallel_gc=config.parallel_gc,
                                         log_file=log_file)
             _stop_on_signals(stop)  # again: PySpark's SparkContext sets a SIGINT handler of its own (cancel, raise)
-        several = len(app_module(config.app).QUERY_NAMES) > 1
+        several = len(app.QUERY_NAMES) > 1
         try:
             result = run_app(spark, config, max_runtime_s=args.max_runtime, stop=stop,
                              on_progress=lambda record, rows: console.print(progress_line(record, rows, several),

@@ -16,6 +16,9 @@ Options: every ``format("hareplica")`` option, plus
                            importable on the executors; ``function(pyarrow.RecordBatch)`` of the
                            ``hareplica`` columns returns one RecordBatch per target, in order, holding
                            exactly that table's columns.
+``landingSplitConfig``     with ``landingSplit``: a text handed to it once per task; then ``landingSplit``
+                           names a factory, ``factory(config)`` returning the split function
+                           (so that a task builds its decoders once).
 ``storage.KEY``            object-store settings of every table (``format("deltalake")``'s).
 =========================  ==================================================================
 """
@@ -36,8 +39,8 @@ from connector.options import import_function
 #: landing option → the Delta sink option it becomes
 LANDING_OPTIONS = {"landingpath": "path", "landingappid": "appId", "landingpartitionby": "partitionBy",
                    "landingtargetfilesize": "targetFileSize", "landingcompression": "compression",
-                   "landingtargets": "targets", "landingsplit": "split"}
-TARGETS_KEY, SPLIT_KEY = "targets", "split"
+                   "landingtargets": "targets", "landingsplit": "split", "landingsplitconfig": "splitConfig"}
+TARGETS_KEY, SPLIT_KEY, SPLIT_CONFIG_KEY = "targets", "split", "splitConfig"
 #: the keys of a landingTargets entry that are Delta sink options of the same name (``schema`` is the entry's own)
 _TARGET_KEYS = ("path", "appId", "partitionBy", "targetFileSize", "compression")
 
@@ -94,28 +97,34 @@ def target_writers(targets_json: str, storage: dict[str, str] | None = None) -> 
     return [checked_stream_writer(DeltaSinkOptions.from_options(o), schema) for o, schema in writers]
 
 
-def resolve_split(spec: str) -> Callable[[pa.RecordBatch], Sequence[pa.RecordBatch]]:
-    """The function a ``landingSplit`` value (``package.module:function``) names.
+def resolve_split(spec: str | tuple[str, str | None]) -> Callable[[pa.RecordBatch], Sequence[pa.RecordBatch]]:
+    """The split function of a ``landingSplit`` value (``package.module:function``), or of ``(spec, config)``: with
+    a ``landingSplitConfig`` text, what the factory ``spec`` names returns for it.
 
-    Raises HAReplicaOptionError when it is malformed, cannot be imported or is not callable.
+    Raises HAReplicaOptionError when the spec is malformed, cannot be imported or is not callable, and what the
+    factory raises for a config it refuses.
     """
-    return import_function("landingSplit", spec)
+    spec, config = (spec, None) if isinstance(spec, str) else spec
+    function = import_function("landingSplit", spec)
+    return function if config is None else function(config)
 
-def landing_writers(sink_options: Mapping[str, str]) -> tuple[list[DeltaLakeStreamWriter], str | None]:
-    """``(writers, split spec)`` of a landing's sink options: several tables (``landingTargets`` with
-    ``landingSplit``) or one (``landingPath``...). Raises as :func:`target_writers` / :func:`landing_writer`,
-    and HAReplicaOptionError for ``landingTargets`` without ``landingSplit`` or mixed with ``landingPath``."""
+def landing_writers(sink_options: Mapping[str, str]
+                    ) -> tuple[list[DeltaLakeStreamWriter], tuple[str, str | None] | None]:
+    """``(writers, (split spec, split config or None))`` of a landing's sink options: several tables
+    (``landingTargets`` with ``landingSplit``) or one (``landingPath``...). Raises as :func:`target_writers` /
+    :func:`landing_writer`, and HAReplicaOptionError for ``landingTargets`` without ``landingSplit`` or mixed with ``landingPath``."""
     if TARGETS_KEY not in sink_options:
-        if SPLIT_KEY in sink_options:
-            raise HAReplicaOptionError("landingSplit", sink_options[SPLIT_KEY], "needs landingTargets")
+        if SPLIT_KEY in sink_options or SPLIT_CONFIG_KEY in sink_options:
+            raise HAReplicaOptionError("landingSplit", sink_options.get(SPLIT_KEY, ""), "needs landingTargets")
         return [landing_writer(sink_options)], None
     storage = storage_options_of(sink_options)
-    others = sorted(k for k in sink_options if k not in (TARGETS_KEY, SPLIT_KEY)
+    others = sorted(k for k in sink_options if k not in (TARGETS_KEY, SPLIT_KEY, SPLIT_CONFIG_KEY)
                     and not k.lower().startswith(STORAGE_OPTION_PREFIX))
     if others:
         raise HAReplicaOptionError("landingTargets", sink_options[TARGETS_KEY][:200],
                                    f"give the tables' options inside it, not as {', '.join(others)}")
     if SPLIT_KEY not in sink_options:
         raise HAReplicaOptionError("landingTargets", sink_options[TARGETS_KEY][:200], "needs landingSplit")
-    resolve_split(sink_options[SPLIT_KEY])  # fail at start, on the driver
-    return target_writers(sink_options[TARGETS_KEY], storage), sink_options[SPLIT_KEY]
+    split = (sink_options[SPLIT_KEY], sink_options.get(SPLIT_CONFIG_KEY))
+    resolve_split(split)  # fail at start, on the driver
+    return target_writers(sink_options[TARGETS_KEY], storage), split

@@ -37,10 +37,12 @@ class HAReplicaLandingStreamReader(DataSourceStreamReader, SupportsTriggerAvaila
     Planning is the ``hareplica`` source's own: every driver call (offsets, read limits, Trigger.AvailableNow,
     partitions, commit, stop) goes to the :class:`connector.source.HAReplicaStreamReader` it holds, so offsets,
     data loss, slaves and acks behave exactly as ``format("hareplica")``. Only :meth:`read` differs.
-    ``writers``: one per table; ``split``: a ``landingSplit`` spec (None: one table, rows plus storeDate).
+    ``writers``: one per table; ``split``: a ``landingSplit`` spec and its ``landingSplitConfig`` (None: one
+    table, rows plus storeDate).
     """
 
-    def __init__(self, options: SourceOptions, writers: Sequence[DeltaLakeStreamWriter], split: str | None = None):
+    def __init__(self, options: SourceOptions, writers: Sequence[DeltaLakeStreamWriter],
+                 split: tuple[str, str | None] | None = None):
         # one table: the raw replica, with the restore columns (docs/restore.md); a split picks its own columns
         self.source = HAReplicaStreamReader(options, columns=LANDED_SOURCE_COLUMNS if split is None else None)
         self.writers = list(writers)

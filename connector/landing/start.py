@@ -64,14 +64,18 @@ class LandingTarget:
 
 
 def start_direct_landing_tables(spark, source_options: Mapping[str, str], *, targets: Sequence[LandingTarget],
-                                split: str, checkpoint: str, query_name: str, trigger: Mapping[str, object]):
+                                split: str, checkpoint: str, query_name: str, trigger: Mapping[str, object],
+                                split_config: str | None = None):
     """Start a query whose tasks apply ``split`` (a ``landingSplit`` spec) to the decoded ``hareplica`` stream
-    and write every part into its table of ``targets`` (docs/delta.md, silver's several tables).
+    and write every part into its table of ``targets`` (docs/delta.md, silver's several tables). With
+    ``split_config``, ``split`` names a factory of the split function (``landingSplitConfig``).
 
     Returns the StreamingQuery. Raises HAReplicaOptionError (a bad ``split``), DeltaSinkConfigError and
     DeltaSchemaMismatchError at start, on the driver.
     """
     sink = {"landingTargets": json.dumps([t.to_json() for t in targets]), "landingSplit": split}
+    if split_config is not None:
+        sink["landingSplitConfig"] = split_config
     return _start(spark, {**source_options, **sink}, checkpoint=checkpoint, query_name=query_name, trigger=trigger)
 
 

@@ -65,17 +65,39 @@ class StopRequest:
         return self.event.is_set()
 
 
+#: The app of a declaration file (``hareplica run tables --config FILE``, :mod:`streaming_apps.tables.app`).
+TABLES_APP = "tables"
+
+
 def app_module(name: str):
-    """The module of app ``name``. Raises AppError naming the known apps."""
+    """The module of app ``name`` (bronze, silver, gold). Raises AppError naming the known apps."""
     try:
         return APPS[name]
     except KeyError:
-        raise AppError(f"unknown app {name!r}: one of {', '.join(APPS)}") from None
+        raise AppError(f"unknown app {name!r}: one of {', '.join((*APPS, TABLES_APP))}") from None
+
+
+def app_of(config: AppConfig):
+    """The app ``config`` runs: a module of :data:`APPS`, or for ``tables`` the
+    :class:`streaming_apps.tables.app.TablesApp` of ``config.declaration``.
+
+    Raises:
+        AppError: an unknown app; the declaration's problem in one line (naming file, table and key).
+    """
+    if config.app != TABLES_APP:
+        return app_module(config.app)
+    from streaming_apps.tables.app import TablesApp
+    from streaming_apps.tables.declaration import DeclarationError
+
+    try:
+        return TablesApp.load(config.declaration)
+    except DeclarationError as e:
+        raise AppError(str(e)) from None
 
 
 def start(spark, config: AppConfig) -> RunningApp:
     """Start ``config.app`` on ``spark``; see :func:`streaming_apps.apps.common.start_app`."""
-    return start_app(spark, config, app_module(config.app))
+    return start_app(spark, config, app_of(config))
 
 
 def run_app(spark, config: AppConfig, *, max_runtime_s: float | None = None, stop: StopRequest | None = None,

@@ -38,7 +38,8 @@ SINKS = (SINK_DELTALAKE, SINK_DELTA)
 LANDING_SPARK = "spark"
 LANDING_DIRECT = "direct"
 LANDINGS = (LANDING_SPARK, LANDING_DIRECT)
-DIRECT_LANDING_APPS = ("bronze", "silver")  # the apps whose tables the source's tasks can write (--landing direct)
+#: the apps whose tables the source's tasks can write (--landing direct)
+DIRECT_LANDING_APPS = ("bronze", "silver", "tables")
 C1_ONLY_JIT_APPS = ("gold",)  # apps whose driver JVM runs C1 only whatever the landing (AppConfig.c1_only_jit)
 PARALLEL_GC_APPS = ("gold",)  # apps whose driver JVM collects with the parallel collector (AppConfig.parallel_gc)
 TRIGGER_AVAILABLE_NOW = "available-now"
@@ -128,6 +129,7 @@ class AppConfig:
             ``namesrv_addr``.
         workdir: root of tables (``tables/``), checkpoints (``checkpoints/APP``) and status (``status/APP.jsonl``).
         storage_options: object-store settings over the process's (``--storage-option``; docs/object_storage.md).
+        declaration: ``tables`` only: the declaration file of its tables (docs/tables.md).
         sink: ``deltalake`` (default, no jars) or ``delta`` (Spark's Delta Lake).
         landing: bronze only: ``direct`` (the executors write the Delta files as they decode,
             :mod:`connector.landing`; deltalake sink only) or ``spark`` (rows go through Spark into the
@@ -173,6 +175,7 @@ class AppConfig:
     warm_workers: int = 0
     namesrv_addr: str | None = None
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a secret
+    declaration: str | Path | None = None
 
     def __post_init__(self) -> None:
         self.workdir = as_location(self.workdir, "--workdir")
@@ -184,6 +187,10 @@ class AppConfig:
             self.storage = store.active().merged(self.storage_options, source="--storage-option")
         except StorageConfigError as e:
             raise AppError(str(e)) from None
+        if self.app == "tables" and self.declaration is None:
+            raise AppError("run tables needs --config FILE, the declaration of its tables (docs/tables.md)")
+        if self.app != "tables" and self.declaration is not None:
+            raise AppError(f"--config is the declaration of run tables; {self.app} takes none")
         if self.sink not in SINKS:
             raise AppError(f"--sink {self.sink!r} must be one of {', '.join(SINKS)}")
         direct_ok = self.app in DIRECT_LANDING_APPS and self.sink == SINK_DELTALAKE
@@ -194,6 +201,8 @@ class AppConfig:
         if self.landing == LANDING_DIRECT and not direct_ok:
             raise AppError("--landing direct writes the tables with this project's Delta writer inside the source's "
                            "tasks: it is for the bronze and silver apps with --sink deltalake")
+        if self.app == "tables" and self.landing != LANDING_DIRECT:
+            raise AppError("run tables lands its tables with --landing direct and --sink deltalake")
         if self.maintenance_every < 0:
             raise AppError(f"--maintenance-every {self.maintenance_every} must be >= 0")
         if trigger_kwargs(self.trigger).get("availableNow"):

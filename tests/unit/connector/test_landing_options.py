@@ -90,7 +90,7 @@ def test_several_tables_take_a_target_list_and_an_importable_split(tmp_path):
     spec = "streaming_apps.apps.silver:split_silver"
     writers, split = landing_writers({"targets": _targets(tmp_path), "split": spec})
     assert [(w.options.table_uri.rsplit("/", 1)[-1], w.partition_by) for w in writers] == [("a", ()), ("b", ("name",))]
-    assert split == spec
+    assert split == (spec, None)
 
 
 @pytest.mark.parametrize("options, message", [

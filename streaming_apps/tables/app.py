@@ -1,0 +1,123 @@
+"""``hareplica run tables --config FILE`` on the driver: the declared tables as an app (the interface of
+:mod:`streaming_apps.apps`: ``NAME``, ``TABLES``, ``QUERY_NAMES``, ``WORKER_MODULES``, ``start``, ``check_tables``).
+One query reads the brokers with ``format("hareplica-landing")``; its tasks decode and write every table and the
+dead-letter table (:mod:`streaming_apps.tables.split`), and the driver commits each table once per micro-batch
+(its own Delta ``txn``), with one checkpoint for the declaration. docs/tables.md.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pyarrow as pa
+from streaming_apps.tables.decode.base import BodyFormatError, decoder_for
+
+from streaming_apps.apps.common import AppConfig, AppError, DeltaSink, trigger_kwargs
+from streaming_apps.tables.columns import DEAD_LETTER_SCHEMA, table_schema
+from streaming_apps.tables.declaration import Declaration, DeclarationError, TableSpec, load_declaration
+
+NAME = "tables"
+#: The split factory the tasks run (``landingSplit`` with ``landingSplitConfig``).
+SPLIT_FACTORY = "streaming_apps.tables.split:make_split"
+
+
+class TablesApp:
+    """The app of one declaration (module docstring). Raises DeclarationError (constructor) for a declaration whose
+    schemas the decoders refuse or whose columns clash, naming the file, the table and the key."""
+
+    NAME = NAME
+    QUERY_NAMES = ("hareplica-tables",)
+    WORKER_MODULES = ("streaming_apps.tables.split",)
+
+    def __init__(self, declaration: Declaration):
+        for table in declaration.tables:
+            if table.mode == "upsert":
+                raise DeclarationError(f"{declaration.path}: table {table.name}: mode: \"upsert\" is not available: "
+                                       "run tables lands in append mode only")
+            if table.settings.get("schema") == "infer":
+                raise DeclarationError(f"{declaration.path}: table {table.name}: schema: \"infer\" is not available: "
+                                       "run tables needs a JSON Schema file")
+        self.declaration = declaration
+        self.schemas = {t.name: _arrow_schema(declaration, t) for t in declaration.tables}
+        self.schemas[declaration.dead_letter_table] = DEAD_LETTER_SCHEMA
+        self.TABLES = declaration.table_names
+
+    @classmethod
+    def load(cls, path: str | Path) -> TablesApp:
+        """The app of the declaration file at ``path`` (:func:`load_declaration`, then the decoders)."""
+        return cls(load_declaration(path))
+
+    def partition_by(self, table: str) -> tuple[str, ...]:
+        """The partition columns of ``table`` (none for the dead-letter table)."""
+        for spec in self.declaration.tables:
+            if spec.name == table:
+                return spec.partition_by
+        return ()
+
+    def check_tables(self, config: AppConfig, *, evolve: bool = False) -> None:
+        """Refuse before Spark starts when a declared table exists with other columns or partitioning than the
+        declaration's, apart from declared columns it lacks (schema evolution: :mod:`streaming_apps.tables.evolution`),
+        which ``evolve`` adds.
+
+        Raises:
+            AppError: one line naming the table and the differences.
+        """
+        from connector.delta.location import check_new_table_location, open_delta_table
+        from connector.errors import DeltaSchemaMismatchError, DeltaTablePathError, UnsupportedTableFeatureError
+        from streaming_apps.tables.evolution import added_columns
+
+        for name in self.TABLES:
+            uri = str(config.table_path(name))
+            try:
+                if open_delta_table(uri) is None:
+                    check_new_table_location(uri)
+                else:
+                    added_columns(uri, self.spark_schema(name), self.partition_by(name), add=evolve)
+            except (DeltaSchemaMismatchError, DeltaTablePathError, UnsupportedTableFeatureError) as e:
+                raise AppError(f"table {name}: {e}") from None
+
+    def spark_schema(self, table: str):
+        """The Spark schema of ``table`` (from its Arrow schema)."""
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(self.schemas[table])
+
+    def start(self, spark, config: AppConfig, sink: DeltaSink) -> list:
+        """Start the declaration's one query (module docstring); returns ``[StreamingQuery]``."""
+        from connector.landing import LandingTarget, start_direct_landing_tables
+        from connector.storage import locations
+
+        self.check_tables(config, evolve=True)
+        targets = [LandingTarget(str(config.table_path(name)), config.app_id(), self.spark_schema(name),
+                                 self.partition_by(name), config.target_file_size) for name in self.TABLES]
+        options = {**config.source_option_map(), **config.storage_option_map(),
+                   "subscribe": self.declaration.subscribe}
+        return [start_direct_landing_tables(
+            spark, options, targets=targets, split=SPLIT_FACTORY, split_config=self.split_config(),
+            checkpoint=locations.for_spark(config.checkpoint()), query_name=self.QUERY_NAMES[0],
+            trigger=trigger_kwargs(config.trigger))]
+
+    def split_config(self) -> str:
+        """The ``landingSplitConfig`` of the tasks: the declaration with its schema files and each table's Arrow
+        schema inside."""
+        import json
+
+        config = json.loads(self.declaration.to_json())
+        for entry in config["tables"]:
+            schema = self.schemas[entry["name"]]
+            entry["arrowSchema"] = base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
+        return json.dumps(config)
+
+
+def _arrow_schema(declaration: Declaration, table: TableSpec) -> pa.Schema:
+    """The table's Arrow schema from its decoder (built here on the driver, as the tasks will)."""
+    where = f"{declaration.path}: table {table.name}"
+    try:
+        fields = decoder_for(table.format, table.settings, declaration.path.parent).schema
+    except BodyFormatError as e:
+        raise DeclarationError(f"{where}: {e}") from None
+    try:
+        return table_schema(fields, table.columns, table.partition_by)
+    except ValueError as e:
+        raise DeclarationError(f"{where}: {e}") from None

@@ -1,0 +1,90 @@
+"""The columns of the declared tables beside their decoded fields — RocketMQ's (``keys``, ``tags``,
+``storeTimestamp``...), one user property, ``storeDate`` — and of the dead-letter table; the same rules on the
+driver (the tables' schemas) and in the tasks (the rows). docs/tables.md "Columns".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from connector.arrow_numpy import from_numpy, to_numpy
+from connector.decode.schema import ARROW_SCHEMA
+from connector.landing.rows import STORE_DATE, US_PER_DAY
+
+#: RocketMQ columns a table may keep beside its fields (the source's names and types, docs/columns.md); plus
+#: ``property:NAME`` for one user property (a string column named NAME).
+ROCKETMQ_COLUMNS = ("keys", "tags", "storeTimestamp", "bornTimestamp", "msgId", "broker", "queueId", "queueOffset",
+                    "commitLogOffset", "topic", "properties")
+PROPERTY_COLUMN_PREFIX = "property:"
+#: The dead-letter table: where each record came from, its raw body, the schema it was tried against, the error.
+DEAD_LETTER_SCHEMA = pa.schema([
+    pa.field("table", pa.string()), pa.field("topic", pa.string()), pa.field("broker", pa.string()),
+    pa.field("queueId", pa.int32()), pa.field("queueOffset", pa.int64()), pa.field("commitLogOffset", pa.int64()),
+    pa.field("msgId", pa.string()), pa.field("storeTimestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("body", pa.binary()), pa.field("schema", pa.string()), pa.field("error", pa.string()),
+])
+
+__all__ = ["DEAD_LETTER_SCHEMA", "PROPERTY_COLUMN_PREFIX", "ROCKETMQ_COLUMNS", "STORE_DATE", "column_field",
+           "kept_column", "store_date", "table_schema"]
+
+
+def column_field(column: str) -> pa.Field:
+    """The Arrow field of a kept column (a :data:`ROCKETMQ_COLUMNS` name or ``property:NAME``), nullable."""
+    if column.startswith(PROPERTY_COLUMN_PREFIX):
+        return pa.field(column[len(PROPERTY_COLUMN_PREFIX):], pa.string())
+    return pa.field(column, ARROW_SCHEMA.field(column).type)
+
+
+def kept_column(records: pa.RecordBatch, column: str) -> pa.Array:
+    """The values of a kept column for ``records`` (source rows): the source's column, or one user property
+    (null where the record lacks it)."""
+    if not column.startswith(PROPERTY_COLUMN_PREFIX):
+        return records.column(column)
+    name = column[len(PROPERTY_COLUMN_PREFIX):]
+    return pc.map_lookup(records.column("properties"), pa.scalar(name, pa.string()), "first")
+
+
+def store_date(records: pa.RecordBatch) -> pa.Array:
+    """floor(storeTimestamp / 1 day) as date32 (UTC), bronze's ``storeDate``."""
+    micros = to_numpy(records.column("storeTimestamp"))
+    return from_numpy(np.floor_divide(micros, US_PER_DAY), pa.date32())
+
+
+def _normalized(t: pa.DataType) -> pa.DataType:
+    """The type a Delta table stores for ``t``: timestamps in µs UTC, large strings and binaries as plain ones."""
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", tz="UTC")
+    if pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(_normalized(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _normalized(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(_normalized(t.key_type), _normalized(t.item_type))
+    return t
+
+
+def table_schema(fields: pa.Schema, columns: tuple[str, ...], partition_by: tuple[str, ...]) -> pa.Schema:
+    """A declared table's Arrow schema: the decoded ``fields``, the kept ``columns``, then ``storeDate`` when it
+    partitions the table; every field nullable, types as Delta stores them.
+
+    Raises:
+        ValueError: two columns of one name (a field and a kept column), or a partition column that is none of them.
+    """
+    out = [pa.field(f.name, _normalized(f.type)) for f in fields]
+    out += [column_field(c) for c in columns]
+    if STORE_DATE in partition_by:
+        out.append(pa.field(STORE_DATE, pa.date32()))
+    names = [f.name for f in out]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"column {twice[0]} is both a field of the body and a kept column")
+    missing = [p for p in partition_by if p not in names]
+    if missing:
+        raise ValueError(f"partition_by {missing[0]!r} is neither a field nor a kept column nor {STORE_DATE}")
+    return pa.schema(out)

@@ -1,0 +1,153 @@
+"""In a task of ``hareplica run tables``: the landing's split (``landingSplit`` factory, ``landingSplitConfig`` the
+declaration as :meth:`streaming_apps.tables.declaration.Declaration.to_json` gives it). Each record of the decoded
+slice goes to every table whose topics and tags it matches, its body decoded by the table's format; a record that
+does not decode goes to the dead-letter table (or stops the query for ``on_error = "fail"``). docs/tables.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from streaming_apps.tables.decode.base import decoder_for
+
+from connector.arrow_numpy import repeat_string
+from connector.errors import HAReplicaError
+from streaming_apps.tables.columns import (
+    DEAD_LETTER_SCHEMA,
+    PROPERTY_COLUMN_PREFIX,
+    STORE_DATE,
+    kept_column,
+    store_date,
+)
+
+#: The decoders of each declaration this worker process has seen, by the hash of its text: a task builds none.
+_SPLITS: dict[str, Callable[[pa.RecordBatch], list[pa.RecordBatch]]] = {}
+
+
+class TableDecodeError(HAReplicaError):
+    """A record of an ``on_error = "fail"`` table did not decode: the table, broker, offset and what was wrong."""
+
+
+class _TaskTable:
+    """One table of the declaration in a task: which records it takes, its decoder and its columns."""
+
+    def __init__(self, spec: dict, schema_dir: Path):
+        self.name = spec["name"]
+        self.topics = pa.array(spec["topics"], pa.string())
+        self.tags = None if spec["tags"] is None else pa.array(spec["tags"], pa.string())
+        folder = schema_dir / self.name
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in spec["files"].items():
+            (folder / name).write_bytes(base64.b64decode(data))
+        self.decoder = decoder_for(spec["format"], spec["settings"], folder)
+        self.columns = list(spec["columns"])
+        self.store_date = STORE_DATE in spec["partitionBy"]
+        self.fail = spec["onError"] == "fail"
+        self.schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(spec["arrowSchema"])))
+        self.wants_properties = bool(spec["settings"].get("version_property"))
+
+    def mask(self, batch: pa.RecordBatch) -> pa.Array | None:
+        """Which records of ``batch`` the table takes (None: all)."""
+        keep = pc.is_in(batch.column("topic"), value_set=self.topics)
+        if self.tags is not None:
+            keep = pc.and_(keep, pc.is_in(batch.column("tags"), value_set=self.tags).fill_null(False))
+        return None if keep.true_count == len(keep) else keep
+
+    def rows(self, records: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch | None]:
+        """``(the table's rows, the dead letters or None)`` of the records it takes."""
+        properties = _property_dicts(records) if self.wants_properties else None
+        decoded = self.decoder.decode(records.column("body"), properties)
+        failed = np.fromiter((e is not None for e in decoded.errors), dtype=bool, count=records.num_rows)
+        dead = None
+        if failed.any():
+            first = int(np.argmax(failed))
+            if self.fail:
+                raise TableDecodeError(
+                    f"table {self.name}: broker {records.column('broker')[first].as_py()} commitLogOffset "
+                    f"{records.column('commitLogOffset')[first].as_py()}: {decoded.errors[first]} "
+                    f"(schema {decoded.schemas[first]})")
+            dead = dead_letters(self.name, records.filter(pa.array(failed)),
+                                [e for e in decoded.errors if e is not None],
+                                [s for s, f in zip(decoded.schemas, failed, strict=True) if f])
+            ok = pa.array(~failed)
+            fields, records = decoded.fields.filter(ok), records.filter(ok)
+        else:
+            fields = decoded.fields
+        arrays = list(fields.columns)
+        names = list(fields.schema.names)
+        for column in self.columns:
+            names.append(column[len(PROPERTY_COLUMN_PREFIX):] if column.startswith(PROPERTY_COLUMN_PREFIX)
+                         else column)
+            arrays.append(kept_column(records, column))
+        if self.store_date:
+            names.append(STORE_DATE)
+            arrays.append(store_date(records))
+        return _as_schema(pa.RecordBatch.from_arrays(arrays, names=names), self.schema), dead
+
+
+def _as_schema(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` cast to the table's schema (one batch, also when empty)."""
+    if not batch.num_rows:
+        return pa.RecordBatch.from_pylist([], schema=schema)
+    return pa.Table.from_batches([batch]).cast(schema).combine_chunks().to_batches()[0]
+
+
+def _property_dicts(records: pa.RecordBatch) -> list[dict[str, str]]:
+    return [dict(p) for p in records.column("properties").to_pylist()]
+
+
+def dead_letters(table: str, records: pa.RecordBatch, errors: Sequence[str], schemas: Sequence[str | None]
+                 ) -> pa.RecordBatch:
+    """The dead-letter rows (:data:`streaming_apps.tables.columns.DEAD_LETTER_SCHEMA`) of ``records`` that
+    ``table`` could not decode, with one error and the schema tried per record."""
+    n = records.num_rows
+    arrays = [repeat_string(table, n)] + [records.column(name) for name in
+                                          ("topic", "broker", "queueId", "queueOffset", "commitLogOffset", "msgId",
+                                           "storeTimestamp", "body")]
+    arrays += [pa.array(list(schemas), pa.string()), pa.array(list(errors), pa.string())]
+    return pa.RecordBatch.from_arrays(arrays, schema=DEAD_LETTER_SCHEMA)
+
+
+def make_split(config: str) -> Callable[[pa.RecordBatch], list[pa.RecordBatch]]:
+    """The split of a declaration (``landingSplitConfig``): ``split(batch)`` → one RecordBatch per table, in the
+    declaration's order, then the dead letters. Decoders are built once per worker process and declaration.
+
+    Raises:
+        BodyFormatError: a schema the decoder refuses (the driver checked it first).
+        TableDecodeError (from the split): a record of an ``on_error = "fail"`` table that does not decode.
+    """
+    digest = hashlib.sha256(config.encode("utf-8")).hexdigest()
+    split = _SPLITS.get(digest)
+    if split is None:
+        split = _build(json.loads(config))
+        _SPLITS[digest] = split
+    return split
+
+
+def _build(config: dict) -> Callable[[pa.RecordBatch], list[pa.RecordBatch]]:
+    schema_dir = Path(tempfile.mkdtemp(prefix="hareplica-tables-"))
+    tables = [_TaskTable(spec, schema_dir) for spec in config["tables"]]
+
+    def split(batch: pa.RecordBatch) -> list[pa.RecordBatch]:
+        out, dead = [], []
+        for table in tables:
+            keep = table.mask(batch)
+            records = batch if keep is None else batch.filter(keep)
+            rows, letters = table.rows(records)
+            out.append(rows)
+            if letters is not None:
+                dead.append(letters)
+        out.append(_as_schema(pa.concat_batches(dead), DEAD_LETTER_SCHEMA) if dead
+                   else pa.RecordBatch.from_pylist([], schema=DEAD_LETTER_SCHEMA))
+        return out
+
+    return split
+
