@@ -35,6 +35,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from broker_stub.launcher import _ChildProcess, free_port
+from connector.storage.config import StorageConfig
+from streaming_apps.checkpoints import ABORTABLE_CHECKPOINT_FILE_MANAGER, CHECKPOINT_FILE_MANAGER_CONF
+from streaming_apps.object_store import staged_s3a_jars as staged_jars
 from tests.support.jvm_peers import LIVE_PEERS, REPO_ROOT, JvmPeersMissing, JvmStartError, java_binary
 
 S3PROXY_LIB = REPO_ROOT / ".jvm" / "s3proxy" / "lib"  # jvm/s3proxy.pom.xml: one jar-with-dependencies
@@ -53,14 +56,8 @@ JVM_OPTS = ("-Xms16m", "-XX:+UseSerialGC", "-Xss512k", "-XX:TieredStopAtLevel=1"
             # logback's start-up status lines (it warns that the jar's CONTAINER appender is unused) say nothing
             "-Dlogback.statusListenerClass=ch.qos.logback.core.status.NopStatusListener")
 
-#: Spark conf of the streaming checkpoint manager that writes S3 safely (spark-hadoop-cloud, in .jvm/s3a/lib): a
-#: checkpoint file is uploaded straight to its final name and the upload aborted on failure (S3A's output stream is
-#: Abortable), instead of the default's write-to-temporary-and-rename, which S3 cannot do atomically.
-ABORTABLE_CHECKPOINT_CONF = {
-    "spark.sql.streaming.checkpointFileManagerClass":
-        "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager",
-}
-
+#: Spark conf of the streaming checkpoint manager that writes S3 safely (streaming_apps.checkpoints).
+ABORTABLE_CHECKPOINT_CONF = {CHECKPOINT_FILE_MANAGER_CONF: ABORTABLE_CHECKPOINT_FILE_MANAGER}
 
 
 def s3proxy_jar(lib: Path = S3PROXY_LIB) -> Path:
@@ -75,7 +72,7 @@ def s3proxy_jar(lib: Path = S3PROXY_LIB) -> Path:
 def staged_s3a_jars(lib: Path = S3A_LIB) -> list[str]:
     """Absolute paths of every jar in ``lib`` for ``spark.jars`` (hadoop-aws, the AWS SDK v2 modules it links,
     spark-hadoop-cloud), sorted. Raises JvmPeersMissing when hadoop-aws or spark-hadoop-cloud is not there."""
-    jars = sorted(str(p.resolve()) for p in lib.glob("*.jar")) if lib.is_dir() else []
+    jars = staged_jars([lib.parent.parent.parent])
     names = [Path(j).name for j in jars]
     missing = [n.rstrip("-_") for n in ("hadoop-aws-", "spark-hadoop-cloud_", "s3-2")
                if not any(name.startswith(n) for name in names)]
@@ -124,15 +121,10 @@ class S3Endpoint:
                                  access_key=self.access_key, secret_key=self.secret_key, region=self.region, **kwargs)
 
     def hadoop_conf(self) -> dict[str, str]:
-        """Spark conf (``spark.hadoop.fs.s3a.*``) for ``s3a://`` paths here, with :func:`staged_s3a_jars` in
-        ``spark.jars``: endpoint and region, path-style requests, plain HTTP, this key pair only (no credential
-        chain that would ask the instance metadata service)."""
-        p = "spark.hadoop.fs.s3a."
-        return {f"{p}impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-                f"{p}endpoint": self.endpoint, f"{p}endpoint.region": self.region,
-                f"{p}path.style.access": "true", f"{p}connection.ssl.enabled": "false",
-                f"{p}access.key": self.access_key, f"{p}secret.key": self.secret_key,
-                f"{p}aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"}
+        """Spark conf (``spark.hadoop.fs.s3a.*``) for ``s3a://`` paths here, as the apps derive it from the same
+        settings (:meth:`connector.storage.config.StorageConfig.hadoop_conf`), with :func:`staged_s3a_jars` in
+        ``spark.jars``."""
+        return StorageConfig.from_options(self.storage_options(), environ={}).hadoop_conf()
 
     def create_bucket(self, name: str) -> None:
         """Create bucket ``name`` (CreateBucket through pyarrow); an existing one is kept."""
