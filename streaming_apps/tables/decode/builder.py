@@ -12,7 +12,7 @@ integers and floats as Python numbers; ``timestamp(unit)`` an int in that unit o
 unscaled value big-endian in two's complement (Avro's decimal, spec "Decimal"); ``string`` a ``str`` (or a
 ``msgspec.Raw`` JSON text; with ``stringify`` any value, as JSON text); ``binary`` bytes-like. A value that does not
 fit (an int out of range, a decimal too wide) raises :class:`_Mismatch` naming the field path, and
-:meth:`ArrowBuilder.batch` then finds the rows at fault one by one.
+:meth:`ArrowBuilder.batch` then finds the rows at fault by halves.
 """
 
 from __future__ import annotations
@@ -117,23 +117,36 @@ class ArrowBuilder:
     def batch(self, rows: list[Any], schema: pa.Schema) -> tuple[pa.RecordBatch, dict[int, str]]:
         """A batch of ``schema`` with one row per record of ``rows`` (None: a row of nulls), and the rows whose
         values do not fit (row -> why; those rows are null in the batch). The whole batch is built at once; only
-        when a value does not fit is each row built alone to find the ones at fault."""
+        when a value does not fit are halves of it built, down to the rows at fault (a few builds per bad row)."""
         try:
             return self._batch(rows, schema), {}
         except _Mismatch:
             pass
-        bad = {}
-        for row, record in enumerate(rows):
-            if record is not None:
-                try:
-                    self._batch([record], schema)
-                except _Mismatch as e:
-                    bad[row] = str(e)
+        bad: dict[int, str] = {}
+        self._find_bad(rows, [row for row, r in enumerate(rows) if r is not None], schema, bad)
         return self._batch([None if row in bad else r for row, r in enumerate(rows)], schema), bad
+
+    def _find_bad(self, rows: list[Any], indexes: list[int], schema: pa.Schema, bad: dict[int, str]) -> None:
+        """Adds to ``bad`` each row among ``indexes`` whose record does not fit ``schema``, and why."""
+        try:
+            self._batch([rows[i] for i in indexes], schema)
+            return
+        except _Mismatch as e:
+            if len(indexes) == 1:
+                bad[indexes[0]] = str(e)
+                return
+        middle = len(indexes) // 2
+        self._find_bad(rows, indexes[:middle], schema, bad)
+        self._find_bad(rows, indexes[middle:], schema, bad)
 
     def _batch(self, rows: list[Any], schema: pa.Schema) -> pa.RecordBatch:
         fields = list(schema)
-        columns = self._fields(rows, fields, "")
+        try:
+            columns = self._fields(rows, fields, "")
+        except _Mismatch:
+            raise
+        except (TypeError, ValueError, AttributeError, IndexError, KeyError) as e:
+            raise _Mismatch(f"the records do not have the fields {schema.names}: {type(e).__name__}: {e}") from None
         arrays = [self.array(values, f.type, f.name) for values, f in zip(columns, fields, strict=True)]
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
@@ -224,12 +237,21 @@ class ArrowBuilder:
 
     def _bytes_like(self, values: Sequence[Any], t: pa.DataType, valid: np.ndarray | None, nulls: int) -> pa.Array:
         empty = "" if pa.types.is_string(t) else b""
-        kinds = set(map(type, values))
-        if kinds - {str, bytes, type(None)}:  # a JSON text (msgspec.Raw), or any value to stringify
-            values = [v if v is None or type(v) in (str, bytes) else
-                      (bytes(v) if isinstance(v, msgspec.Raw | bytearray | memoryview) or not self.stringify
-                       else _json_encode(v)) for v in values]
+        if set(map(type, values)) - {str, bytes, type(None)}:  # a JSON text (msgspec.Raw), a value to stringify
+            values = [v if v is None or type(v) in (str, bytes) else self._text(v) for v in values]
         array = binary_array(values if nulls == 0 else [empty if v is None else v for v in values], t)
         if valid is None:
             return array
         return pa.Array.from_buffers(t, len(values), [_validity(valid), *array.buffers()[1:]], null_count=nulls)
+
+    def _text(self, value: Any) -> bytes:
+        """A value of a ``string``/``binary`` column that is neither str nor bytes, as bytes.
+
+        Raises:
+            TypeError: it is not bytes-like, and not ``stringify``-ed.
+        """
+        if isinstance(value, msgspec.Raw | bytearray | memoryview):
+            return bytes(value)
+        if self.stringify:
+            return _json_encode(value)
+        raise TypeError(f"expected str or bytes, got {type(value).__name__}")

@@ -42,7 +42,8 @@ class Decoded:
         fields: ``n`` rows, columns = the decoder's ``schema``; a row whose body did not decode is all null.
         errors: per row, None when decoded, else one line: what was wrong and where (field path, byte offset).
         schemas: per row, the schema it was tried against (``payment-v2.avsc``, ``shop.Payment``,
-            ``payment.schema.json``, ``infer``, ``fields``), None for the string and bytes formats.
+            ``payment.schema.json``, ``infer``, ``fields``); None for the string and bytes formats, and for an
+            Avro body whose writer schema is unknown (its error names the fingerprint).
     """
 
     fields: pa.RecordBatch

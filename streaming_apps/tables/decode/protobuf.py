@@ -25,7 +25,18 @@ from operator import attrgetter
 from typing import Any
 
 import pyarrow as pa
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import (  # noqa: F401 - the well-known types' files, in the default pool for _pool()
+    any_pb2,
+    descriptor_pb2,
+    descriptor_pool,
+    duration_pb2,
+    empty_pb2,
+    field_mask_pb2,
+    message_factory,
+    struct_pb2,
+    timestamp_pb2,
+    wrappers_pb2,
+)
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from streaming_apps.tables.decode.builder import ArrowBuilder

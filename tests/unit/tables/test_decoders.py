@@ -567,6 +567,16 @@ def test_msgpack_values_missing_fields_and_errors():
     assert out.errors[9] == "no body"
 
 
+def test_values_that_do_not_fit_their_column_fail_only_their_rows():
+    decoder = decoder_for("msgpack", {"fields": {"id": "int64", "price": "decimal(4, 1)"}}, Path("."))
+    maps = [{"id": i, "price": "999.9" if i not in (17, 80) else "1000"} for i in range(100)]
+    out = decoder.decode(bodies([msgpack.packb(m) for m in maps]))
+    check_shape(decoder, out, 100)
+    assert {i: e for i, e in enumerate(out.errors) if e} == dict.fromkeys(
+        (17, 80), "field price: 1000 has more than 4 digits (column type decimal128(4, 1))")
+    assert out.fields.column("id").to_pylist() == [None if i in (17, 80) else i for i in range(100)]
+
+
 @pytest.mark.parametrize(("fields", "message"), [
     ({"a": "strin"}, "setting fields: field a: unknown type 'strin' (known: string, binary"),
     ({"a": "list<int64"}, "setting fields: field a: expected >, found 'the end' at character 11 of 'list<int64'"),
