@@ -80,7 +80,7 @@ _MAKERS = {
 }
 
 
-def decoder_for(format: str, settings: Mapping[str, Any], base_dir: Path) -> BodyDecoder:  # noqa: A002
+def decoder_for(format: str, settings: Mapping[str, Any], base_dir: Path) -> BodyDecoder:
     """The decoder of a table whose body ``format`` and ``settings`` (the table's keys; keys other than the
     format's are ignored) are declared in a file in ``base_dir`` (relative schema paths are relative to it).
 
