@@ -11,9 +11,9 @@ int64, number -> float64, boolean -> bool, ``array`` with ``items`` -> list, ``o
 struct, ``object`` with only ``additionalProperties: {schema}`` -> map<string, T>, any other object or a schema
 without a type -> string holding the value's JSON text. ``anyOf``/``oneOf`` of a type and ``{"type": "null"}`` ->
 the nullable type; local ``$ref`` (``#/$defs/x``) is followed. Anything else -> :class:`BodyFormatError` at load.
-The schema becomes a msgspec Struct type (:func:`_types`), so msgspec checks each body in native code: a body
-that is not JSON (the byte offset), not an object, without a required property or with a value of another type
-(the path, ``$.items[0].qty``) -> the row's error. Properties the schema does not declare are skipped.
+The schema becomes a msgspec Struct type (:meth:`_SchemaReader.types`), so msgspec checks each body in native
+code: a body that is not JSON (the byte offset), not an object, without a required property or with a value of
+another type (the path, ``$.items[0].qty``) -> the row's error. Properties the schema does not declare are skipped.
 
 ``infer`` (:class:`JsonInferDecoder`): each body decoded to Python values; each field's type is what its values
 hold, widened over batches: int64 -> float64 -> string on conflict (bool with anything else, a scalar with an

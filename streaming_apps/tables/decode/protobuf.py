@@ -10,7 +10,7 @@ are skipped; a field without presence (a proto3 scalar not declared ``optional``
 field with presence (``optional``, proto2, oneof members, message fields) gives null; a repeated field or map is
 never null, only empty. A body that does not parse -> the row's error (upb does not say at which byte).
 
-Columns (:meth:`ProtobufDecoder._arrow`; the mapping of Spark's ``from_protobuf`` for the unsigned ints): int32,
+Columns (:meth:`ProtobufDecoder._arrow`; unsigned ints as Spark's ``from_protobuf`` with upcast.unsigned.ints): int32,
 sint32, sfixed32 -> int32; int64, sint64, sfixed64 -> int64; uint32, fixed32 -> int64; uint64, fixed64 ->
 decimal128(20, 0); float -> float32; double -> float64; bool; string; bytes -> binary; enum -> string (the value's
 name, the number as text for a value the enum does not declare); message -> struct; repeated -> list; map<K, V> ->
