@@ -11,11 +11,11 @@ import base64
 from pathlib import Path
 
 import pyarrow as pa
-from streaming_apps.tables.decode.base import BodyFormatError, decoder_for
 
 from streaming_apps.apps.common import AppConfig, AppError, DeltaSink, trigger_kwargs
 from streaming_apps.tables.columns import DEAD_LETTER_SCHEMA, table_schema
 from streaming_apps.tables.declaration import Declaration, DeclarationError, TableSpec, load_declaration
+from streaming_apps.tables.decode.base import BodyFormatError, decoder_for
 
 NAME = "tables"
 #: The split factory the tasks run (``landingSplit`` with ``landingSplitConfig``).

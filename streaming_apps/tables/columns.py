@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.arrow_numpy import from_numpy, to_numpy
+from connector.arrow_numpy import binary_array, from_numpy, to_numpy
 from connector.decode.schema import ARROW_SCHEMA
 from connector.landing.rows import STORE_DATE, US_PER_DAY
 
@@ -43,7 +43,7 @@ def kept_column(records: pa.RecordBatch, column: str) -> pa.Array:
     if not column.startswith(PROPERTY_COLUMN_PREFIX):
         return records.column(column)
     name = column[len(PROPERTY_COLUMN_PREFIX):]
-    return pc.map_lookup(records.column("properties"), pa.scalar(name, pa.string()), "first")
+    return pc.map_lookup(records.column("properties"), binary_array([name], pa.string())[0], "first")
 
 
 def store_date(records: pa.RecordBatch) -> pa.Array:

@@ -16,9 +16,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from streaming_apps.tables.decode.base import decoder_for
 
-from connector.arrow_numpy import repeat_string
+from connector.arrow_numpy import binary_array, from_numpy, repeat_string
 from connector.errors import HAReplicaError
 from streaming_apps.tables.columns import (
     DEAD_LETTER_SCHEMA,
@@ -27,6 +26,7 @@ from streaming_apps.tables.columns import (
     kept_column,
     store_date,
 )
+from streaming_apps.tables.decode.base import decoder_for
 
 #: The decoders of each declaration this worker process has seen, by the hash of its text: a task builds none.
 _SPLITS: dict[str, Callable[[pa.RecordBatch], list[pa.RecordBatch]]] = {}
@@ -41,8 +41,8 @@ class _TaskTable:
 
     def __init__(self, spec: dict, schema_dir: Path):
         self.name = spec["name"]
-        self.topics = pa.array(spec["topics"], pa.string())
-        self.tags = None if spec["tags"] is None else pa.array(spec["tags"], pa.string())
+        self.topics = binary_array(spec["topics"], pa.string())
+        self.tags = None if spec["tags"] is None else binary_array(spec["tags"], pa.string())
         folder = schema_dir / self.name
         folder.mkdir(parents=True, exist_ok=True)
         for name, data in spec["files"].items():
@@ -58,7 +58,7 @@ class _TaskTable:
         """Which records of ``batch`` the table takes (None: all)."""
         keep = pc.is_in(batch.column("topic"), value_set=self.topics)
         if self.tags is not None:
-            keep = pc.and_(keep, pc.is_in(batch.column("tags"), value_set=self.tags).fill_null(False))
+            keep = pc.and_(keep, pc.is_in(batch.column("tags"), value_set=self.tags))  # a null tag: False
         return None if keep.true_count == len(keep) else keep
 
     def rows(self, records: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch | None]:
@@ -74,11 +74,11 @@ class _TaskTable:
                     f"table {self.name}: broker {records.column('broker')[first].as_py()} commitLogOffset "
                     f"{records.column('commitLogOffset')[first].as_py()}: {decoded.errors[first]} "
                     f"(schema {decoded.schemas[first]})")
-            dead = dead_letters(self.name, records.filter(pa.array(failed)),
+            dead = dead_letters(self.name, records.take(_indices(failed)),
                                 [e for e in decoded.errors if e is not None],
                                 [s for s, f in zip(decoded.schemas, failed, strict=True) if f])
-            ok = pa.array(~failed)
-            fields, records = decoded.fields.filter(ok), records.filter(ok)
+            ok = _indices(~failed)
+            fields, records = decoded.fields.take(ok), records.take(ok)
         else:
             fields = decoded.fields
         arrays = list(fields.columns)
@@ -96,8 +96,29 @@ class _TaskTable:
 def _as_schema(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``batch`` cast to the table's schema (one batch, also when empty)."""
     if not batch.num_rows:
-        return pa.RecordBatch.from_pylist([], schema=schema)
+        return empty_batch(schema)
     return pa.Table.from_batches([batch]).cast(schema).combine_chunks().to_batches()[0]
+
+
+def _indices(mask: np.ndarray) -> pa.Array:
+    """The positions where ``mask`` is True, as an int64 array for ``take``."""
+    return from_numpy(np.flatnonzero(mask).astype(np.int64), pa.int64())
+
+
+def empty_batch(schema: pa.Schema) -> pa.RecordBatch:
+    """A batch of no rows of ``schema`` (built without pyarrow's pandas shim)."""
+    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+
+
+def nullable_strings(values: Sequence[str | None]) -> pa.Array:
+    """A string array of ``values``, None as null (built without pyarrow's pandas shim)."""
+    valid = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+    dense = binary_array([v or "" for v in values], pa.string())
+    if valid.all():
+        return dense
+    offsets, data = dense.buffers()[1:]
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(pa.string(), len(values), [bitmap, offsets, data])
 
 
 def _property_dicts(records: pa.RecordBatch) -> list[dict[str, str]]:
@@ -112,7 +133,7 @@ def dead_letters(table: str, records: pa.RecordBatch, errors: Sequence[str], sch
     arrays = [repeat_string(table, n)] + [records.column(name) for name in
                                           ("topic", "broker", "queueId", "queueOffset", "commitLogOffset", "msgId",
                                            "storeTimestamp", "body")]
-    arrays += [pa.array(list(schemas), pa.string()), pa.array(list(errors), pa.string())]
+    arrays += [nullable_strings(schemas), nullable_strings(errors)]
     return pa.RecordBatch.from_arrays(arrays, schema=DEAD_LETTER_SCHEMA)
 
 
@@ -146,7 +167,7 @@ def _build(config: dict) -> Callable[[pa.RecordBatch], list[pa.RecordBatch]]:
             if letters is not None:
                 dead.append(letters)
         out.append(_as_schema(pa.concat_batches(dead), DEAD_LETTER_SCHEMA) if dead
-                   else pa.RecordBatch.from_pylist([], schema=DEAD_LETTER_SCHEMA))
+                   else empty_batch(DEAD_LETTER_SCHEMA))
         return out
 
     return split

@@ -1,0 +1,106 @@
+"""Issue 52: the task side of ``run tables`` — records routed to the tables whose topics and tags they match,
+decoded, the rest to the dead-letter table (rows + dead letters = records matched), ``on_error = "fail"`` as one
+line, and no pandas imported on the way (docs/tables.md "How it lands")."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pyarrow as pa
+import pytest
+
+from connector.decode.schema import ARROW_SCHEMA
+from streaming_apps.tables.app import TablesApp
+from streaming_apps.tables.declaration import load_declaration
+from streaming_apps.tables.split import TableDecodeError, make_split
+from tests.support.no_pandas import refuse_pandas_prelude
+
+DECLARATION = """
+    [[table]]
+    name = "payments"
+    topics = ["Pay"]
+    tags = "Paid"
+    format = "json"
+    schema = "payment.schema.json"
+    columns = ["commitLogOffset", "property:region"]
+    partition_by = ["storeDate"]
+    on_error = "{on_error}"
+
+    [[table]]
+    name = "audit"
+    topics = ["Audit", "Pay"]
+    format = "string"
+"""
+
+
+def _app(tmp_path, on_error="dead-letter") -> TablesApp:
+    (tmp_path / "payment.schema.json").write_text(json.dumps(
+        {"type": "object", "properties": {"id": {"type": "string"}, "amount": {"type": "integer"}}}))
+    path = tmp_path / "tables.toml"
+    path.write_text(textwrap.dedent(DECLARATION.format(on_error=on_error)))
+    return TablesApp(load_declaration(path))
+
+
+def _records(rows: list[tuple[str, str | None, bytes, dict]]) -> pa.RecordBatch:
+    """Source rows (the source's schema) of (topic, tags, body, properties)."""
+    n = len(rows)
+    columns = {f.name: pa.nulls(n, f.type) for f in ARROW_SCHEMA}
+    columns.update(topic=pa.array([r[0] for r in rows]), tags=pa.array([r[1] for r in rows], pa.string()),
+                   body=pa.array([r[2] for r in rows], pa.binary()),
+                   properties=pa.array([list(r[3].items()) for r in rows], pa.map_(pa.string(), pa.string())),
+                   commitLogOffset=pa.array(range(0, 100 * n, 100), pa.int64()),
+                   broker=pa.array(["broker-a"] * n), storeTimestamp=pa.array([1_765_000_000_000_000] * n,
+                                                                               pa.timestamp("us", tz="UTC")))
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in ARROW_SCHEMA], names=ARROW_SCHEMA.names)
+
+
+ROWS = [("Pay", "Paid", b'{"id": "a", "amount": 1}', {"region": "eu"}),
+        ("Pay", "Refunded", b'{"id": "b", "amount": 2}', {}),
+        ("Pay", "Paid", b"not json", {}),
+        ("Audit", None, "line".encode(), {}),
+        ("Other", None, b"x", {})]
+
+
+def test_records_go_to_their_tables_or_the_dead_letters(tmp_path):
+    split = make_split(_app(tmp_path).split_config())
+    payments, audit, dead = split(_records(ROWS))
+    assert payments.to_pylist() == [{"id": "a", "amount": 1, "commitLogOffset": 0, "region": "eu",
+                                     "storeDate": payments.column("storeDate")[0].as_py()}]
+    assert sorted(audit.column("body").to_pylist()) == sorted(['{"id": "a", "amount": 1}', '{"id": "b", "amount": 2}',
+                                                                "line", "not json"])
+    assert dead.num_rows == 1 and dead.column("table")[0].as_py() == "payments"
+    assert dead.column("commitLogOffset")[0].as_py() == 200 and dead.column("body")[0].as_py() == b"not json"
+    matched = 2 + 4  # Pay:Paid for payments, Pay and Audit for audit
+    assert payments.num_rows + audit.num_rows + dead.num_rows == matched
+
+
+def test_on_error_fail_raises_one_line_naming_table_broker_offset(tmp_path):
+    split = make_split(_app(tmp_path, on_error="fail").split_config())
+    with pytest.raises(TableDecodeError) as info:
+        split(_records(ROWS))
+    assert str(info.value).startswith("table payments: broker broker-a commitLogOffset 200: ")
+    assert "\n" not in str(info.value)
+
+
+def test_the_split_imports_no_pandas(tmp_path):
+    config = _app(tmp_path).split_config()
+    batch = _records(ROWS)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    (tmp_path / "batch.arrow").write_bytes(sink.getvalue().to_pybytes())
+    (tmp_path / "config.json").write_text(config)
+    script = refuse_pandas_prelude("streaming_apps") + textwrap.dedent(f"""
+        import pyarrow as pa
+        from streaming_apps.tables.split import make_split
+        batch = pa.ipc.open_stream(open({str(tmp_path / 'batch.arrow')!r}, 'rb').read()).read_next_batch()
+        parts = make_split(open({str(tmp_path / 'config.json')!r}).read())(batch)
+        print(json.dumps({{"rows": [p.num_rows for p in parts], "attempts": attempts}}))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {"rows": [1, 4, 1], "attempts": []}
