@@ -14,8 +14,6 @@ from streaming_apps.checkpoints import ABORTABLE_CHECKPOINT_FILE_MANAGER, CHECKP
 #: Where ``make jvm-peers`` stages hadoop-aws, the AWS SDK modules it links and spark-hadoop-cloud (relative to a
 #: checkout).
 STAGED_S3A_JARS_DIR = Path(".jvm") / "s3a" / "lib"
-#: The source checkout this module was imported from.
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 #: The class that tells hadoop-aws is on Spark's classpath.
 S3A_FILE_SYSTEM_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
@@ -23,12 +21,9 @@ S3A_FILE_SYSTEM_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 def staged_s3a_jars(roots: list[Path] | None = None) -> list[str]:
     """Absolute paths of the jars in :data:`STAGED_S3A_JARS_DIR` under the first of ``roots`` (default: the current
     directory, then this checkout) that holds any; ``[]`` when none does."""
-    for root in roots if roots is not None else [Path.cwd(), PROJECT_ROOT]:
-        folder = Path(root) / STAGED_S3A_JARS_DIR
-        jars = sorted(str(p.resolve()) for p in folder.glob("*.jar")) if folder.is_dir() else []
-        if jars:
-            return jars
-    return []
+    from streaming_apps.spark_session import staged_jars
+
+    return staged_jars(STAGED_S3A_JARS_DIR, roots)
 
 
 def s3a_jars_hint() -> str:
@@ -59,14 +54,6 @@ def configure_session(spark, storage: StorageConfig) -> None:
 def s3a_available(spark) -> bool:
     """True when :data:`S3A_FILE_SYSTEM_CLASS` loads in the driver JVM (always True over Spark Connect, whose
     server's classpath the client cannot see)."""
-    from streaming_apps.spark_session import is_connect_session
+    from streaming_apps.spark_session import is_connect_session, jvm_has_class
 
-    if is_connect_session(spark):
-        return True
-    jvm = spark.sparkContext._jvm  # noqa: SLF001
-    try:
-        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        jvm.java.lang.Class.forName(S3A_FILE_SYSTEM_CLASS, False, loader)
-        return True
-    except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException
-        return False
+    return is_connect_session(spark) or jvm_has_class(spark, S3A_FILE_SYSTEM_CLASS)

@@ -55,12 +55,29 @@ def staged_delta_jars(roots: list[Path] | None = None) -> list[str]:
     any, sorted. ``hareplica run --sink delta`` and ``hareplica query --engine spark`` use them when no
     ``--jars`` are given (docs/real_peers.md, "Spark's own Delta Lake").
     """
+    return staged_jars(STAGED_DELTA_JARS_DIR, roots)
+
+
+def staged_jars(folder: Path, roots: list[Path] | None = None) -> list[str]:
+    """Absolute paths of the ``*.jar`` files in ``folder`` (relative to a checkout) under the first of ``roots``
+    (default: the current directory, then this checkout) that holds any, sorted; ``[]`` when none does."""
     for root in roots if roots is not None else [Path.cwd(), PROJECT_ROOT]:
-        folder = Path(root) / STAGED_DELTA_JARS_DIR
-        jars = sorted(str(p.resolve()) for p in folder.glob("*.jar")) if folder.is_dir() else []
+        where = Path(root) / folder
+        jars = sorted(str(p.resolve()) for p in where.glob("*.jar")) if where.is_dir() else []
         if jars:
             return jars
     return []
+
+
+def jvm_has_class(spark, name: str) -> bool:
+    """True when class ``name`` loads in the session's driver JVM (a classic session; py4j's error is False)."""
+    jvm = spark.sparkContext._jvm  # noqa: SLF001 - the one handle PySpark gives to the driver JVM
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(name, False, loader)
+        return True
+    except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException
+        return False
 
 
 #: The Spark master of a session this project builds when none is named (``hareplica run``'s and the demo's).

@@ -26,7 +26,7 @@ from connector.errors import HAReplicaError, StorageConfigError
 from connector.spark_compat import available_now_problem
 from connector.storage import locations, store
 from streaming_apps.checkpoints import use_checkpoint_file_manager
-from streaming_apps.object_store import configure_session
+from streaming_apps.object_store import configure_session, s3a_available, s3a_jars_hint
 from streaming_apps.progress_listener import ProgressFileListener
 from streaming_apps.worker_warmup import WARMUP_MODULES, Warmup, start_warmup
 
@@ -314,17 +314,11 @@ def delta_jars_available(spark) -> bool:
     Over Spark Connect the client cannot reach the server's JVM: there it is True when the server's
     ``spark.sql.extensions`` names the Delta extension (a server started with the Delta jars and conf).
     """
-    from streaming_apps.spark_session import is_connect_session
+    from streaming_apps.spark_session import is_connect_session, jvm_has_class
 
     if is_connect_session(spark):
         return DELTA_SPARK_CLASS in (spark.conf.get("spark.sql.extensions", "") or "")
-    jvm = spark.sparkContext._jvm
-    try:
-        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        jvm.java.lang.Class.forName(DELTA_SPARK_CLASS, False, loader)
-        return True
-    except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException
-        return False
+    return jvm_has_class(spark, DELTA_SPARK_CLASS)
 
 
 def expand_jars(jars: Sequence[str]) -> list[str]:
@@ -579,14 +573,19 @@ def start_app(spark, config: AppConfig, app_module) -> RunningApp:
 
     Raises:
         DeltaJarsMissingError: ``--sink delta`` without the jars (nothing was started).
-        AppError: bad configuration, or a table folder that is unreadable or not empty (nothing was started).
+        AppError: bad configuration, a table folder that is unreadable or not empty, or a checkpoint in an object
+            store without hadoop-aws on Spark's classpath (nothing was started).
     """
     from streaming_apps.spark_session import register_data_sources
 
     # first, so that the workers start on the second core while the driver starts the query
     warmup = start_warmup(spark, config.warm_workers, (*WARMUP_MODULES, *app_module.WORKER_MODULES))
     register_data_sources(spark)
-    use_checkpoint_file_manager(spark, remote=locations.is_uri(config.checkpoint_root))
+    remote = locations.is_uri(config.checkpoint_root)
+    if remote and not s3a_available(spark):
+        raise AppError(f"--checkpoint-root {config.checkpoint_root}: Spark's classpath has no hadoop-aws for s3a:// "
+                       f"checkpoints; {s3a_jars_hint()}")
+    use_checkpoint_file_manager(spark, remote=remote)
     configure_session(spark, config.storage)
     store.use(config.storage)
     sink = DeltaSink(spark, config)
