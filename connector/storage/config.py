@@ -33,9 +33,22 @@ ENVIRONMENT_ALIASES = {"AWS_REGION": ("AWS_REGION", "AWS_DEFAULT_REGION"),
 #: Keys that pyarrow's AWS SDK (C++) reads only from the process environment.
 SDK_ENVIRONMENT_KEYS = ("AWS_REQUEST_CHECKSUM_CALCULATION", "AWS_RESPONSE_CHECKSUM_VALIDATION")
 DEFAULT_REGION = "us-east-1"
-#: Attempts pyarrow's S3 client makes per request (AWS standard retry: exponential backoff, throttling such as
-#: ``503 SlowDown`` included): about 13 s of waiting in all, longer than a store's restart.
+#: Attempts pyarrow's S3 client makes per request (the AWS SDK's standard retry, throttling such as ``503 SlowDown``
+#: and refused connections included). Before retry n (from 0) it waits a random time below 2**n s, at most 20 s:
+#: 9 retries wait about 85 s in all (measured 65-95 s; under 40 s about once in a thousand requests).
 ARROW_MAX_ATTEMPTS = 10
+#: delta-rs's retry settings (its object_store's keys): a request that fails with a server error (5xx, ``503
+#: SlowDown``), a 429 or a connection error is tried again for 60 s, waiting between 0.5 and 5 s (jittered) before
+#: each attempt. Its defaults (10 retries from 100 ms) give up after 2-5 s: a store's restart failed the commit.
+DELTA_RETRY_OPTIONS = {"max_retries": "100", "retry_timeout": "60s", "backoff_config.init_backoff": "500ms",
+                       "backoff_config.max_backoff": "5s", "backoff_config.base": "2"}
+#: hadoop-aws (S3A) retry settings: the values Hadoop 3.3.6 to 3.5.0 ship in core-default.xml, given explicitly so
+#: that the budget does not depend on the Hadoop a Spark bundles. A connection failure or a 5xx is retried 7 times,
+#: retry n (from 0) after 0.5 s * 2**(n+1) * [0.5, 1.5) (63-190 s in all); throttling (503 SlowDown) 20 times the
+#: same way from 100 ms (about 50 s of waiting after 8 retries). Each of those attempts is itself up to
+#: ``fs.s3a.attempts.maximum`` attempts of the AWS SDK (5 in Hadoop 3.5).
+S3A_RETRY_CONF = {"fs.s3a.retry.limit": "7", "fs.s3a.retry.interval": "500ms",
+                  "fs.s3a.retry.throttle.limit": "20", "fs.s3a.retry.throttle.interval": "100ms"}
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
@@ -141,8 +154,9 @@ class StorageConfig:
         return self._flag("AWS_VIRTUAL_HOSTED_STYLE_REQUEST", False)
 
     def delta_storage_options(self) -> dict[str, str]:
-        """delta-rs's ``storage_options`` (its own key names; the endpoint's http permission made explicit)."""
-        out = {k: v for k, v in self.values.items() if k not in SDK_ENVIRONMENT_KEYS}
+        """delta-rs's ``storage_options`` (its own key names; the endpoint's http permission made explicit; the
+        retries of :data:`DELTA_RETRY_OPTIONS`)."""
+        out = {**DELTA_RETRY_OPTIONS, **{k: v for k, v in self.values.items() if k not in SDK_ENVIRONMENT_KEYS}}
         out["AWS_REGION"] = self.region
         if self.endpoint:
             out["AWS_ENDPOINT_URL"] = self.endpoint
@@ -152,7 +166,8 @@ class StorageConfig:
     def arrow_filesystem(self, *, max_attempts: int = ARROW_MAX_ATTEMPTS, connect_timeout: float | None = None,
                          request_timeout: float | None = None):
         """A ``pyarrow.fs.S3FileSystem`` with these settings (credentials from the SDK's default chain when none are
-        given; ``max_attempts`` per request; timeouts in seconds, None for the SDK's); exports
+        given; ``max_attempts`` per request, the AWS standard retry: :data:`ARROW_MAX_ATTEMPTS`; timeouts in
+        seconds, None for the SDK's); exports
         :data:`SDK_ENVIRONMENT_KEYS` to this process's environment, where that SDK reads them."""
         from pyarrow import fs as pafs
 
@@ -172,8 +187,9 @@ class StorageConfig:
         return pafs.S3FileSystem(**kwargs)
 
     def hadoop_conf(self) -> dict[str, str]:
-        """``spark.hadoop.fs.s3a.*`` conf for Spark's Hadoop S3 file system (hadoop-aws's S3A) with these settings."""
-        conf = {"fs.s3a.endpoint.region": self.region,
+        """``spark.hadoop.fs.s3a.*`` conf for Spark's Hadoop S3 file system (hadoop-aws's S3A) with these settings and
+        the retries of :data:`S3A_RETRY_CONF`."""
+        conf = {**S3A_RETRY_CONF, "fs.s3a.endpoint.region": self.region,
                 "fs.s3a.path.style.access": "false" if self.virtual_hosted else "true"}
         if self.endpoint:
             conf["fs.s3a.endpoint"] = self.endpoint
