@@ -504,7 +504,6 @@ def _restore_signals(previous: dict) -> None:
 
 def _maintain(args) -> int:
     import json
-    import os
     import time
 
     from connector.delta.maintenance import run_maintenance, summarize_maintenance
@@ -526,7 +525,9 @@ def _maintain(args) -> int:
 
         console.print(f"[red]error:[/red] maintenance of {path} failed: {error_line(e)}", highlight=False)
         return 1
-    summary = summarize_maintenance(os.path.abspath(path), result, (time.monotonic() - started) * 1000)
+    from connector.delta.location import normalize_table_uri
+
+    summary = summarize_maintenance(normalize_table_uri(path), result, (time.monotonic() - started) * 1000)
     if args.json:
         sys.stdout.write(json.dumps(summary) + "\n")
     else:

@@ -111,6 +111,8 @@ def open_delta_table(table_uri: str):
         return None
     except Exception as e:  # noqa: BLE001 - DeltaError, DeltaProtocolError, OSError, PyO3 panics
         culprit = find_unreadable_log_file(table_uri)
+        if culprit is None and locations.is_uri(table_uri):  # the store, not the table, may be what failed
+            raise DeltaTablePathError(f"cannot read Delta table {table_uri}: delta-rs: {error_line(e)}") from e
         where = f"{culprit}" if culprit else f"delta-rs: {error_line(e)}"
         raise DeltaTablePathError(f"{table_uri} is not a readable Delta table: {where}") from e
 

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from connector.arrow_numpy import from_numpy, to_numpy
@@ -236,8 +237,9 @@ class TaskFileWriter:
         rel = f"{folder}/{name}" if folder else name
         parent = posixpath.dirname(posixpath.join(self.root, rel))
         if parent not in self._made_dirs:
-            with _writing(parent):
-                self.fs.create_dir(parent, recursive=True)
+            if isinstance(self.fs, pafs.LocalFileSystem):  # an object store has no folders: no request, no marker
+                with _writing(parent):
+                    self.fs.create_dir(parent, recursive=True)
             self._made_dirs.add(parent)
         f = _OpenParquetFile(self.fs, self.root, rel, self._data_schema, self.compression,
                              dict(zip(self.partition_by, values, strict=True)))

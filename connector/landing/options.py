@@ -112,7 +112,8 @@ def landing_writers(sink_options: Mapping[str, str]
                     ) -> tuple[list[DeltaLakeStreamWriter], tuple[str, str | None] | None]:
     """``(writers, (split spec, split config or None))`` of a landing's sink options: several tables
     (``landingTargets`` with ``landingSplit``) or one (``landingPath``...). Raises as :func:`target_writers` /
-    :func:`landing_writer`, and HAReplicaOptionError for ``landingTargets`` without ``landingSplit`` or mixed with ``landingPath``."""
+    :func:`landing_writer`, and HAReplicaOptionError for ``landingTargets`` without ``landingSplit`` or mixed with
+    ``landingPath``."""
     if TARGETS_KEY not in sink_options:
         if SPLIT_KEY in sink_options or SPLIT_CONFIG_KEY in sink_options:
             raise HAReplicaOptionError("landingSplit", sink_options.get(SPLIT_KEY, ""), "needs landingTargets")

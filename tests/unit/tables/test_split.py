@@ -60,7 +60,7 @@ def _records(rows: list[tuple[str, str | None, bytes, dict]]) -> pa.RecordBatch:
 ROWS = [("Pay", "Paid", b'{"id": "a", "amount": 1}', {"region": "eu"}),
         ("Pay", "Refunded", b'{"id": "b", "amount": 2}', {}),
         ("Pay", "Paid", b"not json", {}),
-        ("Audit", None, "line".encode(), {}),
+        ("Audit", None, b"line", {}),
         ("Other", None, b"x", {})]
 
 
