@@ -167,7 +167,8 @@ class DeltaBatchCommitter:
         try:
             table.create_write_transaction(actions, mode="append", schema=delta_schema_of(self.schema),
                                            partition_by=list(self.partition_by) or None,
-                                           commit_properties=self._commit_properties(batch_id))
+                                           commit_properties=self._commit_properties(batch_id),
+                                           post_commithook_properties=_post_commit_hooks())
         except CommitFailedError as e:
             log.info("commit of batch %d of appId %s to %s conflicted (attempt %d): %s", batch_id, app_id, uri,
                      attempt, e)
@@ -312,6 +313,16 @@ class DeltaBatchCommitter:
         except Exception as e:  # noqa: BLE001 - the batch is committed; leftovers are maintenance's job
             log.warning("could not look for failed attempts of batch %d in %s: %s", batch_id, uri, e)
             return []
+
+
+def _post_commit_hooks():
+    """What delta-rs does after each of the writers' commits: its checkpoint every ``delta.checkpointInterval``
+    commits, but not its clean-up of expired log files, which lists the whole ``_delta_log`` (one LIST per 1,000
+    objects in a store) on every commit; maintenance removes them (``cleanup_metadata``, docs/delta.md "3.
+    Maintenance")."""
+    from deltalake.transaction import PostCommitHookProperties
+
+    return PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
 
 
 def commit_task_messages(committer: DeltaBatchCommitter, collect: Callable[[], Iterable],
