@@ -1,9 +1,11 @@
 """Compile and run the project's small Java programs in ``tests/java/`` against the real RocketMQ 4.9 jars.
 
 The programs (``JavaProducer``, ``JavaConsumer``, ``CommitLogDecoder``; docs/real_peers.md, "Real Java clients")
-are compiled with ``javac -cp '.jvm/rocketmq-4.9/lib/*'`` into ``.jvm/classes/java-clients`` (git-ignored) the
-first time they are needed and again whenever a ``.java`` file is newer than the last build. A missing
-``.jvm/rocketmq-4.9/lib`` (``make jvm-peers`` not run) fails the calling test; it is never a skip.
+are compiled with ``javac -cp '.jvm/rocketmq-4.9/lib/*:.jvm/typed-bodies/lib/*'`` (the second: Apache Avro's Java
+library and protobuf-java, for ``TypedBodiesProducer``) into ``.jvm/classes/java-clients`` (git-ignored) the first
+time they are needed and again whenever a ``.java`` file is newer than the last build. A missing
+``.jvm/rocketmq-4.9/lib`` or ``.jvm/typed-bodies/lib`` (``make jvm-peers`` not run) fails the calling test; it is
+never a skip.
 
 :func:`run_java` runs one program in its own small JVM with a bounded timeout, keeps the RocketMQ client's log
 in a folder of the test's choosing and returns a :class:`JavaRun` (stdout JSON lines parsed); on a timeout or,
@@ -23,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ROCKETMQ_LIB = ROOT / ".jvm" / "rocketmq-4.9" / "lib"
+#: Apache Avro's Java library and protobuf-java (jvm/typed-bodies.pom.xml), after the RocketMQ jars on the classpath
+TYPED_BODIES_LIB = ROOT / ".jvm" / "typed-bodies" / "lib"
 SOURCES = ROOT / "tests" / "java"
 CLASSES = ROOT / ".jvm" / "classes" / "java-clients"
 COMPILE_TIMEOUT_S = 120.0
@@ -50,13 +54,19 @@ def require_rocketmq_lib() -> Path:
     """The staged RocketMQ 4.9 jar folder; raises JavaToolError (a test failure) when it is missing."""
     if not any(ROCKETMQ_LIB.glob("rocketmq-client-*.jar")):
         raise JavaToolError(f"the real RocketMQ 4.9 jars are missing in {ROCKETMQ_LIB}: run `make jvm-peers`")
+    if not any(TYPED_BODIES_LIB.glob("avro-*.jar")) or not any(TYPED_BODIES_LIB.glob("protobuf-java-*.jar")):
+        raise JavaToolError(f"the Avro and protobuf-java jars are missing in {TYPED_BODIES_LIB}: run `make jvm-peers`")
     if shutil.which("javac") is None or shutil.which("java") is None:
         raise JavaToolError("java and javac (JDK 17) must be on PATH to run the Java interop programs")
     return ROCKETMQ_LIB
 
 
 def _classpath() -> str:
-    return f"{CLASSES}{os.pathsep}{ROCKETMQ_LIB}/*"
+    return f"{CLASSES}{os.pathsep}{_libraries()}"
+
+
+def _libraries() -> str:
+    return f"{ROCKETMQ_LIB}/*{os.pathsep}{TYPED_BODIES_LIB}/*"
 
 
 def compiled_classes() -> Path:
@@ -75,7 +85,7 @@ def compiled_classes() -> Path:
         CLASSES.parent.mkdir(parents=True, exist_ok=True)
         build = Path(tempfile.mkdtemp(prefix="java-clients-", dir=CLASSES.parent))
         proc = subprocess.run(
-            ["javac", "-encoding", "UTF-8", "-nowarn", "-d", str(build), "-cp", f"{ROCKETMQ_LIB}/*",
+            ["javac", "-encoding", "UTF-8", "-nowarn", "-d", str(build), "-cp", _libraries(),
              *map(str, sources)], capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
         if proc.returncode != 0:
             shutil.rmtree(build, ignore_errors=True)
@@ -153,5 +163,5 @@ def run_java(main: str, args: list[str], *, log_dir: Path, props: dict[str, str]
     return run
 
 
-__all__ = ["CLASSES", "ROCKETMQ_LIB", "JavaRun", "JavaToolError", "client_log_tail", "compiled_classes",
-           "require_rocketmq_lib", "run_java"]
+__all__ = ["CLASSES", "ROCKETMQ_LIB", "TYPED_BODIES_LIB", "JavaRun", "JavaToolError", "client_log_tail",
+           "compiled_classes", "require_rocketmq_lib", "run_java"]
