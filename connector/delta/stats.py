@@ -73,7 +73,8 @@ _EPOCH = _dt.datetime(1970, 1, 1)
 
 def _min_max(st: pq.Statistics, t: pa.DataType) -> tuple:
     """``(min, max)`` of a column chunk's statistics. A timestamp's come from its raw int64 and its Parquet
-    ``timeUnit`` as naive UTC datetimes, rounded outward to whole microseconds: pyarrow's own ``min`` / ``max``
+    ``timeUnit`` as naive UTC datetimes, rounded outward to whole microseconds, ``(None, None)`` beyond the years
+    Python's datetime holds (1 to 9999): pyarrow's own ``min`` / ``max``
     of a timestamp go through its pandas shim, which imports pandas into the worker (connector.arrow_numpy)."""
     if pa.types.is_timestamp(t) and st.physical_type == "INT64":
         unit = json.loads(st.logical_type.to_json()).get("timeUnit")
@@ -81,7 +82,10 @@ def _min_max(st: pq.Statistics, t: pa.DataType) -> tuple:
             num, den = _UNITS_PER_US[unit]
             lo_us = st.min_raw * den // num  # floor
             hi_us = -(-st.max_raw * den // num)  # ceiling
-            return _EPOCH + _dt.timedelta(microseconds=lo_us), _EPOCH + _dt.timedelta(microseconds=hi_us)
+            try:
+                return _EPOCH + _dt.timedelta(microseconds=lo_us), _EPOCH + _dt.timedelta(microseconds=hi_us)
+            except OverflowError:  # outside Python's years 1 to 9999 (valid in Arrow and Parquet): no statistic
+                return None, None
     return st.min, st.max
 
 
@@ -115,7 +119,10 @@ def _stat_json_value(value, t: pa.DataType, is_max: bool):
     if pa.types.is_date(t) and isinstance(value, _dt.date):
         return value.isoformat()
     if pa.types.is_timestamp(t) and isinstance(value, _dt.datetime):
-        v = _ms_ceil(value) if is_max else _ms_floor(value)
+        try:
+            v = _ms_ceil(value) if is_max else _ms_floor(value)
+        except OverflowError:  # a bound within a millisecond of 9999-12-31T23:59:59.999999 has no millisecond ceiling
+            return None
         if t.tz is not None:
             if v.tzinfo is None:
                 v = v.replace(tzinfo=_dt.UTC)
@@ -164,6 +171,9 @@ def file_stats_json(metadata: pq.FileMetaData, data_schema: pa.Schema) -> str:
                 null_count += st.null_count
             if st is not None and st.has_min_max:
                 st_min, st_max = _min_max(st, t)
+                if st_min is None or st_max is None:
+                    minmax_known = False
+                    continue
                 lo = st_min if lo is None or st_min < lo else lo
                 hi = st_max if hi is None or st_max > hi else hi
             elif not (st is not None and st.has_null_count and st.null_count == rg.num_rows):

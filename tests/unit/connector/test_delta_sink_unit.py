@@ -278,6 +278,18 @@ def test_timestamp_stats_of_every_unit_read_raw_are_widened_outward(unit):
     assert stats["maxValues"]["ts"] == ("2024-01-01T00:00:02.000Z" if unit == "ns" else "2024-01-01T00:00:01.999Z")
 
 
+@pytest.mark.parametrize("raw", [
+    [253402300799999999, 0],  # 9999-12-31T23:59:59.999999: no millisecond ceiling in Python's datetime
+    [253402300800000000, 0],  # 10000-01-01: valid in Arrow and Parquet, beyond Python's datetime
+    [-62135596800000001, 0],  # before 0001-01-01
+])
+def test_timestamp_stats_beyond_pythons_datetime_are_left_out_not_an_error(raw):
+    table = pa.table({"ts": pa.array(raw, pa.timestamp("us", "UTC")), "n": pa.array([1, 2])})
+    stats = json.loads(file_stats_json(_footer(table, 10), table.schema))
+    assert stats["numRecords"] == 2 and stats["maxValues"]["n"] == 2
+    assert "ts" not in stats["maxValues"] or "ts" not in stats["minValues"]
+
+
 def test_a_batch_splits_by_partition_values_in_order_of_first_appearance(tmp_path):
     from connector.delta.parquet import TaskFileWriter
 
