@@ -53,9 +53,10 @@ def store_date(records: pa.RecordBatch) -> pa.Array:
 
 
 def _normalized(t: pa.DataType) -> pa.DataType:
-    """The type a Delta table stores for ``t``: timestamps in µs UTC, large strings and binaries as plain ones."""
+    """The type a Delta table stores for ``t``: timestamps in µs — UTC for an instant, none for a zone-less local
+    time (Delta's ``timestamp_ntz``, Spark's TimestampNTZType) — large strings and binaries as plain ones."""
     if pa.types.is_timestamp(t):
-        return pa.timestamp("us", tz="UTC")
+        return pa.timestamp("us", tz=None if t.tz is None else "UTC")
     if pa.types.is_large_string(t):
         return pa.string()
     if pa.types.is_large_binary(t):
@@ -69,13 +70,30 @@ def _normalized(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def _no_delta_type(t: pa.DataType) -> str | None:
+    """Why a Delta table cannot hold ``t`` (a time of day: Delta has no such type), or None."""
+    if pa.types.is_time(t):
+        return f"{t} (a time of day, e.g. Avro's time-millis / time-micros) has no Delta type"
+    for child in (t.value_type,) if (pa.types.is_list(t) or pa.types.is_large_list(t)) else \
+            [f.type for f in t] if pa.types.is_struct(t) else (t.key_type, t.item_type) if pa.types.is_map(t) else ():
+        problem = _no_delta_type(child)
+        if problem:
+            return problem
+    return None
+
+
 def table_schema(fields: pa.Schema, columns: tuple[str, ...], partition_by: tuple[str, ...]) -> pa.Schema:
     """A declared table's Arrow schema: the decoded ``fields``, the kept ``columns``, then ``storeDate`` when it
     partitions the table; every field nullable, types as Delta stores them.
 
     Raises:
-        ValueError: two columns of one name (a field and a kept column), or a partition column that is none of them.
+        ValueError: a field of a type Delta has not (a time of day), two columns of one name (a field and a kept
+            column), or a partition column that is none of them.
     """
+    for f in fields:
+        problem = _no_delta_type(f.type)
+        if problem:
+            raise ValueError(f"field {f.name}: {problem}")
     out = [pa.field(f.name, _normalized(f.type)) for f in fields]
     out += [column_field(c) for c in columns]
     if STORE_DATE in partition_by:

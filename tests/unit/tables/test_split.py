@@ -104,3 +104,15 @@ def test_the_split_imports_no_pandas(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out == {"rows": [1, 4, 1], "attempts": []}
+
+
+def test_a_time_of_day_field_is_refused_at_start_naming_the_field(tmp_path):
+    from streaming_apps.tables.declaration import DeclarationError
+
+    (tmp_path / "t.avsc").write_text(json.dumps({"type": "record", "name": "T", "fields": [
+        {"name": "at", "type": {"type": "int", "logicalType": "time-millis"}}]}))
+    path = tmp_path / "tables.toml"
+    path.write_text('[[table]]\nname = "t"\ntopics = ["T"]\nformat = "avro"\nschema = "t.avsc"\n')
+    with pytest.raises(DeclarationError, match=r"table t: field at: time32\[ms\] .* has no Delta type"):
+        TablesApp(load_declaration(path))
+
