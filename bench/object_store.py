@@ -520,8 +520,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history-commits", type=int, default=None,
                         help="commits of the table grown one file a commit (1000; quick 100; 0: none)")
     parser.add_argument("--s3-heap", default="512m", help="the S3 server's JVM heap (512m)")
-    parser.add_argument("--skip-throughput", action="store_true")
-    parser.add_argument("--skip-requests", action="store_true")
+    parser.add_argument("--skip-throughput", action="store_true",
+                        help="measure the requests only; the results keep the throughput figures of the results file "
+                             "(their time in throughput_taken_at)")
+    parser.add_argument("--skip-requests", action="store_true",
+                        help="measure the throughput only; the results keep the request counts of the results file "
+                             "(their time in requests_taken_at)")
     parser.add_argument("--results-name", default=None)
     args = parser.parse_args(argv)
     mib = args.mib or (128 if args.quick else 1024)
@@ -595,6 +599,8 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
 
+    name = args.results_name or ("object_store_quick" if args.quick else "object_store")
+    _keep_skipped_part(name, results, throughput=args.skip_throughput, requests=args.skip_requests)
     rows = []
     if "s3_rows_s" in results:
         rows += [
@@ -624,9 +630,28 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((f"requests/batch, {r['data_files_before']} files", r["requests_per_batch_total"],
                          " ".join(f"{k}={v:g}" for k, v in r["requests_per_batch"].items() if v)))
         rows.append(("requests_same_for_both", str(results["requests_same_for_both"]), "goal: True"))
-    report(args.results_name or ("object_store_quick" if args.quick else "object_store"), results, rows,
-           notes="quick mode: small sizes, not comparable" if args.quick else "")
+    report(name, results, rows, notes="quick mode: small sizes, not comparable" if args.quick else "")
     return 0
+
+
+def _keep_skipped_part(name: str, results: dict, *, throughput: bool, requests: bool) -> None:
+    """Copy into ``results`` the figures of the part this run skipped from bench/results/NAME.json, with the time that
+    run was taken as ``throughput_taken_at`` / ``requests_taken_at``."""
+    from bench.common import RESULTS_DIR
+
+    path = RESULTS_DIR / f"{name}.json"
+    if not (throughput or requests) or not path.exists():
+        return
+    previous = json.loads(path.read_text(encoding="utf-8"))
+    is_request_key = lambda key: key.startswith(("requests", "delta_log_")) or key.endswith("_table_data_files") \
+        or key.endswith("_table_log_objects")  # noqa: E731
+    for key, value in previous["results"].items():
+        if key in results or key in ("quick", "s3_server"):
+            continue
+        if (throughput and not is_request_key(key)) or (requests and is_request_key(key)):
+            results[key] = value
+    part = "throughput" if throughput else "requests"
+    results[f"{part}_taken_at"] = previous["results"].get(f"{part}_taken_at", previous["taken_at"])
 
 
 if __name__ == "__main__":
