@@ -25,7 +25,7 @@ from connector.delta.options import app_id_from_checkpoint, storage_option_map
 from connector.errors import HAReplicaError, StorageConfigError
 from connector.spark_compat import available_now_problem
 from connector.storage import locations, store
-from streaming_apps.checkpoints import use_checkpoint_file_manager
+from streaming_apps.checkpoints import CHECKPOINT_FILE_MANAGER_CONF, use_checkpoint_file_manager
 from streaming_apps.object_store import configure_session, s3a_available, s3a_jars_hint
 from streaming_apps.progress_listener import ProgressFileListener
 from streaming_apps.worker_warmup import WARMUP_MODULES, Warmup, start_warmup
@@ -585,6 +585,7 @@ def start_app(spark, config: AppConfig, app_module) -> RunningApp:
     if remote and not s3a_available(spark):
         raise AppError(f"--checkpoint-root {config.checkpoint_root}: Spark's classpath has no hadoop-aws for s3a:// "
                        f"checkpoints; {s3a_jars_hint()}")
+    previous_manager = spark.conf.get(CHECKPOINT_FILE_MANAGER_CONF, None)
     use_checkpoint_file_manager(spark, remote=remote)
     configure_session(spark, config.storage)
     store.use(config.storage)
@@ -612,5 +613,11 @@ def start_app(spark, config: AppConfig, app_module) -> RunningApp:
     except BaseException:
         spark.streams.removeListener(listener)
         raise
+    finally:
+        if remote:  # each query keeps the class it started with; the session's later local queries need theirs
+            if previous_manager is None:
+                spark.conf.unset(CHECKPOINT_FILE_MANAGER_CONF)
+            else:
+                spark.conf.set(CHECKPOINT_FILE_MANAGER_CONF, previous_manager)
     return RunningApp(config=config, spark=spark, queries=queries, listener=listener, maintainer=maintainer,
                       tables={t: config.table_path(t) for t in app_module.TABLES}, warmup=warmup)

@@ -77,6 +77,10 @@ def test_bronze_on_s3_lands_every_message_once_and_spark_delta_reads_it(s3_spark
     assert cfg.landing == "direct"
     result = run_app(s3_spark, cfg, max_runtime_s=APP_TIMEOUT_S)
     assert result.batches >= 3 and result.rows == len(commitlog)
+    # the session's later queries with a local checkpoint keep theirs: the object store's class was for this app's
+    from streaming_apps.checkpoints import ABORTABLE_CHECKPOINT_FILE_MANAGER, CHECKPOINT_FILE_MANAGER_CONF
+
+    assert s3_spark.conf.get(CHECKPOINT_FILE_MANAGER_CONF, None) != ABORTABLE_CHECKPOINT_FILE_MANAGER
     table = str(cfg.table_path("bronze"))
     assert table == f"{workdir}/tables/bronze"
     rows = query_tables("SELECT commitLogOffset, topic FROM bronze", {"bronze": table}).to_pylist()
