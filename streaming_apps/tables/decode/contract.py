@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -89,6 +89,26 @@ def body_list(bodies: pa.Array | pa.ChunkedArray) -> list[bytes | None]:
     if not (pa.types.is_binary(bodies.type) or pa.types.is_large_binary(bodies.type)):
         raise TypeError(f"bodies must be a binary or large_binary array, not {bodies.type}")
     return bodies.to_pylist()
+
+
+def decode_rows(decode: Callable[[bytes], Any], values: list[bytes | None], errors: list[str | None],
+                refused: Callable[[Exception], str], catch: tuple[type[Exception], ...]) -> list[Any]:
+    """``decode`` of each body: in one pass when none fails, else body by body, where a null body or one that
+    raises one of ``catch`` is None in the result and ``errors[row]`` says why (:data:`NO_BODY`, ``refused(e)``)."""
+    try:
+        return list(map(decode, values))
+    except Exception:  # noqa: BLE001 - some body failed (or was null): find which, one by one
+        pass
+    rows: list[Any] = [None] * len(values)
+    for row, body in enumerate(values):
+        if body is None:
+            errors[row] = NO_BODY
+            continue
+        try:
+            rows[row] = decode(body)
+        except catch as e:
+            errors[row] = refused(e)
+    return rows
 
 
 def row_properties(properties: list[dict[str, str]] | None, n: int) -> list[Mapping[str, str]]:

@@ -36,7 +36,14 @@ import msgspec
 import pyarrow as pa
 
 from streaming_apps.tables.decode.builder import ArrowBuilder
-from streaming_apps.tables.decode.contract import NO_BODY, BodyDecoder, BodyFormatError, Decoded, body_list, finish
+from streaming_apps.tables.decode.contract import (
+    BodyDecoder,
+    BodyFormatError,
+    Decoded,
+    body_list,
+    decode_rows,
+    finish,
+)
 
 INFER = "infer"
 _INT64 = Annotated[int, msgspec.Meta(ge=-(2 ** 63), le=2 ** 63 - 1)]
@@ -188,24 +195,10 @@ def _json_texts(values: list) -> list:
 
 
 def _decode_rows(decode, values: list[bytes | None], errors: list[str | None], what: str) -> list[Any]:
-    """``decode`` of each body; a body it refuses is None with its error (``what``: the error's words for a
-    valid JSON body of the wrong shape)."""
-    try:
-        return list(map(decode, values))
-    except (msgspec.DecodeError, TypeError):
-        pass
-    rows: list[Any] = [None] * len(values)
-    for row, body in enumerate(values):
-        if body is None:
-            errors[row] = NO_BODY
-            continue
-        try:
-            rows[row] = decode(body)
-        except msgspec.ValidationError as e:
-            errors[row] = f"JSON body {what}: {e}"
-        except msgspec.DecodeError as e:
-            errors[row] = f"body is not JSON: {e}"
-    return rows
+    """``decode`` of each body (:func:`decode_rows`; ``what``: the error's words for a valid JSON body of the wrong
+    shape)."""
+    return decode_rows(decode, values, errors, lambda e: f"JSON body {what}: {e}"
+                       if isinstance(e, msgspec.ValidationError) else f"body is not JSON: {e}", (msgspec.DecodeError,))
 
 
 def _merge(old: pa.DataType | None, new: pa.DataType | None) -> pa.DataType | None:

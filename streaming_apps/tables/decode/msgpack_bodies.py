@@ -27,7 +27,14 @@ import msgspec
 import pyarrow as pa
 
 from streaming_apps.tables.decode.builder import ArrowBuilder
-from streaming_apps.tables.decode.contract import NO_BODY, BodyDecoder, BodyFormatError, Decoded, body_list, finish
+from streaming_apps.tables.decode.contract import (
+    BodyDecoder,
+    BodyFormatError,
+    Decoded,
+    body_list,
+    decode_rows,
+    finish,
+)
 
 #: :attr:`Decoded.schemas` of every row: the declaration's ``fields``
 SCHEMA_NAME = "fields"
@@ -170,19 +177,7 @@ class MsgpackDecoder(BodyDecoder):
         values = body_list(bodies)
         n = len(values)
         errors: list[str | None] = [None] * n
-        decode = self._decoder.decode
-        try:
-            rows: list[Any] = list(map(decode, values))
-        except (msgspec.DecodeError, TypeError):
-            rows = [None] * n
-            for row, body in enumerate(values):
-                if body is None:
-                    errors[row] = NO_BODY
-                    continue
-                try:
-                    rows[row] = decode(body)
-                except msgspec.ValidationError as e:
-                    errors[row] = f"msgpack body does not fit the declared fields: {e}"
-                except msgspec.DecodeError as e:
-                    errors[row] = f"body is not msgpack: {e}"
+        rows = decode_rows(self._decoder.decode, values, errors, lambda e: (
+            f"msgpack body does not fit the declared fields: {e}" if isinstance(e, msgspec.ValidationError)
+            else f"body is not msgpack: {e}"), (msgspec.DecodeError,))
         return finish(self._columns, self._schema, rows, errors, [SCHEMA_NAME] * n)

@@ -41,11 +41,11 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from streaming_apps.tables.decode.builder import ArrowBuilder
 from streaming_apps.tables.decode.contract import (
-    NO_BODY,
     BodyDecoder,
     BodyFormatError,
     Decoded,
     body_list,
+    decode_rows,
     error_text,
     finish,
 )
@@ -227,17 +227,7 @@ class ProtobufDecoder(BodyDecoder):
         values = body_list(bodies)
         n = len(values)
         errors: list[str | None] = [None] * n
-        parse = self._class.FromString
-        try:
-            rows: list[Any] = list(map(parse, values))
-        except Exception:  # noqa: BLE001 - a body that does not parse, or a null one: find which, one by one
-            rows = [None] * n
-            for row, body in enumerate(values):
-                if body is None:
-                    errors[row] = NO_BODY
-                    continue
-                try:
-                    rows[row] = parse(body)
-                except Exception as e:  # noqa: BLE001 - DecodeError; upb may raise others for odd input
-                    errors[row] = f"not a protobuf {self.message}: {error_text(e)}"
+        # DecodeError; upb may raise others for odd input
+        rows = decode_rows(self._class.FromString, values, errors,
+                           lambda e: f"not a protobuf {self.message}: {error_text(e)}", (Exception,))
         return finish(self._columns, self._schema, rows, errors, [self.message] * n)
