@@ -17,16 +17,15 @@ from pathlib import Path
 
 from broker_stub.javautil import fastjson_loads
 from broker_stub.name_rules import validate_group
-from connector.protocol.fastjson import Bean, dumps
-from connector.protocol.java_hash_map import JavaConcurrentHashMap, java_int_hash, java_string_hash
+from connector.protocol.config_files import (
+    TOPIC_GROUP_SEPARATOR,
+    encode_consumer_offsets,
+    encode_subscription_groups,
+)
+from connector.protocol.fastjson import Bean
 
 log = logging.getLogger(__name__)
 
-TOPIC_GROUP_SEPARATOR = "@"
-# initial capacities of 4.9.8's ConcurrentHashMaps (they set the written order)
-OFFSET_TABLE_CAPACITY = 512  # ConsumerOffsetManager.offsetTable
-QUEUE_OFFSET_TABLE_CAPACITY = 32  # its per-topic@group map, created by commitOffset
-SUBSCRIPTION_GROUP_TABLE_CAPACITY = 1024  # SubscriptionGroupManager.subscriptionGroupTable
 # SubscriptionGroupManager.init(): groups every 4.9.8 broker creates
 SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
                  "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER")
@@ -40,11 +39,6 @@ def new_data_version(counter: int = 0) -> dict[str, int]:
 def next_data_version(dv: dict[str, int]) -> dict[str, int]:
     """DataVersion.nextVersion: counter + 1, timestamp now."""
     return new_data_version(int(dv.get("counter", 0)) + 1)
-
-
-def data_version_bean(dv: dict) -> Bean:
-    """A DataVersion bean from ``{"counter": n, "timestamp": ms}`` (``counter`` is an AtomicLong: a number)."""
-    return Bean(counter=int(dv.get("counter", 0)), timestamp=int(dv.get("timestamp", 0)))
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -95,13 +89,7 @@ class ConsumerOffsetManager:
 
     def encode(self, pretty: bool = False) -> str:
         """``ConsumerOffsetManager.encode(pretty)``: ``{"offsetTable":{"topic@group":{queueId:offset}}}``."""
-        keys = JavaConcurrentHashMap.order(list(self.offset_table), java_string_hash, OFFSET_TABLE_CAPACITY)
-        table = {}
-        for key in keys:
-            queues = self.offset_table[key]
-            ids = JavaConcurrentHashMap.order(list(queues), java_int_hash, QUEUE_OFFSET_TABLE_CAPACITY)
-            table[key] = {q: queues[q] for q in ids}
-        return dumps(Bean(offsetTable=table), pretty)
+        return encode_consumer_offsets(self.offset_table, pretty)
 
     @staticmethod
     def decode(text: str | bytes) -> dict[str, dict[int, int]]:
@@ -194,9 +182,8 @@ class SubscriptionGroupManager:
 
     def encode(self, pretty: bool = False) -> str:
         """``SubscriptionGroupManager.encode(pretty)``: ``{"dataVersion":{..},"subscriptionGroupTable":{..}}``."""
-        names = JavaConcurrentHashMap.order(list(self.table), java_string_hash, SUBSCRIPTION_GROUP_TABLE_CAPACITY)
-        return dumps(Bean(dataVersion=data_version_bean(self.data_version),
-                          subscriptionGroupTable={n: Bean(asdict(self.table[n])) for n in names}), pretty)
+        return encode_subscription_groups({n: Bean(asdict(c)) for n, c in self.table.items()}, self.data_version,
+                                          pretty)
 
     def replace_from_master(self, obj: dict) -> bool:
         """Slave sync: replace the table when the master's dataVersion differs; returns True when replaced."""

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from broker_stub.config import BrokerConfig
 from broker_stub.javautil import fastjson_loads
-from broker_stub.metadata import data_version_bean
 from connector.protocol.broker import PERM_INHERIT, PERM_READ, PERM_READ_WRITE, PERM_WRITE
-from connector.protocol.fastjson import Bean, dumps
-from connector.protocol.java_hash_map import JavaConcurrentHashMap, java_string_hash
+from connector.protocol.config_files import encode_topic_configs
+from connector.protocol.config_files import topic_config_wrapper as _wrapper
+from connector.protocol.fastjson import Bean
 from connector.protocol.topics import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     RMQ_SYS_BENCHMARK_TOPIC,
@@ -29,7 +29,6 @@ from connector.protocol.topics import (
 log = logging.getLogger(__name__)
 
 SCHEDULE_TOPIC_QUEUE_NUM = 18
-TOPIC_CONFIG_TABLE_CAPACITY = 1024  # TopicConfigManager.topicConfigTable = new ConcurrentHashMap<>(1024)
 
 
 @dataclass
@@ -61,9 +60,7 @@ class TopicConfig:
 def topic_config_wrapper(table: dict[str, TopicConfig], data_version: dict) -> Bean:
     """TopicConfigSerializeWrapper over ``table`` (insertion order = the order topics were put into 4.9.8's
     ``ConcurrentHashMap(1024)``, which sets the written order) and ``data_version``."""
-    names = JavaConcurrentHashMap.order(list(table), java_string_hash, TOPIC_CONFIG_TABLE_CAPACITY)
-    return Bean(dataVersion=data_version_bean(data_version),
-                topicConfigTable={name: table[name].to_json() for name in names})
+    return _wrapper({name: config.to_json() for name, config in table.items()}, data_version)
 
 
 class TopicConfigManager:
@@ -120,7 +117,8 @@ class TopicConfigManager:
     def encode(self, pretty: bool = False) -> str:
         """``TopicConfigManager.encode(pretty)``: ``{"dataVersion":{..},"topicConfigTable":{..}}`` as fastjson
         writes it (compact for GET_ALL_TOPIC_CONFIG, pretty for ``topics.json``)."""
-        return dumps(self.wrapper(), pretty)
+        return encode_topic_configs({name: config.to_json() for name, config in self.table.items()},
+                                    self.data_version, pretty)
 
     def persist(self) -> None:
         """Write ``topics.json`` atomically (temp file + rename)."""

@@ -15,11 +15,11 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from broker_stub.metadata import data_version_bean
 from broker_stub.remoting.admin_bodies import encode_consume_queue_body
 from broker_stub.remoting.server import Processor, request_only
 from broker_stub.store.message_store import human_readable_byte_count
-from broker_stub.store.schedule import decode_delay_offsets, encode_delay_offsets
+from broker_stub.store.schedule import decode_delay_offsets
+from connector.protocol.config_files import data_version_bean, encode_delay_offsets
 from connector.protocol.consume_queue import iter_cq_entries
 from connector.protocol.fastjson import dumps
 from connector.protocol.remoting import (

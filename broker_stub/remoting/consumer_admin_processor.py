@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from broker_stub.metadata import TOPIC_GROUP_SEPARATOR
 from broker_stub.remoting.admin_bodies import (
     MessageQueue,
     encode_consume_stats,
@@ -19,6 +18,7 @@ from broker_stub.remoting.admin_bodies import (
 )
 from broker_stub.remoting.server import Processor, RequestContext
 from broker_stub.remoting.topic_admin_processor import message_store_timestamp
+from connector.protocol.config_files import TOPIC_GROUP_SEPARATOR
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 
 if TYPE_CHECKING:

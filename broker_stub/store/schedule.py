@@ -25,9 +25,8 @@ from connector.protocol.commitlog import (
     MessageRecord,
     decode_record,
 )
+from connector.protocol.config_files import encode_delay_offsets
 from connector.protocol.consume_queue import CQ_ENTRY, CQ_STORE_UNIT_SIZE
-from connector.protocol.fastjson import Bean, dumps
-from connector.protocol.java_hash_map import JavaConcurrentHashMap, java_int_hash
 from connector.protocol.topics import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
 
 if TYPE_CHECKING:
@@ -40,19 +39,7 @@ FIRST_DELAY_MS = 1000
 DELAY_FOR_A_WHILE_MS = 100
 DELAY_FOR_A_PERIOD_MS = 10000
 PERSIST_FIRST_DELAY_MS = 10000
-DELAY_OFFSET_TABLE_CAPACITY = 32  # ScheduleMessageService.offsetTable = new ConcurrentHashMap<>(32)
 _ENTRY_RE = re.compile(r'"?(\d+)"?\s*:\s*(-?\d+)')
-
-
-def encode_delay_offsets(table: dict[int, int], pretty: bool = True) -> str:
-    """``ScheduleMessageService.encode(pretty)``: DelayOffsetSerializeWrapper ``{"offsetTable":{level:offset}}``
-    as fastjson writes it (docs/protocol.md §4.7) — pretty for ``delayOffset.json``, compact for
-    GET_ALL_DELAY_OFFSET; levels are Integer keys (bare) in the order of 4.9.8's ``ConcurrentHashMap(32)``.
-
-    ``table`` maps delay level → next ConsumeQueue offset of ``SCHEDULE_TOPIC_XXXX`` queue level − 1.
-    """
-    levels = JavaConcurrentHashMap.order(list(table), java_int_hash, DELAY_OFFSET_TABLE_CAPACITY)
-    return dumps(Bean(offsetTable={level: table[level] for level in levels}), pretty)
 
 
 def decode_delay_offsets(text: str) -> dict[int, int]:

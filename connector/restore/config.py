@@ -12,13 +12,12 @@ import pyarrow.compute as pc
 
 from connector.delta.reading import read_table
 from connector.protocol.commitlog import PROPERTY_REAL_TOPIC
-from connector.protocol.fastjson import Bean, dumps
-from connector.protocol.java_hash_map import JavaConcurrentHashMap, java_int_hash
+from connector.protocol.config_files import CONFIG_DIR, encode_delay_offsets
+from connector.protocol.config_files import DELAY_OFFSET_FILE as _DELAY_OFFSET_NAME
 from connector.protocol.topics import RMQ_SYS_SCHEDULE_TOPIC
 from connector.restore.plan import RestorePlan, broker_filter
 
-DELAY_OFFSET_FILE = Path("config") / "delayOffset.json"
-_OFFSET_TABLE_CAPACITY = 32  # ScheduleMessageService.offsetTable = new ConcurrentHashMap<>(32)
+DELAY_OFFSET_FILE = Path(CONFIG_DIR) / _DELAY_OFFSET_NAME
 
 
 def delivered_delay_offsets(table_uri: str, plan: RestorePlan) -> dict[int, int]:
@@ -55,8 +54,7 @@ def write_delay_offsets(table_uri: str, plan: RestorePlan, store_dir: str | os.P
     offsets = delivered_delay_offsets(table_uri, plan)
     if not offsets:
         return None
-    levels = JavaConcurrentHashMap.order(list(offsets), java_int_hash, _OFFSET_TABLE_CAPACITY)
     path = Path(store_dir) / DELAY_OFFSET_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dumps(Bean(offsetTable={level: offsets[level] for level in levels}), True))
+    path.write_text(encode_delay_offsets(offsets))
     return path

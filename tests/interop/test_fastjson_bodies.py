@@ -22,7 +22,6 @@ from broker_stub.metadata import (
     ConsumerOffsetManager,
     SubscriptionGroupConfig,
     SubscriptionGroupManager,
-    data_version_bean,
 )
 from broker_stub.namesrv.route_info import RouteInfoManager
 from broker_stub.outer_api import register_broker_body
@@ -35,8 +34,8 @@ from broker_stub.remoting.admin_bodies import (
     encode_group_list,
     encode_topic_stats_table,
 )
-from broker_stub.store.schedule import encode_delay_offsets
 from broker_stub.topic_config import TopicConfig, topic_config_wrapper
+from connector.protocol.config_files import data_version_bean, encode_delay_offsets
 from connector.protocol.fastjson import dumps
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode, encode_kv_table
 from tests.support.java_tools import run_java

@@ -265,7 +265,7 @@ def write_delivered_delay_offsets(store_root: Path, fixture_dir: Path) -> Path:
     """
     import json
 
-    from broker_stub.store.schedule import encode_delay_offsets
+    from connector.protocol.config_files import encode_delay_offsets
 
     table: dict[int, int] = {}
     with open(fixture_dir / "messages.jsonl", encoding="utf-8") as fh:

@@ -8,7 +8,8 @@ import base64
 
 import pytest
 
-from broker_stub.store.schedule import decode_delay_offsets, encode_delay_offsets, time_up_message
+from broker_stub.store.schedule import decode_delay_offsets, time_up_message
+from connector.protocol.config_files import encode_delay_offsets
 
 
 def test_time_up_message_equals_the_real_brokers_re_put(golden):
