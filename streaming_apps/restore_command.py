@@ -40,6 +40,9 @@ def add_restore_parser(sub) -> None:
                      help="end before this CommitLog offset (a record boundary)")
     end.add_argument("--to-timestamp", type=non_negative, default=None,
                      help="end before the first record stored after this epoch ms")
+    p.add_argument("--no-metadata", dest="metadata", action="store_false",
+                   help="leave out config/topics.json, subscriptionGroup.json and consumerOffset.json (written by "
+                        "default from the broker metadata tables beside the table)")
 
 
 def run(args) -> int:
@@ -72,13 +75,30 @@ def run(args) -> int:
         print(f"same: the CommitLog of {args.verify} is the table's range of broker {args.broker_name}, file for "
               "file and byte for byte")
         return 0
-    plan = restore_commitlog(args.table, args.broker_name, args.store_dir, **ranges)
+    plan = restore_commitlog(args.table, args.broker_name, args.store_dir, metadata=args.metadata, **ranges)
     if plan.skipped is not None:
         print(f"left out [{plan.skipped[0]}, {plan.skipped[1]}): the table lacks the first records of their file")
     print(f"restored broker {plan.broker} [{plan.start}, {plan.end}): {len(plan.files)} file(s) of "
           f"{plan.mapped_file_size} bytes, {plan.records} records, into {args.store_dir}/commitlog")
+    _print_metadata(plan.metadata)
     if plan.missing is not None:
         print(f"missing [{plan.missing[0]}, {plan.missing[1]}): the table does not hold these bytes; the store ends "
               f"before them")
         return EXIT_GAP
     return 0
+
+
+def _print_metadata(metadata) -> None:
+    """One line on the broker metadata written (a :class:`connector.restore.metadata.RestoredMetadata`), or on why
+    none was; nothing with ``--no-metadata``."""
+    if metadata is None:
+        return
+    if metadata.skipped is not None:
+        print(f"info: {metadata.skipped}: the store gets no topics, subscription groups or consumer offsets")
+        return
+    from datetime import UTC, datetime
+
+    at = datetime.fromtimestamp(metadata.snapshot_time_ms / 1000, UTC).isoformat(timespec="milliseconds")
+    print(f"metadata of snapshot {metadata.snapshot_id} ({at}): {metadata.topics} topic(s), {metadata.groups} "
+          f"subscription group(s), {metadata.offsets} consumer offset(s) ({metadata.capped} capped to the restored "
+          f"ConsumeQueues) into {', '.join(p.name for p in metadata.files)}")

@@ -46,7 +46,8 @@ class RestorePlan:
     """What :func:`plan_restore` found: the broker's ``mapped_file_size`` (bytes), the range ``[start, end)`` the
     files hold, the files, and the first ``missing`` range ``(from, to)`` the table lacks (None when whole);
     ``skipped``: ``(from, to)`` of records before ``start`` left out because their file's first records are not in
-    the table (only when no ``--from-*`` was given)."""
+    the table (only when no ``--from-*`` was given); ``metadata``: what the restore wrote of the broker's metadata
+    (a :class:`connector.restore.metadata.RestoredMetadata`; None when not asked)."""
 
     broker: str
     mapped_file_size: int
@@ -56,6 +57,7 @@ class RestorePlan:
     missing: tuple[int, int] | None = None
     skipped: tuple[int, int] | None = None
     records: int = field(default=0)
+    metadata: object | None = None
 
 
 def broker_filter(broker: str) -> pc.Expression:

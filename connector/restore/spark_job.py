@@ -4,17 +4,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 from connector.restore.config import write_delay_offsets
+from connector.restore.metadata import write_metadata
 from connector.restore.plan import plan_restore
 from connector.restore.store import check_empty_store, make_store_folder, write_file
 
 
 def restore_commitlog_spark(spark, table_uri: str, broker: str, store_dir: str | os.PathLike, *,
                             from_offset: int | None = None, from_timestamp: int | None = None,
-                            to_offset: int | None = None, to_timestamp: int | None = None):
+                            to_offset: int | None = None, to_timestamp: int | None = None, metadata: bool = True):
     """:func:`connector.restore.restore_commitlog` with the files written by Spark tasks, one per mapped file.
 
     The driver plans the range (:func:`connector.restore.plan.plan_restore`) and checks the store folder; each
@@ -38,4 +40,6 @@ def restore_commitlog_spark(spark, table_uri: str, broker: str, store_dir: str |
     written = spark.sparkContext.parallelize(files, len(files)).map(write).collect()
     assert written == [f.name for f in files]
     write_delay_offsets(table_uri, plan, store_dir)
+    if metadata:  # on the driver, as the plan
+        plan = dataclasses.replace(plan, metadata=write_metadata(table_uri, plan, store_dir))
     return plan

@@ -12,6 +12,7 @@ in one write, so memory holds a few batches, not a file or the table.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import deque
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from connector.protocol.commitlog import encode_blank
 from connector.protocol.mapped_files import is_file_name
 from connector.restore.config import write_delay_offsets
 from connector.restore.encode import RECORD_COLUMNS, encoded_runs
+from connector.restore.metadata import write_metadata
 from connector.restore.plan import FilePlan, RestorePlan, plan_restore, row_batches
 
 COMMITLOG_DIR = "commitlog"
@@ -152,12 +154,14 @@ def make_store_folder(store_dir: str | os.PathLike) -> Path:
 
 def restore_commitlog(table_uri: str, broker: str, store_dir: str | os.PathLike, *, from_offset: int | None = None,
                       from_timestamp: int | None = None, to_offset: int | None = None,
-                      to_timestamp: int | None = None) -> RestorePlan:
+                      to_timestamp: int | None = None, metadata: bool = True) -> RestorePlan:
     """Write ``broker``'s CommitLog range from the bronze table at ``table_uri`` into ``STORE_DIR/commitlog``.
 
     The range and its rules: :func:`connector.restore.plan.plan_restore` (offsets in bytes, timestamps epoch ms).
     Returns the plan it wrote; its ``missing`` names the first gap the files stop before. Also writes
-    ``STORE_DIR/config/delayOffset.json`` (:func:`connector.restore.config.write_delay_offsets`).
+    ``STORE_DIR/config/delayOffset.json`` (:func:`connector.restore.config.write_delay_offsets`) and, with
+    ``metadata``, the topics, subscription groups and consumer offsets of the metadata tables beside the table
+    (:func:`connector.restore.metadata.write_metadata`; the plan's ``metadata`` says what was written).
 
     Raises:
         RestoreError: ``STORE_DIR`` or its ``commitlog`` is no folder, or that folder holds a file
@@ -171,4 +175,6 @@ def restore_commitlog(table_uri: str, broker: str, store_dir: str | os.PathLike,
     for file in plan.files:
         write_file(table_uri, broker, plan, file, folder)
     write_delay_offsets(table_uri, plan, store_dir)
+    if metadata:
+        plan = dataclasses.replace(plan, metadata=write_metadata(table_uri, plan, store_dir))
     return plan
