@@ -102,6 +102,18 @@ class BrokerUnreachableError(BrokerAdminError):
     so callers wait it out (``max_outage_ms``, docs/source.md "Broker outages")."""
 
 
+class MetadataRequestRefused(BrokerAdminError):
+    """A master answered one of the metadata sync's requests (GET_ALL_TOPIC_CONFIG and the others a slave's
+    ``SlaveSynchronize`` sends) with a code other than SUCCESS: an ACL refusal, a broker that does not serve the
+    request (docs/metadata.md). ``request`` is the request's name, ``code`` and ``remark`` the answer's."""
+
+    def __init__(self, message: str, request: str, code: int, remark: str) -> None:
+        super().__init__(message)
+        self.request = request
+        self.code = code
+        self.remark = remark
+
+
 class BrokerNotReadyError(BrokerUnreachableError):
     """The broker answered, but is still starting: waited out like an unreachable broker.
 

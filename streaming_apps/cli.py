@@ -110,6 +110,7 @@ def _add_run_parser(sub) -> None:
     from connector.delta.options import DEFAULT_TARGET_FILE_SIZE_BYTES
     from connector.settings import STARTING_OFFSETS_EARLIEST, STARTING_OFFSETS_LATEST
     from streaming_apps.apps.common import DEFAULT_TRIGGER, DEFAULT_WATERMARK, LANDINGS, SINKS
+    from streaming_apps.metadata_sync import DEFAULT_METADATA_SYNC_INTERVAL_MS
     from streaming_apps.spark_session import DEFAULT_MASTER
 
     p = sub.add_parser("run", help="run a streaming app: bronze, silver or gold (docs/delta.md)")
@@ -158,6 +159,11 @@ def _add_run_parser(sub) -> None:
                    help="continue when CommitLog bytes the query needs are gone from the broker")
     p.add_argument("--option", dest="source_options", type=key_value, action="append", default=[],
                    metavar="KEY=VALUE", help="any other format('hareplica') option (repeatable)")
+    p.add_argument("--metadata-sync-interval-ms", type=non_negative, default=DEFAULT_METADATA_SYNC_INTERVAL_MS,
+                   metavar="MS",
+                   help="bronze: land the masters' topics, subscription groups, consumer and delay offsets in the "
+                        "broker_* tables every MS, as a RocketMQ slave syncs them; 0 = off "
+                        f"(default {DEFAULT_METADATA_SYNC_INTERVAL_MS}; docs/metadata.md)")
     p.add_argument("--maintenance-every", type=non_negative, default=DEFAULT_MAINTENANCE_EVERY_BATCHES,
                    help="compact, checkpoint and vacuum every N micro-batches; 0 = never "
                         f"(default {DEFAULT_MAINTENANCE_EVERY_BATCHES})")
@@ -227,7 +233,7 @@ def _add_maintain_parser(sub) -> None:
 def _add_status_parser(sub) -> None:
     p = sub.add_parser("status", help="progress and broker lag of the apps, from their progress files")
     p.add_argument("paths", nargs="*", help="progress files or folders (default WORKDIR/status)")
-    _add_workdir_args(p, tables=False)
+    _add_workdir_args(p)
     where = p.add_mutually_exclusive_group()
     where.add_argument("--brokers", default=None, help="also ask these brokers for their max offset now (lag now)")
     where.add_argument("-n", "--namesrv-addr", default=None, metavar="HOST:PORT[;HOST:PORT]",
@@ -394,7 +400,7 @@ def _run(args) -> int:
             fail_on_data_loss=args.fail_on_data_loss, source_options={**dict(args.source_options), **({} if (
                 ms := args.starting_timestamp) is None else {OPTIONS.starting_timestamp.name: str(ms)})},
             min_partitions=args.min_partitions or (None if args.remote else local_cores(args.master)),
-            warm_workers=warm_workers_of(args),
+            warm_workers=warm_workers_of(args), metadata_sync_interval_ms=args.metadata_sync_interval_ms,
             maintenance_every=args.maintenance_every, vacuum_retention_hours=args.vacuum_retention_hours,
             orphan_grace_period_ms=args.orphan_grace_ms, target_file_size=args.target_file_size,
             watermark=args.watermark, declaration=args.config,
@@ -623,7 +629,8 @@ def _dispatch(args, extra: list[str]) -> int:
         from streaming_apps.status import status_command
 
         return status_command(args.paths or [locations.join(args.workdir, "status")], brokers=args.brokers,
-                              as_json=args.json, prometheus=args.prometheus, namesrv_addr=args.namesrv_addr)
+                              as_json=args.json, prometheus=args.prometheus, namesrv_addr=args.namesrv_addr,
+                              tables_root=_tables_root(args))
     if args.command == "read":
         from streaming_apps.read_command import run as read
 

@@ -82,12 +82,48 @@ def discovered_sets(namesrv_addr: str) -> tuple[dict[str, Any], str | None]:
     return sets, brokers or None
 
 
+def consumer_lag(tables_root: str | os.PathLike) -> list[dict[str, Any]]:
+    """The consumer groups' lag now, as the lake's metadata holds it (docs/metadata.md "Consumer lag"): from the
+    table ``broker_consumer_offsets`` under ``tables_root``, per (broker set, group, topic) the sum over its queues
+    of ``maxOffset - offset`` (messages) of each queue's last row, deleted queues and queues without a
+    ``maxOffset`` left out. A list of ``{"broker", "group", "topic", "lag", "queues", "snapshotTime"}`` (the
+    newest snapshot time of the rows summed, ISO 8601), sorted; empty without the table.
+
+    Raises:
+        DeltaTablePathError: the table's folder holds something that is not a readable Delta table.
+    """
+    from connector.delta.location import open_delta_table
+    from connector.delta.metadata_tables import BROKER_CONSUMER_OFFSETS
+    from connector.delta.reading import read_table
+
+    where = os.fspath(tables_root)
+    location = locations.join(where, BROKER_CONSUMER_OFFSETS.name) if locations.is_uri(where) else \
+        os.path.join(where, BROKER_CONSUMER_OFFSETS.name)
+    if open_delta_table(location) is None:
+        return []
+    last: dict[tuple, dict] = {}
+    for row in sorted(read_table(location).to_pylist(), key=lambda r: r["snapshotId"]):
+        last[(row["broker"], row["group"], row["topic"], row["queueId"])] = row
+    sums: dict[tuple, dict[str, Any]] = {}
+    for (broker, group, topic, _), row in last.items():
+        if row["deleted"] or row["maxOffset"] is None or row["offset"] is None:
+            continue
+        entry = sums.setdefault((broker, group, topic), {"broker": broker, "group": group, "topic": topic, "lag": 0,
+                                                         "queues": 0, "snapshotTime": row["snapshotTime"]})
+        entry["lag"] += max(0, row["maxOffset"] - row["offset"])
+        entry["queues"] += 1
+        entry["snapshotTime"] = max(entry["snapshotTime"], row["snapshotTime"])
+    return [{**e, "snapshotTime": e["snapshotTime"].isoformat()} for _, e in sorted(sums.items())]
+
+
 def collect_status(paths: list[str | os.PathLike], brokers: str | None = None,
-                   namesrv_addr: str | None = None) -> dict[str, Any]:
+                   namesrv_addr: str | None = None, tables_root: str | os.PathLike | None = None) -> dict[str, Any]:
     """Everything ``hareplica status`` shows, as a JSON-friendly dict.
 
     ``{"files": [...], "queries": {name: latest_status entry + "liveLagBytes"?}, "brokers": {...}?,
-    "brokerSets": {...}?}``; with ``namesrv_addr`` the broker sets come from its route (:func:`discovered_sets`).
+    "brokerSets": {...}?, "consumerLag": [...]?}``; with ``namesrv_addr`` the broker sets come from its route
+    (:func:`discovered_sets`); with ``tables_root`` the consumer groups' lag from the lake (:func:`consumer_lag`;
+    an unreadable table gives ``"consumerLagError"`` instead).
     """
     files = status_files(paths)
     queries: dict[str, Any] = {}
@@ -96,6 +132,13 @@ def collect_status(paths: list[str | os.PathLike], brokers: str | None = None,
             entry["file"] = str(f)
             queries[name] = entry
     result: dict[str, Any] = {"files": [str(f) for f in files], "queries": queries}
+    if tables_root is not None:
+        from connector.errors import HAReplicaError
+
+        try:
+            result["consumerLag"] = consumer_lag(tables_root)
+        except HAReplicaError as e:
+            result["consumerLagError"] = str(e)
     if namesrv_addr:
         result["brokerSets"], brokers = discovered_sets(namesrv_addr)
     if brokers:
@@ -169,6 +212,15 @@ def print_status(status: dict[str, Any], console=None) -> None:
         console.print(t)
     for broker, value in (status.get("brokers") or {}).items():
         console.print(f"broker {broker}: commitLogMaxOffset {value}")
+    if status.get("consumerLagError"):
+        console.print(f"consumer lag: {status['consumerLagError']}", highlight=False)
+    if status.get("consumerLag"):
+        t = Table(title="consumer lag (the lake's last metadata snapshot)")
+        for column in ("broker", "group", "topic", "lag (messages)", "queues", "snapshot time"):
+            t.add_column(column)
+        for e in status["consumerLag"]:
+            t.add_row(e["broker"], e["group"], e["topic"], f"{e['lag']:,}", str(e["queues"]), e["snapshotTime"])
+        console.print(t)
 
 
 def prometheus_text(status: dict[str, Any]) -> str:
@@ -178,7 +230,9 @@ def prometheus_text(status: dict[str, Any]) -> str:
     true on every Spark), ``hareplica_query_live_lag_bytes{query,broker}`` (with ``--brokers``: behind the
     brokers' max offset now), ``hareplica_query_last_batch_id{query}``, ``hareplica_query_last_batch_rows{query}``
     and ``hareplica_query_failed{query}`` (1 when it failed); with brokers asked (``--brokers`` or
-    ``--namesrv-addr``), also with no progress recorded, ``hareplica_broker_commitlog_max_offset_bytes{broker}``."""
+    ``--namesrv-addr``), also with no progress recorded, ``hareplica_broker_commitlog_max_offset_bytes{broker}``;
+    per consumer group and topic the lake's metadata holds, ``hareplica_consumer_lag_messages{broker,group,topic}``
+    (:func:`consumer_lag`)."""
     from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
     registry = CollectorRegistry()
@@ -196,6 +250,11 @@ def prometheus_text(status: dict[str, Any]) -> str:
     for broker, value in (status.get("brokers") or {}).items():
         if isinstance(value, int):
             max_offset.labels(broker).set(value)
+    consumer = Gauge("hareplica_consumer_lag_messages", "messages a consumer group has not consumed, summed over the "
+                     "topic's queues, at the lake's last metadata snapshot", ["broker", "group", "topic"],
+                     registry=registry)
+    for e in status.get("consumerLag") or []:
+        consumer.labels(e["broker"], e["group"], e["topic"]).set(e["lag"])
     for name, entry in status["queries"].items():
         last = entry.get("last") or {}
         for src in last.get("sources") or []:
@@ -212,10 +271,12 @@ def prometheus_text(status: dict[str, Any]) -> str:
 
 
 def status_command(paths: list[str], *, brokers: str | None = None, as_json: bool = False,
-                   prometheus: bool = False, namesrv_addr: str | None = None) -> int:
+                   prometheus: bool = False, namesrv_addr: str | None = None,
+                   tables_root: str | None = None) -> int:
     """``hareplica status``: print the status (``as_json``: as JSON; ``prometheus``: :func:`prometheus_text`);
     0 when every query is fine, or when nothing is recorded yet but a broker asked (``brokers``, ``namesrv_addr``)
-    answered; 1 when a query failed, or nothing is recorded and no broker answered."""
+    answered; 1 when a query failed, or nothing is recorded and no broker answered. ``tables_root``: where the
+    consumer lag is read from (:func:`consumer_lag`)."""
     import sys
 
     from connector.errors import StorageAccessError, StorageConfigError
@@ -229,7 +290,7 @@ def status_command(paths: list[str], *, brokers: str | None = None, as_json: boo
     except (StorageAccessError, StorageConfigError) as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
-    status = collect_status(paths, brokers, namesrv_addr)
+    status = collect_status(paths, brokers, namesrv_addr, tables_root)
     if prometheus:
         sys.stdout.write(prometheus_text(status))
     elif as_json:

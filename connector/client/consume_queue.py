@@ -115,6 +115,13 @@ class ConsumeQueueReader:
         return [QueueRange(topic, queue_id, max(0, offsets[2 * i]), offsets[2 * i + 1])
                 for i, (topic, queue_id) in enumerate(queues)]
 
+    def max_offsets(self, queues: Iterable[tuple[str, int]]) -> list[int]:
+        """GET_MAX_OFFSET (30) of each ``(topic, queueId)``: the ConsumeQueue's next index (entries), in request
+        order, all in flight at once."""
+        requests = [RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id})
+                    for topic, queue_id in queues]
+        return self._all(requests, lambda r: int(r.ext_fields["offset"]))
+
     def entries(self, probes: Sequence[tuple[QueueRange, int, int]]) -> list[list[tuple[int, int]]]:
         """QUERY_CONSUME_QUEUE for each ``(queue, index, count)``: the real entries found there as
         ``(physicOffset, index)`` pairs (placeholders left out; an index outside the queue gives ``[]``).

@@ -17,6 +17,7 @@ from typing import Any
 
 from streaming_apps.apps import bronze, gold, silver
 from streaming_apps.apps.common import AppConfig, AppError, DeltaJarsMissingError, RunningApp, start_app
+from streaming_apps.metadata_sync import start_metadata_sync
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,9 @@ def start(spark, config: AppConfig) -> RunningApp:
 def run_app(spark, config: AppConfig, *, max_runtime_s: float | None = None, stop: StopRequest | None = None,
             on_progress: Callable[[dict[str, Any], int], None] | None = None) -> AppRunResult:
     """Run an app until its queries end (Trigger.AvailableNow), ``max_runtime_s`` seconds pass, or ``stop`` is
-    set; then stop its queries between micro-batches and close it (:meth:`RunningApp.close`).
+    set; then stop its queries between micro-batches and close it (:meth:`RunningApp.close`). Bronze runs the broker
+    metadata sync beside its query (:func:`streaming_apps.metadata_sync.start_metadata_sync`); a run its queries
+    ended (Trigger.AvailableNow) takes a last snapshot before it returns.
 
     ``max_runtime_s`` has the meaning of Spark's ``awaitTermination(timeout)``: after that long the queries are
     stopped, a micro-batch in flight being given :data:`STOP_BATCH_WAIT_S` to commit first; that is a success
@@ -118,6 +121,11 @@ def run_app(spark, config: AppConfig, *, max_runtime_s: float | None = None, sto
     started = time.monotonic()
     deadline = None if max_runtime_s is None else started + max_runtime_s
     running = start(spark, config)
+    try:
+        sync = start_metadata_sync(config)
+    except BaseException:
+        running.close()
+        raise
     stopped_by, shown, rows = None, 0, 0
     try:
         while True:
@@ -133,8 +141,12 @@ def run_app(spark, config: AppConfig, *, max_runtime_s: float | None = None, sto
                 stopped_by = MAX_RUNTIME
                 break
     except BaseException:
+        if sync is not None:
+            sync.close()
         running.close()
         raise
+    if sync is not None:  # an available-now run ends with a snapshot of the masters as the query ended
+        sync.close(final_round=stopped_by is None)
     problems = running.close(STOP_BATCH_WAIT_S)
     _report(running.progress, shown, rows, on_progress)
     if problems:

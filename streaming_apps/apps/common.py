@@ -26,6 +26,7 @@ from connector.errors import HAReplicaError, StorageConfigError
 from connector.spark_compat import available_now_problem
 from connector.storage import locations, store
 from streaming_apps.checkpoints import CHECKPOINT_FILE_MANAGER_CONF, use_checkpoint_file_manager
+from streaming_apps.metadata_sync import DEFAULT_METADATA_SYNC_INTERVAL_MS
 from streaming_apps.object_store import configure_session, s3a_available, s3a_jars_hint
 from streaming_apps.progress_listener import ProgressFileListener
 from streaming_apps.worker_warmup import WARMUP_MODULES, Warmup, start_warmup
@@ -148,6 +149,8 @@ class AppConfig:
         topics: topics holding order events (silver and gold).
         namesrv_addr: the source's ``namesrvAddr`` option (``host:port;host:port``) instead of ``brokers``
             (docs/source.md "Discovery").
+        metadata_sync_interval_ms: bronze only: the period of the broker metadata sync beside the query (ms; 0:
+            off; default 10,000 as RocketMQ 4.9.8's ``SlaveSynchronize``; :mod:`streaming_apps.metadata_sync`).
         warm_workers: Python workers to start while the query starts (:mod:`streaming_apps.worker_warmup`), for a
             ``local[N]`` master only: N (the CLI's default), or 0 for none (default).
     """
@@ -173,6 +176,7 @@ class AppConfig:
     watermark: str = DEFAULT_WATERMARK
     topics: tuple[str, ...] | None = None
     warm_workers: int = 0
+    metadata_sync_interval_ms: int = DEFAULT_METADATA_SYNC_INTERVAL_MS
     namesrv_addr: str | None = None
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a secret
     declaration: str | Path | None = None
@@ -203,6 +207,8 @@ class AppConfig:
                            "tasks: it is for the bronze and silver apps with --sink deltalake")
         if self.app == "tables" and self.landing != LANDING_DIRECT:
             raise AppError("run tables lands its tables with --landing direct and --sink deltalake")
+        if self.metadata_sync_interval_ms < 0:
+            raise AppError(f"--metadata-sync-interval-ms {self.metadata_sync_interval_ms} must be >= 0 (0: off)")
         if self.maintenance_every < 0:
             raise AppError(f"--maintenance-every {self.maintenance_every} must be >= 0")
         if trigger_kwargs(self.trigger).get("availableNow"):
