@@ -19,6 +19,7 @@ from typing import NoReturn
 from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from connector.delta import snapshots
 from connector.delta.deltalog import logged_file_names
 from connector.delta.faults import fault_point
 from connector.delta.features import check_writable
@@ -129,7 +130,7 @@ class DeltaBatchCommitter:
         try:
             for attempt in retry_attempts(MAX_COMMIT_ATTEMPTS, _LostCommitRace):
                 with attempt:
-                    table = open_delta_table(uri)
+                    table = snapshots.current_table(uri, app_id)
                     if table is None:
                         self._create_table(actions, batch_id)
                         log.info("created Delta table %s with batch %d of appId %s: %d files, %d rows", uri,
@@ -138,7 +139,11 @@ class DeltaBatchCommitter:
                                           attempt.retry_state.attempt_number):
                         return  # a replay: skipped
         except _LostCommitRace as e:
+            snapshots.forget(uri, app_id)
             self._give_up(batch_id, paths, e.__cause__)
+        except BaseException:
+            snapshots.forget(uri, app_id)
+            raise
         fault_point("after-delta-commit", batch_id, uri)
         self._remove_earlier_attempts(batch_id, paths)
 
@@ -160,7 +165,7 @@ class DeltaBatchCommitter:
         except DeltaSchemaMismatchError:
             delete_unreferenced_files(uri, paths, table)
             raise
-        committed = table.transaction_version(app_id)
+        committed = snapshots.txn_version(uri, app_id, table)
         if batch_already_committed(committed, batch_id):
             self._skip_replay(table, committed, batch_id, paths, attempt)
             return False
