@@ -39,6 +39,9 @@ class _Cached:
     txn: tuple[int, int | None] | None = None
 
 
+#: tables kept at most; the least recently opened is dropped first (a process commits to a few tables)
+MAX_TABLES = 32
+
 _lock = threading.Lock()
 _cache: dict[tuple[str, str, str], _Cached] = {}
 
@@ -78,6 +81,8 @@ def current_table(uri: str, app_id: str):
         filesystem, root = store.filesystem(key[0])
         log_dir = posixpath.join(root, "_delta_log")
         _cache[key] = _Cached(table, log_dir, filesystem, _stamp(filesystem, log_dir, table.version()))
+        while len(_cache) > MAX_TABLES:
+            del _cache[next(iter(_cache))]
         return table
 
 

@@ -62,3 +62,15 @@ def test_a_table_created_again_is_opened_afresh(table):
 
 def test_no_table(tmp_path):
     assert snapshots.current_table(str(tmp_path / "absent"), "me") is None
+
+
+def test_the_cache_is_bounded(tmp_path):
+    paths = [str(tmp_path / f"t{i}") for i in range(snapshots.MAX_TABLES + 3)]
+    for path in paths:
+        _append(path)
+        assert snapshots.current_table(path, "me") is not None
+    first = snapshots.current_table(paths[0], "me")
+    assert snapshots.current_table(paths[0], "me") is first  # reopened once, then kept
+    assert len(snapshots._cache) <= snapshots.MAX_TABLES  # noqa: SLF001 - the bound is the claim
+    for path in paths:
+        snapshots.forget(path, "me")
