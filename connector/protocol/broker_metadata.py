@@ -9,19 +9,15 @@ request answers.
 
 from __future__ import annotations
 
+from connector.protocol.config_files import TOPIC_GROUP_SEPARATOR
 from connector.protocol.fastjson import loads
 
 __all__ = [
-    "TOPIC_GROUP_SEPARATOR",
     "decode_consumer_offsets",
     "decode_delay_offsets",
     "decode_subscription_groups",
     "decode_topic_configs",
 ]
-
-#: ``ConsumerOffsetManager.TOPIC_GROUP_SEPARATOR``: the offset table's keys are ``topic@group``
-TOPIC_GROUP_SEPARATOR = "@"
-
 
 def _table(body: bytes | str, request: str, field: str) -> dict:
     try:

@@ -18,6 +18,7 @@ import pytest
 from deltalake import DeltaTable
 
 from broker_stub.launcher import BrokerProcess
+from connector.delta.metadata_tables import METADATA_TABLES
 from streaming_apps.apps import AppConfig, AppError, run_app
 from streaming_apps.apps.orders import OrderDecodeError, decode_order_body
 from streaming_apps.inspect_commitlog import iter_commitlog_dir
@@ -146,7 +147,7 @@ def test_bronze_lands_every_message_once_partitioned_by_store_date_with_maintena
 
     # the same table through Spark SQL, without Delta jars
     frames = register_spark_views(app_spark, cfg.tables_root)
-    assert set(frames) == {"bronze"}
+    assert set(frames) == {"bronze", *(t.name for t in METADATA_TABLES)}  # bronze and the broker metadata tables
     got = app_spark.sql("SELECT count(*) AS n, sum(commitLogOffset) AS s, count(DISTINCT storeDate) AS d, "
                         "max(length(body)) AS b FROM bronze").collect()[0].asDict()
     assert got == {"n": len(commitlog), "s": sum(commitlog), "d": len({r["storeDate"] for r in rows}),

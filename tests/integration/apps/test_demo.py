@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from connector.delta.metadata_tables import METADATA_TABLES
 from streaming_apps.progress_listener import read_events
 from streaming_apps.query import discover_tables, query_tables
 
@@ -26,7 +27,7 @@ def test_demo_runs_the_bronze_app_and_reports_exactly_once(tmp_path):
                  "exactly once", "hareplica query --workdir", "hareplica status --workdir", "storeDate"):
         assert line in out, line
     tables = discover_tables(workdir / "tables")
-    assert list(tables) == ["bronze"]
+    assert set(tables) == {"bronze", *(t.name for t in METADATA_TABLES)}  # bronze and the broker metadata tables
     assert query_tables("SELECT count(DISTINCT commitLogOffset) AS n FROM bronze", tables).to_pylist() == [{"n": 3000}]
     events = list(read_events(workdir / "status" / "bronze.jsonl"))
     assert events[0]["event"] == "started" and events[-1]["event"] == "terminated"

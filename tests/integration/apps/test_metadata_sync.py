@@ -30,10 +30,11 @@ from connector.protocol.acl import AclCredentials
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.storage import store
 from streaming_apps.apps import AppConfig, run_app
-from streaming_apps.metadata_sync import MetadataSync, SyncTarget
+from streaming_apps.metadata_sync import MetadataSync, SyncTarget, targets_of
 from streaming_apps.spark_session import register_data_sources
 from streaming_apps.status import collect_status, prometheus_text
 from tests.support.brokers import pull, queue_offset, remoting_request
+from tests.support.fixtures import namesrv_factory  # noqa: F401 - fixture: name-server stubs in tmp_path
 from tests.support.processes import kill_at_marker
 
 pytestmark = pytest.mark.spark
@@ -232,3 +233,29 @@ def test_acl_master_signed_requests_land_every_table_unsigned_each_refusal_is_on
     assert [(r["group"], r["queueId"], r["offset"]) for r in rows(root, "broker_consumer_offsets")] == [(GROUP, 0, 1)]
     assert TOPIC in {r["topicName"] for r in rows(root, "broker_topic_configs")}
     assert rows(root, "broker_subscription_groups")
+
+
+def test_namesrv_route_gives_the_masters_and_an_unreachable_master_is_one_line_and_asked_again(
+        broker_factory, namesrv_factory, tmp_path, caplog):  # noqa: F811 - the fixture imported above
+    from tests.support.brokers import free_port, wait_for
+
+    ns = namesrv_factory()
+    master = broker_factory("master", namesrvAddr=ns.addr)
+    broker_factory("slave", brokerRole="SLAVE", brokerId=1, namesrvAddr=ns.addr)
+    targets = targets_of({"namesrvAddr": ns.addr})
+    wait_for(lambda: targets() == [SyncTarget("broker-a", master.remoting_addr)],
+             "the route to name broker-a's master only", timeout_s=30, interval_s=0.2)
+    sync = MetadataSync(str(tmp_path / "tables"), targets)
+    sync.sync_once()
+    assert sync.synced == {"broker-a": 1}
+    assert "TBW102" in {r["topicName"] for r in rows(tmp_path / "tables", "broker_topic_configs")}
+
+    gone = SyncTarget("broker-b", f"127.0.0.1:{free_port()}")
+    down = MetadataSync(str(tmp_path / "down"), lambda: [gone], interval_ms=50)
+    with caplog.at_level(logging.WARNING, logger="streaming_apps.metadata_sync"):
+        down.start()
+        wait_for(lambda: down.rounds >= 3, "three rounds against the unreachable master", timeout_s=30)
+        down.close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "streaming_apps.metadata_sync"]
+    assert len(lines) == 1 and "broker-b" in lines[0] and "unreachable, asked again every 50 ms" in lines[0], lines
+    assert not down.synced

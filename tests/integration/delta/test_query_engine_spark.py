@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from connector.delta.metadata_tables import METADATA_TABLES
 from streaming_apps.apps import AppConfig, run_app
 from streaming_apps.query import QueryError, register_spark_tables, spark_view_frame
 from streaming_apps.spark_session import PROJECT_ROOT, register_data_sources
@@ -58,7 +59,7 @@ def test_query_engine_spark_reads_the_tables_with_sparks_delta(tables, commitlog
 
 def test_register_spark_tables_uses_format_delta_where_the_parquet_views_cannot(spark, tables):
     frames = register_spark_tables(spark, tables)
-    assert set(frames) == {"bronze", "events"}
+    assert set(frames) == {"bronze", "events", *(t.name for t in METADATA_TABLES)}
     assert spark.sql("SELECT count(*) AS n FROM events").first()["n"] == 30
     # the fallback for Sparks without the jars refuses what plain Parquet would read wrong
     with pytest.raises(QueryError, match="deletionVectors"):

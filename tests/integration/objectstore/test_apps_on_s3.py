@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from broker_stub.launcher import BrokerProcess
+from connector.delta.metadata_tables import METADATA_TABLES
 from connector.storage import store
 from connector.storage.config import StorageConfig
 from streaming_apps.apps import AppConfig, run_app
@@ -118,7 +119,7 @@ def test_bronze_on_s3_lands_every_message_once_and_spark_delta_reads_it(s3_spark
     assert s3_server.secret_key not in out + repr(cfg)
     status_text = s3_server.filesystem().open_input_stream(f"{key}/status/bronze.jsonl").read().decode()
     assert '"event":"progress"' in status_text.replace(" ", "") and s3_server.secret_key not in status_text
-    assert set(discover_tables(f"{workdir}/tables")) == {"bronze"}
+    assert set(discover_tables(f"{workdir}/tables")) == {"bronze", *(t.name for t in METADATA_TABLES)}
     store_dir = tmp_path / "restored"
     assert main(["restore", table, "--broker-name", "broker-a", "--store-dir", str(store_dir), *options]) == 0
     for name in sorted(p.name for p in broker.commitlog_dir.iterdir())[:-1]:  # whole files; the last grows
