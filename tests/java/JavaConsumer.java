@@ -20,7 +20,9 @@ import org.apache.rocketmq.common.message.MessageExt;
 /**
  * Consumes messages of one topic with the real RocketMQ 4.9.8 client and prints one JSON line per message.
  *
- * Usage: {@code java JavaConsumer mode=push|litepull namesrv=HOST:PORT topic=T group=G count=N [timeoutMs=60000]}.
+ * Usage: {@code java JavaConsumer mode=push|litepull namesrv=HOST:PORT topic=T group=G count=N [timeoutMs=60000]
+ * [commitSync=true]}. With {@code commitSync=true} a lite pull consumer commits the offsets of every message it
+ * handed over ({@code commitSync}) before it shuts down, so the broker holds exactly what was printed.
  * A new group starts at the first offset of every queue (CONSUME_FROM_FIRST_OFFSET). Every delivery is printed,
  * duplicates included: msgId (the client's unique id), offsetMsgId, topic, queueId, queueOffset, reconsumeTimes,
  * bodyLength and bodySha256 (of the body as the client hands it over, i.e. decompressed). The program exits 0 once
@@ -84,6 +86,9 @@ public final class JavaConsumer {
                 print(m);
                 seen.incrementAndGet();
             }
+        }
+        if ("true".equals(args.get("commitSync"))) {
+            consumer.commitSync();
         }
         shutdown(consumer::shutdown);
         return seen.get() >= count;
