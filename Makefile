@@ -11,7 +11,7 @@ CDS_STAMP := $(VENV)/.spark-cds
 # Real JVM peers for the interoperability tests and format("delta"): Maven stages the jars named in
 # jvm/*.pom.xml into the git-ignored .jvm/<name>/lib (once; again when a pom changes). docs/real_peers.md
 JVM_PEERS := .jvm/rocketmq-4.9/.staged .jvm/rocketmq-5/.staged .jvm/delta/.staged .jvm/s3proxy/.staged \
-             .jvm/s3a/.staged .jvm/typed-bodies/.staged
+             .jvm/s3a/.staged .jvm/typed-bodies/.staged .jvm/spark-decoders/.staged
 MVN_STAGE  = mvn -q -B -f $< dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(@D)/lib
 
 .jvm/rocketmq-4.9/.staged: jvm/rocketmq-4.9.pom.xml
@@ -40,6 +40,11 @@ MVN_STAGE  = mvn -q -B -f $< dependency:copy-dependencies -DoutputDirectory=$(CU
 .jvm/typed-bodies/.staged: jvm/typed-bodies.pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "staging the Avro and protobuf-java jars needs Maven (Debian/Ubuntu: apt-get install maven)" >&2; exit 1; }
 	rm -rf $(@D) && $(MVN_STAGE) && touch $@
+
+# Spark's own from_avro (spark-avro; Spark provides Avro itself): bench/tables.py compares it with the tasks' decoders.
+.jvm/spark-decoders/.staged: jvm/spark-decoders.pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "staging the spark-avro jar needs Maven (Debian/Ubuntu: apt-get install maven)" >&2; exit 1; }
+	rm -rf $(@D) && $(MVN_STAGE) -DexcludeTransitive=true && touch $@
 
 jvm-peers: $(JVM_PEERS)
 

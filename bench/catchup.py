@@ -92,6 +92,17 @@ def _proc_stats() -> dict[int, tuple[int, float]]:
     return stats
 
 
+def vm_hwm_kib(pid: int) -> int:
+    """The peak resident set size (``VmHWM``, KiB) of process ``pid`` so far; 0 when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 class TreeCpuMeter:
     """CPU seconds of a process tree that outlives its reaping: pyspark never waits for its Spark JVM, so the
     JVM's CPU reaches no parent's ``cutime``. Samples ``/proc`` every ``interval_s``; every process ever seen
@@ -139,12 +150,10 @@ class TreeCpuMeter:
         try:
             if pid not in self._workers:
                 self._workers[pid] = b"pyspark.daemon" in Path(f"/proc/{pid}/cmdline").read_bytes()
-            if self._workers[pid]:
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmHWM:"):
-                        self.worker_peak_rss_kib = max(self.worker_peak_rss_kib, int(line.split()[1]))
         except OSError:
-            pass
+            return
+        if self._workers[pid]:
+            self.worker_peak_rss_kib = max(self.worker_peak_rss_kib, vm_hwm_kib(pid))
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):

@@ -15,6 +15,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
@@ -43,8 +44,11 @@ def _max_offset(remoting_addr: str) -> int:
         return client.commit_log_max_offset()
 
 
-def produce_backlog_bytes(broker, target_bytes: int) -> int:
-    """Send unique 1 KiB bodies (64 per batch, 128 batches in flight) until the CommitLog has ``target_bytes``."""
+def produce_backlog_bytes(broker, target_bytes: int, *, topic: str = "BenchLoad",
+                          body: Callable[[int], bytes] | None = None) -> int:
+    """Send unique 1 KiB bodies (64 per batch, 128 batches in flight) to ``topic`` until the CommitLog has
+    ``target_bytes``; messages sent. ``body(seq)`` makes the body of the ``seq``-th message (0, 1, ...); by default
+    ``"SEQ:"`` and a filler."""
     from connector.client.producer import Producer
 
     sent = 0
@@ -56,10 +60,13 @@ def produce_backlog_bytes(broker, target_bytes: int) -> int:
             for _ in range(256):
                 bodies = []
                 for _ in range(BATCH_MESSAGES):
-                    head = f"{seq}:".encode()
-                    bodies.append(head + filler[len(head):])
+                    if body is None:
+                        head = f"{seq}:".encode()
+                        bodies.append(head + filler[len(head):])
+                    else:
+                        bodies.append(body(seq))
                     seq += 1
-                futures.append(producer.send_batch_async("BenchLoad", bodies))
+                futures.append(producer.send_batch_async(topic, bodies))
             for f in futures:
                 f.result(timeout=120)
             sent += 256 * BATCH_MESSAGES

@@ -70,7 +70,8 @@ class KindSampler:
     """CPU seconds by process kind, sampled in ``/proc`` every ``interval_s``: the tree below ``root_pid`` (kinds of
     bench.bronze_profile: ``spark-jvm``, ``py-worker``, ``py-foreachbatch``, ``cli``; a process keeps its last seen
     CPU once it ended), the long-running ``extra`` processes (kind → pid, counted from the sampler's start) and
-    ``outside``: the rest of the machine's busy CPU (``/proc/stat``), i.e. load beside the run."""
+    ``outside``: the rest of the machine's busy CPU (``/proc/stat``), i.e. load beside the run. Also
+    ``worker_peak_rss_kib``: the largest VmHWM seen of a ``py-worker`` (pyspark.daemon) process of the tree."""
 
     def __init__(self, root_pid: int, extra: dict[str, int], interval_s: float = 0.1) -> None:
         from bench.catchup import _proc_stats
@@ -79,6 +80,7 @@ class KindSampler:
         self.kinds: dict[int, str] = {}
         self.cpu: dict[int, float] = {}
         self.samples: list[tuple[float, dict[str, float]]] = []
+        self.worker_peak_rss_kib = 0
         stats = _proc_stats()
         self._extra0 = {k: stats.get(pid, (0, 0.0))[1] for k, pid in extra.items()}
         self._machine0 = machine_busy_s()
@@ -88,7 +90,7 @@ class KindSampler:
 
     def _sample(self) -> None:
         from bench.bronze_profile import _kind
-        from bench.catchup import _proc_stats
+        from bench.catchup import _proc_stats, vm_hwm_kib
 
         stats = _proc_stats()
         children: dict[int, list[int]] = {}
@@ -104,6 +106,8 @@ class KindSampler:
                 if self.kinds.get(pid, "other") == "other":
                     self.kinds[pid] = _kind(pid)
                 self.cpu[pid] = max(self.cpu.get(pid, 0.0), stats[pid][1])
+                if self.kinds[pid] == "py-worker":
+                    self.worker_peak_rss_kib = max(self.worker_peak_rss_kib, vm_hwm_kib(pid))
         by_kind = dict.fromkeys(PROC_KINDS, 0.0)
         for pid, cpu in self.cpu.items():
             by_kind[self.kinds[pid]] += cpu
@@ -180,12 +184,13 @@ def progress_events(fs, path: str) -> list[dict]:
 
 
 def run_bronze(server, broker, workdir: str, *, env: dict[str, str], cwd: Path, max_bytes: int,
-               sampler_extra: dict[str, int] | None = None, extra: tuple[str, ...] = ()) -> dict:
-    """One cold ``hareplica run bronze --trigger available-now``: wall seconds, CPU by kind (whole run), and the
-    progress records (read from the workdir, local or on ``server``)."""
+               sampler_extra: dict[str, int] | None = None, extra: tuple[str, ...] = (), app: str = "bronze") -> dict:
+    """One cold ``hareplica run APP --trigger available-now`` (bronze by default; ``extra``: more options, e.g.
+    ``--config`` of ``run tables``): wall seconds, CPU by kind (whole run; the sampler, with the Python workers'
+    peak RSS), and the progress records (read from the workdir, local or on ``server``)."""
     from pyarrow import fs as pafs
 
-    cmd = [str(HAREPLICA), "--log-level", "WARNING", "run", "bronze", "--brokers", f"broker-a={broker.ha_addr}",
+    cmd = [str(HAREPLICA), "--log-level", "WARNING", "run", app, "--brokers", f"broker-a={broker.ha_addr}",
            "--workdir", workdir, "--trigger", "available-now", "--maintenance-every", "0",
            "--max-bytes-per-trigger", str(max_bytes), *extra]
     started = time.perf_counter()
@@ -203,11 +208,11 @@ def run_bronze(server, broker, workdir: str, *, env: dict[str, str], cwd: Path, 
         time.sleep(1.0)  # the orphaned Spark JVM ends after the CLI: keep sampling until it is gone
     cpu = sampler.stop() if sampler is not None else None
     if proc.returncode != 0:
-        raise RuntimeError(f"hareplica run bronze --workdir {workdir} exited {proc.returncode}:\n{stderr[-4000:]}")
+        raise RuntimeError(f"hareplica run {app} --workdir {workdir} exited {proc.returncode}:\n{stderr[-4000:]}")
     if workdir.startswith("s3://"):
-        events = progress_events(server.filesystem(), workdir[len("s3://"):] + "/status/bronze.jsonl")
+        events = progress_events(server.filesystem(), workdir[len("s3://"):] + f"/status/{app}.jsonl")
     else:
-        events = progress_events(pafs.LocalFileSystem(), workdir + "/status/bronze.jsonl")
+        events = progress_events(pafs.LocalFileSystem(), workdir + f"/status/{app}.jsonl")
     events = [e for e in events if _parse_time(e["time"]) >= launched_at]  # this run's: the file keeps earlier ones
     return {"wall_s": wall, "launched_at": launched_at, "cpu": cpu, "sampler": sampler, "events": events}
 
