@@ -190,3 +190,13 @@ def test_a_table_without_metadata_tables_restores_as_before_with_one_info_line(t
     assert out[-1] == (f"info: no broker metadata tables beside {table} ({beside} is no Delta table): the store gets "
                        "no topics, subscription groups or consumer offsets")
     assert os.listdir(tmp_path / "s" / "config") == ["delayOffset.json"]
+
+
+def test_the_metadata_tables_are_looked_for_under_the_bronze_tables_root(tmp_path, monkeypatch):
+    from connector.restore.metadata import metadata_table_uri
+
+    assert metadata_table_uri("s3://bucket/lake/tables/bronze/", BROKER_TOPIC_CONFIGS) == \
+        "s3://bucket/lake/tables/broker_topic_configs"
+    monkeypatch.chdir(tmp_path)
+    assert metadata_table_uri("tables/bronze", BROKER_CONSUMER_OFFSETS) == \
+        str(tmp_path / "tables" / "broker_consumer_offsets")
