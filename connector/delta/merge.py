@@ -127,7 +127,8 @@ def key_condition(keys: Sequence[str], *, partition_by: Sequence[str] = (), quot
 
 
 def merge_batch(rows, schema, path: str, app_id: str, batch_id: int, *, keys: Sequence[str],
-                partition_by: Sequence[str] = (), finalize: FinalizeRows | None = None) -> MergeResult:
+                partition_by: Sequence[str] = (), finalize: FinalizeRows | None = None,
+                delete: str | None = None) -> MergeResult:
     """Upsert ``rows`` into the Delta table at ``path`` with delta-rs, exactly once per ``(app_id, batch_id)``.
 
     Args:
@@ -136,6 +137,9 @@ def merge_batch(rows, schema, path: str, app_id: str, batch_id: int, *, keys: Se
         keys: the columns identifying a row (include the partition columns: delta-rs then prunes files).
         partition_by: partition columns of a new table (must equal an existing table's).
         finalize: also set a flag on rows the batch does not hold (:class:`FinalizeRows`).
+        delete: a boolean column of ``rows`` that is not in ``schema``: a row where it is true deletes the table's
+            row of its key and is not inserted (a tombstone); the other rows update or insert as without it.
+            At most one row per key (the caller keeps each key's latest).
     Raises:
         DeltaSchemaMismatchError: the table's columns or partitioning differ from ``schema``.
         UnsupportedTableFeatureError, DeltaTablePathError: as the other writers (connector.delta.commit).
@@ -143,13 +147,17 @@ def merge_batch(rows, schema, path: str, app_id: str, batch_id: int, *, keys: Se
         DeltaCommitError: the table kept appearing between the check and its creation.
     """
     import pyarrow as pa
+    import pyarrow.compute as pc
     from deltalake import write_deltalake
     from deltalake.exceptions import CommitFailedError
     from deltalake.transaction import CommitProperties, Transaction
 
     uri = normalize_table_uri(path)
     delta_schema = delta_schema_of(schema)
+    flags = None if delete is None else rows.column(delete).fill_null(False)
     rows = rows.select(list(schema.fieldNames())).cast(pa.schema(delta_schema.to_arrow()))
+    if flags is not None:
+        rows = rows.append_column(pa.field(delete, pa.bool_(), nullable=False), flags)
     props = CommitProperties(app_transactions=[Transaction(app_id, batch_id)],
                              custom_metadata={"hareplica.appId": app_id, "hareplica.batchId": batch_id})
     def log_conflict(attempt: int, error: BaseException) -> None:
@@ -176,14 +184,16 @@ def merge_batch(rows, schema, path: str, app_id: str, batch_id: int, *, keys: Se
                 fault_point("before-delta-commit", batch_id, uri)
                 try:
                     if table is None:
-                        write_deltalake(uri, rows, mode="error", partition_by=list(partition_by) or None,
+                        created = rows if delete is None else \
+                            rows.filter(pc.invert(rows.column(delete))).drop_columns([delete])
+                        write_deltalake(uri, created, mode="error", partition_by=list(partition_by) or None,
                                         storage_options=store.storage_options(uri), commit_properties=props)
                         metrics: dict[str, Any] = {}
                     else:
-                        merger = (table.merge(rows, key_condition(keys, partition_by=partition_by),
-                                              source_alias=SOURCE_ALIAS, target_alias=TARGET_ALIAS,
-                                              commit_properties=props)
-                                  .when_matched_update_all().when_not_matched_insert_all())
+                        merger = table.merge(rows, key_condition(keys, partition_by=partition_by),
+                                             source_alias=SOURCE_ALIAS, target_alias=TARGET_ALIAS,
+                                             commit_properties=props)
+                        merger = _upsert_clauses(merger, schema.fieldNames(), delete)
                         if finalize is not None:
                             merger = merger.when_not_matched_by_source_update({finalize.flag: "true"},
                                                                               finalize.delta_rs_predicate())
@@ -207,6 +217,18 @@ def merge_batch(rows, schema, path: str, app_id: str, batch_id: int, *, keys: Se
         raise DeltaCommitError(f"could not merge batch {batch_id} of appId {app_id} into Delta table {uri}: it was "
                                f"created concurrently {MAX_MERGE_ATTEMPTS} times") from e.__cause__
     raise AssertionError("unreachable: the last attempt returned or raised")
+
+def _upsert_clauses(merger, columns: Sequence[str], delete: str | None):
+    """Update matched rows, insert the others; with a ``delete`` column, its true rows delete the matched row
+    and are not inserted (delta-rs applies the first matching clause, in order)."""
+    if delete is None:
+        return merger.when_matched_update_all().when_not_matched_insert_all()
+    flag = f"{SOURCE_ALIAS}.{delete}"
+    values = {c: f"{SOURCE_ALIAS}.{c}" for c in columns}
+    return (merger.when_matched_delete(predicate=flag)
+            .when_matched_update(values, predicate=f"NOT {flag}")
+            .when_not_matched_insert(values, predicate=f"NOT {flag}"))
+
 
 def spark_merge_batch(df, path: str, app_id: str, batch_id: int, *, keys: Sequence[str],
                       partition_by: Sequence[str] = (), finalize: FinalizeRows | None = None) -> MergeResult:

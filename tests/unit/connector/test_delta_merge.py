@@ -108,3 +108,25 @@ def test_key_condition_compares_partition_columns_with_equals_and_the_rest_null_
     assert key_condition(("k",), quote="`") == "(t.`k` IS NOT DISTINCT FROM s.`k`)"
     with pytest.raises(ValueError):
         key_condition(())
+
+
+def test_a_delete_column_deletes_matched_keys_and_inserts_no_tombstone(tmp_path):
+    schema = StructType([StructField("accountId", StringType()), StructField("amountCents", LongType())])
+    path = str(tmp_path / "accounts")
+
+    def rows(ids, amounts, deletes):
+        return pa.table({"accountId": ids, "amountCents": pa.array(amounts, pa.int64()), "gone": deletes})
+
+    def merge(batch_id, table):
+        return merge_batch(table, schema, path, APP, batch_id, keys=("accountId",), delete="gone")
+
+    def content():
+        return {r["accountId"]: r["amountCents"] for r in DeltaTable(path).to_pyarrow_table().to_pylist()}
+
+    assert merge(0, rows(["a", "b", "c"], [1, 2, 3], [False, True, False])).created
+    assert content() == {"a": 1, "c": 3} and "gone" not in DeltaTable(path).schema().to_arrow().names
+    merge(1, rows(["a", "c", "d", "e"], [10, None, 4, None], [False, True, False, True]))
+    assert content() == {"a": 10, "d": 4}
+    assert merge(1, rows(["a"], [99], [True])).skipped and content() == {"a": 10, "d": 4}
+    merge(2, rows(["z"], [None], [True]))  # nothing to delete: still one commit with the txn
+    assert DeltaTable(path).transaction_version(APP) == 2 and content() == {"a": 10, "d": 4}
