@@ -11,7 +11,10 @@ Options: every ``format("hareplica")`` option, plus
 ``landingCompression``     Parquet codec (default snappy).
 ``landingTargets``         instead of the five above, several tables: a JSON list of objects with
                            ``path``, ``appId``, ``schema`` (the table's Spark schema as JSON) and
-                           optionally ``partitionBy`` (list), ``targetFileSize``, ``compression``.
+                           optionally ``partitionBy`` (list), ``targetFileSize``, ``compression``,
+                           ``upsert`` (``{"keys": [columns]}``: the table is merged, not
+                           appended: :mod:`connector.landing.upsert`; the split then gives it
+                           the staged columns too).
 ``landingSplit``           with ``landingTargets`` (required there): ``package.module:function``
                            importable on the executors; ``function(pyarrow.RecordBatch)`` of the
                            ``hareplica`` columns returns one RecordBatch per target, in order, holding
@@ -34,6 +37,7 @@ from connector.delta.options import STORAGE_OPTION_PREFIX, DeltaSinkOptions, sto
 from connector.delta.sink import DeltaLakeStreamWriter, checked_stream_writer
 from connector.errors import HAReplicaOptionError
 from connector.landing.rows import DEFAULT_PARTITION_BY, landed_schema
+from connector.landing.upsert import UpsertStreamWriter
 from connector.options import import_function
 
 #: landing option → the Delta sink option it becomes
@@ -70,8 +74,10 @@ def landing_writer(sink_options: Mapping[str, str]) -> DeltaLakeStreamWriter:
     return checked_stream_writer(DeltaSinkOptions.from_options(options), landed_schema())
 
 
-def target_writers(targets_json: str, storage: dict[str, str] | None = None) -> list[DeltaLakeStreamWriter]:
-    """The writers of a ``landingTargets`` value (this module's docstring), each checked as :func:`landing_writer`.
+def target_writers(targets_json: str, storage: dict[str, str] | None = None
+                   ) -> list[DeltaLakeStreamWriter | UpsertStreamWriter]:
+    """The writers of a ``landingTargets`` value (this module's docstring), each checked as :func:`landing_writer`;
+    an entry with ``upsert`` gets an :class:`connector.landing.upsert.UpsertStreamWriter`.
 
     Raises:
         HAReplicaOptionError: not a JSON list of objects with ``path``, ``appId`` and ``schema``.
@@ -91,10 +97,20 @@ def target_writers(targets_json: str, storage: dict[str, str] | None = None) -> 
             options = {k: ",".join(v) if k == "partitionBy" else str(v) for k, v in target.items() if k in _TARGET_KEYS}
             options.update({f"{STORAGE_OPTION_PREFIX}{k}": v for k, v in (storage or {}).items()})
             schema = StructType.fromJson(target["schema"])
-            writers.append((options, schema))
+            keys = None
+            if "upsert" in target:
+                keys = [str(k) for k in target["upsert"]["keys"]]
+                missing_keys = [k for k in keys if k not in schema.fieldNames()]
+                if not keys or missing_keys:
+                    raise ValueError(f"entry {i}: upsert keys {keys} must be columns of its schema")
+            writers.append((options, schema, keys))
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise HAReplicaOptionError("landingTargets", targets_json[:200], str(e)) from None
-    return [checked_stream_writer(DeltaSinkOptions.from_options(o), schema) for o, schema in writers]
+    out = []
+    for options, schema, keys in writers:
+        writer = checked_stream_writer(DeltaSinkOptions.from_options(options), schema)
+        out.append(writer if keys is None else UpsertStreamWriter(writer.options, schema, writer.partition_by, keys))
+    return out
 
 
 def resolve_split(spec: str | tuple[str, str | None]) -> Callable[[pa.RecordBatch], Sequence[pa.RecordBatch]]:

@@ -43,7 +43,9 @@ def start_direct_landing(spark, source_options: Mapping[str, str], *, path: str,
 @dataclass(frozen=True)
 class LandingTarget:
     """One table of :func:`start_direct_landing_tables`: location, Delta txn appId, Spark schema (a pyspark
-    StructType, the columns the split gives it), partition columns, bytes per Parquet file, codec."""
+    StructType, the table's columns), partition columns, bytes per Parquet file, codec, and ``upsert_keys``: None
+    to append, else the key columns of a merged table (the split gives it the staged columns too:
+    :mod:`connector.landing.upsert`)."""
 
     path: str
     app_id: str
@@ -51,6 +53,7 @@ class LandingTarget:
     partition_by: Sequence[str] = ()
     target_file_size: int | None = None
     compression: str | None = None
+    upsert_keys: Sequence[str] | None = None
 
     def to_json(self) -> dict:
         """This target as a ``landingTargets`` entry."""
@@ -60,6 +63,8 @@ class LandingTarget:
             out["targetFileSize"] = self.target_file_size
         if self.compression:
             out["compression"] = self.compression
+        if self.upsert_keys is not None:
+            out["upsert"] = {"keys": list(self.upsert_keys)}
         return out
 
 
