@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from streaming_apps.apps.common import AppConfig, AppError, DeltaSink, trigger_kwargs
-from streaming_apps.tables.columns import DEAD_LETTER_SCHEMA, table_schema
+from streaming_apps.tables.columns import DEAD_LETTER_SCHEMA, PROPERTY_COLUMN_PREFIX, table_schema
 from streaming_apps.tables.declaration import Declaration, DeclarationError, TableSpec, load_declaration
 from streaming_apps.tables.decode.base import BodyFormatError, decoder_for
 
@@ -32,14 +32,14 @@ class TablesApp:
 
     def __init__(self, declaration: Declaration):
         for table in declaration.tables:
-            if table.mode == "upsert":
-                raise DeclarationError(f"{declaration.path}: table {table.name}: mode: \"upsert\" is not available: "
-                                       "run tables lands in append mode only")
             if table.settings.get("schema") == "infer":
                 raise DeclarationError(f"{declaration.path}: table {table.name}: schema: \"infer\" is not available: "
                                        "run tables needs a JSON Schema file")
         self.declaration = declaration
         self.schemas = {t.name: _arrow_schema(declaration, t) for t in declaration.tables}
+        for table in declaration.tables:
+            if table.mode == "upsert":
+                _check_upsert(declaration, table, self.schemas[table.name])
         self.schemas[declaration.dead_letter_table] = DEAD_LETTER_SCHEMA
         self.TABLES = declaration.table_names
 
@@ -54,6 +54,13 @@ class TablesApp:
             if spec.name == table:
                 return spec.partition_by
         return ()
+
+    def upsert_keys(self, table: str) -> tuple[str, ...] | None:
+        """The key columns of an upsert ``table``; None for an append table and the dead-letter table."""
+        for spec in self.declaration.tables:
+            if spec.name == table and spec.mode == "upsert":
+                return spec.key
+        return None
 
     def check_tables(self, config: AppConfig, *, evolve: bool = False) -> None:
         """Refuse before Spark starts when a declared table exists with other columns or partitioning than the
@@ -90,7 +97,8 @@ class TablesApp:
 
         self.check_tables(config, evolve=True)
         targets = [LandingTarget(str(config.table_path(name)), config.app_id(), self.spark_schema(name),
-                                 self.partition_by(name), config.target_file_size) for name in self.TABLES]
+                                 self.partition_by(name), config.target_file_size,
+                                 upsert_keys=self.upsert_keys(name)) for name in self.TABLES]
         options = {**config.source_option_map(), **config.storage_option_map(),
                    "subscribe": self.declaration.subscribe}
         return [start_direct_landing_tables(
@@ -121,3 +129,29 @@ def _arrow_schema(declaration: Declaration, table: TableSpec) -> pa.Schema:
         return table_schema(fields, table.columns, table.partition_by)
     except ValueError as e:
         raise DeclarationError(f"{where}: {e}") from None
+
+
+def _check_upsert(declaration: Declaration, table: TableSpec, schema: pa.Schema) -> None:
+    """Refuse an upsert table whose key is not among its columns, is of a nested type, or comes from the body
+    while an empty body is its tombstone; or whose columns clash with the staged ones
+    (:mod:`connector.landing.upsert`). Raises DeclarationError naming the file, table and key."""
+    from connector.landing.upsert import DELETE_COLUMN, ORDER_COLUMN
+    from streaming_apps.tables.declaration import EMPTY_BODY
+
+    where = f"{declaration.path}: table {table.name}"
+    for key in table.key:
+        if key not in schema.names:
+            raise DeclarationError(f"{where}: key: {key!r} is not a column of the table (columns: "
+                                   f"{', '.join(schema.names)})")
+        t = schema.field(key).type
+        if pa.types.is_nested(t):
+            raise DeclarationError(f"{where}: key: {key!r} is of type {t}: a key column must be a plain value")
+    kept = {c[len(PROPERTY_COLUMN_PREFIX):] if c.startswith(PROPERTY_COLUMN_PREFIX) else c for c in table.columns}
+    if table.tombstone == EMPTY_BODY:
+        from_body = [k for k in table.key if k not in kept]
+        if from_body:
+            raise DeclarationError(f"{where}: tombstone: an empty body holds no key field {from_body[0]!r}: key a "
+                                   "table with empty-body tombstones by kept columns (e.g. [\"keys\"])")
+    for name in (ORDER_COLUMN, DELETE_COLUMN):
+        if name in schema.names:
+            raise DeclarationError(f"{where}: column {name} is reserved for the upsert's staged rows")

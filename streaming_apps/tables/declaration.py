@@ -22,8 +22,11 @@ from streaming_apps.tables.columns import PROPERTY_COLUMN_PREFIX, ROCKETMQ_COLUM
 FORMATS = ("avro", "protobuf", "json", "msgpack", "string", "bytes")
 MODES = ("append", "upsert")
 ON_ERROR = ("dead-letter", "fail")
-#: Upsert key that means the message's KEYS property.
+#: Upsert key that means the message's KEYS property (the whole string: several space-separated keys are one key).
 KEYS_KEY = "keys"
+#: ``tombstone`` values: a record with an empty body, or one carrying a user property (``property:NAME``, any
+#: value; ``property:NAME=VALUE``, that value) deletes its key.
+EMPTY_BODY = "empty-body"
 #: A table name: a Delta table folder under the tables root.
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
@@ -59,7 +62,11 @@ TABLE_KEYS: dict[str, Key] = {
                    f"{', '.join(ROCKETMQ_COLUMNS)}, or property:NAME"),
     "partition_by": Key("array of strings", [], f"partition columns: fields, kept columns, or {STORE_DATE}"),
     "mode": Key("string", "append", f"the write mode: {', '.join(MODES)}"),
-    "key": Key("array of strings", None, f"upsert: the key fields, or [\"{KEYS_KEY}\"] for the message keys"),
+    "key": Key("array of strings", None, f"upsert: the key columns: fields or kept columns; [\"{KEYS_KEY}\"] is the "
+               "message's KEYS string (kept as the keys column)"),
+    "tombstone": Key("string", None, f"upsert: the records that delete their key: \"{EMPTY_BODY}\", "
+                     "\"property:NAME\" (the message has the user property) or \"property:NAME=VALUE\"; none: "
+                     "no record deletes"),
     "on_error": Key("string", "dead-letter", f"a record that does not decode: {', '.join(ON_ERROR)}"),
 }
 
@@ -83,6 +90,7 @@ class TableSpec:
     mode: str
     key: tuple[str, ...]
     on_error: str
+    tombstone: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,7 +134,7 @@ class Declaration:
             tables.append({"name": t.name, "topics": list(t.topics), "tags": sorted(t.tags) if t.tags else None,
                            "format": t.format, "settings": settings, "files": files, "columns": list(t.columns),
                            "partitionBy": list(t.partition_by), "mode": t.mode, "key": list(t.key),
-                           "onError": t.on_error})
+                           "tombstone": t.tombstone, "onError": t.on_error})
         return json.dumps({"deadLetterTable": self.dead_letter_table, "tables": tables})
 
 
@@ -142,7 +150,8 @@ def load_declaration(path: str | Path) -> Declaration:
     Raises:
         DeclarationError: the file cannot be read or is not TOML (the line), an unknown or missing key, a value of
             the wrong type or outside its choices, a missing schema file, a tag expression in SQL92, two tables
-            with one name, an upsert without a key — one line naming the file, the table and the key.
+            with one name, an upsert without a key, a tombstone or key without upsert, an upsert partitioned by a
+            column outside its key — one line naming the file, the table and the key.
     """
     path = Path(path)
     try:
@@ -218,12 +227,28 @@ def _table(path: Path, index: int, raw: Any) -> TableSpec:
         raise fail("key", "an upsert table needs its key: fields, or [\"keys\"] for the message keys")
     if mode == "append" and key:
         raise fail("key", "only an upsert table has a key (mode = \"upsert\")")
+    tombstone = raw.get("tombstone", TABLE_KEYS["tombstone"].default)
+    if tombstone is not None:
+        if mode != "upsert":
+            raise fail("tombstone", "only an upsert table has tombstones (mode = \"upsert\")")
+        prop = tombstone[len(PROPERTY_COLUMN_PREFIX):].split("=", 1)[0] if isinstance(tombstone, str) and \
+            tombstone.startswith(PROPERTY_COLUMN_PREFIX) else None
+        if tombstone != EMPTY_BODY and not prop:
+            raise fail("tombstone", f"{tombstone!r} is not \"{EMPTY_BODY}\", \"property:NAME\" or "
+                                    "\"property:NAME=VALUE\"")
+    if mode == "upsert":
+        outside = [p for p in partition_by if p not in key]
+        if outside:
+            raise fail("partition_by", f"{outside[0]!r} is not in key: an upsert table is partitioned by key "
+                                       "columns only, so that a key's rows stay in one partition")
+        if KEYS_KEY in key and KEYS_KEY not in columns:
+            columns.append(KEYS_KEY)  # the key is the keys column
     on_error = raw.get("on_error", TABLE_KEYS["on_error"].default)
     if on_error not in ON_ERROR:
         raise fail("on_error", f"{on_error!r} is not one of {', '.join(ON_ERROR)}")
     return TableSpec(name=name, topics=tuple(topics), tags=tags, format=fmt, settings=settings,
                      columns=tuple(columns), partition_by=tuple(partition_by), mode=mode, key=tuple(key),
-                     on_error=on_error)
+                     on_error=on_error, tombstone=tombstone)
 
 
 def _strings(raw: dict, key: str, fail) -> list[str]:

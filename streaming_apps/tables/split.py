@@ -1,7 +1,8 @@
 """In a task of ``hareplica run tables``: the landing's split (``landingSplit`` factory, ``landingSplitConfig`` the
 declaration as :meth:`streaming_apps.tables.declaration.Declaration.to_json` gives it). Each record of the decoded
 slice goes to every table whose topics and tags it matches, its body decoded by the table's format; a record that
-does not decode goes to the dead-letter table (or stops the query for ``on_error = "fail"``). docs/tables.md.
+does not decode goes to the dead-letter table (or stops the query for ``on_error = "fail"``). An upsert table gets
+staged rows (:mod:`streaming_apps.tables.upserts`). docs/tables.md.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from streaming_apps.tables.columns import (
     store_date,
 )
 from streaming_apps.tables.decode.base import decoder_for
+from streaming_apps.tables.upserts import TaskUpsert
 
 #: The decoders of each declaration this worker process has seen, by the hash of its text: a task builds none.
 _SPLITS: dict[str, Callable[[pa.RecordBatch], list[pa.RecordBatch]]] = {}
@@ -53,6 +55,7 @@ class _TaskTable:
         self.fail = spec["onError"] == "fail"
         self.schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(spec["arrowSchema"])))
         self.wants_properties = bool(spec["settings"].get("version_property"))
+        self.upsert = TaskUpsert(spec, self.columns) if spec["mode"] == "upsert" else None
 
     def mask(self, batch: pa.RecordBatch) -> pa.Array | None:
         """Which records of ``batch`` the table takes (None: all)."""
@@ -62,7 +65,39 @@ class _TaskTable:
         return None if keep.true_count == len(keep) else keep
 
     def rows(self, records: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch | None]:
-        """``(the table's rows, the dead letters or None)`` of the records it takes."""
+        """``(the table's rows, the dead letters or None)`` of the records it takes; for an upsert table the rows
+        are staged rows (:mod:`streaming_apps.tables.upserts`)."""
+        if self.upsert is None:
+            rows, dead, _ = self._decoded(records)
+            return rows, dead
+        skip = None if self.upsert.decode_tombstones else self.upsert.tombstones(records)
+        if skip is None or not skip.any():
+            rows, dead, kept = self._decoded(records)
+        else:  # tombstones keyed by kept columns only: not decoded (an empty body would be a dead letter)
+            rows, dead, kept = self._decoded(records.filter(pa.array(~skip)))
+            skipped = records.filter(pa.array(skip))
+            nulls = [pa.nulls(skipped.num_rows, f.type) for f in self.decoder.schema]
+            rows = pa.concat_batches([rows, self._assemble(pa.RecordBatch.from_arrays(
+                nulls, schema=self.decoder.schema), skipped)])
+            kept = pa.concat_batches([kept, skipped])
+        errors = self.upsert.null_key_errors(rows)
+        if errors is not None:
+            failed = np.fromiter((e is not None for e in errors), dtype=bool, count=len(errors))
+            first = int(np.argmax(failed))
+            if self.fail:
+                raise TableDecodeError(
+                    f"table {self.name}: broker {kept.column('broker')[first].as_py()} commitLogOffset "
+                    f"{kept.column('commitLogOffset')[first].as_py()}: {errors[first]}")
+            letters = dead_letters(self.name, kept.take(_indices(failed)), [e for e in errors if e is not None],
+                                   [None] * int(failed.sum()))
+            dead = letters if dead is None else pa.concat_batches([dead, letters])
+            ok = _indices(~failed)
+            rows, kept = rows.take(ok), kept.take(ok)
+        return self.upsert.stage(rows, kept), dead
+
+    def _decoded(self, records: pa.RecordBatch
+                 ) -> tuple[pa.RecordBatch, pa.RecordBatch | None, pa.RecordBatch]:
+        """``(rows, dead letters or None, the records of the rows)`` of decoding ``records``."""
         properties = _property_dicts(records) if self.wants_properties else None
         decoded = self.decoder.decode(records.column("body"), properties)
         failed = np.fromiter((e is not None for e in decoded.errors), dtype=bool, count=records.num_rows)
@@ -81,6 +116,10 @@ class _TaskTable:
             fields, records = decoded.fields.take(ok), records.take(ok)
         else:
             fields = decoded.fields
+        return self._assemble(fields, records), dead, records
+
+    def _assemble(self, fields: pa.RecordBatch, records: pa.RecordBatch) -> pa.RecordBatch:
+        """The table's rows: the decoded ``fields``, the kept columns of ``records`` and storeDate."""
         arrays = list(fields.columns)
         names = list(fields.schema.names)
         for column in self.columns:
@@ -90,7 +129,7 @@ class _TaskTable:
         if self.store_date:
             names.append(STORE_DATE)
             arrays.append(store_date(records))
-        return _as_schema(pa.RecordBatch.from_arrays(arrays, names=names), self.schema), dead
+        return _as_schema(pa.RecordBatch.from_arrays(arrays, names=names), self.schema)
 
 
 def _as_schema(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
