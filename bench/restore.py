@@ -5,8 +5,10 @@ ZLIB-compressed) is decoded with every column into a Delta table, as bronze land
 separate processes and interleaved, ``cp -r`` of the CommitLog folder, ``hareplica restore`` of the table,
 ``hareplica restore --verify`` of the restored store and, with ``--spark``, the Spark job form
 (``restore_commitlog_spark`` on ``local[2]``, the job's wall time without the session's start); the table reports
-the medians of the rounds' wall seconds and peak RSS (``ru_maxrss`` of the child), and the restored files are
-compared with the originals. The first size's figures are the top-level results, every size's under ``sizes``.
+the medians of the rounds' wall seconds and peak RSS (``ru_maxrss`` of the child, started by a small launcher so
+that the bench's own memory is not counted: :data:`_LAUNCH`), and the restored files are compared with the
+originals. The first size's figures are the top-level results, every size's under ``sizes``, and the other sizes'
+also at the top level as ``KEY_MIB`` (``restore_mib_per_s_4096``).
 Run: ``flock /tmp/hareplica-heavy.lock .venv/bin/python -m bench.restore [--mib 1024 4096] [--rounds 3] [--spark]``.
 """
 
@@ -71,16 +73,27 @@ def build(root: Path, mib: int) -> tuple[Path, str, int]:
     return folder, table, records
 
 
+#: Runs argv[1:] and prints its wall seconds and peak RSS (KiB): started by this small launcher, the command's
+#: ``ru_maxrss`` is its own (and its children's). Started straight from the bench, it would be at least the
+#: bench's own peak: a child made by vfork (as subprocess makes them) and exec'd takes the parent's RSS high-water
+#: mark into its ``ru_maxrss`` (Linux ``exec_mmap``), and this process built the table in memory.
+_LAUNCH = """
+import os, subprocess, sys, time
+t = time.perf_counter()
+child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+_, status, usage = os.wait4(child.pid, 0)
+print(time.perf_counter() - t, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+"""
+
+
 def timed(cmd: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS bytes) of ``cmd`` run as a child process (``ru_maxrss`` of that child alone)."""
-    t = time.perf_counter()
-    with subprocess.Popen(cmd, stdout=subprocess.DEVNULL) as child:
-        _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - t
-    if child.returncode:
-        raise subprocess.CalledProcessError(child.returncode, cmd)
-    return wall, usage.ru_maxrss * 1024
+    """(wall seconds, peak RSS bytes) of ``cmd`` run as a child process of a small launcher (:data:`_LAUNCH`):
+    ``ru_maxrss`` of that child and its children, not of this process. Raises CalledProcessError when it fails."""
+    out = subprocess.run([sys.executable, "-S", "-c", _LAUNCH, *cmd], check=True, capture_output=True, text=True)
+    wall, maxrss, code = out.stdout.split()
+    if int(code):
+        raise subprocess.CalledProcessError(int(code), cmd)
+    return float(wall), int(maxrss) * 1024
 
 
 _SPARK_JOB = """
@@ -151,6 +164,8 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     results = dict(sizes[str(args.mib[0])], sizes=sizes)
+    for mib, r in list(sizes.items())[1:]:  # every other size's figures as KEY_MIB too (docs/performance.md)
+        results |= {f"{key}_{mib}": value for key, value in r.items() if key not in ("mib", "rounds")}
     rows = []
     for mib, r in sizes.items():
         rows += [
