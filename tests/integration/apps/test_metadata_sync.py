@@ -259,3 +259,23 @@ def test_namesrv_route_gives_the_masters_and_an_unreachable_master_is_one_line_a
     lines = [r.getMessage() for r in caplog.records if r.name == "streaming_apps.metadata_sync"]
     assert len(lines) == 1 and "broker-b" in lines[0] and "unreachable, asked again every 50 ms" in lines[0], lines
     assert not down.synced
+
+
+def test_one_request_failing_is_one_line_and_the_other_tables_land(broker_factory, tmp_path, caplog):
+    """A broker whose GET_ALL_DELAY_OFFSET answer is not delay offsets (a stub slave serves its delayOffset.json as
+    it is when the file is not delay offsets): that request is one WARNING line, once; the three others land."""
+    broker = broker_factory("slave", brokerRole="SLAVE", brokerId=1)
+    (broker.store_dir / "config").mkdir(parents=True, exist_ok=True)
+    (broker.store_dir / "config" / "delayOffset.json").write_text("not delay offsets")
+    root = tmp_path / "tables"
+    sync = MetadataSync(str(root), lambda: [SyncTarget("broker-a", broker.remoting_addr)])
+    with caplog.at_level(logging.WARNING, logger="streaming_apps.metadata_sync"):
+        sync.sync_once()
+        sync.sync_once()
+    lines = [r.getMessage() for r in caplog.records if r.name == "streaming_apps.metadata_sync"]
+    assert len(lines) == 1 and "GET_ALL_DELAY_OFFSET" in lines[0] and "broker-a" in lines[0], lines
+    assert "answer is not JSON" in lines[0]
+    assert rows(root, "broker_topic_configs") and rows(root, "broker_subscription_groups")
+    assert (root / "broker_consumer_offsets" / "_delta_log").is_dir()
+    assert not (root / "broker_delay_offsets").exists()
+    assert sync.synced == {"broker-a": 2}
