@@ -183,9 +183,12 @@ class MetadataSync:
             return
         self._logged.discard(("unreachable", target.broker))
         for request, error in snap.failures.items():
-            remark = error.remark if isinstance(error, MetadataRequestRefused) else _first_line(error)
-            self._log_once(("refused", target.broker, request), "metadata sync: master %s of broker set %s refused "
-                           "%s: %s", target.addr, target.broker, request, remark)
+            if isinstance(error, MetadataRequestRefused):
+                self._log_once(("refused", target.broker, request), "metadata sync: master %s of broker set %s "
+                               "refused %s: %s", target.addr, target.broker, request, error.remark)
+            else:  # an answer that does not decode
+                self._log_once(("refused", target.broker, request), "metadata sync: master %s of broker set %s: "
+                               "%s failed: %s", target.addr, target.broker, request, _first_line(error))
         states = self._states.get(target.broker)
         if states is None:
             states = {t.name: read_state(self.table_location(t), t, target.broker) for t in METADATA_TABLES}
