@@ -200,3 +200,14 @@ def test_the_metadata_tables_are_looked_for_under_the_bronze_tables_root(tmp_pat
     monkeypatch.chdir(tmp_path)
     assert metadata_table_uri("tables/bronze", BROKER_CONSUMER_OFFSETS) == \
         str(tmp_path / "tables" / "broker_consumer_offsets")
+
+
+def test_the_spark_job_form_writes_the_same_config_files(lake, spark, tmp_path):
+    from connector.restore import restore_commitlog_spark
+
+    table, _ = lake
+    one = restore_commitlog(table, BROKER, tmp_path / "one")
+    tasks = restore_commitlog_spark(spark, table, BROKER, tmp_path / "tasks")
+    assert (tasks.metadata.snapshot_id, tasks.metadata.capped) == (one.metadata.snapshot_id, one.metadata.capped)
+    for name in ("topics.json", "subscriptionGroup.json", "consumerOffset.json", "delayOffset.json"):
+        assert _config(tmp_path / "tasks", name) == _config(tmp_path / "one", name)
