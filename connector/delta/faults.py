@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 FAULT_INJECTION_ENV = "HAREPLICA_DELTA_FAULT"
 FAULT_MARKER_ENV = "HAREPLICA_DELTA_FAULT_MARKER"
 FAULT_PAUSE_ENV = "HAREPLICA_DELTA_FAULT_PAUSE_S"
-FAULT_POINTS = ("after-task-write", "before-delta-commit", "after-delta-commit")
+#: the last is the metadata sync's (docs/metadata.md "Fault injection"): BATCH is then a snapshotId
+FAULT_POINTS = ("after-task-write", "before-delta-commit", "after-delta-commit", "after-metadata-commit")
 DEFAULT_FAULT_PAUSE_S = 600.0
 
 

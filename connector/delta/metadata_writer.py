@@ -100,7 +100,7 @@ def append_snapshot(location: str, table: MetadataTable, broker: str, snapshot_i
     table's txn version for the set is already ``snapshot_id`` or later (a replay), or when ``rows`` is empty and
     the table exists.
 
-    The fault point ``after-delta-commit`` (``HAREPLICA_DELTA_FAULT=after-delta-commit:SNAPSHOT_ID:TABLE``,
+    The fault point ``after-metadata-commit`` (``HAREPLICA_DELTA_FAULT=after-metadata-commit:SNAPSHOT_ID:TABLE``,
     :mod:`connector.delta.faults`) follows the commit.
 
     Raises:
@@ -139,5 +139,5 @@ def append_snapshot(location: str, table: MetadataTable, broker: str, snapshot_i
             write_deltalake(uri, data, mode="append", storage_options=store.storage_options(uri),
                             commit_properties=props, post_commithook_properties=hooks)
     log.info("snapshot %d of broker set %s: %d rows into %s", snapshot_id, broker, len(rows), uri)
-    fault_point("after-delta-commit", snapshot_id, uri)
+    fault_point("after-metadata-commit", snapshot_id, uri)
     return True

@@ -5,7 +5,7 @@ a process of its own for the SIGKILL), the four tables read back with deltalake 
 - A topic created with UPDATE_AND_CREATE_TOPIC, a subscription group (created by a pull, autoCreateSubscriptionGroup)
   and a group's offsets committed with UPDATE_CONSUMER_OFFSET: the rows of the first snapshot; an unchanged snapshot
   lands no row; an advanced offset lands exactly its row; the lag query and ``hareplica status`` agree.
-- The driver SIGKILLed between the topic table's commit and the next table's (fault point after-delta-commit): the
+- The driver SIGKILLed between the topic table's commit and the next table's (fault point after-metadata-commit): the
   restart lands no snapshot twice.
 - An ACL master: the source's accessKey/secretKey sign the requests and every table lands; unsigned, each refused
   request is one WARNING line, once.
@@ -165,7 +165,7 @@ def test_driver_killed_between_two_tables_commits_lands_no_snapshot_twice(app_sp
     workdir = tmp_path / "work"
     marker = tmp_path / "fault.json"
     log_path = tmp_path / "bronze.out"
-    env = {**os.environ, FAULT_INJECTION_ENV: "after-delta-commit:1:broker_topic_configs",
+    env = {**os.environ, FAULT_INJECTION_ENV: "after-metadata-commit:1:broker_topic_configs",
            FAULT_MARKER_ENV: str(marker)}
     cmd = [sys.executable, "-m", "streaming_apps.cli", "--log-level", "INFO", "run", "bronze", "--brokers",
            f"broker-a={master.ha_addr}", "--workdir", str(workdir), "--trigger", "1s", "--maintenance-every", "0"]
