@@ -108,3 +108,19 @@ def test_latest_per_key_keeps_the_largest_order():
                      DELETE_COLUMN: [False, False, True, False, False]})
     got = {r["k"]: (r["v"], r[DELETE_COLUMN]) for r in latest_per_key(rows, ["k"]).to_pylist()}
     assert got == {"a": (3, True), "b": (5, False), "c": (4, False)}
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    ('key = ["nope"]\n', "table accounts: key: 'nope' is not a column of the table"),
+    ('key = ["id"]\npartition_by = ["storeDate"]\n', "table accounts: partition_by: 'storeDate' is not in key"),
+])
+def test_the_cli_refuses_a_bad_upsert_declaration_with_exit_2_before_spark(tmp_path, extra, expected):
+    from tests.faults.test_cli_errors import hareplica, one_line
+
+    (tmp_path / "account.schema.json").write_text(json.dumps(SCHEMA))
+    (tmp_path / "tables.toml").write_text(textwrap.dedent(BASE) + extra)
+    result = hareplica("run", "tables", "--config", str(tmp_path / "tables.toml"), "--workdir", str(tmp_path / "w"),
+                       "--brokers", "broker-a=127.0.0.1:10912", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert expected in one_line(result)
+    assert not (tmp_path / "w").exists()  # nothing was started, nothing written
