@@ -17,7 +17,6 @@ from connector.delta.reading import arrow_filesystem, read_table
 from connector.errors import RestoreError
 from connector.protocol.commitlog import END_FILE_MIN_BLANK_LENGTH_BYTES
 from connector.protocol.mapped_files import file_name, file_start
-from connector.storage import store
 
 #: The columns of the restore columns a table must have (docs/restore.md "The columns bronze keeps").
 RESTORE_COLUMN_NAMES = tuple(name for name, _, _ in RESTORE_COLUMNS)
@@ -47,7 +46,8 @@ class RestorePlan:
     files hold, the files, and the first ``missing`` range ``(from, to)`` the table lacks (None when whole);
     ``skipped``: ``(from, to)`` of records before ``start`` left out because their file's first records are not in
     the table (only when no ``--from-*`` was given); ``metadata``: what the restore wrote of the broker's metadata
-    (a :class:`connector.restore.metadata.RestoredMetadata`; None when not asked)."""
+    (a :class:`connector.restore.metadata.RestoredMetadata`; None when not asked); ``table_files``: the table's
+    files the plan read (:class:`TableFiles`), which the restore reads the rows of each file from."""
 
     broker: str
     mapped_file_size: int
@@ -58,6 +58,18 @@ class RestorePlan:
     skipped: tuple[int, int] | None = None
     records: int = field(default=0)
     metadata: object | None = None
+    table_files: TableFiles | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TableFiles:
+    """The data files of one version of a table that may hold a broker's rows, read once from its Delta log so
+    that reading a mapped file's rows does not open the log again: ``types`` (column name → Arrow type of the
+    table's schema) and ``files``, each ``(path under the table, partition values, rows or None, min and max
+    commitLogOffset or None)`` (bytes; None where the log has no statistics)."""
+
+    types: dict[str, pa.DataType]
+    files: tuple[tuple[str, dict, int | None, int | None, int | None], ...]
 
 
 def broker_filter(broker: str) -> pc.Expression:
@@ -72,13 +84,18 @@ def _overlaps(low, high, lo: int | str | None, hi: int | str | None) -> bool:
     return (lo is None or high >= lo) and (hi is None or low < hi)
 
 
-def _table_files(table_uri: str, broker: str, start: int | None, end: int | None
-                 ) -> list[tuple[str, dict, int | None]]:
-    """(path under the table, partition values, rows or None) of the table's data files whose ``broker``
-    partition value and Delta statistics (``min.``/``max.commitLogOffset``) may hold rows of the range."""
+def table_files(table_uri: str, broker: str) -> TableFiles:
+    """The current version's data files of the table at ``table_uri`` whose ``broker`` partition value may hold
+    rows of ``broker``, with their Delta statistics (:class:`TableFiles`). Raises RestoreError when no Delta
+    table is there; what deltalake raises for an unreadable one."""
     from urllib.parse import unquote
 
-    table = store.delta_table(table_uri)
+    from connector.delta.location import open_delta_table
+
+    table = open_delta_table(table_uri)
+    if table is None:
+        raise RestoreError(f"{table_uri} holds no Delta table")
+    types = {f.name: f.type for f in pa.schema(table.schema().to_arrow())}
     partitions = table.metadata().partition_columns
     actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
     wanted = ["path", "num_records", "min.commitLogOffset", "max.commitLogOffset",
@@ -89,34 +106,30 @@ def _table_files(table_uri: str, broker: str, start: int | None, end: int | None
         values = {name: action.get(f"partition.{name}") for name in partitions}
         if "broker" in values and values["broker"] != broker:
             continue
-        if not _overlaps(action.get("min.commitLogOffset"), action.get("max.commitLogOffset"), start, end):
-            continue
-        files.append((unquote(action["path"]), values, action.get("num_records")))
-    return files
+        files.append((unquote(action["path"]), values, action.get("num_records"), action.get("min.commitLogOffset"),
+                      action.get("max.commitLogOffset")))
+    return TableFiles(types, tuple(files))
 
 
 def row_batches(table_uri: str, broker: str, columns: Sequence[str], start: int | None = None,
-                end: int | None = None) -> Iterator[pa.RecordBatch]:
+                end: int | None = None, *, files: TableFiles | None = None) -> Iterator[pa.RecordBatch]:
     """The rows of ``broker`` with ``start <= commitLogOffset < end`` (bytes; either bound may be None) of the
     Delta table at ``table_uri``, only ``columns`` (typed as the table's schema), as Arrow batches of at most
     :data:`BATCH_ROWS` rows in the table's file order (not sorted).
 
-    The table's file list and statistics come from its Delta log (deltalake); files and row groups whose
+    The table's file list and statistics come from its Delta log (deltalake), or from ``files`` (a version's,
+    read once by :func:`table_files`); files and row groups whose
     partition values or statistics exclude the rows are not read; the others are read a batch at a time through a
     buffered stream (``pyarrow.parquet.ParquetFile.iter_batches``), so memory holds about one batch whatever the
     size of the table or of a row group. A column a file lacks is its partition value, else null (a file landed
     before the column existed). Raises what deltalake raises for a path that holds no readable table.
     """
-    from connector.delta.location import open_delta_table
-
-    table = open_delta_table(table_uri)
-    if table is None:
-        raise RestoreError(f"{table_uri} holds no Delta table")
-    types = {f.name: f.type for f in pa.schema(table.schema().to_arrow())}
-    schema = pa.schema([pa.field(name, types[name]) for name in columns])
+    files = files if files is not None else table_files(table_uri, broker)
+    schema = pa.schema([pa.field(name, files.types[name]) for name in columns])
     filesystem = arrow_filesystem(table_uri)
-    for path, partition, _ in _table_files(table_uri, broker, start, end):
-        yield from _file_batches(filesystem, path, partition, schema, broker, start, end)
+    for path, partition, _, low, high in files.files:
+        if _overlaps(low, high, start, end):
+            yield from _file_batches(filesystem, path, partition, schema, broker, start, end)
 
 
 def _file_batches(filesystem, path: str, partition: dict, schema: pa.Schema, broker: str, start: int | None,
@@ -180,7 +193,11 @@ def check_restore_columns(table_uri: str) -> None:
     table = open_delta_table(table_uri)
     if table is None:
         raise RestoreError(f"{table_uri} holds no Delta table")
-    have = {f.name for f in table.schema().fields}
+    _check_columns(table_uri, {f.name for f in table.schema().fields})
+
+
+def _check_columns(table_uri: str, have: set[str]) -> None:
+    """Raise RestoreError when ``have`` (a table's column names) lacks a restore column."""
     missing = [name for name in RESTORE_COLUMN_NAMES if name not in have]
     if missing:
         raise RestoreError(f"table {table_uri} lacks the restore column(s) {', '.join(missing)}: it was landed by a "
@@ -201,18 +218,18 @@ class _Index:
     null_formats: np.ndarray
 
 
-def _index(table_uri: str, broker: str, *, stamps: bool) -> _Index:
+def _index(table_uri: str, broker: str, files: TableFiles, *, stamps: bool) -> _Index:
     """Read ``broker``'s offsets a batch at a time into arrays sized from the Delta log's row counts (untouched
     pages cost no memory): 12 bytes a row (20 with ``stamps``), sorted."""
-    files = _table_files(table_uri, broker, None, None)
-    rows = sum(n if n is not None else 0 for _, _, n in files) if all(n is not None for _, _, n in files) else None
+    counts = [n for _, _, n, _, _ in files.files]
+    rows = sum(counts) if all(n is not None for n in counts) else None
     capacity = rows if rows is not None else 1 << 16
     offsets, sizes = np.empty(capacity, np.int64), np.empty(capacity, np.int32)
     times = np.empty(capacity if stamps else 0, np.int64)
     columns = ["commitLogOffset", "storeSize", "recordFormat", "mappedFileSizeCommitLog"]
     columns += ["storeTimestamp"] if stamps else []
     count, null_formats, null_sizes, file_sizes = 0, [], [], set()
-    for batch in row_batches(table_uri, broker, columns):
+    for batch in row_batches(table_uri, broker, columns, files=files):
         n = batch.num_rows
         if count + n > len(offsets):  # the log gave no row counts: grow
             grow = max(2 * len(offsets), count + n)
@@ -292,8 +309,9 @@ def plan_restore(table_uri: str, broker: str, *, from_offset: int | None = None,
             inside a record, the start file's first records are not in the table, the rows name several mapped
             file sizes or rows in the range have null restore columns.
     """
-    check_restore_columns(table_uri)
-    index = _index(table_uri, broker, stamps=from_timestamp is not None or to_timestamp is not None)
+    files = table_files(table_uri, broker)
+    _check_columns(table_uri, set(files.types))
+    index = _index(table_uri, broker, files, stamps=from_timestamp is not None or to_timestamp is not None)
     size, offsets, sizes, stamps = index.mapped_file_size, index.offsets, index.sizes, index.stamps
     keep = np.ones(len(offsets), dtype=bool)
     keep[1:] = offsets[1:] != offsets[:-1]
@@ -363,7 +381,7 @@ def plan_restore(table_uri: str, broker: str, *, from_offset: int | None = None,
     missing = None
     breaks = _breaks(o, s)
     last = len(o)
-    files: list[FilePlan] = []
+    plans: list[FilePlan] = []
     cut = None
     for b in breaks.tolist():
         nxt, end = int(o[b + 1]), int(o[b]) + int(s[b])
@@ -385,5 +403,5 @@ def plan_restore(table_uri: str, broker: str, *, from_offset: int | None = None,
         lo, hi = (int(np.searchsorted(o, at)) for at in (k * size, (k + 1) * size))
         if hi > lo:
             file_end = int(o[hi - 1]) + int(s[hi - 1])
-            files.append(FilePlan(k * size, file_end, file_end in blank_ends, hi - lo))
-    return RestorePlan(broker, size, start, end, tuple(files), missing, skipped, int(len(o)))
+            plans.append(FilePlan(k * size, file_end, file_end in blank_ends, hi - lo))
+    return RestorePlan(broker, size, start, end, tuple(plans), missing, skipped, int(len(o)), table_files=files)

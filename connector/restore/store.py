@@ -25,7 +25,7 @@ from connector.protocol.mapped_files import is_file_name
 from connector.restore.config import write_delay_offsets
 from connector.restore.encode import RECORD_COLUMNS, encoded_runs
 from connector.restore.metadata import write_metadata
-from connector.restore.plan import FilePlan, RestorePlan, plan_restore, row_batches
+from connector.restore.plan import FilePlan, RestorePlan, TableFiles, plan_restore, row_batches
 
 COMMITLOG_DIR = "commitlog"
 _WRITES_IN_FLIGHT = 2  # batches written while the next is read and encoded (the memory: a few batches)
@@ -36,17 +36,20 @@ def commitlog_dir(store_dir: str | os.PathLike) -> Path:
     return Path(store_dir) / COMMITLOG_DIR
 
 
-def file_runs(table_uri: str, broker: str, file: FilePlan) -> Iterator[tuple[int, memoryview]]:
+def file_runs(table_uri: str, broker: str, file: FilePlan, table_files: TableFiles | None = None
+              ) -> Iterator[tuple[int, memoryview]]:
     """``(CommitLog offset, bytes)`` runs of the records of ``[file.start, file.end)``, read from the table an
     Arrow batch at a time (:func:`connector.restore.plan.row_batches`) and encoded a batch at a time
     (:func:`connector.restore.encode.encoded_runs`), in the table's row order; after the last, a check that the
-    runs covered the file's range (a row landed twice gives the same bytes twice).
+    runs covered the file's range (a row landed twice gives the same bytes twice). ``table_files``: the table's
+    files as the plan read them (:attr:`connector.restore.plan.RestorePlan.table_files`; None: the Delta log's
+    current version, read again).
 
     Raises RestoreError as :func:`connector.restore.encode.encode_batch`, or when the runs leave a hole or end
     elsewhere than the plan's end (the table changed since the plan).
     """
     covered: list[tuple[int, int]] = []
-    for batch in row_batches(table_uri, broker, RECORD_COLUMNS, file.start, file.end):
+    for batch in row_batches(table_uri, broker, RECORD_COLUMNS, file.start, file.end, files=table_files):
         for offset, data in encoded_runs(batch, broker=broker):
             yield offset, data
             if covered and covered[-1][1] == offset:
@@ -83,7 +86,7 @@ def write_file(table_uri: str, broker: str, plan: RestorePlan, file: FilePlan, f
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="restore-write") as writer:
             pending: deque = deque()  # the writes in flight: the next batch is read and encoded meanwhile
-            for offset, data in file_runs(table_uri, broker, file):
+            for offset, data in file_runs(table_uri, broker, file, plan.table_files):
                 pending.append(writer.submit(_pwrite, fd, data, offset - file.start))
                 while len(pending) > _WRITES_IN_FLIGHT:
                     pending.popleft().result()

@@ -141,7 +141,7 @@ def _same_as_restored(table_uri: str, broker: str, plan: RestorePlan, file: File
     try:
         with open(path, "rb", buffering=0) as f:
             fd = f.fileno()
-            for offset, data in file_runs(table_uri, broker, file):
+            for offset, data in file_runs(table_uri, broker, file, plan.table_files):
                 if os.pread(fd, len(data), offset - file.start) != data:
                     return False
             pos = file.end - file.start
