@@ -211,6 +211,8 @@ class MetadataSync:
                         key = tuple(row[k] for k in table.key)
                         state.items[key] = {c: v for c, v in row.items() if c not in table.key}
                     state.last_snapshot = snapshot_id
+                elif rows:  # another writer landed this snapshotId for the set: read the tables again next round
+                    self._states.pop(target.broker, None)
         finally:
             if committed:
                 self._next_id[target.broker] = snapshot_id + 1

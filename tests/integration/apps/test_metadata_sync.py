@@ -279,3 +279,22 @@ def test_one_request_failing_is_one_line_and_the_other_tables_land(broker_factor
     assert (root / "broker_consumer_offsets" / "_delta_log").is_dir()
     assert not (root / "broker_delay_offsets").exists()
     assert sync.synced == {"broker-a": 2}
+
+
+def test_two_writers_of_one_broker_set_never_land_one_snapshot_id_twice_and_both_go_on(master, tmp_path):
+    """Two syncs of the same set into the same tables (two bronze runs): a snapshotId the other one landed first is
+    skipped (its txn is in the table), and the one that lost reads the tables again and lands the next id."""
+    addr = master.remoting_addr
+    root = tmp_path / "tables"
+    a, b = (MetadataSync(str(root), lambda: [SyncTarget("broker-a", addr)]) for _ in range(2))
+    commit_offset(addr, GROUP, TOPIC, 0, 1)
+    a.sync_once()  # snapshot 1
+    b.sync_once()  # reads the tables: nothing changed since 1; its next id is 2
+    commit_offset(addr, GROUP, TOPIC, 0, 2)
+    a.sync_once()  # snapshot 2
+    commit_offset(addr, GROUP, TOPIC, 0, 3)
+    b.sync_once()  # id 2 is taken: nothing lands
+    b.sync_once()  # the tables read again: snapshot 3
+    landed = sorted((r["snapshotId"], r["offset"]) for r in rows(root, "broker_consumer_offsets")
+                    if r["group"] == GROUP and r["queueId"] == 0)
+    assert landed == [(1, 1), (2, 2), (3, 3)]
