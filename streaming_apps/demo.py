@@ -8,13 +8,16 @@
    ``WORKDIR/status/bronze.jsonl``, maintenance every few micro-batches. Spark runs as ``hareplica run bronze``
    runs it on its default master, ``local[2]`` (:func:`demo_config`): that is also the run whose classes the
    driver JVM's class-data-sharing archive holds (streaming_apps.jvm_cds trains on this demo);
-4. check the table against the broker's own CommitLog files (missing and duplicated messages) and run
-   an example query with deltalake's SQL engine (no JVM), as ``hareplica query`` does;
-5. stop the broker. Exit code 0 only when nothing is missing or duplicated.
+4. run the typed tables of the declaration :data:`DEMO_DECLARATION` (written to ``WORKDIR/orders.toml``, the
+   same code as ``hareplica run tables --config``): the order events as the typed table ``WORKDIR/tables/orders``;
+5. check bronze against the broker's own CommitLog files (missing and duplicated messages), count the typed rows,
+   and run an example query of each table with deltalake's SQL engine (no JVM), as ``hareplica query`` does;
+6. stop the broker. Exit code 0 only when nothing is missing or duplicated.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import time
@@ -33,6 +36,9 @@ BROKER_NAME = "broker-a"
 DEMO_MAPPED_FILE_SIZE_BYTES = 64 * 1024 * 1024  # several mapped files → several partitions per batch
 DEMO_MAX_BYTES_PER_TRIGGER = 64 * 1024 * 1024
 DEMO_MAINTENANCE_EVERY_BATCHES = 4
+#: the typed table of the demo's order events (docs/tables.md), written to WORKDIR/orders.toml
+DEMO_DECLARATION_FILE = "orders.toml"
+TYPED_TABLE = "orders"
 
 
 def run_demo(workdir: str, *, messages: int = 100_000, keep: bool = False) -> int:
@@ -56,6 +62,9 @@ def run_demo(workdir: str, *, messages: int = 100_000, keep: bool = False) -> in
         produced = _produce(console, broker.remoting_addr, messages)
         landed_batches = _stream(console, broker, root)
         ok = _check_and_query(console, broker, table_path, produced)
+        ok = _typed_query(console, root, produced) and ok
+        console.print("[bold green]OK[/]: every message landed exactly once, in bronze and in the typed table" if ok
+                      else "[bold red]FAILED[/]: see the counts above")
     finally:
         broker.stop()
         log.info("broker stub stopped")
@@ -132,11 +141,57 @@ def _stream(console: Console, broker, root: Path) -> int:
     console.print(f"bronze app: checkpoint {config.checkpoint()}, progress {config.status_file}")
     try:
         result = run_app(spark, config, on_progress=lambda record, rows: console.print(progress_line(record, rows)))
+        console.print(f"caught up: {result.rows} rows in {result.batches} micro-batches; "
+                      f"{len(result.maintenance)} table maintenance runs")
+        declaration = root / DEMO_DECLARATION_FILE
+        declaration.write_text(demo_declaration(), encoding="utf-8")
+        tables = dataclasses.replace(config, app="tables", declaration=declaration, maintenance_every=0)
+        console.print(f"tables app: declaration {declaration}, checkpoint {tables.checkpoint()}")
+        typed = run_app(spark, tables)
+        console.print(f"typed tables caught up: {typed.rows} rows in {typed.batches} micro-batches")
     finally:
         stop_session(spark)
-    console.print(f"caught up: {result.rows} rows in {result.batches} micro-batches; "
-                  f"{len(result.maintenance)} table maintenance runs")
     return result.batches
+
+
+def demo_declaration() -> str:
+    """The declaration (docs/tables.md) of the demo's order events (streaming_apps.workload.order_event) as the
+    typed table :data:`TYPED_TABLE`: its msgpack fields, keys, tags and store time, partitioned by store date."""
+    from streaming_apps.workload import ORDER_TOPICS
+
+    topics = ", ".join(f'"{t}"' for t in ORDER_TOPICS)
+    return f"""# The demo's order events as a typed table: hareplica run tables --config {DEMO_DECLARATION_FILE}
+[[table]]
+name = "{TYPED_TABLE}"
+topics = [{topics}]
+format = "msgpack"
+fields = {{ orderId = "string", customerId = "string", status = "string", amountCents = "int64", currency = "string", \
+region = "string", items = "list<struct<sku: string, qty: int32, priceCents: int64>>", eventTimeMs = "int64" }}
+columns = ["keys", "tags", "storeTimestamp", "commitLogOffset"]
+partition_by = ["storeDate"]
+"""
+
+
+#: The typed query the demo runs and prints.
+TYPED_QUERY = ("paid orders, revenue and items per currency, from the typed table",
+               f"SELECT currency, count(*) AS orders, sum(amountCents) AS amount_cents, "
+               f"sum(cardinality(items)) AS items FROM {TYPED_TABLE} WHERE status = 'PAID' "
+               "GROUP BY currency ORDER BY currency")
+
+
+def _typed_query(console: Console, root: Path, produced: int) -> bool:
+    """Print :data:`TYPED_QUERY`; True when the typed table holds every order event and there is no dead letter."""
+    from streaming_apps.query import discover_tables, query_tables, render
+
+    tables = discover_tables(root / "tables")
+    rows = query_tables(f"SELECT count(*) AS n FROM {TYPED_TABLE}", tables).to_pylist()[0]["n"]
+    dead = (query_tables("SELECT count(*) AS n FROM dead_letters", tables).to_pylist()[0]["n"]
+            if "dead_letters" in tables else 0)
+    title, sql = TYPED_QUERY
+    console.print(f"[bold]{title}[/bold] ({rows} rows, {dead} dead letters):", highlight=False)
+    render(query_tables(sql, tables), console=console)
+    console.print(f"the same query: hareplica query --workdir {root} \"{sql}\"", highlight=False, soft_wrap=True)
+    return rows == produced and dead == 0
 
 
 #: The example query the demo runs and prints (also shown as a `hareplica query` command).
@@ -193,8 +248,5 @@ def _check_and_query(console: Console, broker, table_path: Path, produced: int) 
                       "items", highlight=False)
     console.print(f"progress and broker lag of the run: hareplica status --workdir {workdir}", highlight=False,
                   soft_wrap=True)
-    ok = produced == len(broker_offsets) == table.num_rows and not missing and not duplicated and not foreign \
+    return produced == len(broker_offsets) == table.num_rows and not missing and not duplicated and not foreign \
         and not wrong_ids
-    console.print("[bold green]OK[/]: every message landed exactly once" if ok
-                  else "[bold red]FAILED[/]: see the counts above")
-    return ok
