@@ -84,7 +84,8 @@ def range_end_time_us(table_uri: str, plan: RestorePlan) -> int | None:
     """The storeTimestamp (epoch µs) of ``plan.broker``'s first record at or after ``plan.end`` in the table — until
     then the broker's CommitLog was the restored range — or None when the table holds no record after the range."""
     best_offset, best_time = None, None
-    for batch in row_batches(table_uri, plan.broker, ["commitLogOffset", "storeTimestamp"], plan.end, None):
+    for batch in row_batches(table_uri, plan.broker, ["commitLogOffset", "storeTimestamp"], plan.end, None,
+                             files=plan.table_files):
         i = pc.index(batch.column("commitLogOffset"), pc.min(batch.column("commitLogOffset"))).as_py()
         offset = batch.column("commitLogOffset")[i].as_py()
         if best_offset is None or offset < best_offset:
@@ -141,7 +142,7 @@ def queue_ends(table_uri: str, plan: RestorePlan) -> dict[tuple[str, int], int]:
     from the restored store (entries)."""
     parts = []
     for batch in row_batches(table_uri, plan.broker, ["topic", "queueId", "queueOffset", "sysFlag"], plan.start,
-                             plan.end):
+                             plan.end, files=plan.table_files):
         kind = pc.bit_wise_and(batch.column("sysFlag"), _TRANSACTION_BITS)
         keep = pc.is_in(kind, pa.array(_DISPATCHED, pa.int32()))
         part = pa.Table.from_batches([batch]).filter(keep)
