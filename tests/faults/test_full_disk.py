@@ -44,8 +44,9 @@ def test_a_full_disk_is_named_in_one_line_and_a_rerun_with_room_lands_everything
     line = one_line(result, only=False)  # no traceback anywhere on stderr either
     assert "no space left on device (ENOSPC): the file system is full" in line, line
     assert f"cannot write {tables / 'bronze'}/" in line, line  # names the file it was writing
-    # the batch was aborted: no table was created and no data file is left behind
-    assert not (tables / "bronze" / "_delta_log").exists() and not list(tables.rglob("*.parquet"))
+    # the batch was aborted: no bronze table was created and no data file of it is left behind (the broker metadata
+    # tables the sync lands beside bronze are a few KiB and may be there: docs/metadata.md)
+    assert not (tables / "bronze" / "_delta_log").exists() and not list((tables / "bronze").rglob("*.parquet"))
 
     subprocess.run(["mount", "-o", "remount,size=64m", str(small_tmpfs)], check=True)  # room again
     rerun = hareplica(*args, cwd=tmp_path)
