@@ -1,5 +1,5 @@
-"""The committing process's snapshots of its tables, kept across micro-batches (docs/object_storage.md "Requests per
-micro-batch").
+"""The committing process's snapshots of its tables, kept across micro-batches (docs/performance.md "Object storage",
+its requests per micro-batch).
 
 Opening a table replays its log from the last checkpoint, and ``DeltaTable.transaction_version`` replays it once
 more: three reads of every commit since the checkpoint per micro-batch, a number of GETs that grows with the table
