@@ -8,11 +8,12 @@
    ``WORKDIR/status/bronze.jsonl``, maintenance every few micro-batches. Spark runs as ``hareplica run bronze``
    runs it on its default master, ``local[2]`` (:func:`demo_config`): that is also the run whose classes the
    driver JVM's class-data-sharing archive holds (streaming_apps.jvm_cds trains on this demo);
-4. run the typed tables of the declaration :data:`DEMO_DECLARATION` (written to ``WORKDIR/orders.toml``, the
+4. run the typed tables of the declaration :func:`demo_declaration` (written to ``WORKDIR/orders.toml``, the
    same code as ``hareplica run tables --config``): the order events as the typed table ``WORKDIR/tables/orders``;
 5. check bronze against the broker's own CommitLog files (missing and duplicated messages), count the typed rows,
    and run an example query of each table with deltalake's SQL engine (no JVM), as ``hareplica query`` does;
-6. stop the broker. Exit code 0 only when nothing is missing or duplicated.
+6. stop the broker. Exit code 0 only when nothing is missing or duplicated in bronze and the typed table holds
+   every message, with no dead letter.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ partition_by = ["storeDate"]
 
 #: The typed query the demo runs and prints.
 TYPED_QUERY = ("paid orders, revenue and items per currency, from the typed table",
-               f"SELECT currency, count(*) AS orders, sum(amountCents) AS amount_cents, "
+               "SELECT currency, count(*) AS orders, sum(amountCents) AS amount_cents, "
                f"sum(cardinality(items)) AS items FROM {TYPED_TABLE} WHERE status = 'PAID' "
                "GROUP BY currency ORDER BY currency")
 
