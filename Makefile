@@ -49,8 +49,8 @@ MVN_STAGE  = mvn -q -B -f $< dependency:copy-dependencies -DoutputDirectory=$(CU
 jvm-peers: $(JVM_PEERS)
 
 # The project's own environment: pyproject.toml's ranges, resolved to the exact versions of requirements/lock.txt.
-$(STAMP): pyproject.toml setup.py connector/_decode_kernel.c connector/_decode_locate.c connector/_encode_records.c \
-		connector/_decode_kernel.h \
+$(STAMP): pyproject.toml setup.py connector/decode/_decode_kernel.c connector/decode/_decode_locate.c \
+		connector/decode/_encode_records.c connector/decode/_decode_kernel.h \
 		requirements/lock.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hareplica needs Python >= 3.11")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -31,7 +31,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LOCK_FILE = Path("requirements") / "lock.txt"
 #: What ``spark.pyspark.python`` names inside the unpacked archive (the ``#environment`` alias).
 EXECUTOR_PYTHON = "./environment/bin/python"
-NATIVE_KERNEL_RE = re.compile(r"^connector/_decode_kernel\.[^/]*\.so$")
+NATIVE_KERNEL_RE = re.compile(r"^connector/decode/_decode_kernel\.[^/]*\.so$")
 #: venv-pack filters: the dependencies' own test suites and C headers, which nothing imports at run time.
 PACK_EXCLUDES = ("lib/python*/site-packages/*/tests/*",
                  "lib/python*/site-packages/pyarrow/include/*", "lib/python*/site-packages/pyarrow/src/*")
@@ -44,7 +44,7 @@ class PackageError(RuntimeError):
 @dataclass(frozen=True)
 class EnvArchive:
     """A built archive: ``path`` (the .tar.gz), ``wheel``, ``env_dir`` (the unpacked environment, kept when
-    asked), ``native_kernel`` (the wheel holds ``connector._decode_kernel``), ``requirements`` installed
+    asked), ``native_kernel`` (the wheel holds ``connector.decode._decode_kernel``), ``requirements`` installed
     beside the wheel, ``seconds`` per step (wheel, venv, pack)."""
 
     path: Path
@@ -74,7 +74,7 @@ def build_wheel(project_root: Path, out_dir: Path, python: str = sys.executable)
 
 
 def wheel_has_native_kernel(wheel: Path) -> bool:
-    """True when the wheel holds the compiled ``connector/_decode_kernel.*.so``."""
+    """True when the wheel holds the compiled ``connector/decode/_decode_kernel.*.so``."""
     with zipfile.ZipFile(wheel) as zf:
         return any(NATIVE_KERNEL_RE.match(name) for name in zf.namelist())
 
@@ -147,7 +147,7 @@ def build_env_archive(output: Path, *, project_root: Path = PROJECT_ROOT, work_d
         wheel = build_wheel(project_root, scratch / "wheels")
         native = wheel_has_native_kernel(wheel)
         if not native and not allow_pure_python:
-            raise PackageError(f"{wheel.name} has no connector/_decode_kernel (no C compiler or zlib headers?): "
+            raise PackageError(f"{wheel.name} has no connector/decode/_decode_kernel (no C compiler or zlib headers?): "
                                "install them, or pass --allow-pure-python to ship the NumPy decode path")
         seconds["wheel"] = time.monotonic() - started
         started = time.monotonic()

@@ -1,6 +1,6 @@
 """The decoder's hot loops behind one interface, native or NumPy, chosen once at import.
 
-The native kernel (``connector/_decode_kernel.c``, compiled at install when a C compiler and zlib's
+The native kernel (``connector/decode/_decode_kernel.c``, compiled at install when a C compiler and zlib's
 headers exist; :class:`~connector.decode.native_kernels.NativeKernels`) is used when it was built; else,
 or when the environment sets ``HAREPLICA_PURE_PYTHON=1``, the NumPy implementation
 (:class:`~connector.decode.numpy_kernels.NumpyKernels`), with the same results (the tests run every
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 PURE_PYTHON_ENV = "HAREPLICA_PURE_PYTHON"
 
 try:  # built at install (setup.py); optional
-    from connector import _decode_kernel
+    from connector.decode import _decode_kernel
 except ImportError:  # pragma: no cover - depends on the build
     _decode_kernel = None
 
@@ -41,7 +41,7 @@ def _choose() -> NumpyKernels:
         log.info("%s is set: decoding CommitLog bytes with the NumPy kernels", PURE_PYTHON_ENV)
         return NUMPY
     if NATIVE is None:  # pragma: no cover - depends on the build
-        log.warning("connector._decode_kernel is not built (no C compiler or zlib headers at install time): "
+        log.warning("connector.decode._decode_kernel is not built (no C compiler or zlib headers at install time): "
                     "decoding CommitLog bytes with the slower NumPy path")
         return NUMPY
     return NATIVE

@@ -1,7 +1,7 @@
 """Every fixed field of a batch of records, and where its variable-length fields lie (vectorised).
 
 :func:`locate` is the NumPy implementation, the reference of the native kernel's ``locate_records``
-(``connector/_decode_locate.c``, through :meth:`connector.decode.native_kernels.NativeKernels.locate`), which
+(``connector/decode/_decode_locate.c``, through :meth:`connector.decode.native_kernels.NativeKernels.locate`), which
 fills the same :class:`Located` and applies the same checks (:data:`CHECKS`) in one pass in C.
 
 Positions and widths come from the one layout table, :data:`connector.protocol.commitlog.RECORD_FIELDS`

@@ -1,14 +1,14 @@
-"""The decoder's hot loops in C: the native kernel (``connector/_decode_kernel.c``, built at install).
+"""The decoder's hot loops in C: the native kernel (``connector/decode/_decode_kernel.c``, built at install).
 
 :class:`NativeKernels` has :class:`connector.decode.numpy_kernels.NumpyKernels`' interface and results; it
 runs four loops in C, over Python buffers: the record walk follows TOTALSIZE directly (no candidates),
 every fixed field is read and every length prefix checked in one pass (``locate_records``,
-``connector/_decode_locate.c``), properties are split in one pass, and bodies are checked against BODYCRC and
+``connector/decode/_decode_locate.c``), properties are split in one pass, and bodies are checked against BODYCRC and
 copied or inflated (libdeflate when the system has it, else zlib; ZLIB only) straight into each group's body
 buffer. What the C code does not cover (LZ4 / ZSTD bodies, more than 2^31-1 bytes in one call) goes to the
 NumPy methods.
 
-The C files keep their own copy of the layout constants they need (``connector/_decode_kernel.h``; C cannot
+The C files keep their own copy of the layout constants they need (``connector/decode/_decode_kernel.h``; C cannot
 import Python); the extension exports them and a test checks them against :mod:`connector.protocol.commitlog.layout`.
 """
 
@@ -45,12 +45,12 @@ _ARROW_INT32_MAX = 2 ** 31 - 1  # values of one call stay below int32 Arrow offs
 _PYTHON_ONLY_TYPES = (COMPRESSION_LZ4_TYPE, COMPRESSION_ZSTD_TYPE)  # the native kernel inflates ZLIB only
 _SPECIAL_NAMES = tuple(key.encode() for key in SPECIAL_KEYS)
 _MAGIC = struct.Struct(">i")
-#: The kernel's codes of bodies kept as stored (``enum bad_body`` in connector/_decode_kernel.c).
+#: The kernel's codes of bodies kept as stored (``enum bad_body`` in connector/decode/_decode_kernel.c).
 BAD_BODYCRC, BAD_INFLATE, BAD_COMPRESSION_TYPE, BAD_TOO_LARGE = 1, 2, 3, 4
 
 
 class NativeKernels(NumpyKernels):
-    """:class:`NumpyKernels`' operations through the extension module ``ext`` (``connector._decode_kernel``)."""
+    """:class:`NumpyKernels`' operations through the extension module ``ext`` (``connector.decode._decode_kernel``)."""
 
     name = "native"
 

@@ -3,7 +3,7 @@
 Each row's record is re-encoded from the default columns and the restore columns
 (:data:`connector.decode.schema.RESTORE_COLUMNS`); the result must have the row's ``storeSize``, else the row is
 refused. :func:`encode_batch` encodes a whole Arrow batch at once with the native kernel's ``encode_records``
-(``connector/_encode_records.c``) when it is built and in use (:mod:`connector.decode.kernels`); the reference,
+(``connector/decode/_encode_records.c``) when it is built and in use (:mod:`connector.decode.kernels`); the reference,
 and the path without it (``HAREPLICA_PURE_PYTHON=1``), is :func:`iter_encoded`, row by row with
 :func:`connector.protocol.commitlog.encode_record`. Both give the same bytes; a row the kernel refuses is
 re-encoded by the reference, which names what is wrong with it.
@@ -101,7 +101,7 @@ def iter_encoded(table: pa.Table, *, broker: str) -> Iterator[tuple[int, bytes]]
         yield offset, record
 
 
-#: The rows of the fixed-field matrix ``encode_records`` takes (``enum`` of connector/_encode_records.c).
+#: The rows of the fixed-field matrix ``encode_records`` takes (``enum`` of connector/decode/_encode_records.c).
 ENCODE_FIXED_ROWS = ("storeSize", "bodyCRC", "queueId", "flag", "queueOffset", "commitLogOffset", "sysFlag",
                      "bornTimestamp", "bornPort", "bornIpLength", "storeTimestamp", "storePort", "storeIpLength",
                      "reconsumeTimes", "preparedTransactionOffset", "recordFormat")

@@ -1,7 +1,7 @@
 """The packed environment executors run: what it holds, and the decode fallback when its native kernel is missing.
 
 Runs the environment's own interpreter (the venv that venv-pack packed, as an executor unpacks it), not the
-test process's: the wheel brought ``connector._decode_kernel``; pyspark and py4j are left to Spark; and an
+test process's: the wheel brought ``connector.decode._decode_kernel``; pyspark and py4j are left to Spark; and an
 interpreter that cannot import the kernel logs a warning and decodes the golden 4.9.8 CommitLog to the
 same Arrow columns as the native kernel.
 """
@@ -15,12 +15,12 @@ import pytest
 pytestmark = pytest.mark.cluster
 
 # decode the fixture CommitLog; print the kernels in use and a digest of every column. With argv[3] == "hide",
-# connector._decode_kernel cannot be imported (as in an environment built where no C compiler was).
+# connector.decode._decode_kernel cannot be imported (as in an environment built where no C compiler was).
 _DIGEST = r"""
 import hashlib, logging, sys
 from pathlib import Path
 if sys.argv[3] == "hide":
-    sys.modules["connector._decode_kernel"] = None
+    sys.modules["connector.decode._decode_kernel"] = None
 logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
 import pyarrow as pa
 from connector.decode import kernels
@@ -48,7 +48,7 @@ def _digest(env_archive, fixture_dir, mode: str) -> subprocess.CompletedProcess:
 
 def test_the_packed_environment_holds_the_wheel_with_its_native_kernel_and_no_pyspark(env_archive):
     assert env_archive.native_kernel and env_archive.path.stat().st_size > 0
-    probe = ("import importlib.util as u, connector, connector._decode_kernel as k; "
+    probe = ("import importlib.util as u, connector, connector.decode._decode_kernel as k; "
              "print(connector.__file__); print(k.__file__); print(u.find_spec('pyspark'), u.find_spec('py4j'))")
     out = subprocess.run([_env_python(env_archive), "-c", probe], capture_output=True, text=True, timeout=60,
                          check=True, cwd=env_archive.env_dir, env={"PATH": "/usr/bin:/bin"}).stdout.splitlines()
@@ -64,6 +64,6 @@ def test_without_the_native_kernel_the_environment_warns_and_decodes_the_same_ro
     fallback = _digest(env_archive, fixture_dir, "hide")
     assert native.stdout.split()[0] == "native" and "not built" not in native.stderr
     assert fallback.stdout.split()[0] == "numpy"
-    assert "WARNING connector.decode.kernels connector._decode_kernel is not built" in fallback.stderr
+    assert "WARNING connector.decode.kernels connector.decode._decode_kernel is not built" in fallback.stderr
     assert fallback.stdout.split()[1:] == native.stdout.split()[1:], "same rows, same column bytes"
     assert int(native.stdout.split()[1]) > 0

@@ -107,7 +107,7 @@ def dist(tmp_path_factory) -> Dist:
     (sdist,) = out.glob("hareplica-*.tar.gz")
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
-    assert any(n.startswith("connector/_decode_kernel") and n.endswith(".so") for n in names), names
+    assert any(n.startswith("connector/decode/_decode_kernel") and n.endswith(".so") for n in names), names
     assert not any(n.startswith("tests/") for n in names)
     return Dist(wheel, sdist)
 

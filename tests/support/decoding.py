@@ -25,6 +25,6 @@ def use_decode_kernels(monkeypatch, name: str) -> str:
     """Make ``"native"`` or ``"numpy"`` the decode kernels of this test (:mod:`connector.decode.kernels` chooses once
     per process; ``monkeypatch`` restores the choice). The native kernel must be built: CI builds it."""
     chosen = {"native": kernels.NATIVE, "numpy": kernels.NUMPY}[name]
-    assert chosen is not None, "connector._decode_kernel is not built"
+    assert chosen is not None, "connector.decode._decode_kernel is not built"
     monkeypatch.setattr(kernels, "_active", chosen)
     return name

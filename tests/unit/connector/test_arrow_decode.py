@@ -44,8 +44,8 @@ def kernel(request, monkeypatch) -> str:
 
 
 def test_the_native_kernel_is_built(kernel):
-    # the install compiles connector/_decode_kernel.c (gcc and zlib headers are on this machine and in CI)
-    from connector import _decode_kernel
+    # the install compiles connector/decode/_decode_kernel.c (gcc and zlib headers are on this machine and in CI)
+    from connector.decode import _decode_kernel
 
     assert kernels.native_kernel_available() is (kernel == "native")
     assert callable(_decode_kernel.walk_records) and callable(_decode_kernel.gather_bodies)

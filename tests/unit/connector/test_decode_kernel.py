@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import connector
-from connector import _decode_kernel as kernel
+from connector.decode import _decode_kernel as kernel
 from connector.decode import native_kernels
 from connector.decode.kernels import PURE_PYTHON_ENV
 from connector.protocol.commitlog import layout
@@ -24,7 +24,7 @@ _DIGEST = r"""
 import hashlib, sys
 from pathlib import Path
 import pyarrow as pa
-from connector import _decode_kernel
+from connector.decode import _decode_kernel
 from connector.decode.stream import CommitLogArrowDecoder
 files = sorted(Path(sys.argv[1]).iterdir())
 data = b"".join(f.read_bytes() for f in files)
@@ -72,7 +72,7 @@ def test_the_kernels_layout_constants_equal_the_layout_table():
     assert {name: getattr(kernel, name, None) for name in KERNEL_CONSTANTS} == KERNEL_CONSTANTS
     text = ""
     for name in ("_decode_kernel.h", "_decode_kernel.c"):
-        with open(connector.__path__[0] + "/" + name, encoding="utf-8") as fh:
+        with open(connector.decode.__path__[0] + "/" + name, encoding="utf-8") as fh:
             text += fh.read()
     defined = {m[1]: int(m[2], 0) for m in re.finditer(r"^#define (\w+) (0x[0-9A-Fa-f]+|\d+)u?$", text, re.M)}
     enum = re.search(r"enum bad_body \{([^}]*)\}", text)[1]
@@ -145,7 +145,7 @@ def test_gather_checks_bodycrc_masked_to_31_bits():
 
 _BOMB = r"""
 import zlib, numpy as np
-from connector import _decode_kernel as k
+from connector.decode import _decode_kernel as k
 bomb, small = zlib.compress(bytes(1 << 20)), zlib.compress(b"x" * 1000)  # 1 MiB of zeros: ~1 KB stored
 data = bomb + small
 r = k.gather_bodies(data, np.array([0, len(bomb)], np.int64), np.array([len(bomb), len(small)], np.int64),

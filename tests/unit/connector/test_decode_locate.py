@@ -1,4 +1,4 @@
-"""The native kernel's locate loop (``connector/_decode_locate.c``) against its NumPy reference
+"""The native kernel's locate loop (``connector/decode/_decode_locate.c``) against its NumPy reference
 (:func:`connector.decode.locate.locate`): the same fields and positions, the same checks and errors; the IPv4
 host strings built from what it reads."""
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connector import _decode_kernel as kernel
+from connector.decode import _decode_kernel as kernel
 from connector.decode import kernels
 from connector.decode.hosts import ipv4_hosts
 from connector.decode.locate import CHECKS, Located

@@ -83,7 +83,7 @@ def test_decoder_keeps_exactly_the_listed_tags(kernels, monkeypatch):
         data += _record(len(data), topic, tags, f"m{i}".encode())
     settings = _settings("Orders:TagA || TagB,Payments")
     chosen = {"native": decode_kernels.NATIVE, "numpy": decode_kernels.NUMPY}[kernels]
-    assert chosen is not None, "connector._decode_kernel is not built"
+    assert chosen is not None, "connector.decode._decode_kernel is not built"
     monkeypatch.setattr(decode_kernels, "_active", chosen)
     decoder = CommitLogArrowDecoder(0, len(data), 1 << 20, broker="b", settings=settings,
                                     topic_filter=TopicFilter.of(settings))

@@ -1,8 +1,8 @@
 /*
  * encode_records: bronze rows back to CommitLog records, a batch at a time (connector/restore/encode.py,
- * docs/restore.md "Exactness"). Part of the native kernel connector._decode_kernel; the layout constants are
- * those of connector/_decode_kernel.h (RocketMQ 4.9.8 CommitLog record, docs/protocol.md §1.2; the V2 record's
- * 2-byte TOPIC length, docs/protocol.md §8). The Python encoder (connector.restore.encode.encode_rows) is the
+ * docs/restore.md "Exactness"). Part of the native kernel connector.decode._decode_kernel; the layout constants
+ * are those of connector/decode/_decode_kernel.h (RocketMQ 4.9.8 CommitLog record, docs/protocol.md §1.2; the V2
+ * record's 2-byte TOPIC length, docs/protocol.md §8). The Python encoder (connector.restore.encode.encode_rows) is the
  * reference: same bytes, and it is the one that names what is wrong with a row this function refuses.
  */
 #include "_decode_kernel.h"

@@ -1,7 +1,7 @@
 /*
- * What the native kernel's C files share (connector/_decode_kernel.c, connector/_decode_locate.c,
- * connector/_encode_records.c): the record layout constants, big-endian loads and argument checks, and the
- * functions one file defines for another.
+ * What the native kernel's C files share (connector/decode/_decode_kernel.c, _decode_locate.c and
+ * _encode_records.c): the record layout constants, big-endian loads and argument checks, and the functions one
+ * file defines for another.
  */
 #ifndef HAREPLICA_DECODE_KERNEL_H
 #define HAREPLICA_DECODE_KERNEL_H
@@ -62,12 +62,12 @@ static inline int require_items(Py_buffer *view, Py_ssize_t itemsize, const char
     return 0;
 }
 
-/* connector/_decode_locate.c */
+/* connector/decode/_decode_locate.c */
 extern const char locate_records_doc[];
 PyObject *locate_records(PyObject *self, PyObject *args);
 int add_locate_names(PyObject *module);
 
-/* connector/_encode_records.c: the restore's encoder (connector/restore/encode.py) */
+/* connector/decode/_encode_records.c: the restore's encoder (connector/restore/encode.py) */
 extern const char encode_records_doc[];
 PyObject *encode_records(PyObject *self, PyObject *args);
 

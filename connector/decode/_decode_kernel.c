@@ -2,14 +2,15 @@
  * Native hot loops of the CommitLog → Arrow decoder (connector/decode/native_kernels.py).
  *
  * Four functions, all over Python buffers (no NumPy C API, so the build needs only a C compiler, the
- * Python headers and zlib); the fourth, locate_records, is in connector/_decode_locate.c:
+ * Python headers and zlib); the fourth, locate_records, is in connector/decode/_decode_locate.c:
  *
  *   walk_records(region, starts, totals) -> (count, stop)
  *       Follows the TOTALSIZE chain of complete MESSAGE records from region[0] (RocketMQ 4.9.8
  *       CommitLog record layout, docs/protocol.md §1.2: TOTALSIZE int32 BE at +0, MAGICCODE int32 BE at +4).
  *
- *   Module constants: the layout values of connector/_decode_kernel.h (TOTALSIZE_POSITION, MESSAGE_MAGIC_CODE,
- *   ...) and the body codes below, so that a test checks them against connector/protocol/commitlog/layout.py,
+ *   Module constants: the layout values of connector/decode/_decode_kernel.h (TOTALSIZE_POSITION,
+ *   MESSAGE_MAGIC_CODE, ...) and the body codes below, so that a test checks them against
+ *   connector/protocol/commitlog/layout.py,
  *   the one layout table; LOCATED_ROWS and LOCATED_CHECKS, the rows and the checks of locate_records.
  *
  *   gather_bodies(data, pos, length, sys_flag, first, decompress, max_bytes, crc, verify_crc, max_inflated)
@@ -533,7 +534,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "connector._decode_kernel",
+    PyModuleDef_HEAD_INIT, "connector.decode._decode_kernel",
     "Native hot loops of connector.decode (record walk, body gather and inflate).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
