@@ -7,6 +7,8 @@ from __future__ import annotations
 import errno
 import os
 import struct
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +23,7 @@ from connector.restore.store import check_store_folder, file_runs
 
 _I32 = struct.Struct(">i")
 _CHUNK = 8 << 20
+_COMPARES_IN_FLIGHT = 2  # batches compared while the next is read and encoded (the memory: a few batches)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,15 +138,22 @@ def verify_store(table_uri: str, broker: str, store_dir: str | os.PathLike, *, f
 
 def _same_as_restored(table_uri: str, broker: str, plan: RestorePlan, file: FilePlan, path) -> bool:
     """True when the file at ``path`` holds exactly the bytes a restore writes for ``file``: each run of records
-    read a position at a time against the table's batch (:func:`connector.restore.store.file_runs`), the END_FILE
-    blank's header of a full file, zeros after. Memory: a few batches. False sends the file to the record by
-    record comparison that names the difference."""
+    read a position at a time against the table's batch (:func:`connector.restore.store.file_runs`) by a reader
+    thread while the next batch is read and encoded (as the restore writes), the END_FILE blank's header of a full
+    file, zeros after. Memory: a few batches. False sends the file to the record by record comparison that names
+    the difference."""
     try:
-        with open(path, "rb", buffering=0) as f:
+        with open(path, "rb", buffering=0) as f, \
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-read") as reader:
             fd = f.fileno()
+            pending: deque = deque()  # the comparisons in flight: the next batch is read and encoded meanwhile
             for offset, data in file_runs(table_uri, broker, file, plan.table_files):
-                if os.pread(fd, len(data), offset - file.start) != data:
-                    return False
+                pending.append(reader.submit(_holds, fd, data, offset - file.start))
+                while len(pending) > _COMPARES_IN_FLIGHT:
+                    if not pending.popleft().result():
+                        return False
+            if not all(compare.result() for compare in pending):
+                return False
             pos = file.end - file.start
             if file.full:
                 if os.pread(fd, 8, pos) != encode_blank(file.start + plan.mapped_file_size - file.end):
@@ -152,6 +162,13 @@ def _same_as_restored(table_uri: str, broker: str, plan: RestorePlan, file: File
             return _zeros(fd, pos, plan.mapped_file_size)
     except RestoreError:
         return False  # the comparison record by record raises it, or names the difference
+
+
+def _holds(fd: int, data: memoryview, pos: int) -> bool:
+    """True when the file ``fd`` holds ``data`` at byte ``pos``: read into a bytearray, whose comparison with a
+    buffer is one ``memcmp`` (a memoryview's own comparison goes byte by byte, about 30 times slower)."""
+    got = bytearray(len(data))
+    return os.preadv(fd, [got], pos) == len(data) and got == data
 
 
 def _only_zeros(path, size: int) -> bool:
