@@ -30,7 +30,9 @@ class TablesApp:
     QUERY_NAMES = ("hareplica-tables",)
     WORKER_MODULES = ("streaming_apps.tables.split",)
 
-    def __init__(self, declaration: Declaration):
+    def __init__(self, declaration: Declaration, name: str = NAME):
+        self.NAME = name  # the app's name (``run silver`` runs its built-in declaration: streaming_apps.apps.silver)
+        self.QUERY_NAMES = (f"hareplica-{name}",)
         for table in declaration.tables:
             if table.settings.get("schema") == "infer":
                 raise DeclarationError(f"{declaration.path}: table {table.name}: schema: \"infer\" is not available: "
@@ -126,7 +128,7 @@ def _arrow_schema(declaration: Declaration, table: TableSpec) -> pa.Schema:
     except BodyFormatError as e:
         raise DeclarationError(f"{where}: {e}") from None
     try:
-        return table_schema(fields, table.columns, table.partition_by)
+        return table_schema(fields, table.columns, table.partition_by, table.dates)
     except ValueError as e:
         raise DeclarationError(f"{where}: {e}") from None
 

@@ -27,7 +27,7 @@ DEAD_LETTER_SCHEMA = pa.schema([
 ])
 
 __all__ = ["DEAD_LETTER_SCHEMA", "PROPERTY_COLUMN_PREFIX", "ROCKETMQ_COLUMNS", "STORE_DATE", "column_field",
-           "kept_column", "store_date", "table_schema"]
+           "day_of", "kept_column", "store_date", "table_schema"]
 
 
 def column_field(column: str) -> pa.Field:
@@ -44,6 +44,12 @@ def kept_column(records: pa.RecordBatch, column: str) -> pa.Array:
         return records.column(column)
     name = column[len(PROPERTY_COLUMN_PREFIX):]
     return pc.map_lookup(records.column("properties"), binary_array([name], pa.string())[0], "first")
+
+
+def day_of(timestamps: pa.Array) -> pa.Array:
+    """The UTC day (date32) of each timestamp, floored (a time before 1970 is in its own day), null where it is
+    null: a ``dates`` column of a declared table."""
+    return timestamps.cast(pa.date32())
 
 
 def store_date(records: pa.RecordBatch) -> pa.Array:
@@ -82,13 +88,16 @@ def _no_delta_type(t: pa.DataType) -> str | None:
     return None
 
 
-def table_schema(fields: pa.Schema, columns: tuple[str, ...], partition_by: tuple[str, ...]) -> pa.Schema:
-    """A declared table's Arrow schema: the decoded ``fields``, the kept ``columns``, then ``storeDate`` when it
-    partitions the table; every field nullable, types as Delta stores them.
+def table_schema(fields: pa.Schema, columns: tuple[str, ...], partition_by: tuple[str, ...],
+                 dates: tuple[tuple[str, str], ...] = ()) -> pa.Schema:
+    """A declared table's Arrow schema: the decoded ``fields``, the kept ``columns``, the ``dates`` columns
+    ((column, timestamp field) pairs: date32, the field's UTC day), then ``storeDate`` when it partitions the table;
+    every field nullable, types as Delta stores them.
 
     Raises:
-        ValueError: a field of a type Delta has not (a time of day), two columns of one name (a field and a kept
-            column), or a partition column that is none of them.
+        ValueError: a field of a type Delta has not (a time of day), a date column whose field is not a timestamp
+            field of the body, two columns of one name (a field, a kept column, a date column), or a partition
+            column that is none of them.
     """
     for f in fields:
         problem = _no_delta_type(f.type)
@@ -96,13 +105,19 @@ def table_schema(fields: pa.Schema, columns: tuple[str, ...], partition_by: tupl
             raise ValueError(f"field {f.name}: {problem}")
     out = [pa.field(f.name, _normalized(f.type)) for f in fields]
     out += [column_field(c) for c in columns]
+    for column, field in dates:
+        if field not in fields.names or not pa.types.is_timestamp(fields.field(field).type):
+            found = f"of type {fields.field(field).type}" if field in fields.names else "not a field of the body"
+            raise ValueError(f"dates: {column}: {field!r} is {found}: a date column needs a timestamp field")
+        out.append(pa.field(column, pa.date32()))
     if STORE_DATE in partition_by:
         out.append(pa.field(STORE_DATE, pa.date32()))
     names = [f.name for f in out]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise ValueError(f"column {twice[0]} is both a field of the body and a kept column")
+        raise ValueError(f"column {twice[0]} is named twice (a field of the body, a kept column, a date column)")
     missing = [p for p in partition_by if p not in names]
     if missing:
-        raise ValueError(f"partition_by {missing[0]!r} is neither a field nor a kept column nor {STORE_DATE}")
+        raise ValueError(f"partition_by {missing[0]!r} is neither a field nor a kept column nor a date column nor "
+                         f"{STORE_DATE}")
     return pa.schema(out)

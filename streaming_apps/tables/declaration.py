@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from connector.errors import HAReplicaError, HAReplicaOptionError
-from connector.options import parse_tag_expression
+from connector.options.parse import parse_tag_expression
 from connector.protocol.topics import validate_topic
 from streaming_apps.tables.columns import PROPERTY_COLUMN_PREFIX, ROCKETMQ_COLUMNS, STORE_DATE
 
@@ -60,7 +60,10 @@ TABLE_KEYS: dict[str, Key] = {
                             "writer schema version (file name or 1-based index)"),
     "columns": Key("array of strings", [], "RocketMQ columns kept beside the fields: "
                    f"{', '.join(ROCKETMQ_COLUMNS)}, or property:NAME"),
-    "partition_by": Key("array of strings", [], f"partition columns: fields, kept columns, or {STORE_DATE}"),
+    "dates": Key("table", {}, "date columns: column name = a timestamp field, the column holding that field's UTC "
+                 "day, e.g. eventDate = \"eventTimeMs\""),
+    "partition_by": Key("array of strings", [], f"partition columns: fields, kept columns, date columns, or "
+                        f"{STORE_DATE}"),
     "mode": Key("string", "append", f"the write mode: {', '.join(MODES)}"),
     "key": Key("array of strings", None, f"upsert: the key columns: fields or kept columns; [\"{KEYS_KEY}\"] is the "
                "message's KEYS string (kept as the keys column)"),
@@ -91,6 +94,7 @@ class TableSpec:
     key: tuple[str, ...]
     on_error: str
     tombstone: str | None = None
+    dates: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,7 +138,7 @@ class Declaration:
             tables.append({"name": t.name, "topics": list(t.topics), "tags": sorted(t.tags) if t.tags else None,
                            "format": t.format, "settings": settings, "files": files, "columns": list(t.columns),
                            "partitionBy": list(t.partition_by), "mode": t.mode, "key": list(t.key),
-                           "tombstone": t.tombstone, "onError": t.on_error})
+                           "tombstone": t.tombstone, "onError": t.on_error, "dates": [list(d) for d in t.dates]})
         return json.dumps({"deadLetterTable": self.dead_letter_table, "tables": tables})
 
 
@@ -155,10 +159,26 @@ def load_declaration(path: str | Path) -> Declaration:
     """
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise DeclarationError(f"{path}: cannot read the declaration: {e.strerror or e}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError as e:
+        raise DeclarationError(f"{path}: not a TOML file: {e}") from None
+    return parse_declaration(text, path)
+
+
+def parse_declaration(text: str, path: str | Path) -> Declaration:
+    """Check the declaration ``text`` (TOML) as :func:`load_declaration` checks a file; ``path`` names it in the
+    errors, and relative schema paths are relative to its folder (a built-in declaration, such as the silver
+    app's, has no file of its own).
+
+    Raises:
+        DeclarationError: as :func:`load_declaration`.
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
         raise DeclarationError(f"{path}: not a TOML file: {e}") from None
     unknown = sorted(set(data) - set(FILE_KEYS))
     if unknown:
@@ -218,6 +238,7 @@ def _table(path: Path, index: int, raw: Any) -> TableSpec:
         if column not in ROCKETMQ_COLUMNS and not (column.startswith(PROPERTY_COLUMN_PREFIX)
                                                    and len(column) > len(PROPERTY_COLUMN_PREFIX)):
             raise fail("columns", f"{column!r} is not one of {', '.join(ROCKETMQ_COLUMNS)} or property:NAME")
+    dates = _dates(raw, fail)
     partition_by = _strings(raw, "partition_by", fail)
     mode = raw.get("mode", TABLE_KEYS["mode"].default)
     if mode not in MODES:
@@ -248,7 +269,21 @@ def _table(path: Path, index: int, raw: Any) -> TableSpec:
         raise fail("on_error", f"{on_error!r} is not one of {', '.join(ON_ERROR)}")
     return TableSpec(name=name, topics=tuple(topics), tags=tags, format=fmt, settings=settings,
                      columns=tuple(columns), partition_by=tuple(partition_by), mode=mode, key=tuple(key),
-                     on_error=on_error, tombstone=tombstone)
+                     on_error=on_error, tombstone=tombstone, dates=dates)
+
+
+def _dates(raw: dict, fail) -> tuple[tuple[str, str], ...]:
+    """The ``dates`` key: ((column, timestamp field), ...) in file order; whether the field is a timestamp is
+    checked with the decoder's schema (:func:`streaming_apps.tables.columns.table_schema`)."""
+    value = raw.get("dates", TABLE_KEYS["dates"].default)
+    if not isinstance(value, dict):
+        raise fail("dates", "must be a table of column name = timestamp field, e.g. { eventDate = \"eventTimeMs\" }")
+    for column, field in value.items():
+        if not _NAME.match(column):
+            raise fail("dates", f"{column!r} must be a column name (letters, digits, _)")
+        if not isinstance(field, str) or not field:
+            raise fail("dates", f"{column}: {field!r} must be the name of a timestamp field of the body")
+    return tuple(value.items())
 
 
 def _strings(raw: dict, key: str, fail) -> list[str]:

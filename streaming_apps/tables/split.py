@@ -1,8 +1,9 @@
 """In a task of ``hareplica run tables``: the landing's split (``landingSplit`` factory, ``landingSplitConfig`` the
 declaration as :meth:`streaming_apps.tables.declaration.Declaration.to_json` gives it). Each record of the decoded
 slice goes to every table whose topics and tags it matches, its body decoded by the table's format; a record that
-does not decode goes to the dead-letter table (or stops the query for ``on_error = "fail"``). An upsert table gets
-staged rows (:mod:`streaming_apps.tables.upserts`). docs/tables.md.
+does not decode, or whose body the source could not decode (its ``decodeError``), goes to the dead-letter table
+(or stops the query for ``on_error = "fail"``). An upsert table gets staged rows (:mod:`streaming_apps.tables.upserts`).
+docs/tables.md.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from streaming_apps.tables.columns import (
     DEAD_LETTER_SCHEMA,
     PROPERTY_COLUMN_PREFIX,
     STORE_DATE,
+    day_of,
     kept_column,
     store_date,
 )
@@ -52,6 +54,7 @@ class _TaskTable:
         self.decoder = decoder_for(spec["format"], spec["settings"], folder)
         self.columns = list(spec["columns"])
         self.store_date = STORE_DATE in spec["partitionBy"]
+        self.dates = [tuple(d) for d in spec.get("dates", ())]
         self.fail = spec["onError"] == "fail"
         self.schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(spec["arrowSchema"])))
         self.wants_properties = bool(spec["settings"].get("version_property"))
@@ -100,6 +103,7 @@ class _TaskTable:
         """``(rows, dead letters or None, the records of the rows)`` of decoding ``records``."""
         properties = _property_dicts(records) if self.wants_properties else None
         decoded = self.decoder.decode(records.column("body"), properties)
+        _bad_records(records, decoded.errors, decoded.schemas)
         failed = np.fromiter((e is not None for e in decoded.errors), dtype=bool, count=records.num_rows)
         dead = None
         if failed.any():
@@ -119,17 +123,41 @@ class _TaskTable:
         return self._assemble(fields, records), dead, records
 
     def _assemble(self, fields: pa.RecordBatch, records: pa.RecordBatch) -> pa.RecordBatch:
-        """The table's rows: the decoded ``fields``, the kept columns of ``records`` and storeDate."""
+        """The table's rows: the decoded ``fields``, the kept columns of ``records``, the date columns and
+        storeDate."""
         arrays = list(fields.columns)
         names = list(fields.schema.names)
         for column in self.columns:
             names.append(column[len(PROPERTY_COLUMN_PREFIX):] if column.startswith(PROPERTY_COLUMN_PREFIX)
                          else column)
             arrays.append(kept_column(records, column))
+        for column, field in self.dates:
+            names.append(column)
+            arrays.append(day_of(fields.column(field)))
         if self.store_date:
             names.append(STORE_DATE)
             arrays.append(store_date(records))
         return _as_schema(pa.RecordBatch.from_arrays(arrays, names=names), self.schema)
+
+
+#: The source's column naming why a record's body is kept as stored (a BODYCRC mismatch, a body that does not
+#: inflate: connector.decode.bodies, docs/source.md "Bad records").
+DECODE_ERROR = "decodeError"
+#: The dead-letter error of a record the source could not decode, before its decodeError.
+BAD_RECORD = "bad record: "
+
+
+def _bad_records(records: pa.RecordBatch, errors: list[str | None], schemas: list[str | None]) -> None:
+    """Mark as failed (in place: ``errors`` ``bad record: <decodeError>``, ``schemas`` None) every record whose
+    body the source could not decode: its stored bytes are no body of the table's format, even where they happen
+    to decode."""
+    index = records.schema.get_field_index(DECODE_ERROR)
+    column = records.column(index) if index >= 0 else None
+    if column is None or column.null_count == len(column):
+        return
+    for row, error in enumerate(column.to_pylist()):
+        if error is not None:
+            errors[row], schemas[row] = BAD_RECORD + error, None
 
 
 def _as_schema(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:

@@ -116,3 +116,68 @@ def test_a_time_of_day_field_is_refused_at_start_naming_the_field(tmp_path):
     with pytest.raises(DeclarationError, match=r"table t: field at: time32\[ms\] .* has no Delta type"):
         TablesApp(load_declaration(path))
 
+
+
+ORDERS_DECLARATION = """
+    [[table]]
+    name = "orders"
+    topics = ["Orders"]
+    format = "msgpack"
+    fields = { orderId = "string", eventTimeMs = "timestamp[ms]" }
+    columns = ["commitLogOffset"]
+    dates = { eventDate = "eventTimeMs" }
+    partition_by = ["eventDate"]
+"""
+
+
+def _orders_app(tmp_path, text: str = ORDERS_DECLARATION) -> TablesApp:
+    path = tmp_path / "orders.toml"
+    path.write_text(textwrap.dedent(text))
+    return TablesApp(load_declaration(path))
+
+
+def test_a_date_column_is_the_utc_day_of_its_timestamp_field_floored_before_1970(tmp_path):
+    import datetime as dt
+
+    import msgpack
+
+    app = _orders_app(tmp_path)
+    assert app.schemas["orders"].field("eventDate").type == pa.date32()
+    assert app.partition_by("orders") == ("eventDate",)
+    bodies = [msgpack.packb({"orderId": "a", "eventTimeMs": 1_790_000_000_000}),
+              msgpack.packb({"orderId": "b", "eventTimeMs": -1}), msgpack.packb({"orderId": "c"})]
+    orders, dead = make_split(app.split_config())(_records([("Orders", None, b, {}) for b in bodies]))
+    assert dead.num_rows == 0
+    assert orders.schema.names == ["orderId", "eventTimeMs", "commitLogOffset", "eventDate"]
+    assert orders.column("eventDate").to_pylist() == [dt.date(2026, 9, 21), dt.date(1969, 12, 31), None]
+
+
+@pytest.mark.parametrize(("dates", "expected"), [
+    ('{ eventDate = "orderId" }', "dates: eventDate: 'orderId' is of type string: a date column needs a timestamp"),
+    ('{ eventDate = "nope" }', "dates: eventDate: 'nope' is not a field of the body"),
+    ('{ orderId = "eventTimeMs" }', "column orderId is named twice"),
+    ('"eventTimeMs"', "dates: must be a table of column name = timestamp field"),
+])
+def test_a_bad_date_column_is_refused_in_one_line(tmp_path, dates, expected):
+    from streaming_apps.tables.declaration import DeclarationError
+
+    text = ORDERS_DECLARATION.replace('{ eventDate = "eventTimeMs" }', dates).replace(
+        'partition_by = ["eventDate"]', "")
+    with pytest.raises(DeclarationError, match=expected) as err:
+        _orders_app(tmp_path, text)
+    assert "\n" not in str(err.value) and "table orders" in str(err.value)
+
+
+def test_a_record_the_source_could_not_decode_is_a_dead_letter_even_when_its_stored_bytes_decode(tmp_path):
+    import msgpack
+
+    good = msgpack.packb({"orderId": "a", "eventTimeMs": 0})
+    records = _records([("Orders", None, good, {}), ("Orders", None, good, {})])
+    errors = pa.array([None, "BODY: BODYCRC mismatch (stored 1, computed 2)"], pa.string())
+    records = records.set_column(records.schema.get_field_index("decodeError"), "decodeError", errors)
+    orders, dead = make_split(_orders_app(tmp_path).split_config())(records)
+    assert orders.column("commitLogOffset").to_pylist() == [0]
+    assert dead.to_pylist()[0] | {"storeTimestamp": None} == {
+        "table": "orders", "topic": "Orders", "broker": "broker-a", "queueId": None, "queueOffset": None,
+        "commitLogOffset": 100, "msgId": None, "storeTimestamp": None, "body": good, "schema": None,
+        "error": "bad record: BODY: BODYCRC mismatch (stored 1, computed 2)"}
