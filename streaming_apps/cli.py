@@ -108,7 +108,7 @@ def _add_workdir_args(p: argparse.ArgumentParser, *, tables: bool = True) -> Non
 def _add_run_parser(sub) -> None:
     from connector.delta.maintenance import DEFAULT_MAINTENANCE_EVERY_BATCHES, DEFAULT_ORPHAN_GRACE_PERIOD_MS
     from connector.delta.options import DEFAULT_TARGET_FILE_SIZE_BYTES
-    from connector.settings import STARTING_OFFSETS_EARLIEST, STARTING_OFFSETS_LATEST
+    from connector.options.declaration import STARTING_OFFSETS_EARLIEST, STARTING_OFFSETS_LATEST
     from streaming_apps.apps.common import DEFAULT_TRIGGER, DEFAULT_WATERMARK, LANDINGS, SINKS
     from streaming_apps.metadata_sync import DEFAULT_METADATA_SYNC_INTERVAL_MS
     from streaming_apps.spark_session import DEFAULT_MASTER
@@ -353,7 +353,7 @@ def _run(args) -> int:
     from pathlib import Path
 
     from connector.delta.schema import DeltaSchemaMismatchError
-    from connector.settings import OPTIONS
+    from connector.options.declaration import OPTIONS
     from streaming_apps.apps import (
         MAX_RUNTIME,
         AppConfig,
