@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_workdir_args(p: argparse.ArgumentParser, *, tables: bool = True) -> None:
-    from streaming_apps.apps.common import DEFAULT_WORKDIR
+    from streaming_apps.defaults import DEFAULT_WORKDIR
 
     p.add_argument("--workdir", default=DEFAULT_WORKDIR,
                    help=f"root of tables/, checkpoints/ and status/: a folder or s3://bucket/prefix "
@@ -106,11 +106,19 @@ def _add_workdir_args(p: argparse.ArgumentParser, *, tables: bool = True) -> Non
 
 
 def _add_run_parser(sub) -> None:
-    from connector.delta.maintenance import DEFAULT_MAINTENANCE_EVERY_BATCHES, DEFAULT_ORPHAN_GRACE_PERIOD_MS
-    from connector.delta.options import DEFAULT_TARGET_FILE_SIZE_BYTES
-    from connector.options.declaration import STARTING_OFFSETS_EARLIEST, STARTING_OFFSETS_LATEST
-    from streaming_apps.apps.common import DEFAULT_TRIGGER, DEFAULT_WATERMARK, LANDINGS, SINKS
-    from streaming_apps.metadata_sync import DEFAULT_METADATA_SYNC_INTERVAL_MS
+    from connector.delta.options import (
+        DEFAULT_MAINTENANCE_EVERY_BATCHES,
+        DEFAULT_ORPHAN_GRACE_PERIOD_MS,
+        DEFAULT_TARGET_FILE_SIZE_BYTES,
+    )
+    from connector.settings import STARTING_OFFSETS_EARLIEST, STARTING_OFFSETS_LATEST
+    from streaming_apps.defaults import (
+        DEFAULT_METADATA_SYNC_INTERVAL_MS,
+        DEFAULT_TRIGGER,
+        DEFAULT_WATERMARK,
+        LANDINGS,
+        SINKS,
+    )
     from streaming_apps.spark_session import DEFAULT_MASTER
 
     p = sub.add_parser("run", help="run a streaming app: bronze, silver or gold (docs/delta.md)")
@@ -197,7 +205,7 @@ def _add_run_parser(sub) -> None:
 
 
 def _add_query_parser(sub) -> None:
-    from streaming_apps.query import DEFAULT_MAX_ROWS, ENGINES, FORMATS
+    from streaming_apps.defaults import DEFAULT_MAX_ROWS, ENGINES, FORMATS
 
     p = sub.add_parser("query", help="run SQL over the Delta tables (deltalake's engine, no JVM; or Spark SQL)")
     p.add_argument("sql", help='the statement, e.g. "SELECT topic, count(*) FROM bronze GROUP BY topic"')
@@ -353,7 +361,7 @@ def _run(args) -> int:
     from pathlib import Path
 
     from connector.delta.schema import DeltaSchemaMismatchError
-    from connector.options.declaration import OPTIONS
+    from connector.settings import OPTIONS
     from streaming_apps.apps import (
         MAX_RUNTIME,
         AppConfig,

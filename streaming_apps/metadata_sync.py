@@ -29,11 +29,10 @@ from connector.delta.metadata_tables import (
 from connector.delta.metadata_writer import MetadataState, append_snapshot, changed_rows, item_json, read_state
 from connector.errors import MetadataRequestRefused
 from connector.storage import locations
+from streaming_apps.defaults import DEFAULT_METADATA_SYNC_INTERVAL_MS
 
 log = logging.getLogger(__name__)
 
-#: 4.9.8's ``SlaveSynchronize`` period (``BrokerController``: every 10 s)
-DEFAULT_METADATA_SYNC_INTERVAL_MS = 10_000
 #: the longest wait for one answer of the master (ms)
 METADATA_REQUEST_TIMEOUT_MS = 3000
 #: how long :meth:`MetadataSync.close` waits for a snapshot in flight (s)
@@ -99,7 +98,7 @@ def targets_of(source_options: dict[str, str]) -> Callable[[], list[SyncTarget]]
     (remoting address given, or derived from the HA address: ``haPort - 1``), or the masters (brokerId 0) of the
     sets ``namesrvAddr``'s route gives (asked again at each call). Raises HAReplicaOptionError for bad options."""
     from connector.client.namesrv import NameServerClient
-    from connector.options.parse import SourceOptions
+    from connector.options import SourceOptions
     from connector.source.driver.discovery import select_sets
 
     options = SourceOptions.from_options(source_options)
@@ -266,7 +265,7 @@ def start_metadata_sync(config) -> MetadataSync | None:
     ``config.metadata_sync_interval_ms`` is 0 (off) or the app is not bronze."""
     if config.app != "bronze" or not config.metadata_sync_interval_ms:
         return None
-    from connector.options.parse import SourceOptions
+    from connector.options import SourceOptions
 
     source = config.source_option_map()
     credentials = SourceOptions.from_options(source).fetch.credentials

@@ -24,19 +24,14 @@ from connector.delta.location import error_line, open_delta_table
 from connector.errors import DeltaTablePathError, HAReplicaError, StorageAccessError, StorageConfigError
 from connector.storage import locations, store
 from connector.storage.probe import check_location
+from streaming_apps.defaults import DEFAULT_MAX_ROWS, ENGINE_DELTALAKE, ENGINE_SPARK, ENGINES, FORMATS
 
 log = logging.getLogger(__name__)
 
-#: Rows ``hareplica query`` prints in table format unless --max-rows says otherwise.
-DEFAULT_MAX_ROWS = 100
 #: Bytes of a binary value shown (hex) before it is cut.
 BINARY_PREVIEW_BYTES = 16
 #: Characters of a string value shown in table format before it is cut.
 STRING_PREVIEW_CHARS = 80
-FORMATS = ("table", "jsonl", "csv")
-ENGINE_DELTALAKE = "deltalake"
-ENGINE_SPARK = "spark"
-ENGINES = (ENGINE_DELTALAKE, ENGINE_SPARK)
 
 
 class QueryError(HAReplicaError):

@@ -19,12 +19,11 @@ from connector.delta.features import check_writable
 from connector.delta.file_names import SINK_FILE_NAME
 from connector.delta.files import data_file_infos, referenced_file_names, table_filesystem
 from connector.delta.location import normalize_table_uri, open_delta_table
+from connector.delta.options import DEFAULT_MAINTENANCE_EVERY_BATCHES, DEFAULT_ORPHAN_GRACE_PERIOD_MS
 from connector.errors import DeltaSinkError
 
 log = logging.getLogger(__name__)
 
-#: Files younger than this are never orphans: a micro-batch's files wait at most this long for their commit.
-DEFAULT_ORPHAN_GRACE_PERIOD_MS = 60 * 60 * 1000
 
 
 def find_orphan_files(table_uri: str, *, grace_period_ms: int = DEFAULT_ORPHAN_GRACE_PERIOD_MS,
@@ -120,8 +119,6 @@ def run_maintenance(table_uri: str, *, compact: bool = True, target_size: int | 
 
 
 # --- scheduled maintenance (the apps) -----------------------------------------------------------------
-#: Default of the apps' ``--maintenance-every``: micro-batches between two maintenance runs of a table.
-DEFAULT_MAINTENANCE_EVERY_BATCHES = 100
 
 
 @dataclass(frozen=True)

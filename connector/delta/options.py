@@ -19,6 +19,12 @@ from connector.storage.config import StorageConfig
 #: option values whose key names a secret in plans and its UI.
 STORAGE_OPTION_PREFIX = "storage."
 DEFAULT_TARGET_FILE_SIZE_BYTES = 104_857_600  # delta-rs default for delta.targetFileSize
+#: Files younger than this are never orphans: a micro-batch's files wait at most this long for their commit
+#: (connector.delta.maintenance).
+DEFAULT_ORPHAN_GRACE_PERIOD_MS = 60 * 60 * 1000
+#: Default of the apps' ``--maintenance-every``: micro-batches between two maintenance runs of a table
+#: (connector.delta.maintenance.MaintenancePolicy).
+DEFAULT_MAINTENANCE_EVERY_BATCHES = 100
 #: Parquet codec option value -> (pyarrow codec, file-name infix as Spark writes it).
 COMPRESSION_CODECS = {
     "snappy": ("snappy", ".snappy"),

@@ -26,29 +26,29 @@ from connector.errors import HAReplicaError, StorageConfigError
 from connector.spark_compat import available_now_problem
 from connector.storage import locations, store
 from streaming_apps.checkpoints import CHECKPOINT_FILE_MANAGER_CONF, use_checkpoint_file_manager
-from streaming_apps.metadata_sync import DEFAULT_METADATA_SYNC_INTERVAL_MS
+from streaming_apps.defaults import (
+    DEFAULT_METADATA_SYNC_INTERVAL_MS,
+    DEFAULT_TRIGGER,
+    DEFAULT_WATERMARK,
+    DEFAULT_WORKDIR,
+    LANDING_DIRECT,
+    LANDING_SPARK,
+    LANDINGS,
+    SINK_DELTA,
+    SINK_DELTALAKE,
+    SINKS,
+)
 from streaming_apps.object_store import configure_session, s3a_available, s3a_jars_hint
 from streaming_apps.progress_listener import ProgressFileListener
 from streaming_apps.worker_warmup import WARMUP_MODULES, Warmup, start_warmup
 
 log = logging.getLogger(__name__)
 
-SINK_DELTALAKE = "deltalake"
-SINK_DELTA = "delta"
-SINKS = (SINK_DELTALAKE, SINK_DELTA)
-LANDING_SPARK = "spark"
-LANDING_DIRECT = "direct"
-LANDINGS = (LANDING_SPARK, LANDING_DIRECT)
 #: the apps whose tables the source's tasks can write (--landing direct)
 DIRECT_LANDING_APPS = ("bronze", "silver", "tables")
-#: the apps that land a declaration of typed tables (docs/tables.md): direct landing and the deltalake sink only
-DECLARED_APPS = ("silver", "tables")
 C1_ONLY_JIT_APPS = ("gold",)  # apps whose driver JVM runs C1 only whatever the landing (AppConfig.c1_only_jit)
 PARALLEL_GC_APPS = ("gold",)  # apps whose driver JVM collects with the parallel collector (AppConfig.parallel_gc)
 TRIGGER_AVAILABLE_NOW = "available-now"
-DEFAULT_TRIGGER = "1s"
-DEFAULT_WORKDIR = "hareplica-data"
-DEFAULT_WATERMARK = "1 minute"
 #: The Spark class that tells Spark's Delta Lake jars are on the classpath.
 DELTA_SPARK_CLASS = "io.delta.sql.DeltaSparkSessionExtension"
 #: How long :meth:`RunningApp.close` waits for the listener to see the queries end and for maintenance.
@@ -207,9 +207,8 @@ class AppConfig:
         if self.landing == LANDING_DIRECT and not direct_ok:
             raise AppError("--landing direct writes the tables with this project's Delta writer inside the source's "
                            "tasks: it is for the bronze and silver apps with --sink deltalake")
-        if self.app in DECLARED_APPS and self.landing != LANDING_DIRECT:
-            raise AppError(f"run {self.app} lands its tables with --landing direct and --sink deltalake "
-                           "(docs/tables.md)")
+        if self.app == "tables" and self.landing != LANDING_DIRECT:
+            raise AppError("run tables lands its tables with --landing direct and --sink deltalake")
         if self.metadata_sync_interval_ms < 0:
             raise AppError(f"--metadata-sync-interval-ms {self.metadata_sync_interval_ms} must be >= 0 (0: off)")
         if self.maintenance_every < 0:

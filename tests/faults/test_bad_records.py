@@ -206,7 +206,7 @@ def test_silver_quarantines_bad_records_with_the_decode_error(app_spark, broker,
 _READ_BOMB = r"""
 import json, sys
 from connector.decode.kernels import active
-from connector.options.settings import FetchSettings
+from connector.settings import FetchSettings
 from connector.source import HAReplicaInputPartition, read_partition
 ha, remoting, start, end, size, kernel = sys.argv[1:7]
 assert active().name == kernel, active().name
