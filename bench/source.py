@@ -28,6 +28,7 @@ from bench.common import arrow_file_source, report
 from connector.client.ha import HARangeFetcher, prefetch_chunks
 from connector.decode.schema import ARROW_SCHEMA
 from connector.decode.stream import CommitLogArrowDecoder
+from connector.options.settings import DecodeSettings, FetchSettings
 from connector.protocol.address import split_host_port
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
@@ -42,7 +43,6 @@ from connector.protocol.commitlog import (
 )
 from connector.protocol.ha import HA_TRANSFER_BATCH_SIZE_BYTES, encode_transfer_header
 from connector.protocol.mapped_files import file_start as file_start_of
-from connector.settings import DecodeSettings, FetchSettings
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +243,7 @@ def decode_only(directory: Path, start: int, end: int, file_size: int, verify_cr
 _WORKER = r"""
 import resource, sys, time
 import pandas, pyarrow as pa, pyspark.sql  # what a Spark Python worker has loaded
-from connector.settings import FetchSettings
+from connector.options.settings import FetchSettings
 from connector.source import HAReplicaInputPartition, read_partition
 addr, start, end, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 part = HAReplicaInputPartition(broker="broker-a", ha_addr=addr, remoting_addr="127.0.0.1:1", start=start, end=end,

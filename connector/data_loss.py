@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 
 from connector.errors import DataLossError
-from connector.settings import OPTIONS
+from connector.options.declaration import OPTIONS
 
 
 def on_data_loss(fail_on_data_loss: bool, loss: str, *, instead: str, logger: logging.Logger) -> None:
     """Raise for a loss, or log it and return so the caller goes on.
 
     Args:
-        fail_on_data_loss: the query's ``FetchSettings.fail_on_data_loss`` (:data:`connector.settings.OPTIONS`).
+        fail_on_data_loss: the query's ``FetchSettings.fail_on_data_loss`` (``OPTIONS``, connector.options.declaration).
         loss: one sentence naming the broker, the lost range (CommitLog offsets in bytes) and the cause.
         instead: what the caller does when it goes on, as an infinitive without "to"
             (``"skip lost bytes"``); it completes "Set <option>=false to ..." in the error and

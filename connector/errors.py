@@ -48,7 +48,7 @@ class NotAnHAPortError(HAProtocolError):
 
 class HAFetchError(HAReplicaError):
     """An HA fetch gave up: an outage longer than ``max_outage_ms`` or stalls beyond ``fetch_retries``
-    (:class:`connector.settings.FetchSettings`)."""
+    (:class:`connector.options.settings.FetchSettings`)."""
 
 
 class RemotingProtocolError(HAReplicaError):

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 import pyarrow as pa
 import pyspark
 
-from connector.settings import OPTIONS
+from connector.options.declaration import OPTIONS
 
 #: (major, minor) of the pyspark this process runs, e.g. (4, 2).
 SPARK_VERSION: tuple[int, int] = tuple(int(part) for part in pyspark.__version__.split(".")[:2])  # type: ignore[assignment]

@@ -111,7 +111,7 @@ def _add_run_parser(sub) -> None:
         DEFAULT_ORPHAN_GRACE_PERIOD_MS,
         DEFAULT_TARGET_FILE_SIZE_BYTES,
     )
-    from connector.settings import STARTING_OFFSETS_EARLIEST, STARTING_OFFSETS_LATEST
+    from connector.options.declaration import STARTING_OFFSETS_EARLIEST, STARTING_OFFSETS_LATEST
     from streaming_apps.defaults import (
         DEFAULT_METADATA_SYNC_INTERVAL_MS,
         DEFAULT_TRIGGER,
@@ -361,7 +361,7 @@ def _run(args) -> int:
     from pathlib import Path
 
     from connector.delta.schema import DeltaSchemaMismatchError
-    from connector.settings import OPTIONS
+    from connector.options.declaration import OPTIONS
     from streaming_apps.apps import (
         MAX_RUNTIME,
         AppConfig,

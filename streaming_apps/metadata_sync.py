@@ -98,7 +98,7 @@ def targets_of(source_options: dict[str, str]) -> Callable[[], list[SyncTarget]]
     (remoting address given, or derived from the HA address: ``haPort - 1``), or the masters (brokerId 0) of the
     sets ``namesrvAddr``'s route gives (asked again at each call). Raises HAReplicaOptionError for bad options."""
     from connector.client.namesrv import NameServerClient
-    from connector.options import SourceOptions
+    from connector.options.parse import SourceOptions
     from connector.source.driver.discovery import select_sets
 
     options = SourceOptions.from_options(source_options)
@@ -265,7 +265,7 @@ def start_metadata_sync(config) -> MetadataSync | None:
     ``config.metadata_sync_interval_ms`` is 0 (off) or the app is not bronze."""
     if config.app != "bronze" or not config.metadata_sync_interval_ms:
         return None
-    from connector.options import SourceOptions
+    from connector.options.parse import SourceOptions
 
     source = config.source_option_map()
     credentials = SourceOptions.from_options(source).fetch.credentials

@@ -1,5 +1,5 @@
 """Checks ``hareplica run`` makes before it starts Spark (:func:`check_run_config`, :func:`check_brokers`,
-:func:`check_starting_offsets`: options through the source's own :class:`connector.options.SourceOptions`, the
+:func:`check_starting_offsets`: options through the source's own :class:`connector.options.parse.SourceOptions`, the
 app's folders, each master once over remoting, a new checkpoint's JSON ``startingOffsets``);
 :func:`error_line`, which finds our own error (a :class:`connector.errors.HAReplicaError`) inside an exception
 Spark wrapped and returns ``ClassName: message``; and :func:`spark_failure`, that line and the command's exit code
@@ -27,8 +27,8 @@ from connector.errors import (
     StorageConfigError,
     UnsupportedBrokerModeError,
 )
-from connector.options import SourceOptions
-from connector.settings import EARLIEST_OFFSET_SENTINEL, LATEST_OFFSET_SENTINEL
+from connector.options.declaration import EARLIEST_OFFSET_SENTINEL, LATEST_OFFSET_SENTINEL
+from connector.options.parse import SourceOptions
 from connector.source.driver.brokers import fetch_range
 from connector.source.driver.offsets import HEAD_BYTES, starts_record
 from connector.source.driver.ranges import not_a_record_start, refuse_batch_only_options

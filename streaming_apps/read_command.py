@@ -23,7 +23,7 @@ from streaming_apps.landed import overlap
 
 def add_read_parser(sub) -> None:
     """The ``read`` sub-command's flags."""
-    from connector.settings import STARTING_OFFSETS_EARLIEST
+    from connector.options.declaration import STARTING_OFFSETS_EARLIEST
     from streaming_apps.spark_session import DEFAULT_MASTER
 
     p = sub.add_parser("read", help="land a batch range of the CommitLogs into the bronze table (backfills)")
@@ -51,7 +51,7 @@ def add_read_parser(sub) -> None:
 
 def source_options(args) -> dict[str, str]:
     """The ``format("hareplica")`` options of the command's flags."""
-    from connector.settings import OPTIONS
+    from connector.options.declaration import OPTIONS
 
     options = dict(args.source_options)
     where = (OPTIONS.brokers.name, args.brokers) if args.brokers else (OPTIONS.namesrv_addr.name, args.namesrv_addr)
@@ -68,7 +68,7 @@ def fixed_range(options: dict[str, str]) -> tuple[dict[str, int], dict[str, int]
     """Each broker set's start and end offsets of the range ``options`` name, resolved now (BatchPlanner,
     :func:`connector.source.driver.ranges.ending_offsets`); with ``namesrvAddr`` every set of the route must be
     read (:func:`check_route_read_whole`). Raises HAReplicaOptionError, BrokerAdminError, NameServerError."""
-    from connector.options import SourceOptions
+    from connector.options.parse import SourceOptions
     from connector.source.driver.batches import BatchPlanner
     from connector.source.driver.ranges import ending_offsets
 
@@ -137,7 +137,7 @@ def run(args) -> int:
     import logging
 
     from connector.errors import BrokerAdminError, HAReplicaOptionError, NameServerError
-    from connector.settings import OPTIONS
+    from connector.options.declaration import OPTIONS
 
     options = source_options(args)
     try:

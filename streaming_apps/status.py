@@ -44,7 +44,7 @@ def status_files(paths: list[str | os.PathLike]) -> list[Path | str]:
 def broker_max_offsets(brokers: str, timeout_ms: int = 3000) -> dict[str, int | str]:
     """``{broker name: commitLogMaxOffset now}`` (or the error text) for a ``brokers`` option value."""
     from connector.client.admin import BrokerAdminClient
-    from connector.options import parse_brokers
+    from connector.options.parse import parse_brokers
 
     out: dict[str, int | str] = {}
     for b in parse_brokers(brokers):
@@ -61,7 +61,7 @@ def discovered_sets(namesrv_addr: str) -> tuple[dict[str, Any], str | None]:
     "slaves", "readFrom"}}, the equivalent brokers option value or None when no set has a master)``; addresses
     as ``haAddr/remotingAddr``. A failure is returned as ``{"error": text}``."""
     from connector.errors import HAReplicaError
-    from connector.options import SourceOptions
+    from connector.options.parse import SourceOptions
     from connector.source.driver.discovery import Discovery
 
     discovery = Discovery(SourceOptions.from_options({"namesrvAddr": namesrv_addr}))

@@ -23,17 +23,18 @@ from connector.client.ha_wire import ClassicWire, HAWire, OffsetsProbe, StreamSt
 from connector.client.reconnect import OutageWait
 from connector.data_loss import on_data_loss
 from connector.errors import HAFetchError, HAReplicaError, NotAnHAPortError
+from connector.options.declaration import OPTIONS
+from connector.options.settings import FetchSettings
 from connector.protocol.acl import AclCredentials
 from connector.protocol.ha import (
     HA_PROTOCOL_CLASSIC,
     TransferFrameReader,
 )
 from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH, HandshakeReply
-from connector.settings import OPTIONS, FetchSettings
 
 log = logging.getLogger(__name__)
 
-_DEFAULT_SETTINGS = FetchSettings()  # the declared defaults (connector.settings.OPTIONS)
+_DEFAULT_SETTINGS = FetchSettings()  # the declared defaults (connector.options.declaration.OPTIONS)
 RECV_BUFFER_BYTES = 1024 * 1024  # the reader's buffers: recv_into them, frames parsed in place, bodies never copied
 PREFETCH_POLL_S = 0.2
 
@@ -58,7 +59,7 @@ class HARangeFetcher:
         protocol: the HA protocol id, ``"classic"`` (RocketMQ 4.9.8 master/slave) or ``"autoswitch"`` (5.x
             controller mode); :meth:`connector.client.admin.BrokerAdminClient.ha_protocol` tells which.
         broker: broker name for messages.
-        settings: the query's :class:`connector.settings.FetchSettings` (the declared defaults when not given):
+        settings: the query's :class:`connector.options.settings.FetchSettings` (the declared defaults when not given):
             ``connect_timeout_ms`` (TCP connect), ``read_timeout_ms`` (longest silence from the broker before the
             connection counts as dead), ``fetch_retries`` (heartbeat stalls in a row, a live broker sending no
             data, before giving up), ``reconnect_backoff_ms`` / ``reconnect_backoff_max_ms`` (backoff between

@@ -1,8 +1,8 @@
 """Waiting out a broker outage: :class:`OutageWait`, one per broker connection of the executors' HA fetches and the
 driver's remoting calls, spaces reconnect attempts with exponential backoff and jitter (Kafka clients'
 ``reconnect.backoff.ms`` rule), bounds the outage in total time and logs its start and end once each. Its bounds
-are :class:`connector.settings.FetchSettings`, and its messages name the options from
-:data:`connector.settings.OPTIONS`. The rules: docs/source.md "Broker outages".
+are :class:`connector.options.settings.FetchSettings`, and its messages name the options from
+:data:`connector.options.declaration.OPTIONS`. The rules: docs/source.md "Broker outages".
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from connector.settings import OPTIONS
+from connector.options.declaration import OPTIONS
 
 log = logging.getLogger(__name__)
 

@@ -21,13 +21,14 @@ import pyarrow as pa
 from connector.arrow_numpy import binary_array
 from connector.decode.arrays import take_slices
 from connector.errors import BodyDecodeError, BodyTooLargeError
+from connector.options.declaration import MODE_FAILFAST, OPTIONS
+from connector.options.settings import DecodeSettings
 from connector.protocol.commitlog import (
     BODYCRC_MASK,
     COMPRESSED_FLAG,
     check_body_crc,
     inflate_body,
 )
-from connector.settings import MODE_FAILFAST, OPTIONS, DecodeSettings
 
 BODY_BYTES_PER_ARROW_ARRAY = 512 * 1024 * 1024  # keeps int32 binary offsets far from overflow
 
@@ -38,7 +39,7 @@ class BodyPolicy(NamedTuple):
     decompress: decompress COMPRESSED bodies; verify_crc: check BODYCRC; max_inflated: bytes a body may
     decompress to; fail_fast: raise CommitLogFormatError at a bad body (``FAILFAST``), else (``PERMISSIVE``)
     the row keeps the stored bytes and names field and reason in ``decodeError``. :meth:`of` takes them from
-    the query's :class:`connector.settings.DecodeSettings`.
+    the query's :class:`connector.options.settings.DecodeSettings`.
     """
 
     decompress: bool

@@ -26,7 +26,7 @@ from connector.decode.locate import Located
 from connector.decode.record_error import record_error
 from connector.decode.schema import TIMESTAMP, column_schema
 from connector.decode.topic_filter import TopicFilter
-from connector.settings import DecodeSettings
+from connector.options.settings import DecodeSettings
 
 _PER_GROUP = ("body", "decodeError", "storedBody", "mappedFileSizeCommitLog")  # built per body group; others sliced
 _PROPERTY_COLUMNS = ("properties", "tags", "keys", "uniqKey")  # one split of the PROPERTIES field gives all four
@@ -52,7 +52,7 @@ def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, br
             past this many bytes, so compressed bodies cannot blow memory up (soft: one row; the native
             kernel applies the same cut to stored bodies too).
         policy: BODYCRC check, decompression bound and bad-record mode (default: the declared defaults of
-            :class:`connector.settings.DecodeSettings` with ``decompress``). In PERMISSIVE mode a bad body
+            :class:`connector.options.settings.DecodeSettings` with ``decompress``). In PERMISSIVE mode a bad body
             (BODYCRC mismatch, does not decompress, unknown compression type, past ``max_inflated``) is kept as
             stored with ``decodeError`` set.
         columns: build only these columns (None: all), or the schema :func:`connector.decode.schema.column_schema`

@@ -25,6 +25,8 @@ from connector.decode.kernels import active
 from connector.decode.record_error import record_error
 from connector.decode.schema import column_schema
 from connector.decode.topic_filter import TopicFilter
+from connector.options.declaration import BAD_RECORD_MODES
+from connector.options.settings import DecodeSettings
 from connector.protocol.commitlog import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
@@ -34,11 +36,10 @@ from connector.protocol.commitlog import (
     read_size_and_magic,
 )
 from connector.protocol.mapped_files import next_file_start
-from connector.settings import BAD_RECORD_MODES, DecodeSettings
 
 log = logging.getLogger(__name__)
 
-_DEFAULT_SETTINGS = DecodeSettings()  # the declared defaults (connector.settings.OPTIONS)
+_DEFAULT_SETTINGS = DecodeSettings()  # the declared defaults (connector.options.declaration.OPTIONS)
 WALK_MIN_BYTES = 1024 * 1024  # unwalked bytes gathered before a walk (fewer, larger numpy passes)
 _NO_BYTES = np.empty(0, dtype=np.uint8)
 
@@ -51,7 +52,7 @@ class CommitLogArrowDecoder:
         end: offset where the range ends: a record boundary, a mapped-file start or commitLogMaxOffset.
         mapped_file_size: mappedFileSizeCommitLog (bytes); a record never spans two files.
         broker: the ``broker`` column's value.
-        settings: the query's :class:`connector.settings.DecodeSettings` (the declared defaults when not given):
+        settings: the query's :class:`connector.options.settings.DecodeSettings` (the declared defaults when not given):
             ``decompress_body`` (inflate bodies stored compressed); ``mode``, ``PERMISSIVE`` (a bad body becomes
             a row with its stored bytes and ``decodeError``) or ``FAILFAST`` (CommitLogFormatError naming
             broker, offset, file and field), case-insensitive; ``verify_body_crc`` (check every body against

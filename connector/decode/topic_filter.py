@@ -1,7 +1,7 @@
 """Which CommitLog records a ``format("hareplica")`` query keeps, decided by topic and tag in the tasks.
 
 :class:`TopicFilter` applies the query's topic list, topic pattern (a whole-topic ``re.fullmatch``),
-``include_system_topics`` and tag lists (:class:`connector.settings.DecodeSettings`) to each record before its
+``include_system_topics`` and tag lists (:class:`connector.options.settings.DecodeSettings`) to each record before its
 other columns are built (:mod:`connector.decode.columns`): the topic first, then, for the topics that carry a
 tag list, the stored TAGS property; system topics are RocketMQ 4.9.8's own (:mod:`connector.protocol.topics`).
 The rules: docs/source.md "Which topics are kept" and "Tags".
@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connector.arrow_numpy import to_numpy
+from connector.options.settings import DecodeSettings
 from connector.protocol.topics import is_system_topic
-from connector.settings import DecodeSettings
 
 log = logging.getLogger(__name__)
 

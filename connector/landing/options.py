@@ -38,7 +38,7 @@ from connector.delta.sink import DeltaLakeStreamWriter, checked_stream_writer
 from connector.errors import HAReplicaOptionError
 from connector.landing.rows import DEFAULT_PARTITION_BY, landed_schema
 from connector.landing.upsert import UpsertStreamWriter
-from connector.options import import_function
+from connector.options.functions import import_function
 
 #: landing option → the Delta sink option it becomes
 LANDING_OPTIONS = {"landingpath": "path", "landingappid": "appId", "landingpartitionby": "partitionBy",

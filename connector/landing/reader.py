@@ -19,8 +19,8 @@ from connector.delta.sink import DeltaLakeStreamWriter
 from connector.errors import HAReplicaOptionError
 from connector.landing.options import landing_writers, resolve_split, split_landing_options
 from connector.landing.rows import LANDED_SOURCE_COLUMNS, with_store_date
-from connector.options import SourceOptions
-from connector.settings import OPTIONS
+from connector.options.declaration import OPTIONS
+from connector.options.parse import SourceOptions
 from connector.source import (
     HAReplicaInputPartition,
     HAReplicaStreamReader,

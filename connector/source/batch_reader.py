@@ -16,7 +16,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from connector.decode.schema import column_subset
 from connector.errors import HAReplicaOptionError
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.source.driver.batches import BatchPlanner
 from connector.source.driver.ranges import await_settled, check_starting_records, ending_offsets
 from connector.source.partition import HAReplicaInputPartition

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import InputPartition
 
+from connector.options.settings import DecodeSettings, FetchSettings
 from connector.protocol.ha import HA_PROTOCOL_CLASSIC
-from connector.settings import DecodeSettings, FetchSettings
 
 
 @dataclass

@@ -13,7 +13,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from connector.decode.schema import spark_schema
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.source.batch_reader import HAReplicaBatchReader, query_columns
 from connector.source.driver.batches import BatchPlanner
 from connector.source.driver.ranges import check_starting_records, refuse_batch_only_options
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 class HAReplicaDataSource(DataSource):
     """``format("hareplica")``: replicate RocketMQ 4.9 CommitLogs over the classic HA protocol.
 
-    Options: see :mod:`connector.options` (``brokers`` is required). They are validated when the
+    Options: see :mod:`connector.options.parse` (``brokers`` is required). They are validated when the
     source is created, so a bad option fails ``load()`` with an HAReplicaOptionError naming it.
     Schema: :func:`connector.decode.schema.spark_schema`; a schema given with ``.schema(...)`` may name a
     subset of its columns (same names and types, any order): only those are decoded and sent to Spark, which

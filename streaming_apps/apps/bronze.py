@@ -102,7 +102,7 @@ def check_new_checkpoint(config: AppConfig) -> None:
     import json
 
     from connector.errors import HAReplicaError
-    from connector.options import SourceOptions
+    from connector.options.parse import SourceOptions
     from connector.source.driver.batches import BatchPlanner
     from streaming_apps.landed import overlap
 

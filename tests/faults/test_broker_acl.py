@@ -150,7 +150,7 @@ def test_acl_enable_without_home_or_with_bad_file_refuses_to_start(broker_factor
 
 def test_source_options_carry_credentials_to_the_remoting_calls(acl_broker):
     from connector.errors import HAReplicaOptionError
-    from connector.options import SourceOptions
+    from connector.options.parse import SourceOptions
 
     b = acl_broker
     with Producer(b.remoting_addr, credentials=USER) as p:

@@ -187,7 +187,7 @@ def test_a_starting_offset_the_broker_cannot_start_at_is_one_line_and_exit_2_bef
 
 
 def test_a_starting_offset_at_a_record_start_is_accepted_by_the_check(tmp_path, stored_broker):
-    from connector.options import SourceOptions
+    from connector.options.parse import SourceOptions
     from streaming_apps.preflight import check_starting_offsets
     from tests.support.brokers import read_commitlog
 

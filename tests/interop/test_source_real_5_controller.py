@@ -17,7 +17,7 @@ from connector.client.admin import BrokerAdminClient
 from connector.client.ha import HARangeFetcher
 from connector.client.ha_autoswitch import probe_master
 from connector.client.producer import Producer
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.protocol.ha_autoswitch import EpochEntry
 from streaming_apps.preflight import check_brokers
 from tests.integration.connector.conftest import run_stream

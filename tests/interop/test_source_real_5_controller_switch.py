@@ -25,7 +25,7 @@ import pytest
 from connector.client.ha_autoswitch import NO_REPORT, probe_master
 from connector.client.producer import Producer
 from connector.errors import BrokerAdminError, DataLossError, HAReplicaError
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.protocol.remoting import RemotingCommand
 from connector.source import HAReplicaStreamReader, read_partition
 from connector.source.driver.controller_mode import SWITCH_KEY

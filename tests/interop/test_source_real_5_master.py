@@ -18,7 +18,7 @@ import pytest
 
 from connector.client.consume_queue import ConsumeQueueReader
 from connector.client.producer import Producer
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.source import HAReplicaStreamReader, read_partition
 from connector.source.driver import partitions
 from tests.integration.connector.conftest import run_stream

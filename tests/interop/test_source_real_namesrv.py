@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.source import HAReplicaStreamReader
 from tests.integration.connector.conftest import run_stream
 from tests.interop.peers import FILE_SIZE, attach_slave, produce_bytes, wait_same_max_offset

@@ -16,7 +16,7 @@ import json
 import pytest
 
 from connector.client.consume_queue import ConsumeQueueReader
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from connector.source import HAReplicaStreamReader, read_partition
 from connector.source.driver import partitions

@@ -8,14 +8,14 @@ import pyarrow as pa
 
 from connector.decode import kernels
 from connector.decode.stream import CommitLogArrowDecoder
-from connector.settings import DecodeSettings
+from connector.options.settings import DecodeSettings
 
 
 def decode_commitlog_range(chunks: Iterable[tuple[int, bytes]], start: int, end: int, mapped_file_size: int, *,
                            broker: str, **kwargs) -> Iterator[pa.RecordBatch]:
     """RecordBatches of ``[start, end)`` from ``(offset, bytes)`` chunks; ``kwargs`` are
     :class:`connector.decode.stream.CommitLogArrowDecoder`'s (``columns``, ``topic_filter``) or fields of its
-    :class:`connector.settings.DecodeSettings` (``mode``, ``verify_body_crc``, ...)."""
+    :class:`connector.options.settings.DecodeSettings` (``mode``, ``verify_body_crc``, ...)."""
     fields = {k: kwargs.pop(k) for k in list(kwargs) if k in DecodeSettings.__dataclass_fields__}
     return CommitLogArrowDecoder(start, end, mapped_file_size, broker=broker, settings=DecodeSettings(**fields),
                                  **kwargs).decode_all(chunks)

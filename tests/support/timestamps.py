@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from connector.errors import HAReplicaOptionError
-from connector.options import SourceOptions
+from connector.options.declaration import READ_FROM_MASTER
+from connector.options.parse import SourceOptions
 from connector.protocol.commitlog import MessageRecord, iter_records
-from connector.settings import READ_FROM_MASTER
 from connector.source.driver.batches import BatchPlanner
 from connector.source.driver.brokers import DriverReads, bounds, fetch_range
 from connector.source.driver.timestamps import (

@@ -175,13 +175,13 @@ def test_record_header_fields_are_read_through_the_commitlog_codec(module):
 
 
 def test_names_connector_options_imports_are_imported_from_their_own_module():
-    """connector.options takes the defaults a lower module uses from that module (the HA client's fetch
-    defaults, the decoder's batch bounds); nothing imports such a name *through* connector.options."""
-    tree = ast.parse((ROOT / "connector/options.py").read_text(encoding="utf-8"))
+    """connector.options.parse takes the defaults a lower module uses from that module (the HA client's fetch
+    defaults, the decoder's batch bounds); nothing imports such a name *through* connector.options.parse."""
+    tree = ast.parse((ROOT / "connector/options/parse.py").read_text(encoding="utf-8"))
     borrowed = {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
     found = []
     for path in sorted(p for d in (*SCANNED, "tests") for p in (ROOT / d).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module == "connector.options":
+            if isinstance(node, ast.ImportFrom) and node.module == "connector.options.parse":
                 found += [f"{_rel(path)}:{node.lineno}: {a.name}" for a in node.names if a.name in borrowed]
-    assert not found, "imported through connector.options, not from their module:\n" + "\n".join(sorted(set(found)))
+    assert not found, "imported through the parser, not from their module:\n" + "\n".join(sorted(set(found)))

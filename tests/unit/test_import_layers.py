@@ -226,3 +226,39 @@ def test_no_module_directly_under_connector_serves_only_the_source():
                    and all(u.startswith("connector.source") for u in users)]
     assert only_source == []
     assert len(graph["connector.source.reader"]) <= 8, sorted(graph["connector.source.reader"])
+
+
+def _parser_module(graph: dict[str, set[str]]) -> str:
+    """The module that defines ``SourceOptions``, the parser of ``format("hareplica")``'s options."""
+    found = [m for m in graph
+             if re.search(r"^class SourceOptions\b", _modules()[m].read_text(encoding="utf-8"), re.MULTILINE)]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _reached(graph: dict[str, set[str]], roots: list[str]) -> dict[str, str]:
+    """Every module ``roots`` import, directly or through others: ``module -> the module that imports it``."""
+    seen, stack = {}, list(roots)
+    while stack:
+        module = stack.pop()
+        for dep in sorted(graph.get(module, ())):
+            if dep not in seen and dep not in roots:
+                seen[dep] = module
+                stack.append(dep)
+    return seen
+
+
+def test_the_task_side_imports_neither_the_option_parser_nor_the_driver():
+    """Issue 54: what runs in a task (the read, the decoder, the InputPartition) reads the declaration and the
+    settings it is handed; it imports neither the parser of the options (``SourceOptions``) nor any module of
+    ``connector/source/driver/``, directly or through another module (``import_function`` for ``batchTransform``
+    sits apart from the parser)."""
+    graph = _graph(type_checking=True)
+    task_side = sorted(m for m in graph if m.startswith(("connector.source.task", "connector.decode"))
+                       or m == "connector.source.partition")
+    assert "connector.source.task.transform" in task_side
+    parser = _parser_module(graph)
+    reached = _reached(graph, task_side)
+    wrong = sorted(f"{reached[m]} -> {m}" for m in reached
+                   if m == parser or m.startswith("connector.source.driver"))
+    assert wrong == []

@@ -1,5 +1,5 @@
 """The option table of docs/options.md (section ``format("hareplica")``) names every option of
-``format("hareplica")`` once, with the default and the bounds the declaration ``connector.settings.OPTIONS``
+``format("hareplica")`` once, with the default and the bounds the declaration ``connector.options.declaration.OPTIONS``
 gives (issues 23, 41): the code is the one definition, the table is checked against it. docs/source.md
 "Options" points to that table.
 
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-import connector.options as options_module
-from connector.settings import OPTION_DEFAULTS, OPTIONS, REQUIRED, DecodeSettings, FetchSettings
+import connector.options.parse as options_module
+from connector.options.declaration import OPTION_DEFAULTS, OPTIONS, REQUIRED
+from connector.options.settings import DecodeSettings, FetchSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 _UNSET_CELLS = {"(none)": None, "(all)": None}
@@ -194,7 +195,7 @@ def test_options_docstring_does_not_restate_defaults():
     """The module's docstring points to docs/source.md instead of a table of its own."""
     doc = options_module.__doc__ or ""
     assert "docs/source.md" in doc
-    assert "=====" not in doc, "connector/options.py's docstring holds an option table again"
+    assert "=====" not in doc, "connector/options/parse.py's docstring holds an option table again"
     for name, default in OPTION_DEFAULTS.items():
         if default not in (None, REQUIRED) and not isinstance(default, bool):
             assert not re.search(rf"\b{re.escape(name)}\b\s+{re.escape(_documented(default))}\b", doc), name

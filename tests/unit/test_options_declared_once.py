@@ -1,5 +1,5 @@
 """Every option of ``format("hareplica")`` is written once in ``connector/``: in its declaration,
-``connector/settings.py`` (issue 41).
+``connector/options/declaration.py`` (issues 41, 54).
 
 Error messages take an option's name from the declaration (``OPTIONS.fail_on_data_loss.name``) and docstrings
 name the settings attribute, so a module of ``connector/`` that spells an option's name (as users write it, or
@@ -15,10 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from connector.settings import OPTIONS
+from connector.options.declaration import OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
-DECLARATION = "connector/settings.py"
+DECLARATION = "connector/options/declaration.py"
 #: module -> option names it may write, and why
 ALLOWED = {
     # RocketMQ 4.9.8's plain-ACL header fields and account keys, which the options mirror
@@ -65,7 +65,7 @@ def test_no_module_of_connector_but_the_declaration_writes_an_option_name():
         hits = spellings(path.read_text(encoding="utf-8"), CAMEL_CASE)
         extra = sorted(set(hits) - ALLOWED.get(rel, set()))
         found += [f"{rel}: {name} ({hits[name]}x)" for name in extra]
-    assert found == [], "option names written outside connector/settings.py:\n" + "\n".join(found)
+    assert found == [], "option names written outside connector/options/declaration.py:\n" + "\n".join(found)
 
 
 def test_the_allow_list_is_still_needed():
@@ -82,9 +82,9 @@ def test_the_declaration_writes_every_option_once():
 
 
 def test_reading_the_options_pulls_in_no_socket_client_decoder_or_arrow():
-    """``connector.options`` and the declaration import neither the HA client nor the decoder nor pyarrow, so the
-    driver's planning rules can read them cheaply (a fresh interpreter: this one has loaded everything)."""
-    code = ("import sys, connector.options, connector.settings; "
+    """The parser, the declaration and the settings import neither the HA client nor the decoder nor pyarrow, so
+    the driver's planning rules can read them cheaply (a fresh interpreter: this one has loaded everything)."""
+    code = ("import sys, connector.options.parse, connector.options.declaration, connector.options.settings; "
             "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('pyarrow', 'pyspark', 'socket') "
             "or m.startswith(('connector.client', 'connector.decode', 'connector.source')))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

@@ -130,7 +130,7 @@ V4_HEADER_BYTES = V4_POSITIONS["BODY"] + FIELDS_BY_NAME["BODY"].width
 MIN_RECORD_SIZE_BYTES = sum(f.width for f in RECORD_FIELDS)
 TOPIC_MAX_LENGTH_BYTES = 127  # signed byte length field
 PROPERTIES_MAX_LENGTH_BYTES = 32767  # signed short length field
-#: Default bound of a decompressed body (the source's declared default too, connector.settings): 16x RocketMQ's
+#: Default bound of a decompressed body (the declared default too, connector.options): 16x RocketMQ's
 #: 4 MiB maxMessageSize, so any body a producer could send (text compresses ~10x) fits, while a zip bomb stops
 #: far below a process's memory (docs/source.md, "Bad records").
 DEFAULT_MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024

@@ -20,8 +20,7 @@ from collections.abc import Callable, Sequence
 from connector.client.consume_queue import ConsumeQueueReader
 from connector.data_loss import on_data_loss
 from connector.errors import BrokerAdminError, HAReplicaError, HAReplicaOptionError
-from connector.options import BrokerEndpoint, SourceOptions
-from connector.settings import (
+from connector.options.declaration import (
     EARLIEST_OFFSET_SENTINEL,
     LATEST_OFFSET_SENTINEL,
     OPTIONS,
@@ -29,6 +28,7 @@ from connector.settings import (
     STARTING_OFFSETS_EARLIEST,
     STARTING_OFFSETS_LATEST,
 )
+from connector.options.parse import BrokerEndpoint, SourceOptions
 from connector.source.driver.brokers import BrokerSets, BrokerSetView, DriverReads, bounds
 from connector.source.driver.controller_mode import SWITCH_KEY, ControllerModeSet
 from connector.source.driver.discovery import Discovery

@@ -29,11 +29,12 @@ from connector.client.admin import BrokerAdminClient
 from connector.client.ha import HARangeFetcher
 from connector.client.reconnect import OutageWait
 from connector.errors import BrokerAdminError, BrokerUnreachableError, HAReplicaOptionError
-from connector.options import BrokerEndpoint, SourceOptions
+from connector.options.declaration import OPTIONS, READ_FROM_SLAVE
+from connector.options.parse import BrokerEndpoint, SourceOptions
+from connector.options.settings import FetchSettings
 from connector.protocol.ha import HA_PROTOCOL_CLASSIC
 from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH
 from connector.protocol.mapped_files import ceil_file_start, file_start, next_file_start
-from connector.settings import OPTIONS, READ_FROM_SLAVE, FetchSettings
 from connector.source.driver.controller_mode import ControllerModeSet
 
 log = logging.getLogger(__name__)

@@ -88,7 +88,7 @@ class ControllerModeSet:
         self._checked: set[MasterSwitch] = set()  # switches whose first batch start was checked
 
     def endpoint(self, candidates: Sequence):
-        """The one of ``candidates`` (:class:`connector.options.BrokerEndpoint`, the configured members) that is
+        """The one of ``candidates`` (:class:`connector.options.parse.BrokerEndpoint`, the configured members) that is
         the current master."""
         return next(e for e in candidates if e.ha_addr == self.current[0])
 

@@ -3,7 +3,7 @@
 
 The driver asks a name server GET_BROKER_CLUSTER_INFO (:class:`connector.client.namesrv.NameServerClient`),
 keeps the broker sets of the chosen clusters, asks each member GET_BROKER_CONFIG for its ``haListenPort`` and
-mode, and turns the result into the same :class:`connector.options.BrokerEndpoint` lists the ``brokers`` and
+mode, and turns the result into the same :class:`connector.options.parse.BrokerEndpoint` lists the ``brokers`` and
 ``slaves`` options give (:meth:`Discovery.options`). It asks again at most every ``namesrv_poll_interval_ms``,
 and only on the driver; :func:`diff` says what changed. Tasks never talk to a name server.
 """
@@ -25,13 +25,13 @@ from connector.errors import (
     HAReplicaOptionError,
     NameServerError,
 )
-from connector.options import BrokerEndpoint, SourceOptions, check_slave_counts
+from connector.options.declaration import OPTIONS, STARTING_OFFSETS_LATEST
+from connector.options.parse import BrokerEndpoint, SourceOptions, check_slave_counts
 from connector.protocol.address import split_host_port
 from connector.protocol.broker import ha_listen_port
 from connector.protocol.cluster_info import BrokerData, ClusterInfo
 from connector.protocol.ha import HA_PROTOCOL_CLASSIC
 from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH
-from connector.settings import OPTIONS, STARTING_OFFSETS_LATEST
 from connector.source.driver.brokers import BrokerSets, bounds
 from connector.source.driver.offsets import SourceOffset
 

@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 
 from connector.client.consume_queue import ConsumeQueueReader, QueueRange
 from connector.errors import BrokerAdminError
-from connector.options import SourceOptions
+from connector.options.declaration import READ_FROM_SLAVE
+from connector.options.parse import SourceOptions
 from connector.protocol.ha import HA_PROTOCOL_CLASSIC
 from connector.protocol.mapped_files import next_file_start
 from connector.protocol.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, is_system_topic
-from connector.settings import READ_FROM_SLAVE
 from connector.source.driver.brokers import BrokerSetView
 from connector.source.driver.controller_mode import ControllerModeSet
 from connector.source.partition import HAReplicaInputPartition

@@ -11,15 +11,15 @@ import time
 from collections.abc import Mapping
 
 from connector.errors import HAReplicaOptionError
-from connector.options import SourceOptions
-from connector.protocol.mapped_files import is_file_start
-from connector.settings import (
+from connector.options.declaration import (
     EARLIEST_OFFSET_SENTINEL,
     ENDING_OFFSETS_LATEST,
     LATEST_OFFSET_SENTINEL,
     OPTIONS,
     READ_FROM_SLAVE,
 )
+from connector.options.parse import SourceOptions
+from connector.protocol.mapped_files import is_file_start
 from connector.source.driver.batches import BatchPlanner
 from connector.source.driver.brokers import BrokerSetView, DriverReads, bounds
 from connector.source.driver.offsets import HEAD_BYTES, starts_record

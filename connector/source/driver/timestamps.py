@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from connector.client.consume_queue import ConsumeQueueReader
 from connector.errors import BrokerAdminError, CommitLogFormatError, HAReplicaOptionError
+from connector.options.declaration import OPTIONS, READ_FROM_SLAVE, TIMESTAMP_STRATEGY_ERROR
 from connector.protocol.commitlog import BLANK_MAGIC_CODE, read_record_head
 from connector.protocol.mapped_files import next_file_start
-from connector.settings import OPTIONS, READ_FROM_SLAVE, TIMESTAMP_STRATEGY_ERROR
 from connector.source.driver.brokers import BrokerSetView, DriverReads, bounds
 from connector.source.driver.offsets import starts_record
 from connector.source.driver.partitions import MAX_PROBE_ROUNDS, MAX_PROBED_QUEUES, find_boundaries

@@ -27,8 +27,8 @@ from collections.abc import Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from connector.errors import HAReplicaOptionError
-from connector.options import import_function
-from connector.settings import OPTIONS
+from connector.options.declaration import OPTIONS
+from connector.options.functions import import_function
 
 
 def transform_source_columns(spec: str, columns: Sequence[str]) -> tuple[str, ...] | None:

@@ -10,7 +10,7 @@ import pytest
 from connector.client.admin import BrokerAdminClient
 from connector.client.ha import HARangeFetcher, prefetch_chunks
 from connector.errors import BrokerAdminError, DataLossError
-from connector.settings import FetchSettings
+from connector.options.settings import FetchSettings
 from tests.integration.connector.conftest import FIXTURE_MAX_OFFSET, MAPPED_FILE_SIZE, start_fixture_master
 from tests.support.brokers import runtime_info, wait_for
 from tests.support.decoding import decode_commitlog_range

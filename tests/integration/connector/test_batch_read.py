@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from connector.errors import HAReplicaOptionError
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.source import HAReplicaDataSource
 from connector.source.batch_reader import HAReplicaBatchReader
 from tests.integration.connector.conftest import FIXTURE_MAX_OFFSET, MAPPED_FILE_SIZE, brokers_option, run_stream

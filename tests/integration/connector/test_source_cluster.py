@@ -16,7 +16,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from connector.client.producer import Producer
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.protocol.remoting import (
     FrameDecoder,
     RemotingCommand,

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from connector.client.producer import Producer
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.source import HAReplicaStreamReader, read_partition
 from connector.source.driver.batches import BUDGET_SLACK_BYTES, apply_byte_limit
 from tests.integration.connector.conftest import brokers_option

@@ -16,7 +16,7 @@ from broker_stub.launcher import BrokerProcess
 from connector.client.consume_queue import ConsumeQueueReader
 from connector.client.producer import Producer
 from connector.errors import HAReplicaOptionError
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.source import HAReplicaStreamReader, read_partition
 from connector.source.driver.partitions import MIN_PARTITION_BYTES, find_boundaries, partition_counts, pick_splits
 from tests.integration.connector.conftest import brokers_option, run_stream

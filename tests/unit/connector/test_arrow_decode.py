@@ -18,6 +18,7 @@ from connector.decode.columns import iter_record_batches
 from connector.decode.schema import ARROW_SCHEMA, spark_schema
 from connector.decode.stream import CommitLogArrowDecoder
 from connector.errors import CommitLogFormatError
+from connector.options.settings import DecodeSettings
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_ZLIB_TYPE,
@@ -27,7 +28,6 @@ from connector.protocol.commitlog import (
     encode_record,
     record_to_json,
 )
-from connector.settings import DecodeSettings
 from tests.support.decoding import decode_commitlog_range, use_decode_kernels
 
 MAPPED_FILE_SIZE = 1048576

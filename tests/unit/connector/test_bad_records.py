@@ -16,6 +16,7 @@ import zstandard
 from connector.decode.schema import ARROW_SCHEMA
 from connector.decode.stream import CommitLogArrowDecoder
 from connector.errors import CommitLogFormatError
+from connector.options.settings import DecodeSettings
 from connector.protocol.commitlog import (
     COMPRESSED_FLAG,
     COMPRESSION_LZ4_TYPE,
@@ -24,7 +25,6 @@ from connector.protocol.commitlog import (
     body_crc,
     encode_record,
 )
-from connector.settings import DecodeSettings
 from tests.support.decoding import decode_commitlog_range, use_decode_kernels
 
 ZLIB = COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE
@@ -179,7 +179,7 @@ def test_mode_is_checked():
 
 def test_bad_record_options_parse_with_defaults_and_name_what_is_wrong():
     from connector.errors import HAReplicaOptionError
-    from connector.options import SourceOptions
+    from connector.options.parse import SourceOptions
 
     decode = SourceOptions.from_options({"brokers": "a=h:2"}).decode
     assert (decode.mode, decode.verify_body_crc, decode.max_inflated_body_bytes) == ("PERMISSIVE", True, 64 << 20)

@@ -11,7 +11,7 @@ import pytest
 from broker_stub.namesrv.route_info import RouteInfoManager
 from connector.client.namesrv import NameServerClient
 from connector.errors import AddressError, HAReplicaOptionError, NameServerError, RemotingProtocolError
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.protocol.cluster_info import decode_cluster_info, fastjson_body, split_namesrv_addr
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from connector.source.driver.discovery import Discovery, diff

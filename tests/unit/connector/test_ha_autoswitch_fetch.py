@@ -14,13 +14,13 @@ import pytest
 from connector.client.ha import HARangeFetcher
 from connector.client.ha_autoswitch import probe_master
 from connector.errors import DataLossError, HAFetchError, HAProtocolError, NotAnHAPortError
+from connector.options.settings import FetchSettings
 from connector.protocol.ha_autoswitch import (
     EpochEntry,
     HandshakeReply,
     SlaveHandshake,
     TransferHeader,
 )
-from connector.settings import FetchSettings
 
 BYTES = bytes(range(256)) * 40  # 10240 CommitLog bytes of a pretend master
 

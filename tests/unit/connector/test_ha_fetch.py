@@ -14,8 +14,8 @@ import pytest
 
 from connector.client.ha import HARangeFetcher, prefetch_chunks
 from connector.errors import DataLossError, HAFetchError, HAProtocolError, NotAnHAPortError
+from connector.options.settings import FetchSettings
 from connector.protocol.ha import encode_transfer_header
-from connector.settings import FetchSettings
 
 MAPPED_FILE_SIZE = 1048576
 

@@ -125,7 +125,7 @@ class Bytes:
 def fixture_reader(monkeypatch):
     """A stream reader whose broker is ``Bytes``: its samples come from ``view``, its HA reads (the fetch layer's
     ``fetch_range`` behind ``DriverReads``) from the bytes, read from the server ``DriverReads`` picks."""
-    from connector.options import SourceOptions
+    from connector.options.parse import SourceOptions
     from connector.source import HAReplicaStreamReader
     from connector.source.driver.brokers import BrokerSetView, ServerOffsets
 

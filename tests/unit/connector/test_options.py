@@ -6,7 +6,7 @@ import pytest
 
 from connector.decode.topic_filter import TopicFilter
 from connector.errors import HAReplicaError, HAReplicaOptionError
-from connector.options import BrokerEndpoint, SourceOptions, parse_brokers
+from connector.options.parse import BrokerEndpoint, SourceOptions, parse_brokers
 
 BROKERS = "broker-a=127.0.0.1:10912"
 

@@ -12,7 +12,7 @@ import pytest
 
 from connector.client.producer import Producer
 from connector.errors import HAReplicaOptionError
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.source.driver.batches import BatchPlanner
 from connector.source.driver.offsets import FINGERPRINT_KEY
 from tests.support.brokers import max_offset

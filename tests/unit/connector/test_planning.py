@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.source import HAReplicaStreamReader
 from connector.source.driver.brokers import MAX_KNOWN_BOUNDARIES_PER_BROKER, BrokerSetView, ServerOffsets, bounds
 from connector.source.driver.offsets import SourceOffset

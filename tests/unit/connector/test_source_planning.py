@@ -9,7 +9,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes
 
 from connector.client.admin import BrokerAdminClient
 from connector.errors import BrokerAdminError, DataLossError, HAReplicaOptionError
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.source import HAReplicaDataSource, HAReplicaInputPartition, HAReplicaStreamReader
 from connector.source.driver.batches import apply_byte_limit
 from connector.source.driver.brokers import BrokerSetView, ServerOffsets

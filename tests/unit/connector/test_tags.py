@@ -12,9 +12,9 @@ from connector.decode import kernels as decode_kernels
 from connector.decode.stream import CommitLogArrowDecoder
 from connector.decode.topic_filter import TopicFilter
 from connector.errors import HAReplicaOptionError
-from connector.options import parse_decode_settings
+from connector.options.parse import parse_decode_settings
+from connector.options.settings import DecodeSettings
 from connector.protocol.commitlog import encode_record
-from connector.settings import DecodeSettings
 
 OPTION = "subscribe"
 

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from connector.errors import HAReplicaOptionError
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 from connector.source.task.transform import transform_batches, transform_source_columns
 
 BROKERS = "broker-a=127.0.0.1:10912"

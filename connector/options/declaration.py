@@ -1,12 +1,12 @@
-"""Every option of ``format("hareplica")`` declared once, and the typed settings the driver and the tasks get.
+"""Every option of ``format("hareplica")`` declared once.
 
 :data:`OPTIONS` holds one :class:`Option` record per option: its name, the settings attribute it fills, its
 type, default, bounds or choices, the Kafka/RocketMQ/Spark name it mirrors (or none) and its one-line meaning.
-The parser and validation (:mod:`connector.options`), the error messages naming an option (``OPTIONS.x.name``),
-:class:`FetchSettings` (what an HA read needs) and :class:`DecodeSettings` (what the decoder needs) all take
-them from here; docs/options.md's table is checked against it (``tests/unit/test_option_docs.py``) and
-``tests/unit/test_options_declared_once.py`` checks that no other product module of ``connector/`` writes an
-option's name. What each option does in context: docs/options.md and docs/source.md.
+The parser and validation (:mod:`connector.options.parse`), the error messages naming an option
+(``OPTIONS.x.name``), ``FetchSettings`` (what an HA read needs) and ``DecodeSettings`` (what the decoder needs,
+both :mod:`connector.options.settings`) all take them from here; docs/options.md's table is checked against it
+(``tests/unit/test_option_docs.py``) and ``tests/unit/test_options_declared_once.py`` checks that no other product
+module of ``connector/`` writes an option's name. What each option does in context: docs/options.md and docs/source.md.
 
 A few RocketMQ names are spelled like an option without being one: ``haSendHeartbeatInterval`` is also the
 broker's ``MessageStoreConfig`` key (:mod:`connector.protocol.ha`) and ``accessKey`` / ``secretKey`` are also
@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from connector.protocol.acl import AclCredentials
 from connector.protocol.commitlog.layout import DEFAULT_MAX_INFLATED_BODY_BYTES
 from connector.protocol.ha import HA_CONNECT_TIMEOUT_MS, HA_HOUSEKEEPING_INTERVAL_MS, HA_SEND_HEARTBEAT_INTERVAL_MS
 
@@ -210,47 +209,3 @@ OPTIONS = OptionTable((
 
 #: option name -> default, in declaration order (``REQUIRED``: must be given; None: unset unless given)
 OPTION_DEFAULTS: Mapping[str, object] = {name: option.default for name, option in OPTIONS.items()}
-
-
-@dataclass(frozen=True, slots=True)
-class FetchSettings:
-    """What an HA read of CommitLog bytes needs, on a task or the driver (carried inside every InputPartition).
-
-    Times in milliseconds; the defaults are the declaration's (:data:`OPTIONS`). ``fail_on_data_loss``: raise
-    DataLossError (True) or skip lost bytes with a warning; ``prefetch_chunks``: received chunks held ahead of
-    decoding; ``credentials``: the ACL account remoting requests are signed with (repr hides the secret).
-    """
-
-    connect_timeout_ms: int = OPTIONS.connect_timeout_ms.default
-    read_timeout_ms: int = OPTIONS.read_timeout_ms.default
-    fetch_retries: int = OPTIONS.fetch_retries.default
-    heartbeat_interval_ms: int = OPTIONS.heartbeat_interval_ms.default
-    fail_on_data_loss: bool = OPTIONS.fail_on_data_loss.default
-    prefetch_chunks: int = OPTIONS.prefetch_chunks.default
-    reconnect_backoff_ms: int = OPTIONS.reconnect_backoff_ms.default
-    reconnect_backoff_max_ms: int = OPTIONS.reconnect_backoff_max_ms.default
-    max_outage_ms: int = OPTIONS.max_outage_ms.default
-    credentials: AclCredentials | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DecodeSettings:
-    """What the decoder needs to turn CommitLog bytes into record batches (carried inside every InputPartition).
-
-    Sizes in bytes; the defaults are the declaration's (:data:`OPTIONS`). ``mode`` is ``PERMISSIVE`` or
-    ``FAILFAST``; ``topics`` (exact names) and ``topic_pattern`` (a regular expression) are exclusive, None when
-    not given; ``topic_tags``: ``(topic, tags)`` pairs, sorted by topic, for the ``subscribe`` entries that carry
-    a tag list (``Topic:TagA || TagB``; a record of such a topic is kept only when its TAGS property is one of
-    them, docs/source.md "Tags") (:class:`connector.decode.topic_filter.TopicFilter` applies them).
-    """
-
-    decompress_body: bool = OPTIONS.decompress_body.default
-    mode: str = OPTIONS.mode.default
-    verify_body_crc: bool = OPTIONS.verify_body_crc.default
-    max_inflated_body_bytes: int = OPTIONS.max_inflated_body_bytes.default
-    max_records_per_batch: int = OPTIONS.max_records_per_batch.default
-    max_bytes_per_batch: int = OPTIONS.max_bytes_per_batch.default
-    topics: frozenset[str] | None = None
-    topic_pattern: str | None = None
-    topic_tags: tuple[tuple[str, frozenset[str]], ...] = ()
-    include_system_topics: bool = OPTIONS.include_system_topics.default

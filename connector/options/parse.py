@@ -1,6 +1,6 @@
 """Parsing and validation of ``format("hareplica")``'s options into :class:`SourceOptions`.
 
-Every option is declared once in :data:`connector.settings.OPTIONS` (name, default, bounds, meaning); this
+Every option is declared once in :data:`connector.options.declaration.OPTIONS` (name, default, bounds, meaning); this
 module reads the declaration for every default, bound and option name it writes in an error. Option names are
 case-insensitive (Spark hands them over lower-cased). What each option does: docs/options.md and
 docs/source.md "Options" (tests/unit/test_option_docs.py checks the table against the declaration).
@@ -10,21 +10,14 @@ Errors: :class:`HAReplicaOptionError` (a ``ValueError``) naming the option and t
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from connector.errors import AddressError, HAReplicaOptionError
-from connector.protocol.acl import AclCredentials, credentials
-from connector.protocol.address import join_host_port, split_host_port
-from connector.protocol.broker import listen_port_of_ha
-from connector.protocol.cluster_info import split_namesrv_addr
-from connector.protocol.ha import HA_HOUSEKEEPING_INTERVAL_MS
-from connector.protocol.topics import TOPIC_MAX_LENGTH, VALID_TOPIC
-from connector.settings import (
+from connector.options.declaration import (
     EARLIEST_OFFSET_SENTINEL,
     ENDING_OFFSETS_LATEST,
     LATEST_OFFSET_SENTINEL,
@@ -32,10 +25,16 @@ from connector.settings import (
     READ_FROM_SLAVE,
     STARTING_OFFSETS_EARLIEST,
     STARTING_OFFSETS_LATEST,
-    DecodeSettings,
-    FetchSettings,
     Option,
 )
+from connector.options.functions import import_function
+from connector.options.settings import DecodeSettings, FetchSettings
+from connector.protocol.acl import AclCredentials, credentials
+from connector.protocol.address import join_host_port, split_host_port
+from connector.protocol.broker import listen_port_of_ha
+from connector.protocol.cluster_info import split_namesrv_addr
+from connector.protocol.ha import HA_HOUSEKEEPING_INTERVAL_MS
+from connector.protocol.topics import TOPIC_MAX_LENGTH, VALID_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +71,8 @@ class SourceOptions:
     (bytes; -2 earliest, -1 latest). ``max_bytes_per_trigger`` is None when unset. ``slaves`` holds
     one endpoint per configured slave (``name`` = its broker set); ``read_from`` is ``"master"`` or
     ``"slave"``; ``min_in_sync_slaves`` is 0 when replicated-only reads are off. ``fetch`` is what the HA reads
-    need, ``decode`` what the decoder needs; defaults are the declaration's (:data:`connector.settings.OPTIONS`).
+    need, ``decode`` what the decoder needs; defaults are the declaration's
+    (:data:`connector.options.declaration.OPTIONS`).
     """
 
     brokers: tuple[BrokerEndpoint, ...]
@@ -239,24 +239,6 @@ def parse_decode_settings(opts: Mapping[str, str]) -> DecodeSettings:
     return DecodeSettings(**{attr: value_of(opts, getattr(OPTIONS, attr)) for attr in _DECODE_OPTION_ATTRS},
                           mode=value_of(opts, OPTIONS.mode).upper(), topics=topics, topic_pattern=pattern,
                           topic_tags=tags)
-
-
-def import_function(option: str, spec: str) -> Callable:
-    """The function ``spec`` (``package.module:function``) names, for option ``option``.
-
-    Raises connector.options.HAReplicaOptionError naming the option when ``spec`` is malformed, its module
-    does not import or the attribute is missing or not callable.
-    """
-    module_name, _, attr = spec.partition(":")
-    try:
-        if not module_name or not attr:
-            raise ValueError("expected package.module:function")
-        function = getattr(importlib.import_module(module_name), attr)
-        if not callable(function):
-            raise ValueError(f"{attr} is not a function")
-    except (ImportError, AttributeError, ValueError) as e:
-        raise HAReplicaOptionError(option, spec, str(e)) from None
-    return function
 
 
 #: what marks a subscription expression as SQL92 (RocketMQ's ExpressionType name), before the expression
