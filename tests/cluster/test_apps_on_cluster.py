@@ -7,9 +7,10 @@ watermark past every earlier window. 1 MiB mapped files make three micro-batches
 and ``hareplica run gold`` are submitted to the session's cluster with ``--archives ENV#environment`` and
 Trigger.AvailableNow, as users run them; their tables are read back with deltalake's query engine and
 compared with what the broker's CommitLog says: every valid order once in ``silver_orders`` with its fields,
-every other body of an order topic in ``silver_quarantine``, and in ``gold_orders_per_minute`` every window
-with data, its aggregates exact, ``final`` exactly where the last watermark (the tick minus one minute) has
-passed the window's end. The executors' Python workers must have run the archive's interpreter.
+every other body of an order topic in the dead-letter table ``silver_quarantine``, and in
+``gold_orders_per_minute`` every window with data, its aggregates exact, ``final`` exactly where the last
+watermark (the tick minus one minute) has passed the window's end. The executors' Python workers must have run
+the archive's interpreter.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from streaming_apps.query import query_tables
 from streaming_apps.workload import ORDER_TOPICS, order_events
 from tests.cluster import app_runs
 from tests.cluster.standalone import executor_tasks
+from tests.support.silver import silver_verdicts
 
 pytestmark = pytest.mark.cluster
 
@@ -110,16 +112,22 @@ def test_silver_on_the_cluster_lands_every_order_once_and_quarantines_the_rest(
     workdir = tmp_path / "wd"
     run_on_cluster("silver", broker, spark_cluster, env_archive, workdir)
 
+    declared, dead = silver_verdicts((rec.commit_log_offset, rec.decompressed_body())
+                                     for _, rec in iter_commitlog_dir(broker.commitlog_dir)
+                                     if rec.topic in ORDER_TOPICS)
+    assert set(declared) == set(orders) and set(dead) == set(rejected), "the declaration and gold's decoder agree"
     rows = sql(workdir / "tables" / "silver_orders", "SELECT commitLogOffset, orderId, customerId, status, "
-               "amountCents, currency, region, itemQuantity, eventTime, eventDate FROM t")
+               "amountCents, currency, region, items, eventTimeMs, eventDate FROM t")
     counts = Counter(r["commitLogOffset"] for r in rows)
     assert set(counts) == set(orders) and max(counts.values()) == 1, "every order once"
     for r in rows:
         want = orders[r["commitLogOffset"]]
-        assert {k: r[k] for k in want.keys() - {"items"}} == {k: v for k, v in want.items() if k != "items"}
-        assert r["eventDate"] == want["eventTime"].date()
-    quarantined = sql(workdir / "tables" / "silver_quarantine", "SELECT commitLogOffset, reason FROM t")
-    assert {r["commitLogOffset"]: r["reason"] for r in quarantined} == rejected
+        assert {k: r[k] for k in ("orderId", "customerId", "status", "amountCents", "currency", "region", "items")} \
+            == {k: want[k] for k in ("orderId", "customerId", "status", "amountCents", "currency", "region", "items")}
+        assert r["eventTimeMs"] == want["eventTime"] and r["eventDate"] == want["eventTime"].date()
+    quarantined = sql(workdir / "tables" / "silver_quarantine", "SELECT commitLogOffset, error FROM t")
+    assert {r["commitLogOffset"]: r["error"] for r in quarantined} == dead
+
 
 
 def ms(moment) -> int:

@@ -6,7 +6,7 @@ inflated), plus good LZ4 and ZSTD bodies in the Java client's frame formats.
 - ``hareplica run bronze`` (Spark path and direct landing) lands every record exactly once: the table equals
   the broker's CommitLog, bad records with their stored bytes and a ``decodeError``;
 - ``mode=FAILFAST`` fails naming broker, offset, CommitLog file and field;
-- silver puts the bad records in ``silver_quarantine`` with the reason;
+- silver puts the bad records in its dead-letter table ``silver_quarantine``, the error naming the decodeError;
 - decoding the bomb through the executor's read path keeps the process's peak memory bounded.
 """
 
@@ -190,13 +190,13 @@ def test_failfast_names_broker_offset_file_and_field(app_spark, broker, expected
 def test_silver_quarantines_bad_records_with_the_decode_error(app_spark, broker, expected, tmp_path):
     cfg = _config(broker, tmp_path, "silver")
     run_app(app_spark, cfg, max_runtime_s=APP_TIMEOUT_S)
-    quarantine = query_tables("SELECT commitLogOffset, reason, body FROM q",
+    quarantine = query_tables("SELECT commitLogOffset, error, body FROM q",
                               {"q": str(cfg.table_path("silver_quarantine"))}).to_pylist()
     orders = query_tables("SELECT commitLogOffset FROM o", {"o": str(cfg.table_path("silver_orders"))}).to_pylist()
     by_offset = {r["commitLogOffset"]: r for r in quarantine}
     assert set(by_offset) == set(broker.bad)  # every order event, also LZ4/ZSTD ones, decoded; bad ones held back
     for off in broker.bad:
-        assert by_offset[off]["reason"] == f"bad record: {expected[off][1]}"[:300]
+        assert by_offset[off]["error"] == f"bad record: {expected[off][1]}"
         assert by_offset[off]["body"] == expected[off][0]
     on_order_topics = [off for off in expected if off not in broker.bad]
     assert sorted(r["commitLogOffset"] for r in orders) == sorted(on_order_topics)

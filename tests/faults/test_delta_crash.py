@@ -161,7 +161,7 @@ def test_bronze_killed_at_each_commit_point_and_restarted_lands_every_message_on
 
 
 def test_silver_killed_between_its_two_table_commits(broker, commitlog, tmp_path):
-    from streaming_apps.apps.orders import OrderDecodeError, decode_order_body
+    from tests.support.silver import silver_verdicts
 
     cfg = AppConfig(app="silver", brokers="unused", workdir=tmp_path)
     orders, quarantine = cfg.table_path("silver_orders"), cfg.table_path("silver_quarantine")
@@ -170,20 +170,15 @@ def test_silver_killed_between_its_two_table_commits(broker, commitlog, tmp_path
     assert not (quarantine / "_delta_log").exists(), "the crash came before the quarantine commit"
 
     run_to_completion("silver", broker, tmp_path)
-    good, bad = set(), {}
-    for off, rec in commitlog.items():
-        try:
-            decode_order_body(rec.decompressed_body())
-            good.add(off)
-        except OrderDecodeError as e:
-            bad[off] = str(e)
+    good, bad = silver_verdicts((off, rec.decompressed_body()) for off, rec in commitlog.items())
+    assert good and bad, "the broker holds both"
     tables = {"silver_orders": str(orders), "silver_quarantine": str(quarantine)}
     got = Counter(r["commitLogOffset"] for r in query_tables("SELECT commitLogOffset FROM silver_orders",
                                                              tables).to_pylist())
     assert set(got) == good and max(got.values()) == 1
-    rejected = query_tables("SELECT commitLogOffset, reason FROM silver_quarantine", tables).to_pylist()
+    rejected = query_tables("SELECT commitLogOffset, error FROM silver_quarantine", tables).to_pylist()
     assert sorted(r["commitLogOffset"] for r in rejected) == sorted(bad)
-    assert {r["commitLogOffset"]: r["reason"] for r in rejected} == bad
+    assert {r["commitLogOffset"]: r["error"] for r in rejected} == bad
     for t in (orders, quarantine):
         assert parquet_on_disk(t) == table_files(t)
 

@@ -27,6 +27,7 @@ from streaming_apps.query import discover_tables, query_tables, register_spark_v
 from streaming_apps.spark_session import register_data_sources
 from streaming_apps.status import collect_status
 from streaming_apps.workload import ORDER_TOPICS, order_events
+from tests.support.silver import silver_verdicts
 
 pytestmark = pytest.mark.spark
 
@@ -87,7 +88,7 @@ def _config(broker, workdir: Path, app: str, **kw) -> AppConfig:
 
 
 def _expected_orders(commitlog) -> tuple[dict[int, dict], dict[int, str]]:
-    """(offset → decoded order, offset → quarantine reason) over the order topics."""
+    """(offset → decoded order, offset → quarantine reason) over the order topics, by gold's order decoder."""
     good, bad = {}, {}
     for off, rec in commitlog.items():
         if rec.topic not in ORDER_TOPICS:
@@ -155,34 +156,41 @@ def test_bronze_lands_every_message_once_partitioned_by_store_date_with_maintena
     assert app_spark.table("bronze").schema.fieldNames()[-1] == "storeDate"
 
 
-@pytest.mark.parametrize("landing", ["direct", "spark"])
-def test_silver_decodes_orders_and_quarantines_bad_bodies(app_spark, broker, commitlog, tmp_path, landing):
-    cfg = _config(broker, tmp_path, "silver", landing=landing)
+def test_silver_decodes_orders_and_quarantines_bad_bodies(app_spark, broker, commitlog, tmp_path):
+    cfg = _config(broker, tmp_path, "silver")
     run_app(app_spark, cfg, max_runtime_s=APP_TIMEOUT_S)
-    good, bad = _expected_orders(commitlog)
-    assert len(bad) == len(BAD_BODIES) and len(good) == ORDERS + 1
+    good, bad = silver_verdicts((off, rec.decompressed_body()) for off, rec in commitlog.items()
+                                if rec.topic in ORDER_TOPICS)
+    # a body without some field is an order with nulls there (the msgpack format's rule): ORD-X
+    assert len(bad) == len(BAD_BODIES) - 1 and len(good) == ORDERS + 2
     tables = discover_tables(cfg.tables_root)
     assert set(tables) == {"silver_orders", "silver_quarantine"}
 
+    valid, _ = _expected_orders(commitlog)
     orders = query_tables("SELECT * FROM silver_orders", tables).to_pylist()
     assert sorted(r["commitLogOffset"] for r in orders) == sorted(good)
     for r in orders:
         want = good[r["commitLogOffset"]]
-        for k in ("orderId", "customerId", "status", "amountCents", "currency", "region", "items", "itemQuantity",
-                  "eventTime"):
+        for k in ("orderId", "customerId", "status", "amountCents", "currency", "region", "items", "eventTimeMs"):
             assert r[k] == want[k], k
-        assert r["eventDate"] == want["eventTime"].date()
+        if r["orderId"] == "ORD-X":
+            assert r["eventTimeMs"] is None and r["eventDate"] is None
+            continue
+        assert r["eventTimeMs"] == valid[r["commitLogOffset"]]["eventTime"]  # gold's decoder agrees
+        assert r["eventDate"] == r["eventTimeMs"].date()
         rec = commitlog[r["commitLogOffset"]]
-        assert (r["topic"], r["msgId"], r["queueOffset"], r["broker"]) == (rec.topic, rec.msg_id, rec.queue_offset,
-                                                                           "broker-a")
+        assert (r["topic"], r["msgId"], r["queueOffset"], r["broker"], r["tags"]) == (
+            rec.topic, rec.msg_id, rec.queue_offset, "broker-a", rec.tags)
     assert DeltaTable(tables["silver_orders"]).metadata().partition_columns == ["eventDate"]
 
-    quarantine = query_tables("SELECT commitLogOffset, reason, body, topic FROM silver_quarantine", tables).to_pylist()
-    assert {r["commitLogOffset"]: r["reason"] for r in quarantine} == bad
-    assert {r["body"] for r in quarantine} == set(BAD_BODIES)
-    reasons = sorted(r["reason"] for r in quarantine)
-    assert any(x.startswith("body is msgpack list") for x in reasons)
-    assert any(x.startswith("field eventTimeMs: expected int, got str") for x in reasons)
+    quarantine = query_tables("SELECT commitLogOffset, error, body, topic, \"table\" FROM silver_quarantine",
+                              tables).to_pylist()
+    assert {r["commitLogOffset"]: r["error"] for r in quarantine} == bad
+    assert {r["body"] for r in quarantine} == set(BAD_BODIES) - {msgpack.packb({"orderId": "ORD-X"})}
+    assert {r["table"] for r in quarantine} == {"silver_orders"}
+    errors = sorted(r["error"] for r in quarantine)
+    assert any(x.endswith("Expected `object`, got `array`") for x in errors)
+    assert any("at `$.eventTimeMs`" in x for x in errors)
 
     # a rerun from the same checkpoint finds nothing new and writes nothing twice
     versions = {n: DeltaTable(p).version() for n, p in tables.items()}
@@ -282,7 +290,8 @@ def test_direct_landing_is_for_bronze_and_silver_with_the_deltalake_sink(broker,
     assert _config(broker, tmp_path, "bronze").landing == "direct"  # the default where it applies
     assert _config(broker, tmp_path, "silver").landing == "direct"
     assert _config(broker, tmp_path, "bronze", sink="delta").landing == "spark"
-    assert _config(broker, tmp_path, "silver", sink="delta").landing == "spark"
+    with pytest.raises(AppError, match="run silver lands its tables with --landing direct and --sink deltalake"):
+        _config(broker, tmp_path, "silver", sink="delta")
     assert _config(broker, tmp_path, "gold").landing == "spark"
     with pytest.raises(AppError, match="--landing direct .* bronze and silver apps with --sink deltalake"):
         _config(broker, tmp_path, "gold", landing="direct")

@@ -174,7 +174,8 @@ def test_bronze_over_spark_connect_lands_every_message_once_and_resumes(connect_
 
 def test_silver_and_gold_over_spark_connect_foreach_batch_writes_and_merge(connect_server, broker_factory,
                                                                           tmp_path):
-    """silver's two-table foreachBatch write and gold's MERGE run in the server's foreachBatch worker."""
+    """silver's commit of its two tables (the direct landing's foreachBatch) and gold's MERGE run in the server's
+    foreachBatch worker."""
     broker = broker_factory("broker")
     with Producer(broker.remoting_addr, "connect-orders") as producer:
         futures = [producer.send_async(m.topic, m.body, tags=m.tags) for m in order_events(ORDERS, seed=13)]
@@ -233,9 +234,12 @@ def test_remote_refuses_what_a_connect_client_cannot_do_and_an_unreachable_serve
     assert f"no Spark Connect server answers at 127.0.0.1:{closed}" in capsys.readouterr().err
     assert hareplica([*base, "--remote", "http://127.0.0.1:1"]) == 2
     assert "a Spark Connect URL is sc://HOST:PORT" in capsys.readouterr().err
+    gold = ["run", "gold", *base[2:], "--remote", "sc://127.0.0.1:15002", "--sink", "delta"]
+    assert hareplica(gold) == 2
+    assert "'string collate UTF8_BINARY'" in capsys.readouterr().err
     silver = ["run", "silver", *base[2:], "--remote", "sc://127.0.0.1:15002", "--sink", "delta"]
     assert hareplica(silver) == 2
-    assert "'string collate UTF8_BINARY'" in capsys.readouterr().err
+    assert "run silver lands its tables with --landing direct and --sink deltalake" in capsys.readouterr().err
 
 
 def test_a_connect_session_is_refused_in_a_process_with_the_classic_one(spark):

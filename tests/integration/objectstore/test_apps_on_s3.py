@@ -23,6 +23,7 @@ from streaming_apps.spark_session import register_data_sources
 from streaming_apps.workload import ORDER_TOPICS
 from tests.integration.apps.test_apps import MAPPED_FILE_SIZE, _workload
 from tests.support.s3_server import TEST_BUCKET
+from tests.support.silver import silver_verdicts
 
 pytestmark = pytest.mark.spark
 
@@ -134,10 +135,15 @@ def test_silver_and_gold_on_s3_land_the_order_events(s3_spark, broker, commitlog
                 good[off] = decode_order_body(rec.decompressed_body())
             except OrderDecodeError:
                 pass
+    declared, dead = silver_verdicts((off, rec.decompressed_body()) for off, rec in commitlog.items()
+                                     if rec.topic in ORDER_TOPICS)
     silver = _config(broker, workdir, "silver", s3_server)
     run_app(s3_spark, silver, max_runtime_s=APP_TIMEOUT_S)
     orders = query_tables("SELECT commitLogOffset FROM o", {"o": str(silver.table_path("silver_orders"))}).to_pylist()
-    assert sorted(r["commitLogOffset"] for r in orders) == sorted(good)
+    assert sorted(r["commitLogOffset"] for r in orders) == sorted(declared)
+    quarantined = query_tables("SELECT commitLogOffset FROM q",
+                               {"q": str(silver.table_path("silver_quarantine"))}).to_pylist()
+    assert sorted(r["commitLogOffset"] for r in quarantined) == sorted(dead)
 
     gold = _config(broker, workdir, "gold", s3_server)
     run_app(s3_spark, gold, max_runtime_s=APP_TIMEOUT_S)
