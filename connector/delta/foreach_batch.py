@@ -1,6 +1,6 @@
 """``foreachBatch``: the sink's exactly-once write for a static DataFrame, one Delta commit per table.
 
-``foreachBatch`` jobs that write several tables per micro-batch (the silver app: orders and quarantine)
+``foreachBatch`` jobs that write a table per micro-batch (``hareplica read``, the apps' ``DeltaSink.write_batch``)
 use :func:`write_batch`: the files are written by executors through ``mapInArrow`` with the sink's own
 task writer (same files, names and statistics), the driver commits them with the sink's committer (one
 Delta commit per table carrying ``txn(appId, batchId)``), and a batch already committed for that appId

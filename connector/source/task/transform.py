@@ -4,8 +4,8 @@
 Through ``format("hareplica")`` every column a query reads crosses from the source's Python worker into the
 JVM (Arrow → rows); a ``mapInArrow`` that then turns the body into other columns sends them back out
 (rows → Arrow) and in again. With ``batch_transform`` the task calls the function on each decoded
-``pyarrow.RecordBatch`` itself and only its result enters the JVM: for a body decoder (the silver and gold
-apps' msgpack orders) the bodies never do.
+``pyarrow.RecordBatch`` itself and only its result enters the JVM: for a body decoder (the gold
+app's msgpack orders) the bodies never do.
 
 The value names a module-level function, ``package.module:function``, importable wherever the tasks run
 (the executors' Python). It is called as ``function(batch, columns)``: ``batch`` holds every column of
