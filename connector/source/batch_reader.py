@@ -18,6 +18,7 @@ from connector.decode.schema import column_subset
 from connector.errors import HAReplicaOptionError
 from connector.options.parse import SourceOptions
 from connector.source.driver.batches import BatchPlanner
+from connector.source.driver.offsets import SourceOffset
 from connector.source.driver.ranges import await_settled, check_starting_records, ending_offsets
 from connector.source.partition import HAReplicaInputPartition
 from connector.source.task.read import read_task
@@ -51,7 +52,7 @@ class HAReplicaBatchReader(DataSourceReader):
             end = ending_offsets(planner, start)
             log.info("batch read of %s -> %s", start, end)
             await_settled(planner, start, end)
-            return planner.partitions(start, end, self.columns)
+            return planner.partitions(SourceOffset.from_json(start), SourceOffset.from_json(end), self.columns)
         finally:
             planner.close()
 

@@ -16,6 +16,7 @@ from connector.decode.schema import spark_schema
 from connector.options.parse import SourceOptions
 from connector.source.batch_reader import HAReplicaBatchReader, query_columns
 from connector.source.driver.batches import BatchPlanner
+from connector.source.driver.offsets import SourceOffset
 from connector.source.driver.ranges import check_starting_records, refuse_batch_only_options
 from connector.source.partition import HAReplicaInputPartition
 from connector.source.task.read import read_task
@@ -65,7 +66,10 @@ class HAReplicaDataSource(DataSource):
 class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans CommitLog byte ranges per micro-batch (driver, :attr:`planner`) and reads them (tasks).
 
-    Offsets: ``{broker_name: next_commitlog_offset}``. Broker errors raise
+    Offsets: Spark hands and takes JSON objects as dicts, ``{broker_name: next_commitlog_offset, "@...": ...}``
+    (:class:`connector.source.driver.offsets.SourceOffset` describes them); each call converts them to
+    ``SourceOffset`` once on the way in and once on the way out, and the planner works on the object in between.
+    Broker errors raise
     :class:`connector.client.remoting.BrokerAdminError` (or UnsupportedBrokerModeError for DLedger / controller
     mode); lost data raises :class:`connector.data_loss.DataLossError` when ``fail_on_data_loss`` is true.
     """
@@ -75,7 +79,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.columns = columns
         self.planner = BatchPlanner(options)  # the driver's broker state and planning
         # Spark < 4.2 (connector.spark_compat): the last end offset Spark showed this reader, and the initial offset
-        self._last_seen: dict | None = None
+        self._last_seen: SourceOffset | None = None
         self._initial: dict | None = None
 
     def __getstate__(self) -> dict:
@@ -120,15 +124,20 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         On every Spark, ``min_bytes_per_trigger`` may return ``start`` itself: no batch yet
         (:meth:`connector.source.driver.batches.BatchPlanner.next_end`).
         """
-        if start is None:
-            start = self._last_seen if self._last_seen is not None else self.initialOffset()
+        if start is not None:
+            begin = SourceOffset.from_json(start)
+        elif self._last_seen is not None:
+            begin = self._last_seen
+        else:
+            begin = SourceOffset.from_json(self.initialOffset())
         if limit is None:
             limit = self.getDefaultReadLimit()
+        max_bytes = None
         if isinstance(limit, ReadMaxBytes):
-            return self.planner.next_end(start, limit.max_bytes)
-        if not isinstance(limit, ReadAllAvailable):
+            max_bytes = limit.max_bytes
+        elif not isinstance(limit, ReadAllAvailable):
             log.warning("read limit %r is not supported by hareplica; reading all available bytes", limit)
-        return self.planner.next_end(start, None)
+        return self.planner.next_end(begin, max_bytes).to_json()
 
     def reportLatestOffset(self) -> dict:
         """The brokers' latest commitLogMaxOffset seen (StreamingQueryProgress ``latestOffset``): with the
@@ -140,8 +149,8 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         ConsumeQueue-given record boundaries when ``min_partitions`` / ``max_bytes_per_partition`` ask for it
         (:mod:`connector.source.driver.partitions`); each is read from the master, or with ``read_from='slave'``
         from a slave that holds it."""
-        self._last_seen = dict(end)
-        return self.planner.partitions(start, end, self.columns)
+        self._last_seen = SourceOffset.from_json(end)
+        return self.planner.partitions(SourceOffset.from_json(start), self._last_seen, self.columns)
 
     def read(self, partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
         """Task: fetch the partition's bytes over HA and yield RecordBatches
@@ -150,7 +159,7 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def commit(self, end: dict) -> None:
         """Forget boundaries below the committed offsets (and, once recorded, pending master switches)."""
-        self.planner.commit(end)
+        self.planner.commit(SourceOffset.from_json(end))
 
     def stop(self) -> None:
         """Close the driver's remoting connections."""

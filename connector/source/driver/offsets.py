@@ -64,10 +64,19 @@ EXTRA_KEY_PREFIX = "@"
 @dataclass(frozen=True)
 class SourceOffset:
     """``positions``: broker set name -> next CommitLog offset (bytes); ``extras``: the ``@`` entries as
-    they are stored (JSON values), in their order."""
+    they are stored (JSON values), in their order.
+
+    One object per offset from the reader's call to the checkpoint's JSON: the reader
+    (:class:`connector.source.reader.HAReplicaStreamReader`) builds it from Spark's dict once per call
+    (:meth:`from_json`) and :class:`connector.source.driver.batches.BatchPlanner` takes and returns it;
+    :meth:`to_json` gives Spark the dict it checkpoints (``json.dumps`` of it is the offset log's text)."""
 
     positions: dict[str, int]
     extras: dict[str, object] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        """The JSON object's dict form, as Spark shows the offset (for log lines)."""
+        return str({**self.positions, **self.extras})
 
     @classmethod
     def from_json(cls, value: Mapping | None) -> SourceOffset:

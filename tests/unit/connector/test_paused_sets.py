@@ -14,11 +14,12 @@ from connector.client.producer import Producer
 from connector.errors import HAReplicaOptionError
 from connector.options.parse import SourceOptions
 from connector.source.driver.batches import BatchPlanner
-from connector.source.driver.offsets import FINGERPRINT_KEY
+from connector.source.driver.offsets import FINGERPRINT_KEY, SourceOffset
 from tests.support.brokers import max_offset
 from tests.support.fixtures import broker_factory  # noqa: F401 - fixture
 
 C_PRINT = [4000, 120, 1795329728520, 12345]  # broker-c's fingerprint as a checkpoint holds it
+offset = SourceOffset.from_json  # the planner takes offsets as SourceOffset; these tests write them as Spark's JSON
 
 
 @pytest.fixture
@@ -40,8 +41,8 @@ def test_a_set_brokers_leaves_out_keeps_its_offset_and_fingerprint_and_is_logged
     planner = planner_of(master_a)
     try:
         with caplog.at_level(logging.WARNING, logger="connector.source.driver.batches"):
-            end = planner.end_offset(start, None)
-            again = planner.end_offset(end, None)
+            end = planner.end_offset(offset(start), None).to_json()
+            again = planner.end_offset(offset(end), None).to_json()
     finally:
         planner.close()
     assert end["broker-a"] == max_offset(master_a.remoting_addr)
@@ -55,7 +56,7 @@ def test_drop_broker_sets_removes_the_set_and_cannot_name_a_set_read_now(master_
     start = {"broker-a": 0, "broker-c": 4120, FINGERPRINT_KEY: {"broker-c": C_PRINT}}
     planner = planner_of(master_a, dropBrokerSets="broker-c")
     try:
-        end = planner.end_offset(start, None)
+        end = planner.end_offset(offset(start), None).to_json()
     finally:
         planner.close()
     assert "broker-c" not in end and "broker-c" not in end.get(FINGERPRINT_KEY, {})
@@ -74,11 +75,14 @@ def test_a_replayed_batch_that_moves_a_set_brokers_no_longer_names_fails_naming_
     try:
         with pytest.raises(HAReplicaOptionError, match=r"broker set broker-c's CommitLog \[4120, 9000\).*name it "
                                                        r"again"):
-            planner.partitions({"broker-a": 0, "broker-c": 4120}, {"broker-a": end_a, "broker-c": 9000}, None)
+            planner.partitions(offset({"broker-a": 0, "broker-c": 4120}), offset({"broker-a": end_a, "broker-c": 9000}),
+                               None)
         with pytest.raises(HAReplicaOptionError, match=r"broker set broker-c's CommitLog \[its first byte, 9000\)"):
-            planner.partitions({"broker-a": 0}, {"broker-a": end_a, "broker-c": 9000}, None)  # new in that batch
+            # broker-c new in that batch
+            planner.partitions(offset({"broker-a": 0}), offset({"broker-a": end_a, "broker-c": 9000}), None)
         # a batch that does not move broker-c runs
-        parts = planner.partitions({"broker-a": 0, "broker-c": 4120}, {"broker-a": end_a, "broker-c": 4120}, None)
+        parts = planner.partitions(offset({"broker-a": 0, "broker-c": 4120}),
+                                   offset({"broker-a": end_a, "broker-c": 4120}), None)
     finally:
         planner.close()
     assert [(p.broker, p.start, p.end) for p in parts] == [("broker-a", 0, end_a)]
@@ -89,8 +93,8 @@ def test_a_set_without_an_offset_is_logged_once_per_query(master_a, caplog):
     planner = planner_of(master_a)
     try:
         with caplog.at_level(logging.WARNING, logger="connector.source.driver.batches"):
-            end = planner.end_offset({}, None)
-            planner.partitions({}, end, None)
+            end = planner.end_offset(offset({}), None)
+            planner.partitions(offset({}), end, None)
     finally:
         planner.close()
     assert [r.getMessage() for r in caplog.records if "no offset in the checkpoint" in r.getMessage()] == [
@@ -110,17 +114,17 @@ def test_a_set_out_of_the_route_past_max_outage_keeps_its_offset_when_data_loss_
     discovery.clock = lambda: now[0]
     start = {"broker-a": 10, "broker-c": 4120, FINGERPRINT_KEY: {"broker-c": C_PRINT}}
     try:
-        assert discovery.carry_absent(options, start, {"broker-a": 20})["broker-c"] == 4120
+        assert discovery.carry_absent(options, offset(start), offset({"broker-a": 20})).positions["broker-c"] == 4120
         now[0] += 5  # 5 s out of the route, past maxOutageMs
         with caplog.at_level(logging.WARNING, logger="connector.source.driver.discovery"):
             for _ in range(2):
-                end = discovery.carry_absent(options, start, {"broker-a": 30})
+                end = discovery.carry_absent(options, offset(start), offset({"broker-a": 30})).to_json()
                 assert end["broker-c"] == 4120 and end[FINGERPRINT_KEY]["broker-c"] == C_PRINT
         (warning,) = [r.getMessage() for r in caplog.records if "broker-c" in r.getMessage()]
         assert "longer than maxOutageMs=1000" in warning and "dropBrokerSets=broker-c" in warning
         strict = SourceOptions.from_options({"namesrvAddr": "127.0.0.1:1", "maxOutageMs": "1000"})
         discovery.overdue.clear()
         with pytest.raises(DataLossError, match="dropBrokerSets=broker-c removes it"):
-            discovery.carry_absent(strict, start, {"broker-a": 30})
+            discovery.carry_absent(strict, offset(start), offset({"broker-a": 30}))
     finally:
         discovery.close()

@@ -22,7 +22,7 @@ def positions(offset: dict) -> dict:
 def no_history_reads(r: HAReplicaStreamReader) -> None:
     """Planning without brokers: no HA reads for fingerprints or history checks (test_history covers them)."""
     r.planner.verified_begin = lambda broker, view, start, begin, min_offset, max_offset: begin
-    r.planner.with_fingerprints = lambda start, spans, ends: dict(ends)
+    r.planner.with_fingerprints = lambda start, spans, ends: SourceOffset(dict(ends))
 
 
 def view_with(*, size: int = MB, master=(0, 10 * MB), slaves=(), boundaries=()) -> BrokerSetView:

@@ -13,6 +13,7 @@ from connector.options.parse import SourceOptions
 from connector.source import HAReplicaDataSource, HAReplicaInputPartition, HAReplicaStreamReader
 from connector.source.driver.batches import apply_byte_limit
 from connector.source.driver.brokers import BrokerSetView, ServerOffsets
+from connector.source.driver.offsets import SourceOffset
 
 MB = 1048576
 
@@ -20,7 +21,7 @@ MB = 1048576
 def no_history_reads(r: HAReplicaStreamReader) -> None:
     """Planning without brokers: no HA reads for fingerprints or history checks (test_history covers them)."""
     r.planner.verified_begin = lambda broker, view, start, begin, min_offset, max_offset: begin
-    r.planner.with_fingerprints = lambda start, spans, ends: dict(ends)
+    r.planner.with_fingerprints = lambda start, spans, ends: SourceOffset(dict(ends))
 
 
 def reader(**opts) -> HAReplicaStreamReader:
