@@ -96,7 +96,7 @@ def check_route_read_whole(planner) -> None:
     discovery = planner.discovery
     if discovery is None:
         return
-    left_out = sorted(set(discovery.seen) - set(planner.options.broker_names))
+    left_out = sorted(set(discovery.seen) - set(planner.route.broker_names))
     if not left_out:
         return
     try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from connector.errors import AddressError, HAReplicaOptionError
@@ -90,8 +90,9 @@ class SourceOptions:
     max_bytes_per_partition: int | None = OPTIONS.max_bytes_per_partition.default
     #: ``package.module:function`` the tasks apply to each batch (connector.source.task.transform)
     batch_transform: str | None = OPTIONS.batch_transform.default
-    #: the name servers the broker sets are found through (docs/source.md "Discovery"); () with ``brokers``,
-    #: whose sets and slaves the driver then replaces by what it discovers
+    #: the name servers the broker sets are found through (docs/source.md "Discovery"); () with ``brokers``;
+    #: with it ``brokers`` and ``slaves`` stay empty and the driver plans the route it discovers
+    #: (:class:`connector.source.driver.route.Route`)
     namesrv_addr: tuple[str, ...] = ()
     #: the clusters to read with ``namesrv_addr`` (None: every cluster the name server knows)
     cluster_names: tuple[str, ...] | None = None
@@ -110,19 +111,23 @@ class SourceOptions:
     ending_offsets_by_timestamp: Mapping[str, int] | None = OPTIONS.ending_offsets_by_timestamp.default
 
     @property
-    def starting_times(self) -> dict[str, int] | None:
-        """Per broker set the time (ms) to start at, or None: ``starting_timestamp`` for every set, else
-        ``starting_offsets_by_timestamp`` (Kafka's precedence; either wins over ``starting_offsets``)."""
+    def starts_at_times(self) -> bool:
+        """True when ``starting_timestamp`` or ``starting_offsets_by_timestamp`` is given."""
+        return self.starting_timestamp is not None or self.starting_offsets_by_timestamp is not None
+
+    def starting_times(self, names: Sequence[str]) -> dict[str, int] | None:
+        """Per broker set the time (ms) to start at, or None: ``starting_timestamp`` for each of ``names`` (the
+        planned sets), else ``starting_offsets_by_timestamp`` (Kafka's precedence; either wins over
+        ``starting_offsets``)."""
         if self.starting_timestamp is not None:
-            return {name: self.starting_timestamp for name in self.broker_names}
+            return {name: self.starting_timestamp for name in names}
         return dict(self.starting_offsets_by_timestamp) if self.starting_offsets_by_timestamp is not None else None
 
-    @property
-    def ending_times(self) -> dict[str, int] | None:
-        """Per broker set the time (ms) a batch read ends before, or None: ``ending_timestamp`` for every set,
-        else ``ending_offsets_by_timestamp`` (either wins over ``ending_offsets``)."""
+    def ending_times(self, names: Sequence[str]) -> dict[str, int] | None:
+        """Per broker set the time (ms) a batch read ends before, or None: ``ending_timestamp`` for each of
+        ``names`` (the planned sets), else ``ending_offsets_by_timestamp`` (either wins over ``ending_offsets``)."""
         if self.ending_timestamp is not None:
-            return {name: self.ending_timestamp for name in self.broker_names}
+            return {name: self.ending_timestamp for name in names}
         return dict(self.ending_offsets_by_timestamp) if self.ending_offsets_by_timestamp is not None else None
 
     def slaves_of(self, name: str) -> tuple[BrokerEndpoint, ...]:

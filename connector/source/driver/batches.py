@@ -34,16 +34,17 @@ from connector.source.driver.controller_mode import SWITCH_KEY, ControllerModeSe
 from connector.source.driver.discovery import Discovery
 from connector.source.driver.offsets import FINGERPRINT_KEY, SourceOffset, check_start, end_fingerprint
 from connector.source.driver.partitions import budget_end, build_partitions, file_slices
+from connector.source.driver.route import Route
 from connector.source.driver.timestamps import offsets_for_times
 from connector.source.partition import HAReplicaInputPartition
 
 log = logging.getLogger(__name__)
 
 
-def start_of(broker: BrokerEndpoint, start: SourceOffset, min_offset: int, reported: set[str] | None = None) -> int:
-    """The broker's offset in a batch's start offset, or ``min_offset`` when it has none: logged with a warning
+def start_of(broker: BrokerEndpoint, start: dict | None, min_offset: int, reported: set[str] | None = None) -> int:
+    """The broker's offset in a Spark start offset, or ``min_offset`` when it has none: logged with a warning
     once per name ``reported`` does not hold yet (the name is then added; None: always logged)."""
-    value = start.positions.get(broker.name)
+    value = start.get(broker.name) if start else None
     if value is None:
         if reported is None or broker.name not in reported:
             log.warning("broker %s has no offset in the checkpoint; starting at its commitLogMinOffset %d",
@@ -51,7 +52,7 @@ def start_of(broker: BrokerEndpoint, start: SourceOffset, min_offset: int, repor
             if reported is not None:
                 reported.add(broker.name)
         return min_offset
-    return value
+    return int(value)
 
 
 def check_min(broker: BrokerEndpoint, start: int, min_offset: int, fail_on_data_loss: bool) -> int:
@@ -148,7 +149,7 @@ def apply_byte_limit(brokers: Sequence[BrokerEndpoint], views: dict[str, BrokerS
     return ends
 
 
-def delays_batch(options: SourceOptions, start: SourceOffset, latest: dict[str, int], last_batch_s: float | None,
+def delays_batch(options: SourceOptions, start: dict, latest: dict[str, int], last_batch_s: float | None,
                  now_s: float) -> bool:
     """Whether ``min_bytes_per_trigger`` skips this micro-batch (Kafka source minOffsetsPerTrigger's rule): fewer
     than ``min_bytes_per_trigger`` CommitLog bytes lie between ``start`` and the brokers' ``latest`` max offsets
@@ -158,26 +159,24 @@ def delays_batch(options: SourceOptions, start: SourceOffset, latest: dict[str, 
         return False
     if (now_s - last_batch_s) * 1000 >= options.max_trigger_delay_ms:
         return False
-    positions = start.positions
-    new = sum(max(0, latest[name] - positions.get(name, latest[name])) for name in latest)
+    positions = SourceOffset.from_json(start).positions
+    new = sum(max(0, latest[name] - int(positions.get(name, latest[name]))) for name in latest)
     return new < options.min_bytes_per_trigger
 
 
 class BatchPlanner:
     """The driver's state and planning behind one :class:`connector.source.reader.HAReplicaStreamReader`.
 
-    Offsets are :class:`connector.source.driver.offsets.SourceOffset` objects (per broker set the next CommitLog
-    offset in bytes, plus the ``"@"`` entries): the reader converts Spark's JSON dicts at its boundary, once per
-    call, and every method here takes and returns the object. ``brokers``: the :class:`BrokerSets` sampled over
+    Offsets are ``{broker_name: next_commitlog_offset}`` dicts (bytes) plus the ``"@"`` entries of
+    :class:`connector.source.driver.offsets.SourceOffset`. ``brokers``: the :class:`BrokerSets` sampled over
     remoting; ``trigger_target``: the AvailableNow end per broker, or None. Broker errors raise
     BrokerAdminError (or UnsupportedBrokerModeError); lost data raises DataLossError when ``fail_on_data_loss``.
     """
 
     def __init__(self, options: SourceOptions):
         self.options = options
-        self.brokers = BrokerSets(options)  # views, remoting clients, controller-mode sets
-        self.base_options = options
-        #: with ``namesrv_addr``: the name server's route; ``options`` then holds its live broker sets
+        self.brokers = BrokerSets(options)  # views, remoting clients, controller-mode sets; the route planned now
+        #: with ``namesrv_addr``: the name server's route, which it updates in :attr:`route`
         self.discovery = Discovery(options) if options.namesrv_addr else None
         if self.discovery is not None:
             self.brokers.route_master = self.route_master
@@ -187,6 +186,12 @@ class BatchPlanner:
         self._verified: dict[tuple, int] = {}  # (broker, start, fingerprint) -> where reading really starts
         self._new_reported: set[str] = set()  # sets logged as starting without an offset
         self._paused_reported: set[str] = set()  # sets logged as paused or dropped (drop_broker_sets)
+
+    @property
+    def route(self) -> Route:
+        """The broker sets planned now (:class:`connector.source.driver.route.Route`), apart from :attr:`options`,
+        which stay as the user gave them."""
+        return self.brokers.route
 
     def initial_offsets(self) -> dict:
         """Per broker: commitLogMinOffset (earliest), commitLogMaxOffset (latest) or the JSON offset; raises
@@ -198,14 +203,14 @@ class BatchPlanner:
             self.discovery.check_starting(self.options)
         starting = self.options.starting_offsets
         out = {}
-        times = self.options.starting_times
+        times = self.options.starting_times(self.route.broker_names)
         if times is not None:
-            for broker in self.options.brokers:
+            for broker in self.route.brokers:
                 self.brokers.refresh(broker)
             out = offsets_for_times(self, times, past_last=self.options.starting_offsets_by_timestamp_strategy)
             log.info("initial offsets %s (first records stored at or after %s ms)", out, times)
             return out
-        for broker in self.options.brokers:
+        for broker in self.route.brokers:
             min_offset, max_offset = bounds(self.brokers.refresh(broker))
             if starting == STARTING_OFFSETS_EARLIEST:
                 value = min_offset
@@ -228,31 +233,32 @@ class BatchPlanner:
     def prepare_available_now(self) -> None:
         """Record every broker's current commitLogMaxOffset as the AvailableNow target."""
         self.follow_route()
-        self.trigger_target = {b.name: bounds(self.brokers.refresh(b))[1] for b in self.options.brokers}
+        self.trigger_target = {b.name: bounds(self.brokers.refresh(b))[1] for b in self.route.brokers}
         log.info("Trigger.AvailableNow target offsets %s", self.trigger_target)
 
-    def next_end(self, start: SourceOffset, max_bytes: int | None) -> SourceOffset:
+    def next_end(self, start: dict, max_bytes: int | None) -> dict:
         """The next micro-batch's end offset (:meth:`end_offset`) with, under :data:`MAX_OFFSET_KEY`, each broker
         set's commitLogMaxOffset seen while planning it (the lag the progress shows on every Spark,
         docs/delta.md "Lag monitoring"); ``start`` itself (no batch) when nothing is new or while
         ``min_bytes_per_trigger`` holds it back (:func:`delays_batch`; never under Trigger.AvailableNow, whose
         target must be reached)."""
         if self.options.min_bytes_per_trigger is not None and self.trigger_target is None:
-            latest = {b.name: bounds(self.brokers.refresh(b, slaves=False))[1] for b in self.options.brokers}
+            latest = {b.name: bounds(self.brokers.refresh(b, slaves=False))[1] for b in self.route.brokers}
             if delays_batch(self.options, start, latest, self._last_batch_s, self.clock()):
                 log.debug("fewer than %s=%d new bytes and %s not passed: no batch yet",
                           OPTIONS.min_bytes_per_trigger.name, self.options.min_bytes_per_trigger,
                           OPTIONS.max_trigger_delay.name)
-                return start
-        end = self.end_offset(start, max_bytes)
-        if end.positions == start.positions and {**end.extras, MAX_OFFSET_KEY: None} == {
-                **start.extras, MAX_OFFSET_KEY: None}:
-            return start  # nothing to read: the same offset, so Spark runs no batch
-        if end.positions != start.positions:
+                return dict(start)
+        end = SourceOffset.from_json(self.end_offset(start, max_bytes))
+        before = SourceOffset.from_json(start)
+        if end.positions == before.positions and {**end.extras, MAX_OFFSET_KEY: None} == {
+                **before.extras, MAX_OFFSET_KEY: None}:
+            return dict(start)  # nothing to read: the same offset, so Spark runs no batch
+        if end.positions != before.positions:
             self._last_batch_s = self.clock()
         end.extras[MAX_OFFSET_KEY] = {name: bounds(view)[1] for name, view in self.brokers.views.items()
                                       if name in end.positions}
-        return end
+        return end.to_json()
 
     def _budget_end(self, view: BrokerSetView, begin: int, wanted: int, end: int, slack: int) -> int | None:
         """A record boundary near ``wanted`` from the ConsumeQueues of the server of ``[begin, end)``
@@ -268,7 +274,7 @@ class BatchPlanner:
                         OPTIONS.max_bytes_per_trigger.name, exc)
             return None
 
-    def end_offset(self, start: SourceOffset, max_bytes: int | None) -> SourceOffset:
+    def end_offset(self, start: dict | None, max_bytes: int | None) -> dict:
         """The next micro-batch's end offset from ``start``; ``max_bytes``: the ``ReadMaxBytes`` budget shared
         between brokers (:func:`apply_byte_limit`), None to read all available bytes."""
         self.follow_route()
@@ -277,7 +283,7 @@ class BatchPlanner:
             start = self.discovery.with_new_sets(self.brokers, self.options, start)
         fail = self.options.fail_on_data_loss
         spans: dict[str, tuple[int, int]] = {}
-        for broker in self.options.brokers:
+        for broker in self.route.brokers:
             view = self.brokers.refresh(broker)
             min_offset, max_offset = bounds(view)
             begin = check_min(broker, start_of(broker, start, min_offset, self._new_reported), min_offset, fail)
@@ -294,10 +300,10 @@ class BatchPlanner:
             spans[broker.name] = (begin, batch_target(self.options, view, begin, max_offset, trigger_target=trigger,
                                                       cset=cset))
         if max_bytes is not None:
-            ends = apply_byte_limit(self.options.brokers, self.brokers.views, spans, max_bytes, self._budget_end)
+            ends = apply_byte_limit(self.route.brokers, self.brokers.views, spans, max_bytes, self._budget_end)
         else:
             ends = {name: end for name, (_, end) in spans.items()}
-        out = self.with_fingerprints(start, spans, ends)
+        out = SourceOffset.from_json(self.with_fingerprints(start, spans, ends))
         switches = {name: cset.records() for name, cset in self.brokers.sets.items() if cset.switches}
         if switches:  # recorded in the batch's end offset (and so in the query progress)
             out.extras[SWITCH_KEY] = switches
@@ -305,20 +311,21 @@ class BatchPlanner:
             out.extras.update(self.discovery.new_set_starts(given, out))
         return self.carry_unplanned(start, out)
 
-    def carry_unplanned(self, start: SourceOffset, end: SourceOffset) -> SourceOffset:
-        """``end`` plus the offset and fingerprint of every set of ``start`` that no batch plans now, so a
+    def carry_unplanned(self, start: dict | None, end: SourceOffset) -> dict:
+        """``end`` (JSON) plus the offset and fingerprint of every set of ``start`` that no batch plans now, so a
         checkpoint never loses a set's offset as a side effect: with ``brokers``, a set it does not name is paused
         (logged once) and resumes from its offset when named again; with ``namesrv_addr``, a set out of the route
         is an outage (:meth:`connector.source.driver.discovery.Discovery.carry_absent`). Only the sets
         ``drop_broker_sets`` names are left out (logged once). Raises HAReplicaOptionError when
         ``drop_broker_sets`` names a set the query reads now (docs/source.md "Offsets, batches, partitions")."""
-        dropped, planned = self.options.drop_broker_sets, set(self.options.broker_names)
+        dropped, planned = self.options.drop_broker_sets, set(self.route.broker_names)
         if dropped & planned:
             where = "the name server's route" if self.discovery is not None else OPTIONS.brokers.name
             raise HAReplicaOptionError(OPTIONS.drop_broker_sets.name, ",".join(sorted(dropped)),
                                        f"names {', '.join(sorted(dropped & planned))}, which {where} holds: a set "
                                        "is read or dropped, not both")
-        for name, position in start.positions.items():
+        before = SourceOffset.from_json(start)
+        for name, position in before.positions.items():
             if name in end.positions:
                 continue
             report = name not in self._paused_reported
@@ -333,23 +340,23 @@ class BatchPlanner:
                     log.warning("broker set %s is in the checkpoint (offset %d) but not in %s: paused, its offset "
                                 "kept; it resumes from there when %s names it again (%s removes it)", name,
                                 position, OPTIONS.brokers.name, OPTIONS.brokers.name, OPTIONS.drop_broker_sets.name)
-                end.carry(name, start)
+                end.carry(name, before)
         if self.discovery is not None:
-            kept = SourceOffset({k: v for k, v in start.positions.items() if k not in dropped}, start.extras)
-            return self.discovery.carry_absent(self.options, kept, end)
-        return end
+            kept = {k: v for k, v in (start or {}).items() if k not in dropped}
+            return self.discovery.carry_absent(self.options, kept, end.to_json())
+        return end.to_json()
 
     def follow_route(self) -> None:
         """With ``namesrv_addr``: ask the name server when ``namesrv_poll_interval_ms`` passed and plan its live
         broker sets (:meth:`connector.source.driver.discovery.Discovery.follow`); nothing with ``brokers``."""
         if self.discovery is not None:
-            self.options = self.discovery.follow(self.brokers, self.base_options)
+            self.discovery.follow(self.brokers)
 
     def route_master(self, name: str) -> BrokerEndpoint | None:
         """With ``namesrv_addr``, while broker set ``name``'s master is down: the route asked again now and
         planned (:meth:`follow_route`), and the master it names for the set (None: the set is not in it)."""
-        self.options = self.discovery.follow(self.brokers, self.base_options, force=True)
-        return next((b for b in self.options.brokers if b.name == name), None)
+        route = self.discovery.follow(self.brokers, force=True)
+        return next((b for b in route.brokers if b.name == name), None)
 
     # --- rewritten history (connector.source.driver.offsets, docs/source.md "Rewritten history") ----------
     def _reads(self, view: BrokerSetView) -> DriverReads:
@@ -357,7 +364,7 @@ class BatchPlanner:
         return DriverReads(self.options.fetch, view, self.brokers.protocol(view.name),
                            self.options.read_from == READ_FROM_SLAVE)
 
-    def verified_begin(self, broker: BrokerEndpoint, view: BrokerSetView, start: SourceOffset, begin: int,
+    def verified_begin(self, broker: BrokerEndpoint, view: BrokerSetView, start: dict | None, begin: int,
                        min_offset: int, max_offset: int) -> int:
         """``begin``, checked against the fingerprint the offset carries
         (:func:`connector.source.driver.offsets.check_start`) unless this planner computed it itself with no
@@ -365,7 +372,7 @@ class BatchPlanner:
         skipped to the next real record boundary."""
         if begin > max_offset:
             return begin
-        fingerprint = start.fingerprints.get(broker.name)
+        fingerprint = SourceOffset.from_json(start).fingerprints.get(broker.name)
         key = (broker.name, begin, fingerprint)
         if self.brokers.trusted.get(broker.name) == begin:
             self._verified[key] = begin
@@ -382,12 +389,11 @@ class BatchPlanner:
             self._verified[key] = result
         return self._verified[key]
 
-    def with_fingerprints(self, start: SourceOffset, spans: dict[str, tuple[int, int]],
-                          ends: dict[str, int]) -> SourceOffset:
+    def with_fingerprints(self, start: dict | None, spans: dict[str, tuple[int, int]], ends: dict[str, int]) -> dict:
         """``ends`` plus, under :data:`FINGERPRINT_KEY`, the fingerprint of the last record before each end."""
-        previous = start.fingerprints
+        previous = SourceOffset.from_json(start).fingerprints
         prints = {}
-        for broker in self.options.brokers:
+        for broker in self.route.brokers:
             begin, end = spans[broker.name][0], ends[broker.name]
             view = self.brokers.views[broker.name]
             fingerprint = previous.get(broker.name)
@@ -402,36 +408,36 @@ class BatchPlanner:
                 prints[broker.name] = fingerprint.to_json()
             if end <= bounds(view)[1]:  # not while waiting for a broker that lost its tail to pass `end`
                 self.brokers.trusted[broker.name] = end
-        return SourceOffset(dict(ends), {FINGERPRINT_KEY: prints} if prints else {})
+        return SourceOffset(dict(ends), {FINGERPRINT_KEY: prints} if prints else {}).to_json()
 
     def latest_offsets(self) -> dict:
         """The brokers' latest commitLogMaxOffset seen, per broker name."""
         out = {}
-        for broker in self.options.brokers:
+        for broker in self.route.brokers:
             view = self.brokers.views.get(broker.name)
             if view is None or view.master is None:
                 view = self.brokers.refresh(broker, slaves=False)
             out[broker.name] = bounds(view)[1]
         return out
 
-    def partitions(self, start: SourceOffset, end: SourceOffset,
-                   columns: tuple[str, ...] | None) -> list[HAReplicaInputPartition]:
+    def partitions(self, start: dict, end: dict, columns: tuple[str, ...] | None) -> list[HAReplicaInputPartition]:
         """The InputPartitions of ``[start, end)`` (:mod:`connector.source.driver.partitions`), each decoding
         ``columns`` (None: all)."""
         prefer_slave = self.options.read_from == READ_FROM_SLAVE
         slices: list[tuple[BrokerSetView, int, int]] = []
-        planned = self.options.brokers
+        planned = self.route.brokers
         if self.discovery is not None:
             if not self.discovery.started:
                 self.follow_route()
             self.discovery.recall_new_starts(end)
             start = self.discovery.with_new_sets(self.brokers, self.options, start)
-            planned = self.discovery.endpoints_for(self.options, start, end)
+            planned = self.discovery.endpoints_for(self.route, start, end)
         self.check_replayable(start, end, planned)
         for broker in planned:
-            stop = end.positions.get(broker.name)
+            stop = end.get(broker.name)
             if stop is None:
                 continue
+            stop = int(stop)
             view = self.brokers.views.get(broker.name)
             if view is None or view.master is None or (prefer_slave and not view.slaves):
                 view = self.brokers.refresh(broker, slaves=prefer_slave)
@@ -447,14 +453,14 @@ class BatchPlanner:
         log.info("planned %d partition(s) for %s -> %s", len(parts), start, end)
         return parts
 
-    def check_replayable(self, start: SourceOffset, end: SourceOffset, planned: Sequence[BrokerEndpoint]) -> None:
+    def check_replayable(self, start: dict, end: dict, planned: Sequence[BrokerEndpoint]) -> None:
         """Every set whose offset ``[start, end)`` moves has a master to read it from in ``planned`` (a batch
         planned before a restart may move a set the query no longer names). Raises HAReplicaOptionError naming
         the set and the range with ``brokers``; with ``namesrv_addr`` (the set out of the route since) it is a
         data-loss decision (DataLossError when ``fail_on_data_loss``)."""
         names = {b.name for b in planned}
-        before = start.positions
-        for name, stop in end.positions.items():
+        before = SourceOffset.from_json(start).positions
+        for name, stop in SourceOffset.from_json(end).positions.items():
             if name in names or stop <= before.get(name, 0):
                 continue
             lo = before.get(name, "its first byte")  # a set new in this batch starts at its commitLogMinOffset
@@ -467,12 +473,13 @@ class BatchPlanner:
             on_data_loss(self.options.fail_on_data_loss, message, instead="run the batch without those records",
                          logger=log)
 
-    def commit(self, end: SourceOffset) -> None:
+    def commit(self, end: dict) -> None:
         """Forget boundaries below the committed offsets (and, once recorded, pending master switches)."""
-        if end.has_switches:
+        offset = SourceOffset.from_json(end)
+        if offset.has_switches:
             for cset in self.brokers.sets.values():
                 cset.committed()
-        for name, position in end.positions.items():
+        for name, position in offset.positions.items():
             view = self.brokers.views.get(name)
             if view is not None:
                 view.forget_boundaries(below=position)

@@ -36,6 +36,7 @@ from connector.protocol.ha import HA_PROTOCOL_CLASSIC
 from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH
 from connector.protocol.mapped_files import ceil_file_start, file_start, next_file_start
 from connector.source.driver.controller_mode import ControllerModeSet
+from connector.source.driver.route import Route
 
 log = logging.getLogger(__name__)
 
@@ -255,11 +256,14 @@ class BrokerSets:
     set name -> HA protocol of its master; ``sets``: controller-mode sets by name; ``trusted``: set name ->
     the batch end the reader computed last, dropped whenever the log may have gone back (an outage, a
     regression of commitLogMaxOffset, a master switch), so that the next start is checked again
-    (:mod:`connector.source.driver.offsets`). Broker errors raise BrokerAdminError / BrokerUnreachableError.
+    (:mod:`connector.source.driver.offsets`). ``route``: the sets planned now (:class:`Route`: the options'
+    own, or with ``namesrv_addr`` what discovery last found; ``options`` stay as the user gave them). Broker errors
+    raise BrokerAdminError / BrokerUnreachableError.
     """
 
     def __init__(self, options: SourceOptions):
         self.options = options
+        self.route = Route.of(options)
         self.admins: dict[str, BrokerAdminClient] = {}
         self.views: dict[str, BrokerSetView] = {}
         self.outages: dict[str, OutageWait] = {}
@@ -301,7 +305,7 @@ class BrokerSets:
         view = self.views.get(broker.name)
         if view is not None:
             return view
-        candidates = [broker, *self.options.slaves_of(broker.name)]  # any of them tells the set's mode
+        candidates = [broker, *self.route.slaves_of(broker.name)]  # any of them tells the set's mode
         wait = self.outage(broker)
         while True:
             errors: list[BrokerAdminError] = []
@@ -337,7 +341,7 @@ class BrokerSets:
         self.protocols[broker.name] = protocol
         if protocol == HA_PROTOCOL_AUTOSWITCH:
             fetch = self.options.fetch
-            members = [(e.ha_addr, e.remoting_addr) for e in (broker, *self.options.slaves_of(broker.name))]
+            members = [(e.ha_addr, e.remoting_addr) for e in (broker, *self.route.slaves_of(broker.name))]
             self.sets[broker.name] = ControllerModeSet(
                 broker.name, members, connect_timeout_ms=fetch.connect_timeout_ms,
                 read_timeout_ms=fetch.read_timeout_ms, credentials=fetch.credentials)
@@ -356,7 +360,7 @@ class BrokerSets:
     def master_endpoint(self, broker: BrokerEndpoint) -> BrokerEndpoint:
         """The endpoint to ask as master: ``broker``, or for a controller-mode set its current master."""
         cset = self.sets.get(broker.name)
-        return broker if cset is None else cset.endpoint((broker, *self.options.slaves_of(broker.name)))
+        return broker if cset is None else cset.endpoint((broker, *self.route.slaves_of(broker.name)))
 
     def refresh(self, broker: BrokerEndpoint, *, slaves: bool | None = None) -> BrokerSetView:
         """Sample the master's (and, when they matter, the slaves') commitLogMin/MaxOffset.
@@ -406,7 +410,7 @@ class BrokerSets:
             slaves = self.options.read_from == READ_FROM_SLAVE or bool(self.options.min_in_sync_slaves)
         if slaves:
             previous = {s.endpoint.ha_addr: s for s in view.slaves}
-            view.slaves = [self.sample(s, "slave") for s in self.options.slaves_of(broker.name)]
+            view.slaves = [self.sample(s, "slave") for s in self.route.slaves_of(broker.name)]
             for s in view.slaves:
                 if not s.reachable:
                     log.warning("broker %s: slave %s unreachable: %s", broker.name, s.endpoint.ha_addr, s.error)

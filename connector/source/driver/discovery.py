@@ -3,14 +3,14 @@
 
 The driver asks a name server GET_BROKER_CLUSTER_INFO (:class:`connector.client.namesrv.NameServerClient`),
 keeps the broker sets of the chosen clusters, asks each member GET_BROKER_CONFIG for its ``haListenPort`` and
-mode, and turns the result into the same :class:`connector.options.parse.BrokerEndpoint` lists the ``brokers`` and
-``slaves`` options give (:meth:`Discovery.options`). It asks again at most every ``namesrv_poll_interval_ms``,
-and only on the driver; :func:`diff` says what changed. Tasks never talk to a name server.
+mode, and turns the result into the same :class:`connector.options.parse.BrokerEndpoint` lists the ``brokers``
+and ``slaves`` options give, as the :class:`connector.source.driver.route.Route` the driver plans
+(:meth:`Discovery.follow`; the user's options are not touched). It asks again at most every
+``namesrv_poll_interval_ms``, and only on the driver; :func:`diff` says what changed. Tasks never talk to a name server.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -34,6 +34,7 @@ from connector.protocol.ha import HA_PROTOCOL_CLASSIC
 from connector.protocol.ha_autoswitch import HA_PROTOCOL_AUTOSWITCH
 from connector.source.driver.brokers import BrokerSets, bounds
 from connector.source.driver.offsets import SourceOffset
+from connector.source.driver.route import Route
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ class Discovery:
         self.left_at: dict[str, float] = {}  # set name -> when it was last seen live (clock seconds)
         self.overdue: set[str] = set()  # sets reported out past max_outage_ms (fail_on_data_loss=False), kept
         self.new_starts: dict[str, int] = {}  # sets that appeared while the query ran -> where they start
-        self._planned: SourceOptions | None = None  # the options of the live sets, as last planned
+        self._planned: Route | None = None  # the live sets, as last planned
 
     def _config_of(self, addr: str) -> dict[str, str]:
         config = self._configs.get(addr)
@@ -234,24 +235,25 @@ class Discovery:
                 out.append(name)
         return out
 
-    def options_for(self, base: SourceOptions) -> SourceOptions:
-        """``base`` with ``brokers`` and ``slaves`` from the live sets (:meth:`live_names`), as those options
-        would give them. Raises HAReplicaOptionError when ``read_from='slave'`` or ``min_in_sync_slaves`` asks
-        for more slaves than a set has."""
+    def live_route(self) -> Route:
+        """The live sets (:meth:`live_names`) as a :class:`connector.source.driver.route.Route`, as the ``brokers``
+        and ``slaves`` options would give them. Raises HAReplicaOptionError when ``read_from='slave'`` or
+        ``min_in_sync_slaves`` asks for more slaves than a set has."""
         brokers, slaves = [], []
         for name in self.live_names():
             s = self.seen[name] if self.sets[name].protocol == HA_PROTOCOL_AUTOSWITCH else self.sets[name]
             brokers.append(s.master)
             slaves.extend(s.slaves)
-        options = dataclasses.replace(base, brokers=tuple(brokers), slaves=tuple(slaves))
-        check_slave_counts(options.brokers, options.slaves, options.read_from, options.min_in_sync_slaves,
+        route = Route(tuple(brokers), tuple(slaves))
+        check_slave_counts(route.brokers, route.slaves, self.options.read_from, self.options.min_in_sync_slaves,
                            f"in the route of name server {self.answered_by}")
-        return options
+        return route
 
     # --- the planner's side (connector.source.driver.batches.BatchPlanner) ---------------------------------
-    def follow(self, brokers: BrokerSets, base: SourceOptions, force: bool = False) -> SourceOptions:
-        """Ask the route when due (or ``force``) and return ``base`` with the live sets (:meth:`options_for`);
-        ``brokers`` (the planner's :class:`connector.source.driver.brokers.BrokerSets`) gets the same options. A classic
+    def follow(self, brokers: BrokerSets, force: bool = False) -> Route:
+        """Ask the route when due (or ``force``) and return the live sets (:meth:`live_route`), which become
+        ``brokers.route`` (the planner's :class:`connector.source.driver.brokers.BrokerSets`; the user's options
+        are not touched). A classic
         set whose master moved is checked again from its fingerprint (its boundaries and trust dropped, as
         after an outage, docs/source.md "Rewritten history"); a controller-mode set follows its own switches.
         While no name server answers, the last route is kept (logged); NameServerError only before the first."""
@@ -272,17 +274,17 @@ class Discovery:
                 if view is not None:
                     view.forget_boundaries()
                     view.master = None
-        options = self.options_for(base)
+        route = self.live_route()
         now = self.clock()
-        live = set(options.broker_names)
+        live = set(route.broker_names)
         for name in self.seen:
             if name in live:
                 self.left_at.pop(name, None)
                 self.overdue.discard(name)
             else:
                 self.left_at.setdefault(name, now)
-        brokers.options = self._planned = options
-        return options
+        brokers.route = self._planned = route
+        return route
 
     @property
     def started(self) -> bool:
@@ -311,49 +313,53 @@ class Discovery:
                     ([f"unknown {', '.join(unknown)}"] if unknown else [])
                     + ([f"missing {', '.join(missing)}"] if missing else [])))
 
-    def with_new_sets(self, brokers: BrokerSets, options: SourceOptions, start: SourceOffset) -> SourceOffset:
+    def with_new_sets(self, brokers: BrokerSets, options: SourceOptions, start: dict | None) -> dict | None:
         """``start`` plus, with ``new_broker_set_offsets='latest'``, where each live set it lacks starts (its
         commitLogMaxOffset when first planned); with ``earliest`` such a set starts at its commitLogMinOffset
         (the planner's rule for a set without an offset)."""
-        if options.new_broker_set_offsets != STARTING_OFFSETS_LATEST:
+        if start is None or options.new_broker_set_offsets != STARTING_OFFSETS_LATEST:
             return start
-        positions = dict(start.positions)
-        for broker in options.brokers:
+        positions = SourceOffset.from_json(start).positions
+        out = dict(start)
+        for broker in brokers.route.brokers:
             if broker.name in positions:
                 continue
             if broker.name not in self.new_starts:
                 self.new_starts[broker.name] = bounds(brokers.refresh(broker))[1]
                 log.info("broker set %s is new: it starts at its commitLogMaxOffset %d (%s=%s)", broker.name,
                          self.new_starts[broker.name], OPTIONS.new_broker_set_offsets.name, STARTING_OFFSETS_LATEST)
-            positions[broker.name] = self.new_starts[broker.name]
-        return SourceOffset(positions, dict(start.extras))
+            out[broker.name] = self.new_starts[broker.name]
+        return out
 
-    def new_set_starts(self, start: SourceOffset, end: SourceOffset) -> dict[str, dict[str, int]]:
+    def new_set_starts(self, start: dict | None, end: SourceOffset) -> dict[str, dict[str, int]]:
         """The :data:`NEW_SET_STARTS_KEY` entry of an end offset: where :meth:`with_new_sets` started each set of
         ``end`` that ``start`` (the batch's start as Spark gave it) lacks; empty when there is none."""
-        before = start.positions
+        before = SourceOffset.from_json(start).positions
         starts = {name: self.new_starts[name] for name in end.positions
                   if name not in before and name in self.new_starts}
         return {NEW_SET_STARTS_KEY: starts} if starts else {}
 
-    def recall_new_starts(self, end: SourceOffset) -> None:
+    def recall_new_starts(self, end: dict) -> None:
         """Take the new sets' starts an end offset recorded (:meth:`new_set_starts`): a restarted driver planning
         the partitions of a replayed batch starts them where the batch was planned. Raises ValueError naming the
         set when a recorded start is not an integer."""
-        for name, position in (end.extras.get(NEW_SET_STARTS_KEY) or {}).items():
+        for name, position in (SourceOffset.from_json(end).extras.get(NEW_SET_STARTS_KEY) or {}).items():
             if isinstance(position, bool) or not isinstance(position, int):
                 raise ValueError(f"source offset: {NEW_SET_STARTS_KEY} of broker set {name!r} is {position!r}, "
                                  "not an integer")
             self.new_starts[name] = position
 
-    def carry_absent(self, options: SourceOptions, start: SourceOffset, end: SourceOffset) -> SourceOffset:
+    def carry_absent(self, options: SourceOptions, start: dict | None, end: dict) -> dict:
         """``end`` plus the offset (and fingerprint) of every set of ``start`` that is not planned now (it left
         the route or lost its master): the checkpoint keeps it and the set continues from it when it is back.
         Past ``max_outage_ms`` ``fail_on_data_loss`` decides: DataLossError naming the set, or one WARNING and
         the offset is still kept (only ``drop_broker_sets`` removes a set from the checkpoint)."""
+        if not start:
+            return end
+        before, after = SourceOffset.from_json(start), SourceOffset.from_json(end)
         now = self.clock()
-        for name, position in start.positions.items():
-            if name in end.positions:
+        for name, position in before.positions.items():
+            if name in after.positions:
                 continue
             gone_ms = int((now - self.left_at.setdefault(name, now)) * 1000)
             if gone_ms > options.fetch.max_outage_ms and name not in self.overdue:
@@ -364,18 +370,17 @@ class Discovery:
                              f"({OPTIONS.drop_broker_sets.name}={name} removes it from the checkpoint)",
                              instead="go on without it, its offset kept for when it is back", logger=log)
                 self.overdue.add(name)
-            end.carry(name, start)
-        return end
+            after.carry(name, before)
+        return after.to_json()
 
-    def endpoints_for(self, options: SourceOptions, start: SourceOffset,
-                      end: SourceOffset) -> tuple[BrokerEndpoint, ...]:
-        """The planned sets plus any set ``end`` moves past ``start`` that is not planned now (a batch planned
-        before it left the route, replayed after a restart): its last known master."""
-        names = set(options.broker_names)
-        before = start.positions
-        extra = [self.seen[n].master for n, pos in end.positions.items()
+    def endpoints_for(self, route: Route, start: dict | None, end: dict) -> tuple[BrokerEndpoint, ...]:
+        """The planned sets (``route``) plus any set ``end`` moves past ``start`` that is not planned now (a batch
+        planned before it left the route, replayed after a restart): its last known master."""
+        names = set(route.broker_names)
+        before = SourceOffset.from_json(start).positions
+        extra = [self.seen[n].master for n, pos in SourceOffset.from_json(end).positions.items()
                  if n not in names and n in self.seen and self.seen[n].master is not None and pos > before.get(n, pos)]
-        return (*options.brokers, *extra)
+        return (*route.brokers, *extra)
 
     def close(self) -> None:
         """Close the name-server and broker connections."""

@@ -40,13 +40,13 @@ def ending_offsets(planner: BatchPlanner, start: dict[str, int]) -> dict[str, in
     if planner.discovery is not None:  # with brokers the option parser checked the names
         planner.discovery.check_names(OPTIONS.ending_offsets, options.ending_offsets)
         planner.discovery.check_names(OPTIONS.ending_offsets_by_timestamp, options.ending_offsets_by_timestamp)
-    times = options.ending_times
+    times = options.ending_times(planner.route.broker_names)
     by_time = offsets_for_times(planner, times, past_last=ENDING_OFFSETS_LATEST) if times is not None else {}
     option = OPTIONS.ending_offsets if times is None else (
         OPTIONS.ending_timestamp if options.ending_timestamp is not None else OPTIONS.ending_offsets_by_timestamp)
     given = options.ending_offsets
     out: dict[str, int] = {}
-    for broker in options.brokers:
+    for broker in planner.route.brokers:
         view = planner.brokers.views.get(broker.name) or planner.brokers.refresh(broker)
         min_offset, max_offset = bounds(view)
         if broker.name in by_time:
@@ -85,9 +85,9 @@ def check_starting_records(planner: BatchPlanner, start: dict[str, int]) -> None
     """
     options = planner.options
     given = options.starting_offsets
-    if options.starting_times is not None or not isinstance(given, Mapping):
+    if options.starts_at_times or not isinstance(given, Mapping):
         return
-    for broker in options.brokers:
+    for broker in planner.route.brokers:
         value = start.get(broker.name)
         if value is None or given.get(broker.name) in (None, EARLIEST_OFFSET_SENTINEL, LATEST_OFFSET_SENTINEL):
             continue
@@ -135,7 +135,7 @@ def await_settled(planner: BatchPlanner, start: dict[str, int], end: dict[str, i
     may still be waiting for (:func:`unsettled`): at most the set's ack window, in ms, after the master's first
     sample that held those bytes. A batch read cannot end earlier, as a micro-batch does, so it waits (logged
     once per set); nothing waits on any other role. Raises what sampling the master raises."""
-    for broker in planner.options.brokers:
+    for broker in planner.route.brokers:
         view = planner.brokers.views.get(broker.name)
         if view is None or not view.ack_window_ms or broker.name not in end:
             continue

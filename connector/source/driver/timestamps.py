@@ -203,7 +203,7 @@ def offsets_for_times(planner, times: Mapping[str, int], *, past_last: str) -> d
     """
     options = planner.options
     out = {}
-    for broker in options.brokers:
+    for broker in planner.route.brokers:
         if broker.name not in times:
             continue
         view = planner.brokers.views.get(broker.name) or planner.brokers.refresh(broker)

@@ -15,11 +15,8 @@ from connector.options.parse import SourceOptions
 from connector.protocol.cluster_info import decode_cluster_info, fastjson_body, split_namesrv_addr
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from connector.source.driver.discovery import Discovery, diff
-from connector.source.driver.offsets import SourceOffset
 from tests.support.brokers import free_port, max_offset, wait_for
 from tests.support.fixtures import broker_factory, namesrv_factory  # noqa: F401 - fixtures
-
-offset = SourceOffset.from_json  # the planner takes offsets as SourceOffset; these tests write them as Spark's JSON
 
 COMMON = {"mappedFileSizeCommitLog": 65536, "haSendHeartbeatInterval": 300}
 
@@ -108,15 +105,15 @@ def test_discovery_finds_every_set_with_the_ha_port_each_broker_reports(broker_f
         assert [s.ha_addr for s in sets["broker-a"].slaves] == [a_slave.ha_addr]
         assert sets["broker-b"].master.ha_addr == b.ha_addr and sets["broker-b"].cluster == "west"
         with pytest.raises(HAReplicaOptionError, match="needs at least one slave of broker broker-b in the route"):
-            discovery.options_for(discovery.options)  # readFrom=slave, and broker-b has none
+            discovery.live_route()  # readFrom=slave, and broker-b has none
     finally:
         discovery.close()
 
     only_east = Discovery(_options(ns.addr, clusterName="east"))
     only_east.poll()
-    options = only_east.options_for(only_east.options)
-    assert [(e.name, e.ha_addr) for e in options.brokers] == [("broker-a", a.ha_addr)]
-    assert options.slaves_of("broker-a")[0].ha_addr == a_slave.ha_addr
+    route = only_east.live_route()
+    assert [(e.name, e.ha_addr) for e in route.brokers] == [("broker-a", a.ha_addr)]
+    assert route.slaves_of("broker-a")[0].ha_addr == a_slave.ha_addr
     assert only_east.poll() is None  # within namesrvPollIntervalMs: not asked again
     only_east.close()
 
@@ -290,14 +287,35 @@ def test_the_last_route_is_kept_while_no_name_server_answers(broker_factory, nam
     options = _options(ns.addr, namesrvPollIntervalMs="1", connectTimeoutMs="500", readTimeoutMs="500")
     discovery, brokers = Discovery(options), BrokerSets(options)
     try:
-        planned = discovery.follow(brokers, options)
+        planned = discovery.follow(brokers)
         assert planned.broker_names == ["broker-a"]
         ns.stop()
         wait_for(lambda: discovery.due() or None, "the poll interval to pass", timeout_s=5)  # 1 ms
-        assert discovery.follow(brokers, options) is planned  # logged, not raised
+        assert discovery.follow(brokers) is planned  # logged, not raised
     finally:
         discovery.close()
         brokers.close()
+
+
+def test_discovery_updates_the_route_the_driver_holds_not_the_users_options(broker_factory,  # noqa: F811
+                                                                            namesrv_factory):  # noqa: F811
+    """Issue 54: the sets discovery finds become the planner's route (``BatchPlanner.route``, the BrokerSets'
+    too); the options the user gave stay the very object given, without brokers or slaves."""
+    from connector.source.driver.batches import BatchPlanner
+
+    ns = namesrv_factory()
+    a = broker_factory("a", namesrvAddr=ns.addr, **COMMON)
+    wait_for(lambda: _route_names(ns.addr) == {"broker-a"}, "broker-a registered")
+    options = _options(ns.addr)
+    planner = BatchPlanner(options)
+    try:
+        planner.initial_offsets()
+        assert planner.options is options and planner.brokers.options is options
+        assert (options.brokers, options.slaves) == ((), ())
+        assert [(b.name, b.remoting_addr) for b in planner.route.brokers] == [("broker-a", a.remoting_addr)]
+        assert planner.brokers.route is planner.route
+    finally:
+        planner.close()
 
 
 def test_a_master_moved_while_the_planner_waits_on_the_old_one_is_followed_at_once(broker_factory, namesrv_factory,  # noqa: F811
@@ -320,7 +338,7 @@ def test_a_master_moved_while_the_planner_waits_on_the_old_one_is_followed_at_on
     new = None
     try:
         start = planner.initial_offsets()
-        first = planner.end_offset(offset(start), None).to_json()
+        first = planner.end_offset(start, None)
         assert first["broker-a"] == max_offset(old.remoting_addr) > start["broker-a"]
         old.stop()
         new = BrokerProcess.start(tmp_path / "a-moved", namesrvAddr=ns.addr, storePathRootDir=str(old.store_dir),
@@ -330,10 +348,9 @@ def test_a_master_moved_while_the_planner_waits_on_the_old_one_is_followed_at_on
             for i in range(20):
                 producer.send("MovedTopic", b"after %d" % i)
         wait_for(lambda: _master_of(ns.addr, "broker-a") == new.remoting_addr, "the moved master registered")
-        # raised BrokerUnreachableError after maxOutageMs before
-        second = planner.end_offset(offset(first), None).to_json()
+        second = planner.end_offset(first, None)  # raised BrokerUnreachableError after maxOutageMs before
         assert second["broker-a"] == max_offset(new.remoting_addr) > first["broker-a"]
-        assert [b.remoting_addr for b in planner.options.brokers] == [new.remoting_addr]
+        assert [b.remoting_addr for b in planner.route.brokers] == [new.remoting_addr]
     finally:
         planner.close()
         if new is not None:
@@ -364,31 +381,28 @@ def test_a_new_set_started_at_latest_is_replayed_from_the_same_offset_after_a_dr
     options = _options(ns.addr, newBrokerSetOffsets="latest", namesrvPollIntervalMs="1")
     planner = BatchPlanner(options)
     try:
-        first = planner.end_offset(offset(planner.initial_offsets()), None).to_json()
+        first = planner.end_offset(planner.initial_offsets(), None)
         assert "broker-b" not in first
         b = broker_factory("b", namesrvAddr=ns.addr, brokerName="broker-b", **COMMON)
         with Producer(b.remoting_addr, timeout_ms=15000) as producer:
             producer.send("LatestTopic", b"on b, before it joined the query")
         wait_for(lambda: _route_names(ns.addr) == {"broker-a", "broker-b"}, "broker-b registered")
         joined = max_offset(b.remoting_addr)
-        # broker-b starts at its max offset
-        assert planner.end_offset(offset(first), None).positions["broker-b"] == joined
+        assert planner.end_offset(first, None)["broker-b"] == joined  # broker-b starts at its max offset
         with Producer(b.remoting_addr, timeout_ms=15000) as producer:
             for i in range(5):
                 producer.send("LatestTopic", b"on b %d" % i)
-        second = planner.end_offset(offset(first), None).to_json()
+        second = planner.end_offset(first, None)
         assert second["broker-b"] == max_offset(b.remoting_addr) > joined
         assert second[NEW_SET_STARTS_KEY] == {"broker-b": joined}
-        planned = [(p.start, p.end) for p in planner.partitions(offset(first), offset(second), None)
-                   if p.broker == "broker-b"]
+        planned = [(p.start, p.end) for p in planner.partitions(first, second, None) if p.broker == "broker-b"]
     finally:
         planner.close()
     with Producer(b.remoting_addr, timeout_ms=15000) as producer:
         producer.send("LatestTopic", b"on b, after the driver died")
     restarted = BatchPlanner(options)  # the restarted driver: Spark replays [first, second) from its offset log
     try:
-        replayed = [(p.start, p.end) for p in restarted.partitions(offset(first), offset(second), None)
-                    if p.broker == "broker-b"]
+        replayed = [(p.start, p.end) for p in restarted.partitions(first, second, None) if p.broker == "broker-b"]
     finally:
         restarted.close()
     assert planned[0][0] == joined and planned[-1][1] == second["broker-b"]
