@@ -41,10 +41,10 @@ from connector.source.partition import HAReplicaInputPartition
 log = logging.getLogger(__name__)
 
 
-def start_of(broker: BrokerEndpoint, start: dict | None, min_offset: int, reported: set[str] | None = None) -> int:
-    """The broker's offset in a Spark start offset, or ``min_offset`` when it has none: logged with a warning
+def start_of(broker: BrokerEndpoint, start: SourceOffset, min_offset: int, reported: set[str] | None = None) -> int:
+    """The broker's offset in a batch's start offset, or ``min_offset`` when it has none: logged with a warning
     once per name ``reported`` does not hold yet (the name is then added; None: always logged)."""
-    value = start.get(broker.name) if start else None
+    value = start.positions.get(broker.name)
     if value is None:
         if reported is None or broker.name not in reported:
             log.warning("broker %s has no offset in the checkpoint; starting at its commitLogMinOffset %d",
@@ -52,7 +52,7 @@ def start_of(broker: BrokerEndpoint, start: dict | None, min_offset: int, report
             if reported is not None:
                 reported.add(broker.name)
         return min_offset
-    return int(value)
+    return value
 
 
 def check_min(broker: BrokerEndpoint, start: int, min_offset: int, fail_on_data_loss: bool) -> int:
@@ -149,7 +149,7 @@ def apply_byte_limit(brokers: Sequence[BrokerEndpoint], views: dict[str, BrokerS
     return ends
 
 
-def delays_batch(options: SourceOptions, start: dict, latest: dict[str, int], last_batch_s: float | None,
+def delays_batch(options: SourceOptions, start: SourceOffset, latest: dict[str, int], last_batch_s: float | None,
                  now_s: float) -> bool:
     """Whether ``min_bytes_per_trigger`` skips this micro-batch (Kafka source minOffsetsPerTrigger's rule): fewer
     than ``min_bytes_per_trigger`` CommitLog bytes lie between ``start`` and the brokers' ``latest`` max offsets
@@ -159,16 +159,17 @@ def delays_batch(options: SourceOptions, start: dict, latest: dict[str, int], la
         return False
     if (now_s - last_batch_s) * 1000 >= options.max_trigger_delay_ms:
         return False
-    positions = SourceOffset.from_json(start).positions
-    new = sum(max(0, latest[name] - int(positions.get(name, latest[name]))) for name in latest)
+    positions = start.positions
+    new = sum(max(0, latest[name] - positions.get(name, latest[name])) for name in latest)
     return new < options.min_bytes_per_trigger
 
 
 class BatchPlanner:
     """The driver's state and planning behind one :class:`connector.source.reader.HAReplicaStreamReader`.
 
-    Offsets are ``{broker_name: next_commitlog_offset}`` dicts (bytes) plus the ``"@"`` entries of
-    :class:`connector.source.driver.offsets.SourceOffset`. ``brokers``: the :class:`BrokerSets` sampled over
+    Offsets are :class:`connector.source.driver.offsets.SourceOffset` objects (per broker set the next CommitLog
+    offset in bytes, plus the ``"@"`` entries): the reader converts Spark's JSON dicts at its boundary, once per
+    call, and every method here takes and returns the object. ``brokers``: the :class:`BrokerSets` sampled over
     remoting; ``trigger_target``: the AvailableNow end per broker, or None. Broker errors raise
     BrokerAdminError (or UnsupportedBrokerModeError); lost data raises DataLossError when ``fail_on_data_loss``.
     """
@@ -236,7 +237,7 @@ class BatchPlanner:
         self.trigger_target = {b.name: bounds(self.brokers.refresh(b))[1] for b in self.route.brokers}
         log.info("Trigger.AvailableNow target offsets %s", self.trigger_target)
 
-    def next_end(self, start: dict, max_bytes: int | None) -> dict:
+    def next_end(self, start: SourceOffset, max_bytes: int | None) -> SourceOffset:
         """The next micro-batch's end offset (:meth:`end_offset`) with, under :data:`MAX_OFFSET_KEY`, each broker
         set's commitLogMaxOffset seen while planning it (the lag the progress shows on every Spark,
         docs/delta.md "Lag monitoring"); ``start`` itself (no batch) when nothing is new or while
@@ -248,17 +249,16 @@ class BatchPlanner:
                 log.debug("fewer than %s=%d new bytes and %s not passed: no batch yet",
                           OPTIONS.min_bytes_per_trigger.name, self.options.min_bytes_per_trigger,
                           OPTIONS.max_trigger_delay.name)
-                return dict(start)
-        end = SourceOffset.from_json(self.end_offset(start, max_bytes))
-        before = SourceOffset.from_json(start)
-        if end.positions == before.positions and {**end.extras, MAX_OFFSET_KEY: None} == {
-                **before.extras, MAX_OFFSET_KEY: None}:
-            return dict(start)  # nothing to read: the same offset, so Spark runs no batch
-        if end.positions != before.positions:
+                return start
+        end = self.end_offset(start, max_bytes)
+        if end.positions == start.positions and {**end.extras, MAX_OFFSET_KEY: None} == {
+                **start.extras, MAX_OFFSET_KEY: None}:
+            return start  # nothing to read: the same offset, so Spark runs no batch
+        if end.positions != start.positions:
             self._last_batch_s = self.clock()
         end.extras[MAX_OFFSET_KEY] = {name: bounds(view)[1] for name, view in self.brokers.views.items()
                                       if name in end.positions}
-        return end.to_json()
+        return end
 
     def _budget_end(self, view: BrokerSetView, begin: int, wanted: int, end: int, slack: int) -> int | None:
         """A record boundary near ``wanted`` from the ConsumeQueues of the server of ``[begin, end)``
@@ -274,7 +274,7 @@ class BatchPlanner:
                         OPTIONS.max_bytes_per_trigger.name, exc)
             return None
 
-    def end_offset(self, start: dict | None, max_bytes: int | None) -> dict:
+    def end_offset(self, start: SourceOffset, max_bytes: int | None) -> SourceOffset:
         """The next micro-batch's end offset from ``start``; ``max_bytes``: the ``ReadMaxBytes`` budget shared
         between brokers (:func:`apply_byte_limit`), None to read all available bytes."""
         self.follow_route()
@@ -303,7 +303,7 @@ class BatchPlanner:
             ends = apply_byte_limit(self.route.brokers, self.brokers.views, spans, max_bytes, self._budget_end)
         else:
             ends = {name: end for name, (_, end) in spans.items()}
-        out = SourceOffset.from_json(self.with_fingerprints(start, spans, ends))
+        out = self.with_fingerprints(start, spans, ends)
         switches = {name: cset.records() for name, cset in self.brokers.sets.items() if cset.switches}
         if switches:  # recorded in the batch's end offset (and so in the query progress)
             out.extras[SWITCH_KEY] = switches
@@ -311,8 +311,8 @@ class BatchPlanner:
             out.extras.update(self.discovery.new_set_starts(given, out))
         return self.carry_unplanned(start, out)
 
-    def carry_unplanned(self, start: dict | None, end: SourceOffset) -> dict:
-        """``end`` (JSON) plus the offset and fingerprint of every set of ``start`` that no batch plans now, so a
+    def carry_unplanned(self, start: SourceOffset, end: SourceOffset) -> SourceOffset:
+        """``end`` plus the offset and fingerprint of every set of ``start`` that no batch plans now, so a
         checkpoint never loses a set's offset as a side effect: with ``brokers``, a set it does not name is paused
         (logged once) and resumes from its offset when named again; with ``namesrv_addr``, a set out of the route
         is an outage (:meth:`connector.source.driver.discovery.Discovery.carry_absent`). Only the sets
@@ -324,8 +324,7 @@ class BatchPlanner:
             raise HAReplicaOptionError(OPTIONS.drop_broker_sets.name, ",".join(sorted(dropped)),
                                        f"names {', '.join(sorted(dropped & planned))}, which {where} holds: a set "
                                        "is read or dropped, not both")
-        before = SourceOffset.from_json(start)
-        for name, position in before.positions.items():
+        for name, position in start.positions.items():
             if name in end.positions:
                 continue
             report = name not in self._paused_reported
@@ -340,11 +339,11 @@ class BatchPlanner:
                     log.warning("broker set %s is in the checkpoint (offset %d) but not in %s: paused, its offset "
                                 "kept; it resumes from there when %s names it again (%s removes it)", name,
                                 position, OPTIONS.brokers.name, OPTIONS.brokers.name, OPTIONS.drop_broker_sets.name)
-                end.carry(name, before)
+                end.carry(name, start)
         if self.discovery is not None:
-            kept = {k: v for k, v in (start or {}).items() if k not in dropped}
-            return self.discovery.carry_absent(self.options, kept, end.to_json())
-        return end.to_json()
+            kept = SourceOffset({k: v for k, v in start.positions.items() if k not in dropped}, start.extras)
+            return self.discovery.carry_absent(self.options, kept, end)
+        return end
 
     def follow_route(self) -> None:
         """With ``namesrv_addr``: ask the name server when ``namesrv_poll_interval_ms`` passed and plan its live
@@ -364,7 +363,7 @@ class BatchPlanner:
         return DriverReads(self.options.fetch, view, self.brokers.protocol(view.name),
                            self.options.read_from == READ_FROM_SLAVE)
 
-    def verified_begin(self, broker: BrokerEndpoint, view: BrokerSetView, start: dict | None, begin: int,
+    def verified_begin(self, broker: BrokerEndpoint, view: BrokerSetView, start: SourceOffset, begin: int,
                        min_offset: int, max_offset: int) -> int:
         """``begin``, checked against the fingerprint the offset carries
         (:func:`connector.source.driver.offsets.check_start`) unless this planner computed it itself with no
@@ -372,7 +371,7 @@ class BatchPlanner:
         skipped to the next real record boundary."""
         if begin > max_offset:
             return begin
-        fingerprint = SourceOffset.from_json(start).fingerprints.get(broker.name)
+        fingerprint = start.fingerprints.get(broker.name)
         key = (broker.name, begin, fingerprint)
         if self.brokers.trusted.get(broker.name) == begin:
             self._verified[key] = begin
@@ -389,9 +388,10 @@ class BatchPlanner:
             self._verified[key] = result
         return self._verified[key]
 
-    def with_fingerprints(self, start: dict | None, spans: dict[str, tuple[int, int]], ends: dict[str, int]) -> dict:
+    def with_fingerprints(self, start: SourceOffset, spans: dict[str, tuple[int, int]],
+                          ends: dict[str, int]) -> SourceOffset:
         """``ends`` plus, under :data:`FINGERPRINT_KEY`, the fingerprint of the last record before each end."""
-        previous = SourceOffset.from_json(start).fingerprints
+        previous = start.fingerprints
         prints = {}
         for broker in self.route.brokers:
             begin, end = spans[broker.name][0], ends[broker.name]
@@ -408,7 +408,7 @@ class BatchPlanner:
                 prints[broker.name] = fingerprint.to_json()
             if end <= bounds(view)[1]:  # not while waiting for a broker that lost its tail to pass `end`
                 self.brokers.trusted[broker.name] = end
-        return SourceOffset(dict(ends), {FINGERPRINT_KEY: prints} if prints else {}).to_json()
+        return SourceOffset(dict(ends), {FINGERPRINT_KEY: prints} if prints else {})
 
     def latest_offsets(self) -> dict:
         """The brokers' latest commitLogMaxOffset seen, per broker name."""
@@ -420,7 +420,8 @@ class BatchPlanner:
             out[broker.name] = bounds(view)[1]
         return out
 
-    def partitions(self, start: dict, end: dict, columns: tuple[str, ...] | None) -> list[HAReplicaInputPartition]:
+    def partitions(self, start: SourceOffset, end: SourceOffset,
+                   columns: tuple[str, ...] | None) -> list[HAReplicaInputPartition]:
         """The InputPartitions of ``[start, end)`` (:mod:`connector.source.driver.partitions`), each decoding
         ``columns`` (None: all)."""
         prefer_slave = self.options.read_from == READ_FROM_SLAVE
@@ -434,10 +435,9 @@ class BatchPlanner:
             planned = self.discovery.endpoints_for(self.route, start, end)
         self.check_replayable(start, end, planned)
         for broker in planned:
-            stop = end.get(broker.name)
+            stop = end.positions.get(broker.name)
             if stop is None:
                 continue
-            stop = int(stop)
             view = self.brokers.views.get(broker.name)
             if view is None or view.master is None or (prefer_slave and not view.slaves):
                 view = self.brokers.refresh(broker, slaves=prefer_slave)
@@ -453,14 +453,14 @@ class BatchPlanner:
         log.info("planned %d partition(s) for %s -> %s", len(parts), start, end)
         return parts
 
-    def check_replayable(self, start: dict, end: dict, planned: Sequence[BrokerEndpoint]) -> None:
+    def check_replayable(self, start: SourceOffset, end: SourceOffset, planned: Sequence[BrokerEndpoint]) -> None:
         """Every set whose offset ``[start, end)`` moves has a master to read it from in ``planned`` (a batch
         planned before a restart may move a set the query no longer names). Raises HAReplicaOptionError naming
         the set and the range with ``brokers``; with ``namesrv_addr`` (the set out of the route since) it is a
         data-loss decision (DataLossError when ``fail_on_data_loss``)."""
         names = {b.name for b in planned}
-        before = SourceOffset.from_json(start).positions
-        for name, stop in SourceOffset.from_json(end).positions.items():
+        before = start.positions
+        for name, stop in end.positions.items():
             if name in names or stop <= before.get(name, 0):
                 continue
             lo = before.get(name, "its first byte")  # a set new in this batch starts at its commitLogMinOffset
@@ -473,13 +473,12 @@ class BatchPlanner:
             on_data_loss(self.options.fail_on_data_loss, message, instead="run the batch without those records",
                          logger=log)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: SourceOffset) -> None:
         """Forget boundaries below the committed offsets (and, once recorded, pending master switches)."""
-        offset = SourceOffset.from_json(end)
-        if offset.has_switches:
+        if end.has_switches:
             for cset in self.brokers.sets.values():
                 cset.committed()
-        for name, position in offset.positions.items():
+        for name, position in end.positions.items():
             view = self.brokers.views.get(name)
             if view is not None:
                 view.forget_boundaries(below=position)

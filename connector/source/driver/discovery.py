@@ -313,14 +313,13 @@ class Discovery:
                     ([f"unknown {', '.join(unknown)}"] if unknown else [])
                     + ([f"missing {', '.join(missing)}"] if missing else [])))
 
-    def with_new_sets(self, brokers: BrokerSets, options: SourceOptions, start: dict | None) -> dict | None:
+    def with_new_sets(self, brokers: BrokerSets, options: SourceOptions, start: SourceOffset) -> SourceOffset:
         """``start`` plus, with ``new_broker_set_offsets='latest'``, where each live set it lacks starts (its
         commitLogMaxOffset when first planned); with ``earliest`` such a set starts at its commitLogMinOffset
         (the planner's rule for a set without an offset)."""
-        if start is None or options.new_broker_set_offsets != STARTING_OFFSETS_LATEST:
+        if options.new_broker_set_offsets != STARTING_OFFSETS_LATEST:
             return start
-        positions = SourceOffset.from_json(start).positions
-        out = dict(start)
+        positions = dict(start.positions)
         for broker in brokers.route.brokers:
             if broker.name in positions:
                 continue
@@ -328,38 +327,35 @@ class Discovery:
                 self.new_starts[broker.name] = bounds(brokers.refresh(broker))[1]
                 log.info("broker set %s is new: it starts at its commitLogMaxOffset %d (%s=%s)", broker.name,
                          self.new_starts[broker.name], OPTIONS.new_broker_set_offsets.name, STARTING_OFFSETS_LATEST)
-            out[broker.name] = self.new_starts[broker.name]
-        return out
+            positions[broker.name] = self.new_starts[broker.name]
+        return SourceOffset(positions, dict(start.extras))
 
-    def new_set_starts(self, start: dict | None, end: SourceOffset) -> dict[str, dict[str, int]]:
+    def new_set_starts(self, start: SourceOffset, end: SourceOffset) -> dict[str, dict[str, int]]:
         """The :data:`NEW_SET_STARTS_KEY` entry of an end offset: where :meth:`with_new_sets` started each set of
         ``end`` that ``start`` (the batch's start as Spark gave it) lacks; empty when there is none."""
-        before = SourceOffset.from_json(start).positions
+        before = start.positions
         starts = {name: self.new_starts[name] for name in end.positions
                   if name not in before and name in self.new_starts}
         return {NEW_SET_STARTS_KEY: starts} if starts else {}
 
-    def recall_new_starts(self, end: dict) -> None:
+    def recall_new_starts(self, end: SourceOffset) -> None:
         """Take the new sets' starts an end offset recorded (:meth:`new_set_starts`): a restarted driver planning
         the partitions of a replayed batch starts them where the batch was planned. Raises ValueError naming the
         set when a recorded start is not an integer."""
-        for name, position in (SourceOffset.from_json(end).extras.get(NEW_SET_STARTS_KEY) or {}).items():
+        for name, position in (end.extras.get(NEW_SET_STARTS_KEY) or {}).items():
             if isinstance(position, bool) or not isinstance(position, int):
                 raise ValueError(f"source offset: {NEW_SET_STARTS_KEY} of broker set {name!r} is {position!r}, "
                                  "not an integer")
             self.new_starts[name] = position
 
-    def carry_absent(self, options: SourceOptions, start: dict | None, end: dict) -> dict:
+    def carry_absent(self, options: SourceOptions, start: SourceOffset, end: SourceOffset) -> SourceOffset:
         """``end`` plus the offset (and fingerprint) of every set of ``start`` that is not planned now (it left
         the route or lost its master): the checkpoint keeps it and the set continues from it when it is back.
         Past ``max_outage_ms`` ``fail_on_data_loss`` decides: DataLossError naming the set, or one WARNING and
         the offset is still kept (only ``drop_broker_sets`` removes a set from the checkpoint)."""
-        if not start:
-            return end
-        before, after = SourceOffset.from_json(start), SourceOffset.from_json(end)
         now = self.clock()
-        for name, position in before.positions.items():
-            if name in after.positions:
+        for name, position in start.positions.items():
+            if name in end.positions:
                 continue
             gone_ms = int((now - self.left_at.setdefault(name, now)) * 1000)
             if gone_ms > options.fetch.max_outage_ms and name not in self.overdue:
@@ -370,15 +366,15 @@ class Discovery:
                              f"({OPTIONS.drop_broker_sets.name}={name} removes it from the checkpoint)",
                              instead="go on without it, its offset kept for when it is back", logger=log)
                 self.overdue.add(name)
-            after.carry(name, before)
-        return after.to_json()
+            end.carry(name, start)
+        return end
 
-    def endpoints_for(self, route: Route, start: dict | None, end: dict) -> tuple[BrokerEndpoint, ...]:
+    def endpoints_for(self, route: Route, start: SourceOffset, end: SourceOffset) -> tuple[BrokerEndpoint, ...]:
         """The planned sets (``route``) plus any set ``end`` moves past ``start`` that is not planned now (a batch
         planned before it left the route, replayed after a restart): its last known master."""
         names = set(route.broker_names)
-        before = SourceOffset.from_json(start).positions
-        extra = [self.seen[n].master for n, pos in SourceOffset.from_json(end).positions.items()
+        before = start.positions
+        extra = [self.seen[n].master for n, pos in end.positions.items()
                  if n not in names and n in self.seen and self.seen[n].master is not None and pos > before.get(n, pos)]
         return (*route.brokers, *extra)
 

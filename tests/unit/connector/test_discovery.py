@@ -15,8 +15,11 @@ from connector.options.parse import SourceOptions
 from connector.protocol.cluster_info import decode_cluster_info, fastjson_body, split_namesrv_addr
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from connector.source.driver.discovery import Discovery, diff
+from connector.source.driver.offsets import SourceOffset
 from tests.support.brokers import free_port, max_offset, wait_for
 from tests.support.fixtures import broker_factory, namesrv_factory  # noqa: F401 - fixtures
+
+offset = SourceOffset.from_json  # the planner takes offsets as SourceOffset; these tests write them as Spark's JSON
 
 COMMON = {"mappedFileSizeCommitLog": 65536, "haSendHeartbeatInterval": 300}
 
@@ -338,7 +341,7 @@ def test_a_master_moved_while_the_planner_waits_on_the_old_one_is_followed_at_on
     new = None
     try:
         start = planner.initial_offsets()
-        first = planner.end_offset(start, None)
+        first = planner.end_offset(offset(start), None).to_json()
         assert first["broker-a"] == max_offset(old.remoting_addr) > start["broker-a"]
         old.stop()
         new = BrokerProcess.start(tmp_path / "a-moved", namesrvAddr=ns.addr, storePathRootDir=str(old.store_dir),
@@ -348,7 +351,8 @@ def test_a_master_moved_while_the_planner_waits_on_the_old_one_is_followed_at_on
             for i in range(20):
                 producer.send("MovedTopic", b"after %d" % i)
         wait_for(lambda: _master_of(ns.addr, "broker-a") == new.remoting_addr, "the moved master registered")
-        second = planner.end_offset(first, None)  # raised BrokerUnreachableError after maxOutageMs before
+        # raised BrokerUnreachableError after maxOutageMs before
+        second = planner.end_offset(offset(first), None).to_json()
         assert second["broker-a"] == max_offset(new.remoting_addr) > first["broker-a"]
         assert [b.remoting_addr for b in planner.route.brokers] == [new.remoting_addr]
     finally:
@@ -381,28 +385,31 @@ def test_a_new_set_started_at_latest_is_replayed_from_the_same_offset_after_a_dr
     options = _options(ns.addr, newBrokerSetOffsets="latest", namesrvPollIntervalMs="1")
     planner = BatchPlanner(options)
     try:
-        first = planner.end_offset(planner.initial_offsets(), None)
+        first = planner.end_offset(offset(planner.initial_offsets()), None).to_json()
         assert "broker-b" not in first
         b = broker_factory("b", namesrvAddr=ns.addr, brokerName="broker-b", **COMMON)
         with Producer(b.remoting_addr, timeout_ms=15000) as producer:
             producer.send("LatestTopic", b"on b, before it joined the query")
         wait_for(lambda: _route_names(ns.addr) == {"broker-a", "broker-b"}, "broker-b registered")
         joined = max_offset(b.remoting_addr)
-        assert planner.end_offset(first, None)["broker-b"] == joined  # broker-b starts at its max offset
+        # broker-b starts at its max offset
+        assert planner.end_offset(offset(first), None).positions["broker-b"] == joined
         with Producer(b.remoting_addr, timeout_ms=15000) as producer:
             for i in range(5):
                 producer.send("LatestTopic", b"on b %d" % i)
-        second = planner.end_offset(first, None)
+        second = planner.end_offset(offset(first), None).to_json()
         assert second["broker-b"] == max_offset(b.remoting_addr) > joined
         assert second[NEW_SET_STARTS_KEY] == {"broker-b": joined}
-        planned = [(p.start, p.end) for p in planner.partitions(first, second, None) if p.broker == "broker-b"]
+        planned = [(p.start, p.end) for p in planner.partitions(offset(first), offset(second), None)
+                   if p.broker == "broker-b"]
     finally:
         planner.close()
     with Producer(b.remoting_addr, timeout_ms=15000) as producer:
         producer.send("LatestTopic", b"on b, after the driver died")
     restarted = BatchPlanner(options)  # the restarted driver: Spark replays [first, second) from its offset log
     try:
-        replayed = [(p.start, p.end) for p in restarted.partitions(first, second, None) if p.broker == "broker-b"]
+        replayed = [(p.start, p.end) for p in restarted.partitions(offset(first), offset(second), None)
+                    if p.broker == "broker-b"]
     finally:
         restarted.close()
     assert planned[0][0] == joined and planned[-1][1] == second["broker-b"]
