@@ -216,8 +216,9 @@ def test_the_layer_checker_finds_a_wrong_direction_import_and_an_unused_arrow():
 
 def test_no_module_directly_under_connector_serves_only_the_source():
     """Issue 41: what only ``format("hareplica")`` uses lives under connector/source/; a module directly under
-    connector/ is shared (imported by some other package too). The Spark classes import at most 8 project
-    modules (the rest is behind the driver's BatchPlanner and the task's read_task)."""
+    connector/ is shared (imported by some other package too). The Spark classes import at most 9 project
+    modules: the rest is behind the driver's BatchPlanner and the task's read_task; the ninth is SourceOffset's
+    module, the type the reader converts Spark's offset dicts to at its boundary (issue 54)."""
     graph = _graph(type_checking=True)
     packages = {m for m in graph if (ROOT / m.replace(".", "/") / "__init__.py").exists()}
     top = sorted(m for m in graph if m.count(".") == 1 and m.startswith("connector.") and m not in packages)
@@ -225,7 +226,7 @@ def test_no_module_directly_under_connector_serves_only_the_source():
                    if (users := {u for u, deps in graph.items() if m in deps})
                    and all(u.startswith("connector.source") for u in users)]
     assert only_source == []
-    assert len(graph["connector.source.reader"]) <= 8, sorted(graph["connector.source.reader"])
+    assert len(graph["connector.source.reader"]) <= 9, sorted(graph["connector.source.reader"])
 
 
 def _parser_module(graph: dict[str, set[str]]) -> str:
