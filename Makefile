@@ -60,11 +60,12 @@ $(STAMP): pyproject.toml setup.py connector/decode/_decode_kernel.c connector/de
 
 # Re-resolve the locks after a range in pyproject.toml or a requirements/*.in changed: lock.txt keeps its versions
 # unless they leave the ranges (uv prefers the pins already in an output file); the per-Spark locks of tests/compat
-# are pyproject.toml's runtime ranges plus their .in file. README "Install into your Spark".
+# are pyproject.toml's runtime ranges with the apps extra (a Spark runtime with `hareplica[apps]`) plus their .in
+# file. README "Install into your Spark".
 LOCK = $(BIN)/uv pip compile --quiet --python-version 3.11 --no-annotate --custom-compile-command 'make lock'
 lock: $(STAMP)
 	$(LOCK) pyproject.toml --extra dev -o requirements/lock.txt
-	for v in 4.0 4.1 4.2 4.3; do $(LOCK) pyproject.toml requirements/spark-$$v.in -o requirements/spark-$$v.txt || exit 1; done
+	for v in 4.0 4.1 4.2 4.3; do $(LOCK) pyproject.toml --extra apps requirements/spark-$$v.in -o requirements/spark-$$v.txt || exit 1; done
 
 # The sdist and the wheel (native decode kernel compiled in) that users install into their Spark: dist/
 dist: $(STAMP)

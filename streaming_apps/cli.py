@@ -614,6 +614,12 @@ def _dispatch(args, extra: list[str]) -> int:
             build_parser().error("produce --workload load needs --topic")
         return produce_command(args.broker, args.topic.split(","), args.count, args.body_bytes)
     if args.command == "demo":
+        from broker_stub.__main__ import missing_extra_line
+
+        missing = missing_extra_line("broker", "hareplica demo")
+        if missing is not None:
+            sys.stderr.write(f"error: {missing}\n")
+            return 1
         from streaming_apps.demo import run_demo
 
         return run_demo(args.workdir, messages=args.messages, keep=args.keep)
@@ -660,13 +666,19 @@ def console_main() -> None:
     tracing shutdown, pyarrow's S3 finalisation, whatever else registered one), the output streams are flushed,
     and ``os._exit`` ends the process. An exception or ``SystemExit`` out of :func:`main` (argparse's usage errors)
     takes Python's normal exit. Before :func:`main`, OpenBLAS is given one thread
-    (:func:`streaming_apps.blas_threads.single_blas_thread`; docs/deployment.md §7, "BLAS threads").
+    (:func:`streaming_apps.blas_threads.single_blas_thread`; docs/deployment.md §7, "BLAS threads"), and an install
+    without the ``apps`` extra ends with one line naming it (exit code 1).
     """
     import atexit
 
+    from broker_stub.__main__ import missing_extra_line
     from streaming_apps.blas_threads import single_blas_thread
 
     single_blas_thread()  # before anything imports numpy (docs/deployment.md §7, "BLAS threads")
+    missing = missing_extra_line("apps", "hareplica")
+    if missing is not None:  # the library's core install, without the command line's packages
+        sys.stderr.write(f"error: {missing}\n")
+        sys.exit(1)
     code = main()
     atexit._run_exitfuncs()  # noqa: SLF001 - CPython's own exit step, the only way to run the handlers before os._exit
     for stream in (sys.stdout, sys.stderr):

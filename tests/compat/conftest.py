@@ -3,8 +3,9 @@ supported Spark minor holding that minor's locked runtime (requirements/spark-X.
 with the wheel installed on top, outside the checkout.
 
 Each environment stands for a user's existing Spark runtime: the lock is installed first (uv, fast from its cache),
-then the wheel alone with that environment's own ``pip install hareplica-*.whl``, so the fixture also checks that
-installing hareplica keeps the runtime's pyspark.
+then the wheel with its ``apps`` extra (the command line the tests run) with that environment's own ``pip install
+'hareplica-*.whl[apps]'``, so the fixture also checks that installing hareplica keeps the runtime's pyspark.
+tests/compat/test_core_install.py installs the wheel without extras.
 
 PyPI holds pyspark as an sdist only. uv would build it into its cache on every run whose index answers the
 sdist's revalidation as modified (this machine's does: about 0.85 GB per Spark minor and run), so the lock's
@@ -15,16 +16,25 @@ are zip files already, and deflating them again took 14 of a build's 34 CPU-seco
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from connector.delta.faults import FAULT_INJECTION_ENV, FAULT_MARKER_ENV, FAULT_PAUSE_ENV
+from connector.delta.reading import read_table
+from connector.protocol.topics import is_system_topic
+from tests.integration.connector.conftest import MAPPED_FILE_SIZE, start_fixture_master
+from tests.support.brokers import max_offset
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 #: Every Spark minor hareplica supports, each with its lock requirements/spark-X.Y.txt (README "Install into
@@ -34,6 +44,10 @@ UV = Path(sys.executable).parent / "uv"
 INSTALL_TIMEOUT_S = 900
 #: pyspark wheels built from PyPI's sdists, one per locked version, kept from run to run (git-ignored)
 PYSPARK_WHEELS = CHECKOUT / ".compat-wheels"
+#: how long one run of the user's script or of an app may take (s)
+RUN_TIMEOUT_S = 420
+#: the user's script's maxBytesPerTrigger: half a mapped file of the golden CommitLog
+MAX_BYTES = MAPPED_FILE_SIZE // 2
 
 
 @dataclass(frozen=True)
@@ -121,7 +135,7 @@ def spark_minors(*minors: str):
 @pytest.fixture(scope="module")
 def runtime(request, dist, tmp_path_factory) -> SparkRuntime:
     """A fresh venv with requirements/spark-X.Y.txt (pyspark from :func:`pyspark_wheel`), then ``pip install`` of
-    the wheel on top (pyspark must stay); the minor comes from :func:`spark_minors`."""
+    the wheel with its ``apps`` extra on top (pyspark must stay); the minor comes from :func:`spark_minors`."""
     minor = request.param
     assert UV.exists(), f"{UV} is missing: the dev extra installs uv (make test does)"
     wheels = pyspark_wheel(locked_pyspark(minor)).parent
@@ -134,7 +148,48 @@ def runtime(request, dist, tmp_path_factory) -> SparkRuntime:
     version = "import importlib.metadata as m; print(m.version('pyspark'))"
     before = _run([python, "-c", version]).strip()
     assert before.startswith(f"{minor}."), before
-    _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(dist.wheel)])
+    _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", f"{dist.wheel}[apps]"])
     after = _run([python, "-c", version]).strip()
     assert after == before, f"installing the wheel replaced pyspark {before} with {after}"
     return SparkRuntime(minor, root, after)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory, fixture_dir):
+    """A stub master serving the golden 4.9.8 CommitLog (4 mapped files of 1 MiB, system-topic records included)."""
+    b = start_fixture_master(tmp_path_factory.mktemp("compat-broker"), fixture_dir)
+    try:
+        yield b
+    finally:
+        b.kill9()
+
+
+@pytest.fixture(scope="module")
+def expected(fixture_dir) -> Counter:
+    """commitLogOffset of every non-system message of the golden CommitLog, once each."""
+    with open(fixture_dir / "messages.jsonl", encoding="utf-8") as fh:
+        messages = [json.loads(line) for line in fh]
+    return Counter(m["commitLogOffset"] for m in messages if not is_system_topic(m["topic"]))
+
+
+def landed(table: Path) -> Counter:
+    """commitLogOffset → how many rows of the Delta table at ``table`` hold it."""
+    return Counter(read_table(str(table), columns=["commitLogOffset"]).column("commitLogOffset").to_pylist())
+
+
+def start_user_app(runtime: SparkRuntime, work: Path, broker, *, fault: str | None = None) -> subprocess.Popen:
+    """Start the user's script (user_app.py) with this runtime's spark-submit, from a folder outside the checkout,
+    landing ``broker`` into ``work``/table under a processing-time trigger bounded by :data:`MAX_BYTES`; ``fault``:
+    a fault-injection point of the sink (connector.delta.faults) where its driver pauses."""
+    app = work / "user_app.py"
+    shutil.copyfile(CHECKOUT / "tests" / "compat" / "user_app.py", app)
+    env = runtime.env()
+    if fault:
+        env.update({FAULT_INJECTION_ENV: fault, FAULT_MARKER_ENV: str(work / "fault-marker.json"),
+                    FAULT_PAUSE_ENV: "600"})
+    cmd = [str(runtime.bin / "spark-submit"), "--master", "local[2]", str(app), f"broker-a={broker.ha_addr}",
+           str(work / "table"), str(work / "checkpoint"), str(CHECKOUT), "--max-bytes", str(MAX_BYTES),
+           "--processing-time-until", str(max_offset(broker.remoting_addr))]
+    log = open(work / ("crash.log" if fault else "run.log"), "ab")  # noqa: SIM115 - the child owns it
+    return subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=log,
+                            stdin=subprocess.DEVNULL, start_new_session=True)

@@ -18,64 +18,17 @@ AvailableNow and ``--max-bytes-per-trigger`` stops at start with one line naming
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from connector.delta.faults import FAULT_INJECTION_ENV, FAULT_MARKER_ENV, FAULT_PAUSE_ENV
-from connector.delta.reading import read_table
-from connector.protocol.topics import is_system_topic
-from tests.compat.conftest import CHECKOUT, SparkRuntime, spark_minors
-from tests.integration.connector.conftest import MAPPED_FILE_SIZE, start_fixture_master
+from tests.compat.conftest import MAX_BYTES, RUN_TIMEOUT_S, landed, spark_minors, start_user_app
+from tests.integration.connector.conftest import MAPPED_FILE_SIZE
 from tests.support.brokers import max_offset
 from tests.support.processes import kill_at_marker, kill_session, log_tail
 
 pytestmark = pytest.mark.compat
-
-RUN_TIMEOUT_S = 420
-MAX_BYTES = MAPPED_FILE_SIZE // 2
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory, fixture_dir):
-    """A stub master serving the golden 4.9.8 CommitLog (4 mapped files of 1 MiB, system-topic records included)."""
-    b = start_fixture_master(tmp_path_factory.mktemp("compat-broker"), fixture_dir)
-    try:
-        yield b
-    finally:
-        b.kill9()
-
-
-@pytest.fixture(scope="module")
-def expected(fixture_dir) -> Counter:
-    """commitLogOffset of every non-system message of the golden CommitLog, once each."""
-    with open(fixture_dir / "messages.jsonl", encoding="utf-8") as fh:
-        messages = [json.loads(line) for line in fh]
-    return Counter(m["commitLogOffset"] for m in messages if not is_system_topic(m["topic"]))
-
-
-def landed(table: Path) -> Counter:
-    return Counter(read_table(str(table), columns=["commitLogOffset"]).column("commitLogOffset").to_pylist())
-
-
-def _user_app(runtime: SparkRuntime, work: Path, broker, *, fault: str | None = None) -> subprocess.Popen:
-    """Start the user's script with this runtime's spark-submit, from a folder outside the checkout."""
-    app = work / "user_app.py"
-    shutil.copyfile(CHECKOUT / "tests" / "compat" / "user_app.py", app)
-    env = runtime.env()
-    if fault:
-        env.update({FAULT_INJECTION_ENV: fault, FAULT_MARKER_ENV: str(work / "fault-marker.json"),
-                    FAULT_PAUSE_ENV: "600"})
-    cmd = [str(runtime.bin / "spark-submit"), "--master", "local[2]", str(app), f"broker-a={broker.ha_addr}",
-           str(work / "table"), str(work / "checkpoint"), str(CHECKOUT), "--max-bytes", str(MAX_BYTES),
-           "--processing-time-until", str(max_offset(broker.remoting_addr))]
-    log = open(work / ("crash.log" if fault else "run.log"), "ab")  # noqa: SIM115 - the child owns it
-    return subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=log,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-
 
 @spark_minors()
 def test_the_wheel_keeps_the_runtime_pyspark_and_answers_version(runtime):
@@ -88,14 +41,14 @@ def test_the_wheel_keeps_the_runtime_pyspark_and_answers_version(runtime):
 @spark_minors("4.0", "4.1", "4.3")  # 4.2: the whole suite kills the same sink's driver at every commit point on 4.2.0
 def test_user_app_lands_every_message_once_through_a_driver_kill(runtime, broker, expected, tmp_path):
     marker = tmp_path / "fault-marker.json"
-    proc = _user_app(runtime, tmp_path, broker, fault="before-delta-commit:1")
+    proc = start_user_app(runtime, tmp_path, broker, fault="before-delta-commit:1")
     reached = kill_at_marker(proc, marker, tmp_path / "crash.log", what="before-delta-commit:1",
                              timeout_s=RUN_TIMEOUT_S)
     assert json.loads(reached)["batchId"] == 1
     before = landed(tmp_path / "table")
     assert before and max(before.values()) == 1 and set(before) < set(expected), "only batch 0 is in the table"
 
-    proc = _user_app(runtime, tmp_path, broker)
+    proc = start_user_app(runtime, tmp_path, broker)
     try:
         out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
     finally:
