@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 
 #: Distributions Spark supplies to executors' Python workers (SPARK_HOME/python/lib) or that they never import.
 PROVIDED_BY_SPARK = frozenset({"pyspark", "py4j", "delta-spark"})
+#: The extras the archive holds beside the core (pyproject.toml): the apps' tasks decode with them (gold's order
+#: decoder, the typed tables' bodies) and their driver prints with them.
+PACKED_EXTRAS = ("apps",)
 #: The checkout this module was imported from.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 #: The exact versions the packed environment installs (pip constraints; README "Install into your Spark").
@@ -79,8 +82,9 @@ def wheel_has_native_kernel(wheel: Path) -> bool:
         return any(NATIVE_KERNEL_RE.match(name) for name in zf.namelist())
 
 
-def runtime_requirements(wheel: Path) -> list[str]:
-    """The wheel's ``Requires-Dist`` lines without extras-only ones and without :data:`PROVIDED_BY_SPARK`.
+def runtime_requirements(wheel: Path, extras: tuple[str, ...] = PACKED_EXTRAS) -> list[str]:
+    """The wheel's ``Requires-Dist`` lines of its core and of ``extras`` (those without their ``extra ==`` marker),
+    without the other extras' and without :data:`PROVIDED_BY_SPARK`.
 
     Raises PackageError when the wheel has no METADATA.
     """
@@ -93,9 +97,12 @@ def runtime_requirements(wheel: Path) -> list[str]:
     for line in text.splitlines():
         if not line.startswith("Requires-Dist:"):
             continue
-        requirement = line.partition(":")[2].strip()
-        if "extra ==" in requirement.partition(";")[2]:
-            continue
+        requirement, _, marker = line.partition(":")[2].strip().partition(";")
+        if "extra ==" in marker:
+            if not any(f'extra == "{e}"' in marker.replace("'", '"') for e in extras):
+                continue
+            marker = ""
+        requirement = requirement.strip() + (f";{marker}" if marker else "")
         name = re.match(r"[A-Za-z0-9._-]+", requirement).group(0)
         if re.sub(r"[-_.]+", "-", name).lower() not in PROVIDED_BY_SPARK:
             out.append(requirement)

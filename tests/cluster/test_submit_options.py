@@ -48,5 +48,6 @@ def test_the_archive_leaves_out_what_spark_provides(tmp_path):
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("hareplica-0.1.0.dist-info/METADATA", "Name: hareplica\nRequires-Dist: pyspark==4.2.0\n"
                     "Requires-Dist: delta-spark==4.4.0\nRequires-Dist: py4j==0.10.9.9\nRequires-Dist: pyarrow==26.0.1\n"
-                    'Requires-Dist: pandas<3,>=2.2\nRequires-Dist: pytest==9.2.0; extra == "dev"\n')
-    assert runtime_requirements(wheel) == ["pyarrow==26.0.1", "pandas<3,>=2.2"]
+                    'Requires-Dist: pandas<3,>=2.2\nRequires-Dist: pytest==9.2.0; extra == "dev"\n'
+                    'Requires-Dist: rich<16,>=13; extra == "apps"\nRequires-Dist: PyYAML<7,>=6.0; extra == "broker"\n')
+    assert runtime_requirements(wheel) == ["pyarrow==26.0.1", "pandas<3,>=2.2", "rich<16,>=13"]
