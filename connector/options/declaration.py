@@ -41,6 +41,10 @@ BAD_RECORD_MODES = (MODE_PERMISSIVE, MODE_FAILFAST)
 MAX_MAX_INFLATED_BODY_BYTES = 1024 * 1024 * 1024
 
 
+#: where an option's parsed value goes (:attr:`Option.holder`)
+HOLDERS = ("source", "fetch", "decode", "acl")
+
+
 class _Required:
     """The default of an option that has none: it must be given."""
 
@@ -60,7 +64,9 @@ class Option:
     ``"bool"``, ``"choice"`` or ``"str"``; ``default``: the value when absent (:data:`REQUIRED`: must be given;
     None: unset); ``minimum`` / ``maximum``: bounds of an ``int`` (inclusive, None: unbounded); ``choices``: the
     values of a ``choice`` (compared case-insensitively); ``mirrors``: the Kafka, Spark or RocketMQ setting it
-    follows (None: our own); ``meaning``: one line.
+    follows (None: our own); ``meaning``: one line; ``holder``: where the parsed value goes, one of
+    :data:`HOLDERS` (``fetch``: a field of ``FetchSettings``, ``decode``: of ``DecodeSettings``, both built from
+    these records; ``source``: of ``SourceOptions``; ``acl``: the two options of ``FetchSettings.credentials``).
     """
 
     name: str
@@ -72,6 +78,7 @@ class Option:
     maximum: int | None = None
     choices: tuple[str, ...] = ()
     mirrors: str | None = None
+    holder: str = "source"
 
 
 class OptionTable(Mapping[str, Option]):
@@ -83,6 +90,9 @@ class OptionTable(Mapping[str, Option]):
         self._by_attr = {o.attr: o for o in options}
         if len(self._by_name) != len(options) or len(self._by_attr) != len(options):
             raise ValueError("two options share a name or an attribute")
+        odd = [o.name for o in options if o.holder not in HOLDERS]
+        if odd:
+            raise ValueError(f"options {', '.join(odd)} have a holder other than {', '.join(HOLDERS)}")
 
     def __getitem__(self, name: str) -> Option:
         return self._by_name[name]
@@ -92,6 +102,10 @@ class OptionTable(Mapping[str, Option]):
 
     def __len__(self) -> int:
         return len(self._by_name)
+
+    def held_by(self, holder: str) -> tuple[Option, ...]:
+        """The options whose parsed value goes to ``holder`` (one of :data:`HOLDERS`), in declaration order."""
+        return tuple(o for o in self._by_name.values() if o.holder == holder)
 
     def __getattr__(self, attr: str) -> Option:
         try:
@@ -161,50 +175,54 @@ OPTIONS = OptionTable((
            "split every slice larger than this many CommitLog bytes", minimum=1),
     Option("failOnDataLoss", "fail_on_data_loss", "bool", True,
            "fail the query (true) or log and skip (false) when needed bytes are gone",
-           mirrors="Kafka source failOnDataLoss"),
+           mirrors="Kafka source failOnDataLoss", holder="fetch"),
     Option("subscribe", "topics", "str", None,
            "keep only records of these topics (comma-separated; Topic:TagA || TagB keeps those tags of it)",
-           mirrors="Kafka source subscribe"),
+           mirrors="Kafka source subscribe", holder="decode"),
     Option("subscribePattern", "topic_pattern", "str", None,
            "keep records whose topic matches this regular expression as a whole",
-           mirrors="Kafka source subscribePattern"),
+           mirrors="Kafka source subscribePattern", holder="decode"),
     Option("includeSystemTopics", "include_system_topics", "bool", False,
-           "also keep RocketMQ's system topics when no topic list is given"),
-    Option("decompressBody", "decompress_body", "bool", True, "decompress bodies stored compressed"),
+           "also keep RocketMQ's system topics when no topic list is given", holder="decode"),
+    Option("decompressBody", "decompress_body", "bool", True, "decompress bodies stored compressed", holder="decode"),
     Option("mode", "mode", "choice", MODE_PERMISSIVE, "what a bad record does: PERMISSIVE keeps it, FAILFAST fails",
-           choices=BAD_RECORD_MODES, mirrors="Spark file-source mode"),
-    Option("verifyBodyCRC", "verify_body_crc", "bool", True, "check every body against its stored BODYCRC"),
+           choices=BAD_RECORD_MODES, mirrors="Spark file-source mode", holder="decode"),
+    Option("verifyBodyCRC", "verify_body_crc", "bool", True, "check every body against its stored BODYCRC",
+           holder="decode"),
     Option("maxInflatedBodyBytes", "max_inflated_body_bytes", "int", DEFAULT_MAX_INFLATED_BODY_BYTES,
-           "bytes one compressed body may decompress to", minimum=1, maximum=MAX_MAX_INFLATED_BODY_BYTES),
+           "bytes one compressed body may decompress to", minimum=1, maximum=MAX_MAX_INFLATED_BODY_BYTES,
+           holder="decode"),
     Option("connectTimeoutMs", "connect_timeout_ms", "int", HA_CONNECT_TIMEOUT_MS,
            "TCP connect timeout (ms) of HA and remoting connections", minimum=1,
-           mirrors="RocketMQ RemotingUtil.connect timeout"),
+           mirrors="RocketMQ RemotingUtil.connect timeout", holder="fetch"),
     Option("readTimeoutMs", "read_timeout_ms", "int", HA_HOUSEKEEPING_INTERVAL_MS,
            "silence (ms) after which a connection, or an HA frame begun, is dead", minimum=1,
-           mirrors="RocketMQ haHousekeepingInterval"),
+           mirrors="RocketMQ haHousekeepingInterval", holder="fetch"),
     Option("fetchRetries", "fetch_retries", "int", 3, "heartbeat stalls in a row before a partition fails",
-           minimum=0),
+           minimum=0, holder="fetch"),
     Option("reconnectBackoffMs", "reconnect_backoff_ms", "int", 50, "first wait (ms) before reconnecting",
-           minimum=1, mirrors="Kafka reconnect.backoff.ms"),
+           minimum=1, mirrors="Kafka reconnect.backoff.ms", holder="fetch"),
     Option("reconnectBackoffMaxMs", "reconnect_backoff_max_ms", "int", 1000,
-           "longest wait (ms) between reconnect attempts", minimum=1, mirrors="Kafka reconnect.backoff.max.ms"),
+           "longest wait (ms) between reconnect attempts", minimum=1, mirrors="Kafka reconnect.backoff.max.ms",
+           holder="fetch"),
     Option("maxOutageMs", "max_outage_ms", "int", 5 * 60 * 1000,
-           "how long (ms) a task or the driver waits for a broker that is down", minimum=0),
+           "how long (ms) a task or the driver waits for a broker that is down", minimum=0, holder="fetch"),
     Option("haSendHeartbeatInterval", "heartbeat_interval_ms", "int", HA_SEND_HEARTBEAT_INTERVAL_MS,
            "ms between keep-alive reports on an HA connection, below the master's haHousekeepingInterval",
-           minimum=1, mirrors="RocketMQ MessageStoreConfig.haSendHeartbeatInterval"),
+           minimum=1, mirrors="RocketMQ MessageStoreConfig.haSendHeartbeatInterval", holder="fetch"),
     Option("arrowMaxRecordsPerBatch", "max_records_per_batch", "int", 10000, "rows per Arrow record batch",
-           minimum=1, mirrors="Spark spark.sql.execution.arrow.maxRecordsPerBatch"),
+           minimum=1, mirrors="Spark spark.sql.execution.arrow.maxRecordsPerBatch", holder="decode"),
     Option("arrowMaxBytesPerBatch", "max_bytes_per_batch", "int", 8 * 1024 * 1024,
-           "stored CommitLog bytes (and inflated body bytes) per Arrow record batch", minimum=1),
+           "stored CommitLog bytes (and inflated body bytes) per Arrow record batch", minimum=1, holder="decode"),
     Option("fetchPrefetchChunks", "prefetch_chunks", "int", 4,
-           "received chunks a task holds ahead of decoding (0: receive on the task's thread)", minimum=0),
+           "received chunks a task holds ahead of decoding (0: receive on the task's thread)", minimum=0,
+           holder="fetch"),
     Option("batchTransform", "batch_transform", "str", None,
            "package.module:function the tasks apply to every decoded batch"),
     Option("accessKey", "access_key", "str", None, "the ACL account's access key (with secretKey)",
-           mirrors="RocketMQ plain ACL accessKey"),
+           mirrors="RocketMQ plain ACL accessKey", holder="acl"),
     Option("secretKey", "secret_key", "str", None, "the ACL account's secret key (with accessKey)",
-           mirrors="RocketMQ plain ACL secretKey"),
+           mirrors="RocketMQ plain ACL secretKey", holder="acl"),
 ))
 
 #: option name -> default, in declaration order (``REQUIRED``: must be given; None: unset unless given)

@@ -174,9 +174,7 @@ class SourceOptions:
         read_from = value_of(opts, OPTIONS.read_from)
         min_in_sync_slaves = value_of(opts, OPTIONS.min_in_sync_slaves)
         check_slave_counts(brokers, slaves, read_from, min_in_sync_slaves, "in the slaves option")
-        fetch = FetchSettings(
-            **{attr: value_of(opts, getattr(OPTIONS, attr)) for attr in _FETCH_OPTION_ATTRS},
-            credentials=_credentials(opts))
+        fetch = FetchSettings(**values_of(opts, "fetch"), credentials=_credentials(opts))
         if fetch.reconnect_backoff_max_ms < fetch.reconnect_backoff_ms:
             raise _error(opts, OPTIONS.reconnect_backoff_max_ms,
                          f"must be >= {OPTIONS.reconnect_backoff_ms.name} ({fetch.reconnect_backoff_ms})")
@@ -229,20 +227,17 @@ def duration_ms(option: Option, text: str) -> int:
     return int(match.group(1)) * _DURATION_UNIT_MS[(match.group(2) or "ms").lower()]
 
 
-#: the FetchSettings fields that are one option each (``credentials`` is built from two)
-_FETCH_OPTION_ATTRS = ("connect_timeout_ms", "read_timeout_ms", "fetch_retries", "heartbeat_interval_ms",
-                       "fail_on_data_loss", "prefetch_chunks", "reconnect_backoff_ms", "reconnect_backoff_max_ms",
-                       "max_outage_ms")
-#: the DecodeSettings fields that are one option each and need no rule beyond the declaration's
-_DECODE_OPTION_ATTRS = ("decompress_body", "verify_body_crc", "max_inflated_body_bytes", "max_records_per_batch",
-                        "max_bytes_per_batch", "include_system_topics")
+def values_of(opts: Mapping[str, str], holder: str) -> dict[str, object]:
+    """``{attr: value}`` of every option ``holder`` holds (:attr:`connector.options.declaration.Option.holder`),
+    each checked as the declaration says (:func:`value_of`). Raises HAReplicaOptionError."""
+    return {option.attr: value_of(opts, option) for option in OPTIONS.held_by(holder)}
 
 
 def parse_decode_settings(opts: Mapping[str, str]) -> DecodeSettings:
-    """The decoder's settings from Spark's option map (lower-cased keys). Raises HAReplicaOptionError."""
+    """The decoder's settings from Spark's option map (lower-cased keys): every ``decode`` option as declared,
+    the topic options as :func:`parse_topics` reads them. Raises HAReplicaOptionError."""
     topics, pattern, tags = parse_topics(opts)
-    return DecodeSettings(**{attr: value_of(opts, getattr(OPTIONS, attr)) for attr in _DECODE_OPTION_ATTRS},
-                          mode=value_of(opts, OPTIONS.mode).upper(), topics=topics, topic_pattern=pattern,
+    return DecodeSettings(**{**values_of(opts, "decode"), "topics": topics, "topic_pattern": pattern},
                           topic_tags=tags)
 
 

@@ -126,15 +126,26 @@ def test_the_values_check_finds_a_wrong_bound():
 
 def test_every_option_is_declared_with_a_one_line_meaning():
     """The declaration is complete: a meaning on one line for each option, bounds only on integers, choices only
-    on choice options, and the settings attribute it names exists where the parser puts it."""
-    fields = {*FetchSettings.__dataclass_fields__, *DecodeSettings.__dataclass_fields__,
-              *options_module.SourceOptions.__dataclass_fields__, "access_key", "secret_key"}
+    on choice options, and the attribute it names is a field of what its holder is."""
+    fields = {"fetch": set(FetchSettings.__dataclass_fields__), "decode": set(DecodeSettings.__dataclass_fields__),
+              "source": set(options_module.SourceOptions.__dataclass_fields__), "acl": {"access_key", "secret_key"}}
     for option in OPTIONS.values():
         assert option.meaning.strip() and "\n" not in option.meaning, option.name
         assert option.kind in ("int", "bool", "choice", "str"), option.name
         assert (option.minimum is None and option.maximum is None) or option.kind == "int", option.name
         assert bool(option.choices) == (option.kind == "choice"), option.name
-        assert option.attr in fields, option.name
+        assert option.attr in fields[option.holder], option.name
+
+
+def test_the_settings_are_built_from_the_declaration():
+    """Issue 54: FetchSettings and DecodeSettings hold a field per option of their holder, in declaration order and
+    with its default, and only the few fields no single option fills; so a new option of either is one record."""
+    for cls, holder, extra in ((FetchSettings, "fetch", ["credentials"]), (DecodeSettings, "decode", ["topic_tags"])):
+        declared = OPTIONS.held_by(holder)
+        assert declared, holder
+        assert list(cls.__dataclass_fields__) == [o.attr for o in declared] + extra
+        built = cls()
+        assert {o.attr: getattr(built, o.attr) for o in declared} == {o.attr: o.default for o in declared}
 
 
 @pytest.mark.parametrize(("path", "heading"), [
@@ -156,38 +167,28 @@ def test_every_option_the_parser_knows_is_declared():
     assert set(options_module._KNOWN) == {name.lower() for name in OPTIONS}
 
 
+#: options whose parsed value is not an attribute named by their ``attr``: the ACL pair becomes one
+#: ``FetchSettings.credentials``
+_PARSED_AS = {"access_key": "credentials", "secret_key": "credentials"}
+
+
+def _parsed(opts, option):
+    """The value ``option`` got in the parsed ``opts`` (a SourceOptions), found through its holder; an empty
+    tuple or set (what ``slaves``, ``namesrvAddr`` and ``dropBrokerSets`` hold when not given) as None."""
+    held = {"fetch": opts.fetch, "decode": opts.decode, "acl": opts.fetch, "source": opts}[option.holder]
+    value = getattr(held, _PARSED_AS.get(option.attr, option.attr))
+    return None if value in ((), frozenset()) else value
+
+
 def test_parsed_defaults_are_the_table():
-    """Options left out come back as the declaration says (the parser reads no default of its own)."""
+    """Options left out come back as the declaration says (the parser reads no default of its own); every option
+    is found through its holder, so the check covers an option added to the declaration."""
     opts = options_module.SourceOptions.from_options({"brokers": "broker-a=127.0.0.1:10912"})
-    fetch, decode = opts.fetch, opts.decode
-    parsed = {
-        "slaves": opts.slaves or None, "readFrom": opts.read_from, "minInSyncSlaves": opts.min_in_sync_slaves,
-        "startingOffsets": opts.starting_offsets, "maxBytesPerTrigger": opts.max_bytes_per_trigger,
-        "minBytesPerTrigger": opts.min_bytes_per_trigger, "maxTriggerDelay": opts.max_trigger_delay,
-        "minPartitions": opts.min_partitions, "maxBytesPerPartition": opts.max_bytes_per_partition,
-        "failOnDataLoss": fetch.fail_on_data_loss, "subscribe": decode.topics,
-        "subscribePattern": decode.topic_pattern,
-        "includeSystemTopics": decode.include_system_topics, "decompressBody": decode.decompress_body,
-        "mode": decode.mode, "verifyBodyCRC": decode.verify_body_crc,
-        "maxInflatedBodyBytes": decode.max_inflated_body_bytes, "connectTimeoutMs": fetch.connect_timeout_ms,
-        "readTimeoutMs": fetch.read_timeout_ms, "fetchRetries": fetch.fetch_retries,
-        "reconnectBackoffMs": fetch.reconnect_backoff_ms, "reconnectBackoffMaxMs": fetch.reconnect_backoff_max_ms,
-        "maxOutageMs": fetch.max_outage_ms, "haSendHeartbeatInterval": fetch.heartbeat_interval_ms,
-        "arrowMaxRecordsPerBatch": decode.max_records_per_batch, "arrowMaxBytesPerBatch": decode.max_bytes_per_batch,
-        "fetchPrefetchChunks": fetch.prefetch_chunks, "batchTransform": opts.batch_transform,
-        "endingOffsets": opts.ending_offsets, "startingTimestamp": opts.starting_timestamp,
-        "startingOffsetsByTimestamp": opts.starting_offsets_by_timestamp,
-        "startingOffsetsByTimestampStrategy": opts.starting_offsets_by_timestamp_strategy,
-        "endingTimestamp": opts.ending_timestamp, "endingOffsetsByTimestamp": opts.ending_offsets_by_timestamp,
-        "accessKey": fetch.credentials, "secretKey": fetch.credentials,
-        "namesrvAddr": opts.namesrv_addr or None, "clusterName": opts.cluster_names,
-        "namesrvPollIntervalMs": opts.namesrv_poll_interval_ms, "newBrokerSetOffsets": opts.new_broker_set_offsets,
-        "dropBrokerSets": opts.drop_broker_sets or None,
-    }
+    parsed = {option.name: _parsed(opts, option) for option in OPTIONS.values() if option.name != "brokers"}
     expected = {name: default for name, default in OPTION_DEFAULTS.items() if name != "brokers"}
     assert parsed == expected
     # the same defaults when FetchSettings / DecodeSettings / SourceOptions are built in code
-    assert (FetchSettings(), DecodeSettings()) == (fetch, decode)
+    assert (FetchSettings(), DecodeSettings()) == (opts.fetch, opts.decode)
     assert options_module.SourceOptions(brokers=opts.brokers) == opts
 
 

@@ -1,7 +1,7 @@
 """The broker sets a query plans now: :class:`Route`, held by the driver apart from the user's options.
 
 With ``brokers`` the route is what the ``brokers`` and ``slaves`` options give, for the whole query; with
-``namesrvAddr`` discovery (:mod:`connector.source.driver.discovery`) replaces it by the live sets of the name
+``namesrv_addr`` discovery (:mod:`connector.source.driver.discovery`) replaces it by the live sets of the name
 server's route each time it asks (docs/source.md "Discovery"). The user's
 :class:`connector.options.parse.SourceOptions` never change.
 """
