@@ -123,7 +123,8 @@ class HARangeFetcher:
         #: the connection (its ``connections``, report counters and ``bytes_received`` count all of them)
         self.conn = HATransferConnection(self.wire.encode_report, connect_timeout_ms=settings.connect_timeout_ms,
                                          read_timeout_ms=settings.read_timeout_ms,
-                                         heartbeat_interval_ms=settings.heartbeat_interval_ms, name=broker)
+                                         heartbeat_interval_ms=settings.heartbeat_interval_ms, name=broker,
+                                         receive_buffer_bytes=settings.receive_buffer_bytes)
         self._cap, self._cap_why = end, ""  # where this connection's bytes stop being the planned ones
         self._cancelled = False
         self._cancel_event = threading.Event()

@@ -33,6 +33,8 @@ class HATransferConnection:
         read_timeout_ms: the socket timeout after connecting (ms); :meth:`recv_into` may set another.
         heartbeat_interval_ms: period of the keep-alive reports (ms).
         name: for the keep-alive thread's name (``ha-keepalive-<name>``).
+        receive_buffer_bytes: ``SO_RCVBUF`` set before connecting (0: the operating system's;
+            :func:`connector.client.net.open_connection`).
 
     One object serves any number of connections in turn (:meth:`open` after :meth:`close`); the counters
     (:attr:`connections`, :attr:`report_count`, :attr:`min_reported_offset`, :attr:`max_reported_offset`,
@@ -41,8 +43,10 @@ class HATransferConnection:
     """
 
     def __init__(self, encode_report: Callable[[int], bytes], *, connect_timeout_ms: int, read_timeout_ms: int,
-                 heartbeat_interval_ms: int = HA_SEND_HEARTBEAT_INTERVAL_MS, name: str = "broker"):
+                 heartbeat_interval_ms: int = HA_SEND_HEARTBEAT_INTERVAL_MS, name: str = "broker",
+                 receive_buffer_bytes: int = 0):
         self.encode_report = encode_report
+        self.receive_buffer_bytes = receive_buffer_bytes
         self.connect_timeout_ms = connect_timeout_ms
         self.read_timeout_ms = read_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
@@ -63,7 +67,7 @@ class HATransferConnection:
 
     def open(self, addr: str) -> None:
         """Connect to ``addr`` (``host:haPort``); raises OSError (TimeoutError, ConnectionError...) or AddressError."""
-        sock = open_connection(addr, self.connect_timeout_ms / 1000)
+        sock = open_connection(addr, self.connect_timeout_ms / 1000, self.receive_buffer_bytes)
         self._sock = sock
         self.connections += 1
         sock.settimeout(self.read_timeout_ms / 1000)

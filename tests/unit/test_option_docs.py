@@ -200,3 +200,18 @@ def test_options_docstring_does_not_restate_defaults():
     for name, default in OPTION_DEFAULTS.items():
         if default not in (None, REQUIRED) and not isinstance(default, bool):
             assert not re.search(rf"\b{re.escape(name)}\b\s+{re.escape(_documented(default))}\b", doc), name
+
+
+def test_contributing_shows_how_to_add_an_option_with_a_declared_one():
+    """Issue 54: CONTRIBUTING.md "Adding an option" lists the places a new option takes and shows a record of the
+    declaration as it stands (compared word for word), so the example cannot drift from the code."""
+    section = _section((ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8"), "## Adding an option")
+    records = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    assert records, "no record shown"
+    declaration = " ".join((ROOT / "connector/options/declaration.py").read_text(encoding="utf-8").split())
+    for record in records:
+        (name,) = re.findall(r'Option\("(\w+)"', record)
+        assert name in OPTIONS
+        assert " ".join(record.split()) in declaration, f"the record of {name} differs from the declaration"
+    for place in ("connector/options/declaration.py", "docs/options.md", "CHANGELOG.md"):
+        assert place in section, place

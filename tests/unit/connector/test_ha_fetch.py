@@ -402,3 +402,36 @@ def test_zero_keep_views_are_frame_views_that_decode_the_same(replay, commitlog)
 def test_a_protocol_the_fetcher_does_not_speak_is_refused_at_once(kwargs, match):
     with pytest.raises(ValueError, match=match):
         HARangeFetcher("127.0.0.1:1", 0, 10, **kwargs)
+
+
+def _receive_buffer_while_fetching(master_addr: str, start: int, end: int,
+                                   options: dict[str, str]) -> tuple[int, bytes]:
+    """``(SO_RCVBUF of the HA socket while it receives, every byte fetched)`` with the fetch settings the source
+    options ``options`` give (parsed as the driver parses them)."""
+    from connector.options.parse import SourceOptions
+
+    settings = SourceOptions.from_options({"brokers": f"broker-a={master_addr}", **options}).fetch
+    fetcher = HARangeFetcher(master_addr, start, end, settings=settings)
+    with fetcher:
+        chunks = iter(fetcher)
+        first = next(chunks)
+        size = fetcher.conn._sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        got = bytes(first[1]) + b"".join(bytes(c) for _, c in chunks)
+    return size, got
+
+
+def test_receive_buffer_bytes_sets_the_ha_sockets_receive_buffer(replay, fixture_dir, commitlog):
+    """Issue 54's example option: ``receiveBufferBytes`` (Kafka's ``receive.buffer.bytes``) becomes the HA
+    socket's SO_RCVBUF, set before connecting (Linux reports twice the value asked); 0, the default, leaves the
+    operating system's, which is larger than the small buffer asked here. The bytes are the same either way."""
+    recorded = (fixture_dir / "ha_stream" / "report_boundary_554616.bin").read_bytes()
+    meta = json.loads((fixture_dir / "ha_stream" / "report_boundary_554616.json").read_text())
+    start, end = meta["reportedOffset"], meta["lastDataEndOffset"]
+    small, got = _receive_buffer_while_fetching(replay(lambda report, conn: conn.sendall(recorded)).addr, start, end,
+                                                {"receiveBufferBytes": "4096"})
+    assert got == commitlog[start:end]
+    assert small <= 2 * 4096
+    default, got = _receive_buffer_while_fetching(replay(lambda report, conn: conn.sendall(recorded)).addr, start,
+                                                  end, {})
+    assert got == commitlog[start:end]
+    assert default > 2 * 4096
