@@ -153,10 +153,10 @@ def check_topic(topic: str) -> None:
         raise MQClientException(f"Sending message to topic[{topic}] is forbidden.")
 
 
-def _check_body(body: bytes, max_size: int) -> None:
+def _check_body(body: bytes, max_size: int, allow_empty: bool = False) -> None:
     if body is None:
         raise MQClientException("the message body is null")
-    if len(body) == 0:
+    if len(body) == 0 and not allow_empty:
         raise MQClientException("the message body length is zero")
     if len(body) > max_size:
         raise MQClientException(f"the message body size over max value, MAX: {max_size}")
@@ -205,6 +205,9 @@ class Producer:
         max_in_flight: requests awaiting a response at once; ``send_async`` blocks beyond it.
         credentials: an ACL account (:class:`connector.protocol.acl.AclCredentials`); every request is then
             signed as the 4.9.8 ``AclClientRPCHook`` signs it (docs/security.md). None: unsigned.
+        allow_empty_body: send a body of 0 bytes instead of refusing it. The Java client's
+            ``Validators.checkMessage`` refuses one; the 4.9.8 broker stores it (bodyLength 0), as clients without
+            that check send it (e.g. an upsert table's ``empty-body`` tombstones, docs/tables.md "Upserts").
 
     Raises :class:`connector.client.remoting.BrokerConnectionError` (an MQClientException and a
     ConnectionError) when the broker cannot be reached or the connection closes under a send; sends after
@@ -217,7 +220,7 @@ class Producer:
                  compress_msg_body_over_howmuch: int = COMPRESS_MSG_BODY_OVER_HOWMUCH_BYTES,
                  compress_level: int = COMPRESS_LEVEL, max_message_size: int = MAX_MESSAGE_SIZE_BYTES,
                  max_in_flight: int = 1024, connect_timeout_s: float = 5.0, broker_name: str | None = None,
-                 credentials: AclCredentials | None = None) -> None:
+                 credentials: AclCredentials | None = None, allow_empty_body: bool = False) -> None:
         try:
             split_host_port(broker_addr, bare_ipv6=True)
         except AddressError:
@@ -230,6 +233,7 @@ class Producer:
         self.compress_level = compress_level
         self.max_message_size = max_message_size
         self.broker_name = broker_name
+        self.allow_empty_body = allow_empty_body
         self._queue_counters: dict[str, itertools.count] = {}
         #: the pipelined remoting connection (:class:`connector.client.remoting.PipelinedConnection`)
         self.connection = PipelinedConnection(broker_addr, timeout_ms=timeout_ms, max_in_flight=max_in_flight,
@@ -262,7 +266,7 @@ class Producer:
         Raises MQClientException at once for an invalid message or a broken connection.
         """
         check_topic(topic)
-        _check_body(body, self.max_message_size)
+        _check_body(body, self.max_message_size, self.allow_empty_body)
         uniq = self._id_setter.create_uniq_id()
         props = build_message_properties(tags=tags, keys=keys, properties=properties,
                                          wait_store_msg_ok=wait_store_msg_ok, delay_level=delay_level, uniq_key=uniq)

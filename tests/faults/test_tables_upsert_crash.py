@@ -42,7 +42,7 @@ def broker(tmp_path_factory):
 
     with BrokerProcess.start(tmp_path_factory.mktemp("upsert-crash-broker"),
                              mappedFileSizeCommitLog=MAPPED_FILE_SIZE) as b:
-        with Producer(b.remoting_addr, "upsert-crash") as producer:
+        with Producer(b.remoting_addr, "upsert-crash", allow_empty_body=True) as producer:
             rng = random.Random(7)
             for round_no in range(2):
                 produce_round(producer, rng, round_no, 300)

@@ -1,5 +1,6 @@
 """Issue 52, upserts: ``run tables`` with upsert tables on a real broker stub, the shared Spark session and real
-Delta tables. Keys are inserted, updated and deleted (a tombstone property) across several micro-batches (a small
+Delta tables. Keys are inserted, updated and deleted (a tombstone property, or an empty body) across several
+micro-batches (a small
 maxBytesPerTrigger) and two runs; each table equals the last value per key computed from the broker's CommitLog,
 read by deltalake and by Spark's ``format("delta")``; a run with nothing new changes no table; every micro-batch is
 one commit per table (docs/tables.md "Upserts")."""
@@ -31,8 +32,9 @@ BALANCE_SCHEMA = {"type": "object", "properties": {"region": {"type": "string"},
 
 
 def write_declaration(folder) -> str:
-    """Two upsert tables: ``accounts`` keyed by the message keys (a tombstone: property op=delete, its body not
-    decoded), ``balances`` keyed by two fields of the body and partitioned by one (a tombstone: property deleted)."""
+    """Three upsert tables: ``accounts`` keyed by the message keys (a tombstone: property op=delete, its body not
+    decoded), ``balances`` keyed by two fields of the body and partitioned by one (a tombstone: property deleted),
+    ``sessions`` keyed by the message keys (a tombstone: an empty body)."""
     (folder / "account.schema.json").write_text(json.dumps(ACCOUNT_SCHEMA), encoding="utf-8")
     (folder / "balance.schema.json").write_text(json.dumps(BALANCE_SCHEMA), encoding="utf-8")
     path = folder / "tables.toml"
@@ -57,12 +59,22 @@ def write_declaration(folder) -> str:
         mode = "upsert"
         key = ["region", "id"]
         tombstone = "property:deleted"
+
+        [[table]]
+        name = "sessions"
+        topics = ["Sessions"]
+        format = "json"
+        schema = "account.schema.json"
+        columns = ["commitLogOffset"]
+        mode = "upsert"
+        key = ["keys"]
+        tombstone = "empty-body"
     """), encoding="utf-8")
     return str(path)
 
 
 def produce_round(producer, rng: random.Random, round_no: int, messages: int) -> None:
-    """``messages`` random inserts, updates and deletes over both topics; round 0 also sends a message with two
+    """``messages`` random inserts, updates and deletes over the three topics; round 0 also sends a message with two
     keys (one key: the whole KEYS string) and one without keys (a dead letter)."""
     sends = []
     if round_no == 0:
@@ -71,7 +83,12 @@ def produce_round(producer, rng: random.Random, round_no: int, messages: int) ->
         sends.append(producer.send_async("Accounts", json.dumps({"id": "nokey", "amount": 8}).encode()))
     for i in range(messages):
         amount = round_no * 100_000 + i
-        if rng.random() < 0.5:
+        draw = rng.random()
+        if draw < 0.2:
+            key = f"S-{rng.randrange(ACCOUNTS)}"
+            body = b"" if rng.random() < 0.25 else json.dumps({"id": key, "amount": amount}).encode()
+            sends.append(producer.send_async("Sessions", body, keys=[key]))
+        elif draw < 0.6:
             key = f"A-{rng.randrange(ACCOUNTS)}"
             if rng.random() < 0.2:
                 sends.append(producer.send_async("Accounts", b"gone", keys=[key], properties={"op": "delete"}))
@@ -92,7 +109,7 @@ def produce_round(producer, rng: random.Random, round_no: int, messages: int) ->
 def expected_tables(commitlog_dir) -> dict[str, dict[tuple, tuple]]:
     """The last value per key of each table, replayed from the CommitLog in commitLogOffset order:
     ``{table: {key: (amount, commitLogOffset)}}``."""
-    out: dict[str, dict[tuple, tuple]] = {"accounts": {}, "balances": {}}
+    out: dict[str, dict[tuple, tuple]] = {"accounts": {}, "balances": {}, "sessions": {}}
     for _, rec in sorted(iter_commitlog_dir(commitlog_dir), key=lambda x: x[1].commit_log_offset):
         props = rec.properties
         if rec.topic == "Accounts":
@@ -102,6 +119,11 @@ def expected_tables(commitlog_dir) -> dict[str, dict[tuple, tuple]]:
                 out["accounts"].pop((rec.keys,), None)
             else:
                 out["accounts"][(rec.keys,)] = (json.loads(rec.body)["amount"], rec.commit_log_offset)
+        elif rec.topic == "Sessions":
+            if not rec.body:
+                out["sessions"].pop((rec.keys,), None)
+            else:
+                out["sessions"][(rec.keys,)] = (json.loads(rec.body)["amount"], rec.commit_log_offset)
         elif rec.topic == "Balances":
             body = json.loads(rec.body)
             key = (body["region"], body["id"])
@@ -113,7 +135,7 @@ def expected_tables(commitlog_dir) -> dict[str, dict[tuple, tuple]]:
 
 
 def key_of(table: str, row: dict) -> tuple:
-    return (row["keys"],) if table == "accounts" else (row["region"], row["id"])
+    return (row["keys"],) if table in ("accounts", "sessions") else (row["region"], row["id"])
 
 
 def read_by_deltalake(path) -> dict[tuple, tuple]:
@@ -157,13 +179,14 @@ def test_upserts_across_micro_batches_equal_the_last_value_per_key(spark, broker
 
     declaration = write_declaration(tmp_path)
     rng = random.Random(52)
-    with Producer(broker.remoting_addr, "upsert-test") as producer:
+    with Producer(broker.remoting_addr, "upsert-test", allow_empty_body=True) as producer:
         produce_round(producer, rng, 0, 500)
     config, first = _run(spark, broker, tmp_path / "work", declaration)
     assert first.batches >= 3, "several micro-batches"
-    tables = {t: config.table_path(t) for t in ("accounts", "balances")}
+    tables = {t: config.table_path(t) for t in ("accounts", "balances", "sessions")}
     expected = expected_tables(broker.commitlog_dir)
     assert ("A-0 A-1",) in expected["accounts"]  # the KEYS string is the key
+    assert sum(1 for _, r in iter_commitlog_dir(broker.commitlog_dir) if r.topic == "Sessions" and not r.body) > 10
     for name, path in tables.items():
         assert read_by_deltalake(path) == expected[name], name
     dead = DeltaTable(str(config.table_path("dead_letters"))).to_pyarrow_table().to_pylist()
@@ -171,8 +194,8 @@ def test_upserts_across_micro_batches_equal_the_last_value_per_key(spark, broker
         ("accounts", "key keys is null: an upsert row needs its whole key")]
 
     # a second run: updates and deletes of the same keys
-    with Producer(broker.remoting_addr, "upsert-test-2") as producer:
-        produce_round(producer, rng, 1, 300)
+    with Producer(broker.remoting_addr, "upsert-test-2", allow_empty_body=True) as producer:
+        produce_round(producer, rng, 1, 500)
     _, second = _run(spark, broker, tmp_path / "work", declaration)
     assert second.batches >= 2
     before, expected = expected, expected_tables(broker.commitlog_dir)
