@@ -25,6 +25,12 @@ def table_filesystem(table_uri: str):
     return store.filesystem(table_uri)
 
 
+def table_storage_options(table_uri: str) -> dict[str, str] | None:
+    """delta-rs's ``storage_options`` for a table location, with this process's storage settings
+    (:func:`connector.storage.store.storage_options`; None for a local path)."""
+    return store.storage_options(table_uri)
+
+
 def delete_quietly(fs, full_path: str) -> bool:
     """Delete one file of ``fs``; True if deleted, False if it was missing or could not be deleted (logged)."""
     try:

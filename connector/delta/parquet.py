@@ -206,7 +206,8 @@ class _OpenParquetFile:
 
 
 class TaskFileWriter:
-    """All files of one write task: splits batches by partition values, rolls at the target size.
+    """All files of one write task: splits batches by partition values, rolls at the target size and when a batch
+    has other columns than the open files (their schema is the first batch's).
 
     Args:
         table_uri: the table root; partition_by: partition columns (not written into the files).
@@ -230,6 +231,7 @@ class TaskFileWriter:
         self.buffered_bytes = 0
         self._made_dirs: set[str] = set()
         self._data_schema: pa.Schema | None = None
+        self._batch_schema: pa.Schema | None = None
 
     def _new_file(self, key: tuple, values: list[str | None]) -> _OpenParquetFile:
         folder = partition_folder(self.partition_by, values)
@@ -275,10 +277,14 @@ class TaskFileWriter:
         """
         if batch.num_rows == 0:
             return
+        if self._batch_schema is not None and not batch.schema.equals(self._batch_schema):
+            self._close_open_files()  # a batch with other columns (a table whose columns come from the data)
+            self._data_schema = None
         if self._data_schema is None:
             missing = [c for c in self.partition_by if batch.schema.get_field_index(c) < 0]
             if missing:
                 raise DeltaSinkConfigError(f"partition columns {missing} are not in the batch schema {batch.schema}")
+            self._batch_schema = batch.schema
             self._data_schema = pa.schema([f for f in batch.schema if f.name not in self.partition_by])
         data_names = self._data_schema.names
         for key, part in self._split(batch):
@@ -297,12 +303,15 @@ class TaskFileWriter:
                 break
             self.buffered_bytes -= released
 
-    def close(self) -> list[DataFileInfo]:
-        """Close every open file; the descriptions of all files the task wrote, in the order they were closed."""
+    def _close_open_files(self) -> None:
         for key in list(self.open_files):
             self.closed.append(self.open_files[key].close())  # a file that fails stays open for discard()
             del self.open_files[key]
         self.buffered_bytes = 0
+
+    def close(self) -> list[DataFileInfo]:
+        """Close every open file; the descriptions of all files the task wrote, in the order they were closed."""
+        self._close_open_files()
         return self.closed
 
     def discard(self) -> None:

@@ -14,7 +14,9 @@ Options: every ``format("hareplica")`` option, plus
                            optionally ``partitionBy`` (list), ``targetFileSize``, ``compression``,
                            ``upsert`` (``{"keys": [columns]}``: the table is merged, not
                            appended: :mod:`connector.landing.upsert`; the split then gives it
-                           the staged columns too).
+                           the staged columns too) or ``evolve`` (``true``: the table's columns
+                           come from the data, ``schema`` lists those every row has:
+                           :mod:`connector.landing.evolving`).
 ``landingSplit``           with ``landingTargets`` (required there): ``package.module:function``
                            importable on the executors; ``function(pyarrow.RecordBatch)`` of the
                            ``hareplica`` columns returns one RecordBatch per target, in order, holding
@@ -36,6 +38,7 @@ import pyarrow as pa
 from connector.delta.options import STORAGE_OPTION_PREFIX, DeltaSinkOptions, storage_options_of
 from connector.delta.sink import DeltaLakeStreamWriter, checked_stream_writer
 from connector.errors import HAReplicaOptionError
+from connector.landing.evolving import EvolvingStreamWriter
 from connector.landing.rows import DEFAULT_PARTITION_BY, landed_schema
 from connector.landing.upsert import UpsertStreamWriter
 from connector.options.functions import import_function
@@ -47,6 +50,8 @@ LANDING_OPTIONS = {"landingpath": "path", "landingappid": "appId", "landingparti
 TARGETS_KEY, SPLIT_KEY, SPLIT_CONFIG_KEY = "targets", "split", "splitConfig"
 #: the keys of a landingTargets entry that are Delta sink options of the same name (``schema`` is the entry's own)
 _TARGET_KEYS = ("path", "appId", "partitionBy", "targetFileSize", "compression")
+#: the "keys" of a target whose columns come from the data (an ``evolve`` entry)
+EVOLVE = ("evolve",)
 
 def split_landing_options(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """(source options, Delta sink options) of a ``hareplica-landing`` option map (keys case-insensitive)."""
@@ -98,7 +103,11 @@ def target_writers(targets_json: str, storage: dict[str, str] | None = None
             options.update({f"{STORAGE_OPTION_PREFIX}{k}": v for k, v in (storage or {}).items()})
             schema = StructType.fromJson(target["schema"])
             keys = None
-            if "upsert" in target:
+            if target.get("evolve"):
+                if "upsert" in target:
+                    raise ValueError(f"entry {i}: a table whose columns come from the data (evolve) cannot be upserted")
+                keys = EVOLVE
+            elif "upsert" in target:
                 keys = [str(k) for k in target["upsert"]["keys"]]
                 missing_keys = [k for k in keys if k not in schema.fieldNames()]
                 if not keys or missing_keys:
@@ -108,6 +117,10 @@ def target_writers(targets_json: str, storage: dict[str, str] | None = None
         raise HAReplicaOptionError("landingTargets", targets_json[:200], str(e)) from None
     out = []
     for options, schema, keys in writers:
+        if keys is EVOLVE:
+            opts = DeltaSinkOptions.from_options(options)
+            out.append(EvolvingStreamWriter(opts, schema, opts.partition_by or ()))
+            continue
         writer = checked_stream_writer(DeltaSinkOptions.from_options(options), schema)
         out.append(writer if keys is None else UpsertStreamWriter(writer.options, schema, writer.partition_by, keys))
     return out

@@ -43,9 +43,10 @@ def start_direct_landing(spark, source_options: Mapping[str, str], *, path: str,
 @dataclass(frozen=True)
 class LandingTarget:
     """One table of :func:`start_direct_landing_tables`: location, Delta txn appId, Spark schema (a pyspark
-    StructType, the table's columns), partition columns, bytes per Parquet file, codec, and ``upsert_keys``: None
+    StructType, the table's columns), partition columns, bytes per Parquet file, codec, ``upsert_keys``: None
     to append, else the key columns of a merged table (the split gives it the staged columns too:
-    :mod:`connector.landing.upsert`)."""
+    :mod:`connector.landing.upsert`), and ``evolve``: the table's columns come from the data, ``schema`` holding
+    those every row has (:mod:`connector.landing.evolving`)."""
 
     path: str
     app_id: str
@@ -54,6 +55,7 @@ class LandingTarget:
     target_file_size: int | None = None
     compression: str | None = None
     upsert_keys: Sequence[str] | None = None
+    evolve: bool = False
 
     def to_json(self) -> dict:
         """This target as a ``landingTargets`` entry."""
@@ -65,6 +67,8 @@ class LandingTarget:
             out["compression"] = self.compression
         if self.upsert_keys is not None:
             out["upsert"] = {"keys": list(self.upsert_keys)}
+        if self.evolve:
+            out["evolve"] = True
         return out
 
 

@@ -1,41 +1,36 @@
-"""Upsert targets of the direct landing: the tasks stage a table's rows as Parquet beside it, and the driver's
-commit keeps each key's latest row and merges it into the table with the micro-batch's ``txn`` (docs/tables.md
-"Upserts", docs/delta.md "The replay rule").
+"""Upsert targets of the direct landing: the tasks stage a table's rows as Parquet beside it
+(:mod:`connector.landing.staging`), and the driver's commit keeps each key's latest row and merges it into the
+table with the micro-batch's ``txn`` (docs/tables.md "Upserts", docs/delta.md "The replay rule").
 
-A task writes the rows the split gives the target — the table's columns plus :data:`ORDER_COLUMN` (which row of a
-key is the latest: the largest wins) and :data:`DELETE_COLUMN` (true: a tombstone) — into the table's
-:data:`STAGED_FOLDER`, named as the sink's data files (``part-<appTag>-b<batchId>-...``). The driver, for the
-batch: skips it when the table's txn already holds it (a replay), else reads the files the tasks reported, keeps
-the latest row per key and runs :func:`connector.delta.merge.merge_batch` (update, insert, delete) with
+A task stages the rows the split gives the target — the table's columns plus :data:`ORDER_COLUMN` (which row of a
+key is the latest: the largest wins) and :data:`DELETE_COLUMN` (true: a tombstone). The driver, for the batch:
+skips it when the table's txn already holds it (a replay), else reads the files the tasks reported, keeps the
+latest row per key and runs :func:`connector.delta.merge.merge_batch` (update, insert, delete) with
 ``txn(appId, batchId)``; then it removes the staged files of this and earlier batches of the appId. A crash
-before the merge replays the batch from new staged files; after it, the replay is skipped. Staged files are
-never referenced by the table, so removing them is always safe; Delta readers and the orphan rules ignore
-``_`` folders.
+before the merge replays the batch from new staged files; after it, the replay is skipped.
 """
 
 from __future__ import annotations
 
 import logging
-import posixpath
-import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from connector.delta.commit import batch_already_committed
-from connector.delta.file_names import DATA_FILE_PREFIX, app_tag
-from connector.delta.files import delete_quietly, table_filesystem
 from connector.delta.location import open_delta_table
 from connector.delta.messages import files_of
 from connector.delta.options import DeltaSinkOptions
-from connector.delta.sink import DeltaLakeStreamWriter, DeltaLakeTaskWrite
+from connector.delta.sink import DeltaLakeTaskWrite
+from connector.landing.staging import STAGED_FOLDER, StagedFiles
 
 log = logging.getLogger(__name__)
 
-#: The folder under the table root that holds the tasks' staged rows until the driver's merge.
-STAGED_FOLDER = "_hareplica_staged"
+__all__ = ["DELETE_COLUMN", "ORDER_COLUMN", "STAGED_FOLDER", "UpsertCommitter", "UpsertStreamWriter",
+           "latest_per_key", "staged_schema"]
+
 #: Staged column (int64, not null) ordering the rows of one key: the row with the largest value is the latest.
 ORDER_COLUMN = "_hareplicaOrder"
 #: Staged column (boolean): true for a tombstone, which deletes its key.
@@ -89,9 +84,9 @@ class UpsertCommitter:
     keys: tuple[str, ...]
 
     @property
-    def staged_uri(self) -> str:
-        """The location of the staged files: :data:`STAGED_FOLDER` under the table root."""
-        return posixpath.join(self.options.table_uri, STAGED_FOLDER)
+    def staged(self) -> StagedFiles:
+        """The target's staged files."""
+        return StagedFiles(self.options)
 
     def commit(self, messages: Iterable, batch_id: int) -> int:
         """Merge the batch's staged rows (each key's latest) into the table with ``txn(appId, batch_id)``, or skip
@@ -118,46 +113,22 @@ class UpsertCommitter:
             merged = latest.num_rows
             merge_batch(latest, self.schema, uri, app_id, batch_id, keys=self.keys, partition_by=self.partition_by,
                         delete=DELETE_COLUMN)
-        self._remove_staged(paths, batch_id)
+        self.staged.remove(paths, batch_id)
         return merged
 
     def abort(self, messages: Iterable, batch_id: int) -> None:
         """Remove the staged files of a failed batch (the table is not touched)."""
-        self._remove_staged([f.path for f in files_of(messages)], batch_id, only_batch=True)
+        self.staged.remove([f.path for f in files_of(messages)], batch_id, only_batch=True)
 
     def _read(self, paths: Sequence[str]) -> pa.Table:
         """The staged rows of the files at ``paths`` (relative to the staging folder), as one table."""
-        import pyarrow.parquet as pq
-
         from connector.delta.schema import delta_schema_of
 
-        fs, root = table_filesystem(self.staged_uri)
-        tables = [pq.read_table(posixpath.join(root, p), filesystem=fs) for p in paths]
+        tables = self.staged.read(paths)
         if not tables:
             schema = pa.schema(delta_schema_of(staged_schema(self.schema)).to_arrow())
             return schema.empty_table()
         return pa.concat_tables(tables, promote_options="permissive")
-
-    def _remove_staged(self, paths: Sequence[str], batch_id: int, *, only_batch: bool = False) -> None:
-        """Delete ``paths`` and every staged file of this appId of a batch up to ``batch_id`` (only ``batch_id``
-        when ``only_batch``): left by task attempts Spark dropped and by runs that died before this point.
-        Best effort: a file left is removed by a later batch's commit."""
-        from pyarrow import fs as pafs
-
-        fs, root = table_filesystem(self.staged_uri)
-        pattern = re.compile(f"^{re.escape(DATA_FILE_PREFIX)}{app_tag(self.options.app_id)}-b(\\d+)-")
-        stale = set(paths)
-        try:
-            for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
-                match = pattern.match(info.base_name)
-                if info.type == pafs.FileType.File and match:
-                    number = int(match.group(1))
-                    if number == batch_id or (number < batch_id and not only_batch):
-                        stale.add(info.base_name)
-        except OSError as e:
-            log.warning("could not list the staged files of %s: %s", self.staged_uri, e)
-        removed = sum(delete_quietly(fs, posixpath.join(root, p)) for p in sorted(stale))
-        log.debug("removed %d staged files of batch %d from %s", removed, batch_id, self.staged_uri)
 
 
 class UpsertStreamWriter:
@@ -179,5 +150,4 @@ class UpsertStreamWriter:
     def open_task(self) -> DeltaLakeTaskWrite:
         """This task's writer of staged rows (:func:`staged_schema` columns), unpartitioned, in the staging folder;
         used as :meth:`connector.delta.sink.DeltaLakeStreamWriter.open_task`'s."""
-        staged = replace(self.options, table_uri=self.committer.staged_uri)
-        return DeltaLakeStreamWriter(staged, staged_schema(self.schema), ()).open_task()
+        return self.committer.staged.open_task(staged_schema(self.schema))

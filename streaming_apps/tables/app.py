@@ -16,6 +16,7 @@ from streaming_apps.apps.common import AppConfig, AppError, DeltaSink, trigger_k
 from streaming_apps.tables.columns import DEAD_LETTER_SCHEMA, PROPERTY_COLUMN_PREFIX, table_schema
 from streaming_apps.tables.declaration import Declaration, DeclarationError, TableSpec, load_declaration
 from streaming_apps.tables.decode.base import BodyFormatError, decoder_for
+from streaming_apps.tables.decode.json_bodies import INFER
 
 NAME = "tables"
 #: The split factory the tasks run (``landingSplit`` with ``landingSplitConfig``).
@@ -33,10 +34,12 @@ class TablesApp:
     def __init__(self, declaration: Declaration, name: str = NAME):
         self.NAME = name  # the app's name (``run silver`` runs its built-in declaration: streaming_apps.apps.silver)
         self.QUERY_NAMES = (f"hareplica-{name}",)
+        #: the tables whose columns come from the data (json ``infer``): connector.landing.evolving
+        self.inferred = frozenset(t.name for t in declaration.tables if t.settings.get("schema") == INFER)
         for table in declaration.tables:
-            if table.settings.get("schema") == "infer":
-                raise DeclarationError(f"{declaration.path}: table {table.name}: schema: \"infer\" is not available: "
-                                       "run tables needs a JSON Schema file")
+            if table.name in self.inferred and table.mode == "upsert":
+                raise DeclarationError(f"{declaration.path}: table {table.name}: mode: \"upsert\" needs a declared "
+                                       "schema; a table with schema = \"infer\" appends")
         self.declaration = declaration
         self.schemas = {t.name: _arrow_schema(declaration, t) for t in declaration.tables}
         for table in declaration.tables:
@@ -79,8 +82,11 @@ class TablesApp:
         for name in self.TABLES:
             uri = str(config.table_path(name))
             try:
-                if open_delta_table(uri) is None:
+                table = open_delta_table(uri)
+                if table is None:
                     check_new_table_location(uri)
+                elif name in self.inferred:
+                    _check_inferred(uri, table, self.schemas[name], self.partition_by(name))
                 else:
                     added_columns(uri, self.spark_schema(name), self.partition_by(name), add=evolve)
             except (DeltaSchemaMismatchError, DeltaTablePathError, UnsupportedTableFeatureError) as e:
@@ -100,24 +106,28 @@ class TablesApp:
         self.check_tables(config, evolve=True)
         targets = [LandingTarget(str(config.table_path(name)), config.app_id(), self.spark_schema(name),
                                  self.partition_by(name), config.target_file_size,
-                                 upsert_keys=self.upsert_keys(name)) for name in self.TABLES]
+                                 upsert_keys=self.upsert_keys(name), evolve=name in self.inferred)
+                   for name in self.TABLES]
         options = {**config.source_option_map(), **config.storage_option_map(),
                    "subscribe": self.declaration.subscribe}
         return [start_direct_landing_tables(
-            spark, options, targets=targets, split=SPLIT_FACTORY, split_config=self.split_config(),
+            spark, options, targets=targets, split=SPLIT_FACTORY, split_config=self.split_config(config),
             checkpoint=locations.for_spark(config.checkpoint()), query_name=self.QUERY_NAMES[0],
             trigger=trigger_kwargs(config.trigger))]
 
-    def split_config(self) -> str:
+    def split_config(self, config: AppConfig | None = None) -> str:
         """The ``landingSplitConfig`` of the tasks: the declaration with its schema files and each table's Arrow
-        schema inside."""
+        schema inside (for an ``infer`` table: the columns every row has), and each ``infer`` table's location
+        under ``config``'s tables root (``tableUri``; the tasks pin their decoder to its columns)."""
         import json
 
-        config = json.loads(self.declaration.to_json())
-        for entry in config["tables"]:
+        out = json.loads(self.declaration.to_json())
+        for entry in out["tables"]:
             schema = self.schemas[entry["name"]]
             entry["arrowSchema"] = base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
-        return json.dumps(config)
+            if entry["name"] in self.inferred and config is not None:
+                entry["tableUri"] = str(config.table_path(entry["name"]))
+        return json.dumps(out)
 
 
 def _arrow_schema(declaration: Declaration, table: TableSpec) -> pa.Schema:
@@ -131,6 +141,23 @@ def _arrow_schema(declaration: Declaration, table: TableSpec) -> pa.Schema:
         return table_schema(fields, table.columns, table.partition_by, table.dates)
     except ValueError as e:
         raise DeclarationError(f"{where}: {e}") from None
+
+
+def _check_inferred(uri: str, table, kept: pa.Schema, partition_by: tuple[str, ...]) -> None:
+    """Refuse an existing table of an ``infer`` declaration that lacks one of the RocketMQ columns the declaration
+    keeps (or holds it with another type), or is partitioned otherwise. Raises DeltaSchemaMismatchError."""
+    from connector.errors import DeltaSchemaMismatchError
+    from connector.landing.evolving import plain_schema
+
+    have = plain_schema(pa.schema(table.schema().to_arrow()))
+    for f in kept:
+        if f.name not in have.names or have.field(f.name).type != f.type:
+            found = f"of type {have.field(f.name).type}" if f.name in have.names else "missing"
+            raise DeltaSchemaMismatchError(f"Delta table {uri}: column {f.name} ({f.type}) is {found}")
+    partitions = tuple(table.metadata().partition_columns)
+    if partitions != tuple(partition_by):
+        raise DeltaSchemaMismatchError(f"Delta table {uri} is partitioned by {list(partitions)}, the declaration by "
+                                       f"{list(partition_by)}")
 
 
 def _check_upsert(declaration: Declaration, table: TableSpec, schema: pa.Schema) -> None:

@@ -33,7 +33,7 @@ from streaming_apps.tables.decode.base import decoder_for
 from streaming_apps.tables.upserts import TaskUpsert
 
 #: The decoders of each declaration this worker process has seen, by the hash of its text: a task builds none.
-_SPLITS: dict[str, Callable[[pa.RecordBatch], list[pa.RecordBatch]]] = {}
+_SPLITS: dict[str, _Split] = {}
 
 
 class TableDecodeError(HAReplicaError):
@@ -59,6 +59,21 @@ class _TaskTable:
         self.schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(spec["arrowSchema"])))
         self.wants_properties = bool(spec["settings"].get("version_property"))
         self.upsert = TaskUpsert(spec, self.columns) if spec["mode"] == "upsert" else None
+        #: a table whose columns come from the data (json ``infer``): its location, to pin the decoder to it
+        self.table_uri = spec.get("tableUri")
+
+    def refresh(self) -> None:
+        """Pin an ``infer`` table's decoder to the columns the table has (a task's first batch: the micro-batches
+        before it are committed), so a column keeps its type (:mod:`connector.landing.schema_evolution`)."""
+        from connector.delta.location import open_delta_table
+        from connector.landing.evolving import plain_schema
+
+        table = open_delta_table(self.table_uri)
+        fields = None
+        if table is not None:
+            kept = set(self.schema.names)
+            fields = pa.schema([f for f in plain_schema(pa.schema(table.schema().to_arrow())) if f.name not in kept])
+        self.decoder.pin(fields, reserved=frozenset(self.schema.names))
 
     def mask(self, batch: pa.RecordBatch) -> pa.Array | None:
         """Which records of ``batch`` the table takes (None: all)."""
@@ -137,7 +152,8 @@ class _TaskTable:
         if self.store_date:
             names.append(STORE_DATE)
             arrays.append(store_date(records))
-        return _as_schema(pa.RecordBatch.from_arrays(arrays, names=names), self.schema)
+        schema = self.schema if self.table_uri is None else pa.schema(list(fields.schema) + list(self.schema))
+        return _as_schema(pa.RecordBatch.from_arrays(arrays, names=names), schema)
 
 
 #: The source's column naming why a record's body is kept as stored (a BODYCRC mismatch, a body that does not
@@ -215,18 +231,28 @@ def make_split(config: str) -> Callable[[pa.RecordBatch], list[pa.RecordBatch]]:
     digest = hashlib.sha256(config.encode("utf-8")).hexdigest()
     split = _SPLITS.get(digest)
     if split is None:
-        split = _build(json.loads(config))
+        split = _Split(json.loads(config))
         _SPLITS[digest] = split
+    split.stale = True  # a new task: infer tables look at their table again
     return split
 
 
-def _build(config: dict) -> Callable[[pa.RecordBatch], list[pa.RecordBatch]]:
-    schema_dir = Path(tempfile.mkdtemp(prefix="hareplica-tables-"))
-    tables = [_TaskTable(spec, schema_dir) for spec in config["tables"]]
+class _Split:
+    """The split function of one declaration (:func:`make_split`)."""
 
-    def split(batch: pa.RecordBatch) -> list[pa.RecordBatch]:
+    def __init__(self, config: dict):
+        schema_dir = Path(tempfile.mkdtemp(prefix="hareplica-tables-"))
+        self.tables = [_TaskTable(spec, schema_dir) for spec in config["tables"]]
+        self.inferred = [t for t in self.tables if t.table_uri is not None]
+        self.stale = True
+
+    def __call__(self, batch: pa.RecordBatch) -> list[pa.RecordBatch]:
+        if self.stale:  # the task's writers are open: this process has the tables' storage settings
+            for table in self.inferred:
+                table.refresh()
+            self.stale = False
         out, dead = [], []
-        for table in tables:
+        for table in self.tables:
             keep = table.mask(batch)
             records = batch if keep is None else batch.filter(keep)
             rows, letters = table.rows(records)
@@ -236,6 +262,4 @@ def _build(config: dict) -> Callable[[pa.RecordBatch], list[pa.RecordBatch]]:
         out.append(_as_schema(pa.concat_batches(dead), DEAD_LETTER_SCHEMA) if dead
                    else empty_batch(DEAD_LETTER_SCHEMA))
         return out
-
-    return split
 

@@ -16,11 +16,12 @@ code: a body that is not JSON (the byte offset), not an object, without a requir
 another type (the path, ``$.items[0].qty``) -> the row's error. Properties the schema does not declare are skipped.
 
 ``infer`` (:class:`JsonInferDecoder`): each body decoded to Python values; each field's type is what its values
-hold, widened over batches: int64 -> float64 -> string on conflict (bool with anything else, a scalar with an
-object or array, also -> string: the value's JSON text), objects -> struct (fields merged), arrays -> list (items
-widened). A field joins the schema, at the end, with its first value that is not null (nor an empty array or
-object). :attr:`schema` is the widened schema after each :meth:`decode`; only a body that is not JSON or not an
-object is an error.
+hold, widened over batches by :func:`connector.landing.schema_evolution.widen_type`: int64 -> float64 -> string
+on conflict (bool with anything else, a scalar with an object or array, also -> string: the value's JSON text),
+objects -> struct (fields merged), arrays -> list (items widened). A field joins the schema, at the end, with its
+first value that is not null (nor an empty array or object). :attr:`schema` is the widened schema after each
+:meth:`decode`; only a body that is not JSON or not an object is an error. Pinned to a table's columns
+(:meth:`JsonInferDecoder.pin`), those keep their types and a value that does not fit one is its row's error.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 import pyarrow as pa
 
+from connector.landing.schema_evolution import keep_schema, widen_schema
 from streaming_apps.tables.decode.builder import ArrowBuilder
 from streaming_apps.tables.decode.contract import (
     BodyDecoder,
@@ -201,28 +203,6 @@ def _decode_rows(decode, values: list[bytes | None], errors: list[str | None], w
                        if isinstance(e, msgspec.ValidationError) else f"body is not JSON: {e}", (msgspec.DecodeError,))
 
 
-def _merge(old: pa.DataType | None, new: pa.DataType | None) -> pa.DataType | None:
-    """The narrowest type holding values of both (None: nothing known yet)."""
-    if old is None or new is None or old == new:
-        return new if old is None else old
-    if {old, new} == {pa.int64(), pa.float64()}:
-        return pa.float64()
-    if pa.types.is_struct(old) and pa.types.is_struct(new):
-        merged = {f.name: f.type for f in old}
-        for f in new:
-            merged[f.name] = _merge(merged.get(f.name), f.type)
-        return pa.struct([pa.field(name, t) for name, t in merged.items()])
-    if pa.types.is_list(old) and pa.types.is_list(new):
-        return pa.list_(_merge(old.value_type, new.value_type))
-    return pa.string()
-
-
-def widen_schema(a: pa.Schema, b: pa.Schema) -> pa.Schema:
-    """The schema holding both ``a`` and ``b`` by the ``infer`` rules: ``a``'s fields (widened), then ``b``'s new
-    ones (for merging what two tasks inferred)."""
-    return pa.schema(_merge(pa.struct(list(a)), pa.struct(list(b))))
-
-
 def _infer(values: list[Any]) -> pa.DataType | None:
     """The type of a column of decoded JSON values (None: only nulls, empty arrays and empty objects)."""
     present = [v for v in values if v is not None] if None in values else values
@@ -256,13 +236,15 @@ class JsonInferDecoder(BodyDecoder):
     """JSON object bodies typed by what they hold, the types widened over batches (see the module's doc).
 
     Args:
-        schema: the schema inferred so far (e.g. the table's), or None to start empty.
+        schema: the schema inferred so far, or None to start empty.
     """
 
     format = "json"
 
     def __init__(self, schema: pa.Schema | None = None):
         self._schema = schema if schema is not None else pa.schema([])
+        self._table: pa.Schema | None = None
+        self._reserved: frozenset[str] = frozenset()
         self._decoder = msgspec.json.Decoder()
         self._columns = ArrowBuilder(stringify=True)
 
@@ -273,6 +255,14 @@ class JsonInferDecoder(BodyDecoder):
     def schema(self) -> pa.Schema:
         return self._schema
 
+    def pin(self, table: pa.Schema | None, reserved: frozenset[str] = frozenset()) -> None:
+        """Start again from a table's columns (``table``, None: none): they keep their types (structs may gain
+        fields), a value that does not fit one is its row's error, and other fields widen as before. A body with a
+        field named in ``reserved`` (the table's other columns) is an error."""
+        self._table = table
+        self._reserved = reserved
+        self._schema = pa.schema([]) if table is None else table
+
     def decode(self, bodies: pa.Array, properties: list[dict[str, str]] | None = None) -> Decoded:
         """Each body decoded; :attr:`schema` widened by what the objects hold, then the columns built with it."""
         values = body_list(bodies)
@@ -281,8 +271,66 @@ class JsonInferDecoder(BodyDecoder):
         for row, record in enumerate(rows):
             if record is not None and not isinstance(record, dict):
                 errors[row], rows[row] = f"body is JSON {type(record).__name__}, not an object", None
+            elif record is not None and not self._reserved.isdisjoint(record):
+                name = sorted(self._reserved.intersection(record))[0]
+                errors[row], rows[row] = f"field $.{name}: the name of one of the table's RocketMQ columns", None
+        if self._table is not None:
+            _refuse_misfits(rows, errors, self._table)
         found = _infer(rows)
         if found is not None:
-            self._schema = pa.schema(list(_merge(pa.struct(list(self._schema)), found)))
+            found_schema = pa.schema(list(found))
+            if self._table is None:
+                self._schema = widen_schema(self._schema, found_schema)
+            else:
+                kept = pa.schema([f for f in self._schema if f.name in self._table.names])
+                other = pa.schema([f for f in self._schema if f.name not in self._table.names])
+                new = pa.schema([f for f in found_schema if f.name not in self._table.names])
+                self._schema = keep_schema(kept, pa.schema([f for f in found_schema if f.name in kept.names]))
+                self._schema = pa.schema(list(self._schema) + list(widen_schema(other, new)))
         return finish(self._columns, self._schema, rows, errors, [INFER] * len(values))
 
+
+def _refuse_misfits(rows: list[Any], errors: list[str | None], table: pa.Schema) -> None:
+    """Each row holding a value that does not fit its table column's type gets that error and is dropped
+    (``rows[i] = None``)."""
+    for row, record in enumerate(rows):
+        if record is None:
+            continue
+        for f in table:
+            problem = _misfit(record.get(f.name), f.type, f.name)
+            if problem is not None:
+                errors[row], rows[row] = problem, None
+                break
+
+
+def _misfit(value: Any, t: pa.DataType, path: str) -> str | None:
+    """Why ``value`` does not fit a column of type ``t`` (None: it fits); a string column takes any value as its
+    JSON text, a float64 one takes integers."""
+    if value is None or pa.types.is_string(t):
+        return None
+    kind = type(value)
+    if pa.types.is_boolean(t):
+        ok = kind is bool
+    elif pa.types.is_integer(t):
+        ok = kind is int and -(2 ** 63) <= value < 2 ** 63
+    elif pa.types.is_floating(t):
+        ok = kind in (int, float)
+    elif pa.types.is_struct(t):
+        if kind is not dict:
+            ok = False
+        else:
+            return next((p for f in t if (p := _misfit(value.get(f.name), f.type, f"{path}.{f.name}")) is not None),
+                        None)
+    elif pa.types.is_list(t):
+        if kind is not list:
+            ok = False
+        else:
+            return next((p for item in value if (p := _misfit(item, t.value_type, f"{path}[]")) is not None), None)
+    else:
+        ok = True
+    if ok:
+        return None
+    return f"field $.{path}: a JSON {_KINDS.get(kind, kind.__name__)} does not fit the column's type {t}"
+
+
+_KINDS = {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object", list: "array"}
