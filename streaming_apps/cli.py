@@ -105,13 +105,41 @@ def _add_workdir_args(p: argparse.ArgumentParser, *, tables: bool = True) -> Non
     add_storage_option_arg(p)
 
 
+#: what ``hareplica run``'s help adds to a source flag's meaning (the flag and the rest come from the declaration)
+_SOURCE_FLAG_NOTES = {
+    "starting_offsets": "; first start only",
+    "starting_timestamp": "; wins over --starting-offsets; first start only",
+}
+#: the default ``hareplica run``'s help shows where the run's differs from the declaration's
+_SOURCE_FLAG_DEFAULTS = {"min_partitions": "the cores of a local[N] master, else none"}
+
+
+def _add_source_flags(p) -> None:
+    """``hareplica run``'s flags of the source options the declaration marks ``app_flag``: each one's flag
+    (``Option.flag``), dest (its attribute), type, default and help from its record
+    (connector/options/declaration.py); a boolean true by default gets a ``--no-`` flag that turns it off."""
+    from connector.options.declaration import OPTIONS
+
+    for option in OPTIONS.values():
+        if not option.app_flag:
+            continue
+        text = f"{option.meaning} (the source's {option.name}{_SOURCE_FLAG_NOTES.get(option.attr, '')})"
+        if option.kind == "bool":
+            p.add_argument(option.flag, dest=option.attr, action="store_false" if option.default else "store_true",
+                           help=f"set {option.name} to {str(not option.default).lower()}: {text}")
+            continue
+        kind = {"int": positive if (option.minimum or 0) >= 1 else non_negative}.get(option.kind, str)
+        default = _SOURCE_FLAG_DEFAULTS.get(option.attr, "none" if option.default is None else option.default)
+        p.add_argument(option.flag, dest=option.attr, type=kind, default=option.default,
+                       metavar="N" if option.kind == "int" else "VALUE", help=f"{text}; default {default}")
+
+
 def _add_run_parser(sub) -> None:
     from connector.delta.options import (
         DEFAULT_MAINTENANCE_EVERY_BATCHES,
         DEFAULT_ORPHAN_GRACE_PERIOD_MS,
         DEFAULT_TARGET_FILE_SIZE_BYTES,
     )
-    from connector.options.declaration import STARTING_OFFSETS_EARLIEST, STARTING_OFFSETS_LATEST
     from streaming_apps.defaults import (
         DEFAULT_METADATA_SYNC_INTERVAL_MS,
         DEFAULT_TRIGGER,
@@ -148,23 +176,11 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--trigger", default=DEFAULT_TRIGGER,
                    help=f"available-now (catch up, then stop) or an interval: 500ms, 1s, 2m "
                         f"(default {DEFAULT_TRIGGER})")
-    p.add_argument("--starting-offsets", default=STARTING_OFFSETS_EARLIEST,
-                   help=f"{STARTING_OFFSETS_EARLIEST} (default), {STARTING_OFFSETS_LATEST} or JSON "
-                        '{"broker-a": offset}')
-    p.add_argument("--starting-timestamp", type=non_negative, default=None, metavar="MS",
-                   help="start each broker set at its first record stored at or after this time, ms since the "
-                        "epoch (the source's startingTimestamp; wins over --starting-offsets; first start only)")
-    p.add_argument("--max-bytes-per-trigger", type=positive, default=None,
-                   help="cap of CommitLog bytes per micro-batch, ending at most 1 MiB past it (default none)")
-    p.add_argument("--min-partitions", type=positive, default=None,
-                   help="split large CommitLog slices into at least this many tasks per micro-batch at record "
-                        "boundaries (the source's minPartitions; default: the cores of a local[N] master, else none)")
+    _add_source_flags(p)
     p.add_argument("--warm-workers", type=non_negative, default=None,
                    help="Python workers to start while the query starts, so that its first micro-batch does not "
                         "wait for them (default: the cores of a local[N] master; 0 = none; cluster masters and "
                         "--remote: none)")
-    p.add_argument("--no-fail-on-data-loss", dest="fail_on_data_loss", action="store_false",
-                   help="continue when CommitLog bytes the query needs are gone from the broker")
     p.add_argument("--option", dest="source_options", type=key_value, action="append", default=[],
                    metavar="KEY=VALUE", help="any other format('hareplica') option (repeatable)")
     p.add_argument("--metadata-sync-interval-ms", type=non_negative, default=DEFAULT_METADATA_SYNC_INTERVAL_MS,

@@ -18,6 +18,7 @@ the declaration without pulling in sockets, the HA client, pyarrow or the decode
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -66,7 +67,8 @@ class Option:
     values of a ``choice`` (compared case-insensitively); ``mirrors``: the Kafka, Spark or RocketMQ setting it
     follows (None: our own); ``meaning``: one line; ``holder``: where the parsed value goes, one of
     :data:`HOLDERS` (``fetch``: a field of ``FetchSettings``, ``decode``: of ``DecodeSettings``, both built from
-    these records; ``source``: of ``SourceOptions``; ``acl``: the two options of ``FetchSettings.credentials``).
+    these records; ``source``: of ``SourceOptions``; ``acl``: the two options of ``FetchSettings.credentials``);
+    ``app_flag``: ``hareplica run`` has a flag for it (:attr:`flag`; its type, default and help come from here).
     """
 
     name: str
@@ -79,6 +81,15 @@ class Option:
     choices: tuple[str, ...] = ()
     mirrors: str | None = None
     holder: str = "source"
+    app_flag: bool = False
+
+    @property
+    def flag(self) -> str:
+        """The flag of ``hareplica run`` that passes this option when :attr:`app_flag` is set: the name in
+        kebab-case (``maxBytesPerTrigger`` -> ``--max-bytes-per-trigger``), ``--no-...`` for a boolean whose
+        default is true (the flag turns it off)."""
+        kebab = re.sub(r"(?<=[a-z0-9])([A-Z])", r"-\1", self.name).lower()
+        return f"--no-{kebab}" if self.kind == "bool" and self.default is True else f"--{kebab}"
 
 
 class OptionTable(Mapping[str, Option]):
@@ -140,13 +151,13 @@ OPTIONS = OptionTable((
            mirrors="RocketMQ broker.conf minInSyncSlaves (the broker stub's key)"),
     Option("startingOffsets", "starting_offsets", "str", STARTING_OFFSETS_EARLIEST,
            "where a query without a checkpoint starts: earliest, latest or JSON broker -> offset",
-           mirrors="Kafka source startingOffsets"),
+           mirrors="Kafka source startingOffsets", app_flag=True),
     Option("endingOffsets", "ending_offsets", "str", ENDING_OFFSETS_LATEST,
            "batch reads: where the read ends, latest or JSON broker -> offset (-1 latest)",
            mirrors="Kafka source endingOffsets"),
     Option("startingTimestamp", "starting_timestamp", "int", None,
            "start every broker set at its first record stored at or after this time (ms since the epoch)",
-           minimum=0, mirrors="Kafka source startingTimestamp"),
+           minimum=0, mirrors="Kafka source startingTimestamp", app_flag=True),
     Option("startingOffsetsByTimestamp", "starting_offsets_by_timestamp", "str", None,
            "start each broker set at its first record stored at or after a time: JSON broker -> ms",
            mirrors="Kafka source startingOffsetsByTimestamp"),
@@ -162,7 +173,7 @@ OPTIONS = OptionTable((
            mirrors="Kafka source endingOffsetsByTimestamp"),
     Option("maxBytesPerTrigger", "max_bytes_per_trigger", "int", None,
            "cap of CommitLog bytes per micro-batch over all brokers (a batch may end up to 1 MiB past it)",
-           minimum=1, mirrors="Spark ReadMaxBytes"),
+           minimum=1, mirrors="Spark ReadMaxBytes", app_flag=True),
     Option("minBytesPerTrigger", "min_bytes_per_trigger", "int", None,
            "skip a micro-batch until this many CommitLog bytes are new, or maxTriggerDelay passed", minimum=1,
            mirrors="Kafka source minOffsetsPerTrigger"),
@@ -170,12 +181,12 @@ OPTIONS = OptionTable((
            "with minBytesPerTrigger: the longest a micro-batch is skipped, a duration such as 30s or 15m",
            mirrors="Kafka source maxTriggerDelay"),
     Option("minPartitions", "min_partitions", "int", None, "desired minimum number of partitions per micro-batch",
-           minimum=1, mirrors="Kafka source minPartitions"),
+           minimum=1, mirrors="Kafka source minPartitions", app_flag=True),
     Option("maxBytesPerPartition", "max_bytes_per_partition", "int", None,
            "split every slice larger than this many CommitLog bytes", minimum=1),
     Option("failOnDataLoss", "fail_on_data_loss", "bool", True,
            "fail the query (true) or log and skip (false) when needed bytes are gone",
-           mirrors="Kafka source failOnDataLoss", holder="fetch"),
+           mirrors="Kafka source failOnDataLoss", holder="fetch", app_flag=True),
     Option("subscribe", "topics", "str", None,
            "keep only records of these topics (comma-separated; Topic:TagA || TagB keeps those tags of it)",
            mirrors="Kafka source subscribe", holder="decode"),

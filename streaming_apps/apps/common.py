@@ -214,7 +214,9 @@ class AppConfig:
         if self.maintenance_every < 0:
             raise AppError(f"--maintenance-every {self.maintenance_every} must be >= 0")
         if trigger_kwargs(self.trigger).get("availableNow"):
-            limit = self.source_option_map().get("maxBytesPerTrigger")
+            from connector.options.declaration import OPTIONS
+
+            limit = self.source_option_map().get(OPTIONS.max_bytes_per_trigger.name)
             problem = available_now_problem(int(limit) if limit and limit.isdigit() else None)
             if problem:
                 raise AppError(problem)
@@ -272,14 +274,17 @@ class AppConfig:
         return storage_option_map(self.storage) if self.object_store_locations else {}
 
     def source_option_map(self) -> dict[str, str]:
-        """The ``format("hareplica")`` options of this run."""
-        where = {"namesrvAddr": self.namesrv_addr} if self.namesrv_addr else {"brokers": self.brokers}
-        opts = {**where, "startingOffsets": self.starting_offsets,
-                "failOnDataLoss": "true" if self.fail_on_data_loss else "false"}
-        if self.max_bytes_per_trigger:
-            opts["maxBytesPerTrigger"] = str(self.max_bytes_per_trigger)
-        if self.min_partitions:
-            opts["minPartitions"] = str(self.min_partitions)
+        """The ``format("hareplica")`` options of this run: the broker sets (``namesrv_addr`` or ``brokers``), each
+        option the declaration gives ``hareplica run`` a flag for whose attribute is a field here and not None
+        (connector/options/declaration.py, ``app_flag``), then ``source_options`` over them."""
+        from connector.options.declaration import OPTIONS
+
+        where = OPTIONS.namesrv_addr if self.namesrv_addr else OPTIONS.brokers
+        opts = {where.name: self.namesrv_addr or self.brokers}
+        for option in OPTIONS.values():
+            value = getattr(self, option.attr, None) if option.app_flag else None
+            if value is not None:
+                opts[option.name] = str(value).lower() if isinstance(value, bool) else str(value)
         opts.update(self.source_options)
         return opts
 
