@@ -9,7 +9,7 @@ import pytest
 
 from connector.errors import DeltaSinkConfigError, HAReplicaOptionError
 from connector.landing import landing_writer, split_landing_options, with_store_date
-from connector.options import SourceOptions
+from connector.options.parse import SourceOptions
 
 
 def test_landing_options_are_split_from_the_source_options_case_insensitively():
