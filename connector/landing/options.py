@@ -1,31 +1,17 @@
 """The options of ``format("hareplica-landing")``: which are the source's and which become Delta sink options,
 and the writers they configure (docs/delta.md "``--landing direct``").
 
-Options: every ``format("hareplica")`` option, plus
-
-=========================  ==================================================================
-``landingPath``            Delta table location (required).
-``landingAppId``           Delta txn appId (required; see ``format("deltalake")``'s ``appId``).
-``landingPartitionBy``     partition columns (default ``storeDate``; empty string: none).
-``landingTargetFileSize``  bytes per Parquet file (default 100 MiB).
-``landingCompression``     Parquet codec (default snappy).
-``landingTargets``         instead of the five above, several tables: a JSON list of objects with
-                           ``path``, ``appId``, ``schema`` (the table's Spark schema as JSON) and
-                           optionally ``partitionBy`` (list), ``targetFileSize``, ``compression``,
-                           ``upsert`` (``{"keys": [columns]}``: the table is merged, not
-                           appended: :mod:`connector.landing.upsert`; the split then gives it
-                           the staged columns too) or ``evolve`` (``true``: the table's columns
-                           come from the data, ``schema`` lists those every row has:
-                           :mod:`connector.landing.evolving`).
-``landingSplit``           with ``landingTargets`` (required there): ``package.module:function``
-                           importable on the executors; ``function(pyarrow.RecordBatch)`` of the
-                           ``hareplica`` columns returns one RecordBatch per target, in order, holding
-                           exactly that table's columns.
-``landingSplitConfig``     with ``landingSplit``: a text handed to it once per task; then ``landingSplit``
-                           names a factory, ``factory(config)`` returning the split function
-                           (so that a task builds its decoders once).
-``storage.KEY``            object-store settings of every table (``format("deltalake")``'s).
-=========================  ==================================================================
+Options: every ``format("hareplica")`` option, plus the landing's own, declared in
+:data:`connector.options.declaration.LANDING_OPTIONS` (each becomes the Delta sink option its ``sink_option``
+names), plus ``storage.KEY``, the object-store settings of every table (``format("deltalake")``'s). A
+``landingTargets`` entry is an object with ``path``, ``appId``, ``schema`` (the table's Spark schema as JSON)
+and optionally ``partitionBy`` (list), ``targetFileSize``, ``compression`` and ``upsert``
+(``{"keys": [columns]}``: the table is merged, not appended, :mod:`connector.landing.upsert`; the split then gives
+it the staged columns too) or ``evolve`` (``true``: the table's columns come from the data, ``schema`` lists those
+every row has, :mod:`connector.landing.evolving`). The split (``package.module:function`` importable on the
+executors) takes a ``pyarrow.RecordBatch`` of the ``hareplica`` columns and returns one RecordBatch per target, in
+order, holding exactly that table's columns; with a split config it names a factory, ``factory(config)``
+returning the split function (so that a task builds its decoders once).
 """
 
 from __future__ import annotations
@@ -41,13 +27,13 @@ from connector.errors import HAReplicaOptionError
 from connector.landing.evolving import EvolvingStreamWriter
 from connector.landing.rows import DEFAULT_PARTITION_BY, landed_schema
 from connector.landing.upsert import UpsertStreamWriter
+from connector.options.declaration import LANDING_OPTIONS
 from connector.options.functions import import_function
 
-#: landing option → the Delta sink option it becomes
-LANDING_OPTIONS = {"landingpath": "path", "landingappid": "appId", "landingpartitionby": "partitionBy",
-                   "landingtargetfilesize": "targetFileSize", "landingcompression": "compression",
-                   "landingtargets": "targets", "landingsplit": "split", "landingsplitconfig": "splitConfig"}
-TARGETS_KEY, SPLIT_KEY, SPLIT_CONFIG_KEY = "targets", "split", "splitConfig"
+#: landing option (lower-cased, as Spark hands it over) -> the Delta sink option it becomes (the declaration's)
+SINK_OPTION_OF = {option.name.lower(): option.sink_option for option in LANDING_OPTIONS.values()}
+TARGETS, SPLIT, SPLIT_CONFIG = LANDING_OPTIONS.targets, LANDING_OPTIONS.split, LANDING_OPTIONS.split_config
+TARGETS_KEY, SPLIT_KEY, SPLIT_CONFIG_KEY = TARGETS.sink_option, SPLIT.sink_option, SPLIT_CONFIG.sink_option
 #: the keys of a landingTargets entry that are Delta sink options of the same name (``schema`` is the entry's own)
 _TARGET_KEYS = ("path", "appId", "partitionBy", "targetFileSize", "compression")
 #: the "keys" of a target whose columns come from the data (an ``evolve`` entry)
@@ -57,7 +43,7 @@ def split_landing_options(options: Mapping[str, str]) -> tuple[dict[str, str], d
     """(source options, Delta sink options) of a ``hareplica-landing`` option map (keys case-insensitive)."""
     source, sink = {}, {}
     for key, value in options.items():
-        target = LANDING_OPTIONS.get(key.lower())
+        target = SINK_OPTION_OF.get(key.lower())
         if key.lower().startswith(STORAGE_OPTION_PREFIX):  # object-store settings: every table's
             sink[key] = value
         elif target is None:
@@ -114,7 +100,7 @@ def target_writers(targets_json: str, storage: dict[str, str] | None = None
                     raise ValueError(f"entry {i}: upsert keys {keys} must be columns of its schema")
             writers.append((options, schema, keys))
     except (ValueError, TypeError, KeyError, AttributeError) as e:
-        raise HAReplicaOptionError("landingTargets", targets_json[:200], str(e)) from None
+        raise HAReplicaOptionError(TARGETS.name, targets_json[:200], str(e)) from None
     out = []
     for options, schema, keys in writers:
         if keys is EVOLVE:
@@ -134,7 +120,7 @@ def resolve_split(spec: str | tuple[str, str | None]) -> Callable[[pa.RecordBatc
     factory raises for a config it refuses.
     """
     spec, config = (spec, None) if isinstance(spec, str) else spec
-    function = import_function("landingSplit", spec)
+    function = import_function(SPLIT.name, spec)
     return function if config is None else function(config)
 
 def landing_writers(sink_options: Mapping[str, str]
@@ -145,16 +131,16 @@ def landing_writers(sink_options: Mapping[str, str]
     ``landingPath``."""
     if TARGETS_KEY not in sink_options:
         if SPLIT_KEY in sink_options or SPLIT_CONFIG_KEY in sink_options:
-            raise HAReplicaOptionError("landingSplit", sink_options.get(SPLIT_KEY, ""), "needs landingTargets")
+            raise HAReplicaOptionError(SPLIT.name, sink_options.get(SPLIT_KEY, ""), f"needs {TARGETS.name}")
         return [landing_writer(sink_options)], None
     storage = storage_options_of(sink_options)
     others = sorted(k for k in sink_options if k not in (TARGETS_KEY, SPLIT_KEY, SPLIT_CONFIG_KEY)
                     and not k.lower().startswith(STORAGE_OPTION_PREFIX))
     if others:
-        raise HAReplicaOptionError("landingTargets", sink_options[TARGETS_KEY][:200],
+        raise HAReplicaOptionError(TARGETS.name, sink_options[TARGETS_KEY][:200],
                                    f"give the tables' options inside it, not as {', '.join(others)}")
     if SPLIT_KEY not in sink_options:
-        raise HAReplicaOptionError("landingTargets", sink_options[TARGETS_KEY][:200], "needs landingSplit")
+        raise HAReplicaOptionError(TARGETS.name, sink_options[TARGETS_KEY][:200], f"needs {SPLIT.name}")
     split = (sink_options[SPLIT_KEY], sink_options.get(SPLIT_CONFIG_KEY))
     resolve_split(split)  # fail at start, on the driver
     return target_writers(sink_options[TARGETS_KEY], storage), split

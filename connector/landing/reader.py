@@ -19,7 +19,7 @@ from connector.delta.sink import DeltaLakeStreamWriter
 from connector.errors import HAReplicaOptionError
 from connector.landing.options import landing_writers, resolve_split, split_landing_options
 from connector.landing.rows import LANDED_SOURCE_COLUMNS, with_store_date
-from connector.options.declaration import OPTIONS
+from connector.options.declaration import LANDING_OPTIONS, OPTIONS
 from connector.options.parse import SourceOptions
 from connector.source import (
     HAReplicaInputPartition,
@@ -122,7 +122,8 @@ class HAReplicaLandingDataSource(DataSource):
         if self.source_options.batch_transform is not None:
             raise HAReplicaOptionError(OPTIONS.batch_transform.name, self.source_options.batch_transform,
                                        "format(\"hareplica-landing\") writes the decoded rows; to change them "
-                                       "per table use landingTargets with landingSplit")
+                                       f"per table use {LANDING_OPTIONS.targets.name} with "
+                                       f"{LANDING_OPTIONS.split.name}")
         self.sink_options = sink
 
     @classmethod

@@ -12,6 +12,7 @@ from typing import Any
 
 from connector.landing.commit import commit_landed_batch
 from connector.landing.options import landing_writers, split_landing_options
+from connector.options.declaration import LANDING_OPTIONS
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +31,14 @@ def start_direct_landing(spark, source_options: Mapping[str, str], *, path: str,
     Returns the StreamingQuery. Raises HAReplicaOptionError, DeltaSinkConfigError, DeltaSchemaMismatchError
     at start for bad options or a table that does not match.
     """
-    sink = {"landingPath": path, "landingAppId": app_id}
+    landing = LANDING_OPTIONS
+    sink = {landing.path.name: path, landing.app_id.name: app_id}
     if partition_by is not None:
-        sink["landingPartitionBy"] = ",".join(partition_by)
+        sink[landing.partition_by.name] = ",".join(partition_by)
     if target_file_size:
-        sink["landingTargetFileSize"] = str(target_file_size)
+        sink[landing.target_file_size.name] = str(target_file_size)
     if compression:
-        sink["landingCompression"] = compression
+        sink[landing.compression.name] = compression
     return _start(spark, {**source_options, **sink}, checkpoint=checkpoint, query_name=query_name, trigger=trigger)
 
 
@@ -82,9 +84,10 @@ def start_direct_landing_tables(spark, source_options: Mapping[str, str], *, tar
     Returns the StreamingQuery. Raises HAReplicaOptionError (a bad ``split``), DeltaSinkConfigError and
     DeltaSchemaMismatchError at start, on the driver.
     """
-    sink = {"landingTargets": json.dumps([t.to_json() for t in targets]), "landingSplit": split}
+    landing = LANDING_OPTIONS
+    sink = {landing.targets.name: json.dumps([t.to_json() for t in targets]), landing.split.name: split}
     if split_config is not None:
-        sink["landingSplitConfig"] = split_config
+        sink[landing.split_config.name] = split_config
     return _start(spark, {**source_options, **sink}, checkpoint=checkpoint, query_name=query_name, trigger=trigger)
 
 

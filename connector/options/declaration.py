@@ -43,7 +43,7 @@ MAX_MAX_INFLATED_BODY_BYTES = 1024 * 1024 * 1024
 
 
 #: where an option's parsed value goes (:attr:`Option.holder`)
-HOLDERS = ("source", "fetch", "decode", "acl")
+HOLDERS = ("source", "fetch", "decode", "acl", "landing")
 
 
 class _Required:
@@ -68,7 +68,9 @@ class Option:
     follows (None: our own); ``meaning``: one line; ``holder``: where the parsed value goes, one of
     :data:`HOLDERS` (``fetch``: a field of ``FetchSettings``, ``decode``: of ``DecodeSettings``, both built from
     these records; ``source``: of ``SourceOptions``; ``acl``: the two options of ``FetchSettings.credentials``);
-    ``app_flag``: ``hareplica run`` has a flag for it (:attr:`flag`; its type, default and help come from here).
+    ``app_flag``: ``hareplica run`` has a flag for it (:attr:`flag`; its type, default and help come from here);
+    ``landing``: an option of ``format("hareplica-landing")`` that becomes a Delta sink option
+    (:attr:`sink_option`, :data:`LANDING_OPTIONS`).
     """
 
     name: str
@@ -82,6 +84,13 @@ class Option:
     mirrors: str | None = None
     holder: str = "source"
     app_flag: bool = False
+
+    @property
+    def sink_option(self) -> str:
+        """The ``format("deltalake")`` option a ``landing`` option becomes: its name without the ``landing``
+        prefix (``landingPath`` -> ``path``, ``landingSplitConfig`` -> ``splitConfig``)."""
+        rest = self.name.removeprefix("landing")
+        return rest[:1].lower() + rest[1:]
 
     @property
     def flag(self) -> str:
@@ -241,3 +250,26 @@ OPTIONS = OptionTable((
 
 #: option name -> default, in declaration order (``REQUIRED``: must be given; None: unset unless given)
 OPTION_DEFAULTS: Mapping[str, object] = {name: option.default for name, option in OPTIONS.items()}
+
+
+#: ``format("hareplica-landing")``'s own options, beside every ``format("hareplica")`` option: each becomes the
+#: Delta sink option its :attr:`Option.sink_option` names (connector/landing/options.py; docs/delta.md).
+LANDING_OPTIONS = OptionTable((
+    Option("landingPath", "path", "str", None, "the Delta table's location (required without landingTargets)",
+           holder="landing"),
+    Option("landingAppId", "app_id", "str", None, "the Delta txn appId (required without landingTargets)",
+           holder="landing"),
+    Option("landingPartitionBy", "partition_by", "str", None,
+           "partition columns, comma-separated (unset: storeDate; empty: none)", holder="landing"),
+    Option("landingTargetFileSize", "target_file_size", "int", None, "bytes per Parquet file (unset: the sink's)",
+           minimum=1, holder="landing"),
+    Option("landingCompression", "compression", "str", None, "the Parquet codec (unset: the sink's)",
+           holder="landing"),
+    Option("landingTargets", "targets", "str", None,
+           "several tables instead of one: a JSON list of objects with path, appId and schema", holder="landing"),
+    Option("landingSplit", "split", "str", None,
+           "with landingTargets: package.module:function giving each decoded batch's one batch per table",
+           holder="landing"),
+    Option("landingSplitConfig", "split_config", "str", None,
+           "with landingSplit: a text handed to it once per task, which then names a factory", holder="landing"),
+))

@@ -215,3 +215,20 @@ def test_contributing_shows_how_to_add_an_option_with_a_declared_one():
         assert " ".join(record.split()) in declaration, f"the record of {name} differs from the declaration"
     for place in ("connector/options/declaration.py", "docs/options.md", "CHANGELOG.md"):
         assert place in section, place
+
+
+def test_the_landing_options_are_declared_and_become_the_sink_options_they_name():
+    """Issue 54: ``format("hareplica-landing")``'s own options are records of the declaration too (holder
+    ``landing``), none of them a source option; the landing hands each to the Delta sink under the option its
+    record names, the source options and ``storage.KEY`` where they were."""
+    from connector.landing.options import split_landing_options
+    from connector.options.declaration import LANDING_OPTIONS
+
+    assert {o.holder for o in LANDING_OPTIONS.values()} == {"landing"}
+    assert not {n.lower() for n in LANDING_OPTIONS} & {n.lower() for n in OPTIONS}
+    given = {o.name: f"value-{i}" for i, o in enumerate(LANDING_OPTIONS.values())}
+    source, sink = split_landing_options({**given, "brokers": "broker-a=h:2", "storage.AWS_REGION": "eu"})
+    assert source == {"brokers": "broker-a=h:2"}
+    assert sink == {**{o.sink_option: given[o.name] for o in LANDING_OPTIONS.values()}, "storage.AWS_REGION": "eu"}
+    assert [o.sink_option for o in LANDING_OPTIONS.values()] == [
+        "path", "appId", "partitionBy", "targetFileSize", "compression", "targets", "split", "splitConfig"]
