@@ -11,12 +11,13 @@ import posixpath
 
 from connector.delta.file_names import CHECKPOINT_FILE, COMMIT_FILE, SINK_FILE_PREFIX
 from connector.errors import DeltaTablePathError
+from connector.options.declaration import SINK_OPTIONS
 from connector.storage import locations, store
 
 #: Foreign entries a refusal names before it says "…".
 NAMED_ENTRIES = 3
 #: The sink option that allows creating a table in a non-empty folder.
-CREATE_IN_NON_EMPTY_OPTION = "createTableInNonEmptyPath"
+CREATE_IN_NON_EMPTY_OPTION = SINK_OPTIONS.create_in_non_empty_path.name
 
 
 def normalize_table_uri(path: str) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from connector.delta.location import CREATE_IN_NON_EMPTY_OPTION, normalize_table_uri
 from connector.errors import DeltaSinkConfigError, StorageConfigError
+from connector.options.declaration import SINK_OPTIONS as SINK
 from connector.storage import store
 from connector.storage.config import StorageConfig
 
@@ -18,14 +19,15 @@ from connector.storage.config import StorageConfig
 #: source passes ``kafka.*`` to its consumer; docs/object_storage.md "Credentials and settings"). Spark redacts
 #: option values whose key names a secret in plans and its UI.
 STORAGE_OPTION_PREFIX = "storage."
-DEFAULT_TARGET_FILE_SIZE_BYTES = 104_857_600  # delta-rs default for delta.targetFileSize
+DEFAULT_TARGET_FILE_SIZE_BYTES = SINK.target_file_size.default  # delta-rs default for delta.targetFileSize
 #: Files younger than this are never orphans: a micro-batch's files wait at most this long for their commit
 #: (connector.delta.maintenance).
 DEFAULT_ORPHAN_GRACE_PERIOD_MS = 60 * 60 * 1000
 #: Default of the apps' ``--maintenance-every``: micro-batches between two maintenance runs of a table
 #: (connector.delta.maintenance.MaintenancePolicy).
 DEFAULT_MAINTENANCE_EVERY_BATCHES = 100
-#: Parquet codec option value -> (pyarrow codec, file-name infix as Spark writes it).
+#: Parquet codec option value (the declared choices of ``compression``) -> (pyarrow codec, file-name infix as Spark
+#: writes it).
 COMPRESSION_CODECS = {
     "snappy": ("snappy", ".snappy"),
     "zstd": ("zstd", ".zstd"),
@@ -71,36 +73,37 @@ class DeltaSinkOptions:
                 unknown ``compression``, empty names in ``partitionBy``.
         """
         opts = {str(k).lower(): v for k, v in options.items()}
-        path = (opts.get("path") or "").strip()
+        path = (opts.get(SINK.table_uri.name.lower()) or "").strip()
         if not path:
             raise DeltaSinkConfigError(
-                'format("deltalake") needs the table location: .option("path", "/some/table") or .start("/some/table")')
-        app_id = (opts.get("appid") or "").strip()
+                f'format("deltalake") needs the table location: .option("{SINK.table_uri.name}", "/some/table") or '
+                '.start("/some/table")')
+        app_id = (opts.get(SINK.app_id.name.lower()) or "").strip()
         if not app_id:
             raise DeltaSinkConfigError(
-                f'format("deltalake") needs option "appId" for table {path}: a stable id per query (for example '
-                'derived from its checkpointLocation); it is recorded as Delta txn(appId, batchId) so replayed '
-                'batches are skipped')
+                f'format("deltalake") needs option "{SINK.app_id.name}" for table {path}: a stable id per query (for '
+                'example derived from its checkpointLocation); it is recorded as Delta txn(appId, batchId) so '
+                'replayed batches are skipped')
         partition_by: tuple[str, ...] | None = None
-        raw_partition = opts.get("partitionby")
+        raw_partition = opts.get(SINK.partition_by.name.lower())
         if raw_partition is not None and raw_partition.strip():
             names = [n.strip() for n in raw_partition.split(",")]
             if any(not n for n in names) or len(set(names)) != len(names):
-                raise DeltaSinkConfigError(
-                    f"option partitionBy={raw_partition!r} for table {path} must be distinct, non-empty column names")
+                raise DeltaSinkConfigError(f"option {SINK.partition_by.name}={raw_partition!r} for table {path} "
+                                           "must be distinct, non-empty column names")
             partition_by = tuple(names)
-        raw_size = str(opts.get("targetfilesize", DEFAULT_TARGET_FILE_SIZE_BYTES)).strip()
+        raw_size = str(opts.get(SINK.target_file_size.name.lower(), DEFAULT_TARGET_FILE_SIZE_BYTES)).strip()
         try:
             target = int(raw_size)
         except ValueError:
             target = -1
         if target <= 0:
-            raise DeltaSinkConfigError(
-                f"option targetFileSize={raw_size!r} for table {path} must be a positive number of bytes")
-        raw_codec = str(opts.get("compression", "snappy")).strip().lower()
+            raise DeltaSinkConfigError(f"option {SINK.target_file_size.name}={raw_size!r} for table {path} must be "
+                                       "a positive number of bytes")
+        raw_codec = str(opts.get(SINK.compression.name.lower(), SINK.compression.default)).strip().lower()
         if raw_codec not in COMPRESSION_CODECS:
-            raise DeltaSinkConfigError(
-                f"option compression={raw_codec!r} for table {path} is not one of {sorted(COMPRESSION_CODECS)}")
+            raise DeltaSinkConfigError(f"option {SINK.compression.name}={raw_codec!r} for table {path} is not one of "
+                                       f"{sorted(COMPRESSION_CODECS)}")
         codec, infix = COMPRESSION_CODECS[raw_codec]
         raw_create = str(opts.get(CREATE_IN_NON_EMPTY_OPTION.lower(), "false")).strip().lower()
         if raw_create not in ("true", "false"):

@@ -27,15 +27,15 @@ from connector.errors import HAReplicaOptionError
 from connector.landing.evolving import EvolvingStreamWriter
 from connector.landing.rows import DEFAULT_PARTITION_BY, landed_schema
 from connector.landing.upsert import UpsertStreamWriter
-from connector.options.declaration import LANDING_OPTIONS
+from connector.options.declaration import LANDING_OPTIONS, SINK_OPTIONS
 from connector.options.functions import import_function
 
 #: landing option (lower-cased, as Spark hands it over) -> the Delta sink option it becomes (the declaration's)
 SINK_OPTION_OF = {option.name.lower(): option.sink_option for option in LANDING_OPTIONS.values()}
 TARGETS, SPLIT, SPLIT_CONFIG = LANDING_OPTIONS.targets, LANDING_OPTIONS.split, LANDING_OPTIONS.split_config
 TARGETS_KEY, SPLIT_KEY, SPLIT_CONFIG_KEY = TARGETS.sink_option, SPLIT.sink_option, SPLIT_CONFIG.sink_option
-#: the keys of a landingTargets entry that are Delta sink options of the same name (``schema`` is the entry's own)
-_TARGET_KEYS = ("path", "appId", "partitionBy", "targetFileSize", "compression")
+#: the keys of a targets entry that are Delta sink options of the same name (``schema`` is the entry's own)
+_TARGET_KEYS = tuple(o.sink_option for o in LANDING_OPTIONS.values() if o.sink_option in SINK_OPTIONS)
 #: the "keys" of a target whose columns come from the data (an ``evolve`` entry)
 EVOLVE = ("evolve",)
 

@@ -43,7 +43,7 @@ MAX_MAX_INFLATED_BODY_BYTES = 1024 * 1024 * 1024
 
 
 #: where an option's parsed value goes (:attr:`Option.holder`)
-HOLDERS = ("source", "fetch", "decode", "acl", "landing")
+HOLDERS = ("source", "fetch", "decode", "acl", "landing", "sink")
 
 
 class _Required:
@@ -70,7 +70,8 @@ class Option:
     these records; ``source``: of ``SourceOptions``; ``acl``: the two options of ``FetchSettings.credentials``);
     ``app_flag``: ``hareplica run`` has a flag for it (:attr:`flag`; its type, default and help come from here);
     ``landing``: an option of ``format("hareplica-landing")`` that becomes a Delta sink option
-    (:attr:`sink_option`, :data:`LANDING_OPTIONS`).
+    (:attr:`sink_option`, :data:`LANDING_OPTIONS`); ``sink``: an option of ``format("deltalake")``
+    (:data:`SINK_OPTIONS`).
     """
 
     name: str
@@ -272,4 +273,26 @@ LANDING_OPTIONS = OptionTable((
            holder="landing"),
     Option("landingSplitConfig", "split_config", "str", None,
            "with landingSplit: a text handed to it once per task, which then names a factory", holder="landing"),
+))
+
+
+#: the Parquet codecs of the sink's ``compression`` (``none`` and ``uncompressed`` write none)
+PARQUET_CODECS = ("snappy", "zstd", "gzip", "lz4", "brotli", "none", "uncompressed")
+
+#: ``format("deltalake")``'s options (also ``write_batch``'s and the direct landing's, which pass the same map),
+#: beside its ``storage.KEY`` object-store settings (connector/delta/options.py; docs/delta.md "2. The sink").
+SINK_OPTIONS = OptionTable((
+    Option("path", "table_uri", "str", REQUIRED, "the Delta table's location, a path or s3:// URI (or .start(path))",
+           holder="sink"),
+    Option("appId", "app_id", "str", REQUIRED,
+           "the Delta txn appId: a stable id per query, e.g. derived from its checkpoint location", holder="sink"),
+    Option("partitionBy", "partition_by", "str", None, "partition columns of a new table, comma-separated",
+           holder="sink"),
+    Option("targetFileSize", "target_file_size", "int", 104_857_600,
+           "bytes per Parquet file before the next one starts", minimum=1,
+           mirrors="delta-rs delta.targetFileSize default", holder="sink"),
+    Option("compression", "compression", "choice", "snappy", "the Parquet codec", choices=PARQUET_CODECS,
+           holder="sink"),
+    Option("createTableInNonEmptyPath", "create_in_non_empty_path", "bool", False,
+           "create a new table in a folder that holds other files", holder="sink"),
 ))

@@ -232,3 +232,23 @@ def test_the_landing_options_are_declared_and_become_the_sink_options_they_name(
     assert sink == {**{o.sink_option: given[o.name] for o in LANDING_OPTIONS.values()}, "storage.AWS_REGION": "eu"}
     assert [o.sink_option for o in LANDING_OPTIONS.values()] == [
         "path", "appId", "partitionBy", "targetFileSize", "compression", "targets", "split", "splitConfig"]
+
+
+def test_the_sink_options_are_declared_documented_and_parsed_as_declared(tmp_path):
+    """Issue 54: ``format("deltalake")``'s options are records of the declaration (holder ``sink``): docs/options.md
+    names each, the sink parses each under its declared name with its declared default, and its codecs are the
+    declared choices."""
+    from connector.delta.options import COMPRESSION_CODECS, DeltaSinkOptions
+    from connector.landing.options import _TARGET_KEYS
+    from connector.options.declaration import REQUIRED, SINK_OPTIONS
+
+    section = _section((ROOT / "docs/options.md").read_text(encoding="utf-8"), '## `format("deltalake")`')
+    assert set(SINK_OPTIONS) <= set(re.findall(r"`(\w+)`", section))
+    assert set(COMPRESSION_CODECS) == set(SINK_OPTIONS.compression.choices)
+    assert set(_TARGET_KEYS) <= set(SINK_OPTIONS)
+    required = {o.name: str(tmp_path / "t") if o.attr == "table_uri" else "app"
+                for o in SINK_OPTIONS.values() if o.default is REQUIRED}
+    parsed = DeltaSinkOptions.from_options({k.upper(): v for k, v in required.items()})  # names case-insensitive
+    assert (parsed.target_file_size, parsed.compression, parsed.create_in_non_empty_path, parsed.partition_by) == (
+        SINK_OPTIONS.target_file_size.default, SINK_OPTIONS.compression.default,
+        SINK_OPTIONS.create_in_non_empty_path.default, SINK_OPTIONS.partition_by.default)
