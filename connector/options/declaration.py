@@ -1,4 +1,5 @@
-"""Every option of ``format("hareplica")`` declared once.
+"""Every option of ``format("hareplica")`` declared once (:data:`OPTIONS`), and those of
+``format("hareplica-landing")`` (:data:`LANDING_OPTIONS`) and ``format("deltalake")`` (:data:`SINK_OPTIONS`).
 
 :data:`OPTIONS` holds one :class:`Option` record per option: its name, the settings attribute it fills, its
 type, default, bounds or choices, the Kafka/RocketMQ/Spark name it mirrors (or none) and its one-line meaning.
