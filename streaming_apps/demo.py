@@ -40,6 +40,7 @@ DEMO_MAINTENANCE_EVERY_BATCHES = 4
 #: the typed table of the demo's order events (docs/tables.md), written to WORKDIR/orders.toml
 DEMO_DECLARATION_FILE = "orders.toml"
 TYPED_TABLE = "orders"
+DEAD_LETTER_TABLE = "dead_letters"
 
 
 def run_demo(workdir: str, *, messages: int = 100_000, keep: bool = False) -> int:
@@ -157,20 +158,12 @@ def _stream(console: Console, broker, root: Path) -> int:
 
 def demo_declaration() -> str:
     """The declaration (docs/tables.md) of the demo's order events (streaming_apps.workload.order_event) as the
-    typed table :data:`TYPED_TABLE`: its msgpack fields, keys, tags and store time, partitioned by store date."""
-    from streaming_apps.workload import ORDER_TOPICS
+    typed table :data:`TYPED_TABLE`: the silver app's declaration
+    (:func:`streaming_apps.apps.silver.orders_declaration`) with the demo's table names."""
+    from streaming_apps.apps.silver import orders_declaration
 
-    topics = ", ".join(f'"{t}"' for t in ORDER_TOPICS)
-    return f"""# The demo's order events as a typed table: hareplica run tables --config {DEMO_DECLARATION_FILE}
-[[table]]
-name = "{TYPED_TABLE}"
-topics = [{topics}]
-format = "msgpack"
-fields = {{ orderId = "string", customerId = "string", status = "string", amountCents = "int64", currency = "string", \
-region = "string", items = "list<struct<sku: string, qty: int32, priceCents: int64>>", eventTimeMs = "int64" }}
-columns = ["keys", "tags", "storeTimestamp", "commitLogOffset"]
-partition_by = ["storeDate"]
-"""
+    return (f"# The demo's order events as a typed table: hareplica run tables --config {DEMO_DECLARATION_FILE}\n"
+            + orders_declaration(TYPED_TABLE, DEAD_LETTER_TABLE))
 
 
 #: The typed query the demo runs and prints.
@@ -186,8 +179,8 @@ def _typed_query(console: Console, root: Path, produced: int) -> bool:
 
     tables = discover_tables(root / "tables")
     rows = query_tables(f"SELECT count(*) AS n FROM {TYPED_TABLE}", tables).to_pylist()[0]["n"]
-    dead = (query_tables("SELECT count(*) AS n FROM dead_letters", tables).to_pylist()[0]["n"]
-            if "dead_letters" in tables else 0)
+    dead = (query_tables(f"SELECT count(*) AS n FROM {DEAD_LETTER_TABLE}", tables).to_pylist()[0]["n"]
+            if DEAD_LETTER_TABLE in tables else 0)
     title, sql = TYPED_QUERY
     console.print(f"[bold]{title}[/bold] ({rows} rows, {dead} dead letters):", highlight=False)
     render(query_tables(sql, tables), console=console)

@@ -80,11 +80,14 @@ def app_module(name: str):
 
 def app_of(config: AppConfig):
     """The app ``config`` runs: a module of :data:`APPS`, or for ``tables`` the
-    :class:`streaming_apps.tables.app.TablesApp` of ``config.declaration``.
+    :class:`streaming_apps.tables.app.TablesApp` of ``config.declaration``, for ``silver`` the TablesApp of its
+    built-in declaration (:func:`streaming_apps.apps.silver.app`).
 
     Raises:
         AppError: an unknown app; the declaration's problem in one line (naming file, table and key).
     """
+    if config.app == silver.NAME:
+        return silver.app(config)
     if config.app != TABLES_APP:
         return app_module(config.app)
     from streaming_apps.tables.app import TablesApp

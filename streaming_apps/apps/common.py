@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 
 #: the apps whose tables the source's tasks can write (--landing direct)
 DIRECT_LANDING_APPS = ("bronze", "silver", "tables")
+#: the apps that land a declaration of typed tables (docs/tables.md): direct landing and the deltalake sink only
+DECLARED_APPS = ("silver", "tables")
 C1_ONLY_JIT_APPS = ("gold",)  # apps whose driver JVM runs C1 only whatever the landing (AppConfig.c1_only_jit)
 PARALLEL_GC_APPS = ("gold",)  # apps whose driver JVM collects with the parallel collector (AppConfig.parallel_gc)
 TRIGGER_AVAILABLE_NOW = "available-now"
@@ -207,8 +209,9 @@ class AppConfig:
         if self.landing == LANDING_DIRECT and not direct_ok:
             raise AppError("--landing direct writes the tables with this project's Delta writer inside the source's "
                            "tasks: it is for the bronze and silver apps with --sink deltalake")
-        if self.app == "tables" and self.landing != LANDING_DIRECT:
-            raise AppError("run tables lands its tables with --landing direct and --sink deltalake")
+        if self.app in DECLARED_APPS and self.landing != LANDING_DIRECT:
+            raise AppError(f"run {self.app} lands its tables with --landing direct and --sink deltalake "
+                           "(docs/tables.md)")
         if self.metadata_sync_interval_ms < 0:
             raise AppError(f"--metadata-sync-interval-ms {self.metadata_sync_interval_ms} must be >= 0 (0: off)")
         if self.maintenance_every < 0:

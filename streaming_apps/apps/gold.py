@@ -15,12 +15,14 @@ from streaming_apps.apps.common import (
     AppError,
     DeltaSink,
     Location,
+    hareplica_stream,
     trigger_kwargs,
     under,
 )
-from streaming_apps.apps.silver import MS_PER_DAY, decoded_orders
-from streaming_apps.apps.silver import WORKER_MODULES as ORDER_WORKER_MODULES
+from streaming_apps.apps.orders import decoded_ddl
+from streaming_apps.apps.silver import refuse_topic_options
 from streaming_apps.checkpoints import read_checkpoint_file
+from streaming_apps.workload import ORDER_TOPICS
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +30,11 @@ NAME = "gold"
 TABLE = "gold_orders_per_minute"
 TABLES = (TABLE,)
 QUERY_NAMES = ("hareplica-gold",)
-WORKER_MODULES = ORDER_WORKER_MODULES  # the tasks decode the order events as silver's do
+#: the source's batchTransform: the order decoder, run in the source's tasks
+DECODE_TRANSFORM = "streaming_apps.apps.orders:decode_order_batch"
+#: what the tasks import besides streaming_apps.worker_warmup.WARMUP_MODULES: the order decoder's module
+WORKER_MODULES = (DECODE_TRANSFORM.partition(":")[0],)
+MS_PER_DAY = 86_400_000
 WINDOW = "1 minute"
 GROUP_COLUMNS = ("status", "region", "currency")
 #: The MERGE key of a row (the partition column first, so only the touched dates are read).
@@ -37,6 +43,24 @@ FINAL_COLUMN = "final"
 NO_DATA_BATCHES_CONF = "spark.sql.streaming.noDataMicroBatches.enabled"
 #: The decoded columns the aggregation reads (orders.DECODED_SCHEMA names).
 DECODED_COLUMNS = ("eventTime", *GROUP_COLUMNS, "amountCents", "itemQuantity", "reason")
+
+
+def order_source_options(config: AppConfig) -> dict[str, str]:
+    """The run's source options with ``subscribe`` set to the order topics (``--topics``, default the
+    workload's), so the executors skip every other topic before decoding it.
+
+    Raises AppError when ``--option`` also chooses topics (``subscribe``, ``topics``, ``subscribePattern``,
+    ``topicPattern``): the apps' topics are ``--topics``."""
+    refuse_topic_options(config)
+    return {**config.source_option_map(), "subscribe": ",".join(config.topics or ORDER_TOPICS)}
+
+
+def decoded_orders(spark, config: AppConfig, columns=None):
+    """The order topics of the hareplica stream, decoded by the source's own tasks (``batchTransform`` =
+    :func:`streaming_apps.apps.orders.decode_order_batch`, so no body enters the JVM):
+    ``orders.DECODED_SCHEMA``'s columns, or only ``columns`` of it (a sequence of names)."""
+    options = {**order_source_options(config), "batchTransform": DECODE_TRANSFORM}
+    return hareplica_stream(spark, config, schema=decoded_ddl(columns), options=options)
 
 
 def aggregates(spark, config: AppConfig):

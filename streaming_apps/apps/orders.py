@@ -1,12 +1,13 @@
 """Decoding the demo's msgpack order events (``streaming_apps.workload``) into typed Arrow columns, in the source's
-own tasks (silver's and gold's ``batchTransform``, silver's direct-landing split). Pure: pyarrow, NumPy, msgspec,
+own tasks (gold's ``batchTransform``; silver declares the same fields for the tables app instead,
+:mod:`streaming_apps.apps.silver`). Pure: pyarrow, NumPy, msgspec,
 msgpack; no pandas. Each output row holds the message's order fields, or nulls and a ``reason`` naming what is
 wrong with the body.
 
 Two decoders, one verdict: msgspec decodes and type-checks a body in native code into :class:`_FastOrder`; a body
 it refuses goes to :func:`decode_order_body` (msgpack), which accepts it or names the reason. The fast path
 accepts a subset of what the slow one accepts, with the same values (tests/unit/apps/test_orders_decode.py). The
-event's fields: docs/delta.md "4. The apps", "silver → tables `silver_orders` and `silver_quarantine`".
+event's fields: docs/delta.md "4. The apps", "gold → table `gold_orders_per_minute`".
 """
 
 from __future__ import annotations

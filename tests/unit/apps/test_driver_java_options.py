@@ -29,7 +29,7 @@ def test_the_direct_landing_and_gold_run_with_c1_only_and_the_spark_landing_keep
 
     assert c1("bronze") and c1("silver"), "the deltalake sink's default landing is direct"
     assert c1("gold") and c1("gold", sink="delta"), "gold's JVM recompiles its aggregation every batch"
-    assert not c1("bronze", landing="spark") and not c1("silver", sink="delta")
+    assert not c1("bronze", landing="spark") and not c1("bronze", sink="delta")
 
 
 def test_the_parallel_collector_follows_the_jit_choice_and_precedes_the_users_own_options():

@@ -1,4 +1,4 @@
-"""streaming_apps.apps.orders: the silver/gold decoder of the workload's msgpack order events."""
+"""streaming_apps.apps.orders: gold's decoder of the workload's msgpack order events; silver's declaration of them."""
 
 from __future__ import annotations
 
@@ -198,28 +198,29 @@ def test_a_column_subset_is_the_same_columns_of_the_whole_decode():
                                             "amountCents bigint, itemQuantity bigint, reason string")
 
 
-def test_silver_split_routes_valid_orders_and_the_rest_with_exactly_their_tables_columns():
-    from streaming_apps.apps.silver import ORDER_COLUMNS, QUARANTINE_COLUMNS, split_silver
+def test_silver_runs_the_demos_declaration_of_the_orders_with_its_own_table_names(tmp_path):
+    """silver is the tables app of one built-in declaration; the demo's orders.toml is the same declaration."""
+    from streaming_apps.apps import app_of
+    from streaming_apps.apps.common import AppConfig
+    from streaming_apps.apps.silver import orders_declaration
+    from streaming_apps.demo import demo_declaration
 
-    before_1970 = {**GOOD, "eventTimeMs": -1}
-    orders, rejected = split_silver(_messages([msgpack.packb(GOOD), b"\xff", msgpack.packb(before_1970)]))
-    assert orders.schema.names == list(ORDER_COLUMNS) and rejected.schema.names == list(QUARANTINE_COLUMNS)
-    assert [r["commitLogOffset"] for r in orders.to_pylist()] == [0, 200]
-    assert [r["eventDate"] for r in orders.to_pylist()] == [dt.date(2026, 9, 21), dt.date(1969, 12, 31)]
-    assert [(r["commitLogOffset"], r["body"]) for r in rejected.to_pylist()] == [(100, b"\xff")]
-    none_bad = split_silver(_messages([msgpack.packb(GOOD)]))[1]
-    assert none_bad.num_rows == 0 and none_bad.schema.names == list(QUARANTINE_COLUMNS)
+    app = app_of(AppConfig(app="silver", brokers="b=127.0.0.1:1", workdir=tmp_path))
+    assert (app.NAME, app.TABLES, app.QUERY_NAMES) == ("silver", ("silver_orders", "silver_quarantine"),
+                                                         ("hareplica-silver",))
+    assert app.schemas["silver_orders"].names == [
+        "orderId", "customerId", "status", "amountCents", "currency", "region", "items", "eventTimeMs", "broker",
+        "topic", "queueId", "queueOffset", "commitLogOffset", "msgId", "tags", "keys", "storeTimestamp", "eventDate"]
+    assert app.partition_by("silver_orders") == ("eventDate",)
+    assert demo_declaration().endswith(orders_declaration("orders", "dead_letters"))
 
 
-def test_silver_split_of_a_batch_without_valid_orders_and_of_an_empty_batch():
-    from streaming_apps.apps.silver import ORDER_COLUMNS, QUARANTINE_COLUMNS, split_silver
+def test_silver_refuses_the_spark_landing_and_sparks_delta_before_spark_starts(tmp_path):
+    from streaming_apps.apps.common import AppConfig, AppError
 
-    orders, rejected = split_silver(_messages([b"\xc1", msgpack.packb([1])]))
-    assert orders.num_rows == 0 and orders.schema.names == list(ORDER_COLUMNS)
-    assert [r["reason"][:19] for r in rejected.to_pylist()] == ["body is not msgpack", "body is msgpack lis"]
-    orders, rejected = split_silver(_messages([]))
-    assert (orders.num_rows, rejected.num_rows) == (0, 0)
-    assert orders.schema.names == list(ORDER_COLUMNS) and rejected.schema.names == list(QUARANTINE_COLUMNS)
+    for kw in ({"sink": "delta"}, {"landing": "spark"}):
+        with pytest.raises(AppError, match="^run silver lands its tables with --landing direct and --sink deltalake"):
+            AppConfig(app="silver", brokers="b=127.0.0.1:1", workdir=tmp_path, **kw)
 
 
 @pytest.mark.parametrize("bad_rows", [(), (0,), (4,), (1, 3), (0, 1, 2, 3, 4)])
@@ -242,27 +243,27 @@ def test_valid_and_invalid_rows_in_any_place_get_their_own_values(bad_rows):
                 milliseconds=event["eventTimeMs"])
 
 
-#: Decodes the batch in the Arrow IPC file argv[1] as silver's and gold's tasks do, with an import hook that
+#: Decodes the batch in the Arrow IPC file argv[1] as gold's tasks do, with an import hook that
 #: refuses pandas and records every attempt (pyarrow's shim tries once per process, so nothing else may build
 #: arrays from Python values first: the batch is read from the file).
 NO_PANDAS_SCRIPT = refuse_pandas_prelude("streaming_apps") + """
 import pyarrow as pa
 from streaming_apps.apps.gold import DECODED_COLUMNS
 from streaming_apps.apps.orders import decode_order_batch
-from streaming_apps.apps.silver import split_silver
 
 with pa.OSFile(sys.argv[1]) as f:
     batch = pa.ipc.open_file(f).get_batch(0)
-orders, rejected = split_silver(batch)
+whole = decode_order_batch(batch)
 gold = decode_order_batch(batch, DECODED_COLUMNS)
-print(json.dumps({"orders": orders.num_rows, "rejected": rejected.num_rows, "gold": gold.num_rows,
+print(json.dumps({"orders": whole.num_rows - whole.column("reason").is_valid().true_count,
+                  "rejected": whole.column("reason").is_valid().true_count, "gold": gold.num_rows,
                   "attempts": attempts}))
 """
 
 
-def test_silver_and_gold_decoding_never_imports_pandas(tmp_path):
-    """The order decoder builds its arrays from buffers (connector.arrow_numpy), as the source does, so silver's
-    and gold's workers stay without pandas too (fails on a decoder that calls ``pa.array`` on Python values)."""
+def test_gold_decoding_never_imports_pandas(tmp_path):
+    """The order decoder builds its arrays from buffers (connector.arrow_numpy), as the source does, so gold's
+    workers stay without pandas too (fails on a decoder that calls ``pa.array`` on Python values)."""
     import json
     import subprocess
     import sys
@@ -282,10 +283,17 @@ def test_silver_and_gold_decoding_never_imports_pandas(tmp_path):
 
 def test_silver_and_gold_take_their_topics_from_topics_not_from_a_source_option(tmp_path):
     from streaming_apps.apps.common import AppConfig, AppError
-    from streaming_apps.apps.silver import order_source_options
+    from streaming_apps.apps.gold import order_source_options
+    from streaming_apps.apps.silver import order_topics
 
-    cfg = AppConfig(app="silver", brokers="b=127.0.0.1:1", workdir=tmp_path, topics=("A", "B"))
-    assert order_source_options(cfg)["subscribe"] == "A,B"
+    cfg = AppConfig(app="gold", brokers="b=127.0.0.1:1", workdir=tmp_path, topics=("A", "B:x || y"))
+    assert order_source_options(cfg)["subscribe"] == "A,B:x || y"
+    silver = AppConfig(app="silver", brokers="b=127.0.0.1:1", workdir=tmp_path, topics=("A:x || y", "B:x || y"))
+    assert order_topics(silver) == (("A", "B"), "x || y")
+    with pytest.raises(AppError, match=r"^--topics A,B:x: silver's one table reads its topics with one tag expr"):
+        order_topics(AppConfig(app="silver", brokers="b=127.0.0.1:1", workdir=tmp_path, topics=("A", "B:x")))
+    with pytest.raises(AppError, match=r"--option subscribe=A: the silver app reads the topics of --topics"):
+        order_topics(AppConfig(app="silver", brokers="b=1:1", workdir=tmp_path, source_options={"subscribe": "A"}))
     bad = AppConfig(app="gold", brokers="b=127.0.0.1:1", workdir=tmp_path, source_options={"topicPattern": "Order.*"})
     with pytest.raises(AppError, match=r"--option topicPattern=Order\.\*: the gold app reads the topics of --topics"):
         order_source_options(bad)

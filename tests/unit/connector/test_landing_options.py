@@ -87,7 +87,7 @@ def _targets(tmp_path) -> str:
 def test_several_tables_take_a_target_list_and_an_importable_split(tmp_path):
     from connector.landing import landing_writers
 
-    spec = "streaming_apps.apps.silver:split_silver"
+    spec = "streaming_apps.tables.split:make_split"
     writers, split = landing_writers({"targets": _targets(tmp_path), "split": spec})
     assert [(w.options.table_uri.rsplit("/", 1)[-1], w.partition_by) for w in writers] == [("a", ()), ("b", ("name",))]
     assert split == (spec, None)
