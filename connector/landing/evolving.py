@@ -1,6 +1,6 @@
 """Landing targets whose columns come from the data (``run tables``' JSON ``schema = "infer"``): the tasks stage
 the rows they decoded, each file with the columns its rows have (:mod:`connector.landing.staging`); the driver
-reads the micro-batch's files, widens their columns into one schema (:mod:`connector.landing.schema_evolution`),
+reads the micro-batch's files, widens their columns into one schema (:mod:`connector.delta.schema_evolution`),
 and appends the rows with delta-rs, the new columns added in the same commit as the rows that need them (Delta
 schema evolution) with ``txn(appId, batchId)``. A replay is skipped by the txn; the staged files are removed after
 the commit. docs/tables.md "Schema evolution", docs/delta.md "The replay rule".
@@ -21,9 +21,9 @@ from connector.delta.files import table_storage_options
 from connector.delta.location import check_new_table_location, open_delta_table
 from connector.delta.messages import files_of
 from connector.delta.options import DeltaSinkOptions
+from connector.delta.schema_evolution import conform_table, conforms, keep_schema, plain_schema, widen_schema
 from connector.delta.sink import DeltaLakeTaskWrite
 from connector.errors import DeltaSchemaMismatchError
-from connector.landing.schema_evolution import conform_table, conforms, keep_schema, widen_schema
 from connector.landing.staging import StagedFiles
 from connector.retry import retry_attempts
 
@@ -36,7 +36,7 @@ MAX_APPEND_ATTEMPTS = 10
 def batch_schema(table: pa.Schema | None, staged: Sequence[pa.Schema]) -> pa.Schema:
     """The schema of a micro-batch's rows: the table's columns (``table``; None for a new table), each keeping its
     type with the struct fields the staged rows add, then the columns only the staged rows have, each widened over
-    every file that has it (:func:`connector.landing.schema_evolution.widen_type`).
+    every file that has it (:func:`connector.delta.schema_evolution.widen_type`).
 
     Raises:
         DeltaSchemaMismatchError: a staged column does not fit the table's column of its name (e.g. ``double``
@@ -145,28 +145,6 @@ class EvolvingCommitter:
             raise DeltaSchemaMismatchError(
                 f"Delta table {self.options.table_uri} is partitioned by {list(partitions)}, the declaration by "
                 f"{list(self.partition_by)}")
-
-
-def plain_schema(schema: pa.Schema | None) -> pa.Schema | None:
-    """A table's Arrow schema with delta-rs's view types as the plain ones the tasks write (``string_view`` →
-    ``string``, ``binary_view`` → ``binary``, large lists → lists), so equal columns compare equal."""
-    if schema is None:
-        return None
-
-    def plain(t: pa.DataType) -> pa.DataType:
-        if pa.types.is_string_view(t) or pa.types.is_large_string(t):
-            return pa.string()
-        if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
-            return pa.binary()
-        if pa.types.is_struct(t):
-            return pa.struct([pa.field(f.name, plain(f.type)) for f in t])
-        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
-            return pa.list_(plain(t.value_type))
-        if pa.types.is_map(t):
-            return pa.map_(plain(t.key_type), plain(t.item_type))
-        return t
-
-    return pa.schema([pa.field(f.name, plain(f.type)) for f in schema])
 
 
 class EvolvingStreamWriter:

@@ -146,8 +146,8 @@ def _arrow_schema(declaration: Declaration, table: TableSpec) -> pa.Schema:
 def _check_inferred(uri: str, table, kept: pa.Schema, partition_by: tuple[str, ...]) -> None:
     """Refuse an existing table of an ``infer`` declaration that lacks one of the RocketMQ columns the declaration
     keeps (or holds it with another type), or is partitioned otherwise. Raises DeltaSchemaMismatchError."""
+    from connector.delta.schema_evolution import plain_schema
     from connector.errors import DeltaSchemaMismatchError
-    from connector.landing.evolving import plain_schema
 
     have = plain_schema(pa.schema(table.schema().to_arrow()))
     for f in kept:

@@ -64,9 +64,9 @@ class _TaskTable:
 
     def refresh(self) -> None:
         """Pin an ``infer`` table's decoder to the columns the table has (a task's first batch: the micro-batches
-        before it are committed), so a column keeps its type (:mod:`connector.landing.schema_evolution`)."""
+        before it are committed), so a column keeps its type (:mod:`connector.delta.schema_evolution`)."""
         from connector.delta.location import open_delta_table
-        from connector.landing.evolving import plain_schema
+        from connector.delta.schema_evolution import plain_schema
 
         table = open_delta_table(self.table_uri)
         fields = None

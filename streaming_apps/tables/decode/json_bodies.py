@@ -16,7 +16,7 @@ code: a body that is not JSON (the byte offset), not an object, without a requir
 another type (the path, ``$.items[0].qty``) -> the row's error. Properties the schema does not declare are skipped.
 
 ``infer`` (:class:`JsonInferDecoder`): each body decoded to Python values; each field's type is what its values
-hold, widened over batches by :func:`connector.landing.schema_evolution.widen_type`: int64 -> float64 -> string
+hold, widened over batches by :func:`connector.delta.schema_evolution.widen_type`: int64 -> float64 -> string
 on conflict (bool with anything else, a scalar with an object or array, also -> string: the value's JSON text),
 objects -> struct (fields merged), arrays -> list (items widened). A field joins the schema, at the end, with its
 first value that is not null (nor an empty array or object). :attr:`schema` is the widened schema after each
@@ -36,7 +36,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 import pyarrow as pa
 
-from connector.landing.schema_evolution import keep_schema, widen_schema
+from connector.delta.schema_evolution import keep_schema, widen_schema
 from streaming_apps.tables.decode.builder import ArrowBuilder
 from streaming_apps.tables.decode.contract import (
     BodyDecoder,

@@ -1,4 +1,4 @@
-"""Issue 52, JSON ``infer``: the widening rules (connector.landing.schema_evolution), the decoder pinned to a table's
+"""Issue 52, JSON ``infer``: the widening rules (connector.delta.schema_evolution), the decoder pinned to a table's
 columns, and the driver's commit of staged files whose columns differ (connector.landing.evolving), on real local
 Delta tables read back by deltalake (docs/tables.md "Schema evolution")."""
 
@@ -11,9 +11,9 @@ import pytest
 from deltalake import DeltaTable
 
 from connector.delta.options import DeltaSinkOptions
+from connector.delta.schema_evolution import conform, conforms, keep_type, widen_type
 from connector.errors import DeltaSchemaMismatchError
 from connector.landing.evolving import EvolvingCommitter, EvolvingStreamWriter, batch_schema
-from connector.landing.schema_evolution import conform, conforms, keep_type, widen_type
 from connector.landing.staging import STAGED_FOLDER
 from streaming_apps.tables.decode.json_bodies import JsonInferDecoder
 
@@ -76,8 +76,8 @@ def test_the_commit_widens_what_two_tasks_found_and_adds_columns_in_the_same_com
     uri = str(tmp_path / "events")
     options = DeltaSinkOptions.from_options({"path": uri, "appId": "infer-test"})
     committer = EvolvingCommitter(options, ())
-    first = _task_files(options, pa.record_batch({"id": [1], "v": [1]}),
-                        pa.record_batch({"id": [2], "v": [2], "s": pa.array([{"x": 1}], pa.struct([("x", pa.int64())]))}))
+    x = pa.array([{"x": 1}], pa.struct([("x", pa.int64())]))
+    first = _task_files(options, pa.record_batch({"id": [1], "v": [1]}), pa.record_batch({"id": [2], "v": [2], "s": x}))
     second = _task_files(options, pa.record_batch({"id": [3], "v": [2.5], "t": ["a"]}))
     assert len(first.files) == 2, "a batch with other columns starts a new file"
     assert committer.commit([first, second], 0) == 3

@@ -124,3 +124,25 @@ def conform_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
         except TypeError as e:
             raise TypeError(f"column {f.name}: {e}") from None
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def plain_schema(schema: pa.Schema | None) -> pa.Schema | None:
+    """A table's Arrow schema with delta-rs's view types as the plain ones the tasks write (``string_view`` →
+    ``string``, ``binary_view`` → ``binary``, large lists → lists), so equal columns compare equal."""
+    if schema is None:
+        return None
+
+    def plain(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_string_view(t) or pa.types.is_large_string(t):
+            return pa.string()
+        if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
+            return pa.binary()
+        if pa.types.is_struct(t):
+            return pa.struct([pa.field(f.name, plain(f.type)) for f in t])
+        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+            return pa.list_(plain(t.value_type))
+        if pa.types.is_map(t):
+            return pa.map_(plain(t.key_type), plain(t.item_type))
+        return t
+
+    return pa.schema([pa.field(f.name, plain(f.type)) for f in schema])
