@@ -124,3 +124,13 @@ def test_the_cli_refuses_a_bad_upsert_declaration_with_exit_2_before_spark(tmp_p
     assert result.returncode == 2, result.stderr[-3000:]
     assert expected in one_line(result)
     assert not (tmp_path / "w").exists()  # nothing was started, nothing written
+
+
+def test_an_inferred_table_is_not_upserted(tmp_path):
+    path = tmp_path / "t.toml"
+    path.write_text("[[table]]\nname = 'a'\ntopics = ['T']\nformat = 'json'\nschema = 'infer'\nmode = 'upsert'\n"
+                    "key = ['keys']\n")
+    with pytest.raises(DeclarationError) as info:
+        TablesApp(load_declaration(path))
+    assert str(info.value) == f"{path}: table a: mode: \"upsert\" needs a declared schema; a table with schema = " \
+                              "\"infer\" appends"
