@@ -113,6 +113,8 @@ class EvolvingCommitter:
                     check_new_table_location(uri)
                 if parts is None:
                     parts = self.staged.read(paths)
+                if not parts and table is None:
+                    break  # no row for a table not made yet: nothing to land, nothing to replay
                 existing = None if table is None else pa.schema(table.schema().to_arrow())
                 rows = self._rows(existing, parts)
                 fault_point("before-delta-commit", batch_id, uri)

@@ -76,6 +76,7 @@ def test_the_commit_widens_what_two_tasks_found_and_adds_columns_in_the_same_com
     uri = str(tmp_path / "events")
     options = DeltaSinkOptions.from_options({"path": uri, "appId": "infer-test"})
     committer = EvolvingCommitter(options, ())
+    assert committer.commit([], 0) == 0 and not (tmp_path / "events" / "_delta_log").exists(), "no rows, no table"
     x = pa.array([{"x": 1}], pa.struct([("x", pa.int64())]))
     first = _task_files(options, pa.record_batch({"id": [1], "v": [1]}), pa.record_batch({"id": [2], "v": [2], "s": x}))
     second = _task_files(options, pa.record_batch({"id": [3], "v": [2.5], "t": ["a"]}))
@@ -92,10 +93,12 @@ def test_the_commit_widens_what_two_tasks_found_and_adds_columns_in_the_same_com
     third = _task_files(options, pa.record_batch({"id": [4], "s": pa.array([{"x": 2, "y": "q"}], XY), "w": [True]}))
     assert committer.commit([third], 1) == 1
     assert committer.commit([_task_files(options, pa.record_batch({"id": [5]}))], 1) == 0
+    assert committer.commit([], 2) == 0, "a micro-batch without rows for the table"
     table = DeltaTable(uri)
-    assert table.version() == 1 and table.transaction_version("infer-test") == 1
+    assert table.version() == 2 and table.transaction_version("infer-test") == 2
     assert [f.name for f in table.schema().fields] == ["id", "v", "s", "t", "w"]
     assert table.to_pyarrow_table().num_rows == 4
+    assert table.history()[0]["hareplica.batchId"] == 2 and table.to_pyarrow_table().num_rows == 4
     actions = [json.loads(line) for line in (tmp_path / "events" / "_delta_log" / f"{1:020d}.json").open()]
     assert any("metaData" in a for a in actions) and any("add" in a for a in actions) and \
         any(a.get("txn", {}).get("version") == 1 for a in actions), "columns, rows and txn in one commit"
