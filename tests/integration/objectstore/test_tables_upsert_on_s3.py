@@ -1,11 +1,14 @@
 """Issue 52 on an object store: ``run tables`` with upsert tables whose tables, staged rows and checkpoint are all
 in a real S3 server: keys updated and deleted across micro-batches equal the last value per key from the
 CommitLog, read by deltalake and by Spark's ``format("delta")`` over ``s3a://``; no staged object is left
-(docs/tables.md "Upserts")."""
+(docs/tables.md "Upserts"). A JSON ``infer`` table (staged too) lands every body as its columns there
+(docs/tables.md "Inferred columns")."""
 
 from __future__ import annotations
 
+import json
 import random
+import textwrap
 import uuid
 
 import pytest
@@ -15,6 +18,7 @@ from connector.landing.upsert import STAGED_FOLDER
 from connector.storage import store
 from connector.storage.config import StorageConfig
 from streaming_apps.apps import AppConfig, run_app
+from streaming_apps.inspect_commitlog import iter_commitlog_dir
 from streaming_apps.spark_session import register_data_sources
 from tests.integration.tables.test_run_tables_upsert import (
     MAPPED_FILE_SIZE,
@@ -65,3 +69,31 @@ def test_upsert_tables_on_s3_equal_the_last_value_per_key(spark, s3_server, brok
         staged = fs.get_file_info(pafs.FileSelector(f"{path.removeprefix('s3://')}/{STAGED_FOLDER}",
                                                     allow_not_found=True))
         assert not [i.path for i in staged if i.type == pafs.FileType.File], "staged objects removed"
+
+
+def test_an_inferred_table_on_s3_lands_every_body_as_its_columns(spark, s3_server, broker, tmp_path):
+    register_data_sources(spark)
+    store.use(StorageConfig.from_options(s3_server.storage_options(), environ={}))
+    declaration = tmp_path / "infer.toml"
+    declaration.write_text(textwrap.dedent("""
+        [[table]]
+        name = "balances"
+        topics = ["Balances"]
+        format = "json"
+        schema = "infer"
+        columns = ["commitLogOffset"]
+    """), encoding="utf-8")
+    workdir = f"s3://{TEST_BUCKET}/tables-infer/{uuid.uuid4().hex[:12]}"
+    config = AppConfig(app="tables", brokers=f"broker-a={broker.ha_addr}", workdir=workdir, trigger="available-now",
+                       declaration=str(declaration), max_bytes_per_trigger=MAPPED_FILE_SIZE,
+                       storage_options=s3_server.storage_options())
+    result = run_app(spark, config, max_runtime_s=APP_TIMEOUT_S)
+    assert result.batches >= 2
+    expected = {rec.commit_log_offset: json.loads(rec.body) for _, rec in iter_commitlog_dir(broker.commitlog_dir)
+                if rec.topic == "Balances"}
+    path = str(config.table_path("balances"))
+    rows = store.delta_table(path).to_pyarrow_table().to_pylist()
+    assert {r["commitLogOffset"]: {k: r[k] for k in ("region", "id", "amount") if r[k] is not None} for r in rows} \
+        == expected
+    by_spark = spark.read.format("delta").load(path.replace("s3://", "s3a://", 1)).select("commitLogOffset").collect()
+    assert sorted(r[0] for r in by_spark) == sorted(expected)
