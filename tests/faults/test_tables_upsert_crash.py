@@ -55,8 +55,9 @@ def _command(broker, workdir: Path, declaration: str) -> list[str]:
             "available-now", "--max-bytes-per-trigger", str(MAPPED_FILE_SIZE), "--maintenance-every", "0"]
 
 
-def _run(broker, workdir: Path, declaration: str, fault: str | None) -> dict | None:
-    """Run the app; with ``fault``, SIGKILL its whole session at the fault's marker and return the marker."""
+def run_tables(broker, workdir: Path, declaration: str, fault: str | None) -> dict | None:
+    """Run ``hareplica run tables`` with ``declaration``; with ``fault``, SIGKILL its whole session at the fault's
+    marker and return the marker."""
     marker = workdir / "fault-marker.json"
     marker.unlink(missing_ok=True)
     log_path = workdir / f"tables-{fault or 'restart'}.log".replace(":", "-")
@@ -89,13 +90,13 @@ def test_upsert_tables_killed_before_and_after_the_merge_replay_to_the_last_valu
     paths = {t: cfg.table_path(t) for t in TABLES}
 
     # run 1: killed with batch 1 staged, before its merge into accounts
-    marker = _run(broker, tmp_path, declaration, "before-delta-commit:1:accounts")
+    marker = run_tables(broker, tmp_path, declaration, "before-delta-commit:1:accounts")
     assert marker["batchId"] == 1 and marker["table"].endswith("accounts")
     assert DeltaTable(str(paths["accounts"])).transaction_version(cfg.app_id()) == 0
     assert _staged(paths["accounts"]), "batch 1's rows were staged"
 
     # run 2: batch 1 again, merged into both tables; killed before Spark's checkpoint commits it
-    _run(broker, tmp_path, declaration, "after-delta-commit:1:balances")
+    run_tables(broker, tmp_path, declaration, "after-delta-commit:1:balances")
     after_merge = {}
     for name, path in paths.items():
         assert DeltaTable(str(path)).transaction_version(cfg.app_id()) == 1, name
@@ -104,7 +105,7 @@ def test_upsert_tables_killed_before_and_after_the_merge_replay_to_the_last_valu
     assert _staged(paths["balances"]), "killed before the staged rows were removed"
 
     # run 3: batch 1 replayed (each table unchanged by it), then the rest
-    _run(broker, tmp_path, declaration, None)
+    run_tables(broker, tmp_path, declaration, None)
     expected = expected_tables(broker.commitlog_dir)
     for name, path in paths.items():
         batches = commits_per_batch(path, cfg.app_id())

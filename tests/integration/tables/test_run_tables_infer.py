@@ -40,7 +40,7 @@ def _send(broker, bodies: list[bytes]) -> None:
         assert {s.result(timeout=60).send_status for s in sends} == {"SEND_OK"}
 
 
-def _declaration(tmp_path) -> str:
+def declaration_file(tmp_path) -> str:
     path = tmp_path / "tables.toml"
     path.write_text(textwrap.dedent(f"""
         [[table]]
@@ -74,7 +74,7 @@ def test_inferred_columns_appear_with_the_rows_that_hold_them(spark, broker, tmp
               for i in range(40)]
     first += [b"not json", b"[1, 2]"]
     _send(broker, first)
-    declaration = _declaration(tmp_path)
+    declaration = declaration_file(tmp_path)
     config, result = _run(spark, broker, tmp_path / "work", declaration)
     assert result.batches >= 3, "several micro-batches"
     events, dead_letters = config.table_path("events"), config.table_path("dead_letters")
