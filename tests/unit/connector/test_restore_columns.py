@@ -19,7 +19,8 @@ from tests.support.decoding import use_decode_kernels
 SHAPES = [
     b"", b"\x02", b"\x02\x02", b"a\x01b", b"a\x01b\x02", b"a\x01b\x02\x02", b"\x02a\x01b", b"a\x01b\x02\x02c\x01d",
     b"a\x01x\x02a\x01y", b"a\x01x\x02b\x01y\x02a\x01z", b"a\x01b\x02c", b"\x01b", b"a\x01", b"a\x01b\x01c",
-    b"a\x01\xff\xfe", b"a\x01b\x02\xff", b"a\x01\xff\x02Z",  # a value replaced by U+FFFD (+2 bytes), a 1-byte segment dropped
+    # a value replaced by U+FFFD (+2 bytes), a 1-byte segment dropped
+    b"a\x01\xff\xfe", b"a\x01b\x02\xff", b"a\x01\xff\x02Z",
     "a\x01\ufffd".encode(), "\ufffd\x01v\x02".encode(), "k\x01\u00e9t\u00e9\x02x\x01\U0001f600".encode(),
     b"TAGS\x01t\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01U1\x02WAIT\x01true\x02",
 ]
