@@ -45,16 +45,22 @@ def broker(tmp_path_factory):
         yield b
 
 
+def _run_on_s3(spark, s3_server, broker, prefix: str, declaration: str):
+    """``run tables`` of ``declaration`` available-now with its workdir under a new ``s3://`` prefix: (config,
+    result)."""
+    register_data_sources(spark)
+    store.use(StorageConfig.from_options(s3_server.storage_options(), environ={}))
+    workdir = f"s3://{TEST_BUCKET}/{prefix}/{uuid.uuid4().hex[:12]}"
+    config = AppConfig(app="tables", brokers=f"broker-a={broker.ha_addr}", workdir=workdir, trigger="available-now",
+                       declaration=declaration, max_bytes_per_trigger=MAPPED_FILE_SIZE,
+                       storage_options=s3_server.storage_options())
+    return config, run_app(spark, config, max_runtime_s=APP_TIMEOUT_S)
+
+
 def test_upsert_tables_on_s3_equal_the_last_value_per_key(spark, s3_server, broker, tmp_path):
     import pyarrow.fs as pafs
 
-    register_data_sources(spark)
-    store.use(StorageConfig.from_options(s3_server.storage_options(), environ={}))
-    workdir = f"s3://{TEST_BUCKET}/tables-upsert/{uuid.uuid4().hex[:12]}"
-    config = AppConfig(app="tables", brokers=f"broker-a={broker.ha_addr}", workdir=workdir, trigger="available-now",
-                       declaration=write_declaration(tmp_path), max_bytes_per_trigger=MAPPED_FILE_SIZE,
-                       storage_options=s3_server.storage_options())
-    result = run_app(spark, config, max_runtime_s=APP_TIMEOUT_S)
+    config, result = _run_on_s3(spark, s3_server, broker, "tables-upsert", write_declaration(tmp_path))
     assert result.batches >= 3
     expected = expected_tables(broker.commitlog_dir)
     fs = s3_server.filesystem()
@@ -72,8 +78,6 @@ def test_upsert_tables_on_s3_equal_the_last_value_per_key(spark, s3_server, brok
 
 
 def test_an_inferred_table_on_s3_lands_every_body_as_its_columns(spark, s3_server, broker, tmp_path):
-    register_data_sources(spark)
-    store.use(StorageConfig.from_options(s3_server.storage_options(), environ={}))
     declaration = tmp_path / "infer.toml"
     declaration.write_text(textwrap.dedent("""
         [[table]]
@@ -83,11 +87,7 @@ def test_an_inferred_table_on_s3_lands_every_body_as_its_columns(spark, s3_serve
         schema = "infer"
         columns = ["commitLogOffset"]
     """), encoding="utf-8")
-    workdir = f"s3://{TEST_BUCKET}/tables-infer/{uuid.uuid4().hex[:12]}"
-    config = AppConfig(app="tables", brokers=f"broker-a={broker.ha_addr}", workdir=workdir, trigger="available-now",
-                       declaration=str(declaration), max_bytes_per_trigger=MAPPED_FILE_SIZE,
-                       storage_options=s3_server.storage_options())
-    result = run_app(spark, config, max_runtime_s=APP_TIMEOUT_S)
+    config, result = _run_on_s3(spark, s3_server, broker, "tables-infer", str(declaration))
     assert result.batches >= 2
     expected = {rec.commit_log_offset: json.loads(rec.body) for _, rec in iter_commitlog_dir(broker.commitlog_dir)
                 if rec.topic == "Balances"}
