@@ -193,3 +193,20 @@ def start_user_app(runtime: SparkRuntime, work: Path, broker, *, fault: str | No
     log = open(work / ("crash.log" if fault else "run.log"), "ab")  # noqa: SIM115 - the child owns it
     return subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=log,
                             stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def run_user_app(runtime: SparkRuntime, work: Path, broker) -> dict:
+    """Run the user's script (:func:`start_user_app`, no fault) to its end and return its ``RESULT`` line's JSON,
+    checked: exit 0, the runtime's own pyspark, hareplica imported from the environment's site-packages."""
+    from tests.support.processes import kill_session, log_tail
+
+    proc = start_user_app(runtime, work, broker)
+    try:
+        out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        kill_session(proc)
+    assert proc.returncode == 0, log_tail(work / "run.log")
+    (line,) = [ln for ln in out.decode().splitlines() if ln.startswith("RESULT ")]
+    result = json.loads(line[len("RESULT "):])
+    assert result["pyspark"] == runtime.pyspark and "site-packages" in result["connector"]
+    return result

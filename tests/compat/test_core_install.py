@@ -20,16 +20,14 @@ import pytest
 
 from tests.compat.conftest import (
     CHECKOUT,
-    RUN_TIMEOUT_S,
     UV,
     SparkRuntime,
     _run,
     landed,
     locked_pyspark,
     pyspark_wheel,
-    start_user_app,
+    run_user_app,
 )
-from tests.support.processes import kill_session, log_tail
 
 pytestmark = pytest.mark.compat
 
@@ -83,14 +81,6 @@ def test_the_command_line_and_the_broker_stub_name_their_extra_in_one_line(core_
 
 
 def test_user_app_lands_every_message_once_with_the_core_alone(core_runtime, broker, expected, tmp_path):
-    proc = start_user_app(core_runtime, tmp_path, broker)
-    try:
-        out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
-    finally:
-        kill_session(proc)
-    assert proc.returncode == 0, log_tail(tmp_path / "run.log")
-    (line,) = [ln for ln in out.decode().splitlines() if ln.startswith("RESULT ")]
-    result = json.loads(line[len("RESULT "):])
-    assert result["pyspark"] == core_runtime.pyspark and "site-packages" in result["connector"]
+    result = run_user_app(core_runtime, tmp_path, broker)
     assert landed(tmp_path / "table") == expected
     assert Counter(result["batchRead"]) == expected

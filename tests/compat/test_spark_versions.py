@@ -23,7 +23,7 @@ from collections import Counter
 
 import pytest
 
-from tests.compat.conftest import MAX_BYTES, RUN_TIMEOUT_S, landed, spark_minors, start_user_app
+from tests.compat.conftest import MAX_BYTES, RUN_TIMEOUT_S, landed, run_user_app, spark_minors, start_user_app
 from tests.integration.connector.conftest import MAPPED_FILE_SIZE
 from tests.support.brokers import max_offset
 from tests.support.processes import kill_at_marker, kill_session, log_tail
@@ -48,15 +48,7 @@ def test_user_app_lands_every_message_once_through_a_driver_kill(runtime, broker
     before = landed(tmp_path / "table")
     assert before and max(before.values()) == 1 and set(before) < set(expected), "only batch 0 is in the table"
 
-    proc = start_user_app(runtime, tmp_path, broker)
-    try:
-        out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
-    finally:
-        kill_session(proc)
-    assert proc.returncode == 0, log_tail(tmp_path / "run.log")
-    (line,) = [ln for ln in out.decode().splitlines() if ln.startswith("RESULT ")]
-    result = json.loads(line[len("RESULT "):])
-    assert result["pyspark"] == runtime.pyspark and "site-packages" in result["connector"]
+    result = run_user_app(runtime, tmp_path, broker)
     assert landed(tmp_path / "table") == expected
     assert Counter(result["batchRead"]) == expected  # spark.read of [earliest, latest): every message once
     # batch 1 again (from the offset log), then the rest, each bounded by maxBytesPerTrigger: the soft limit
