@@ -36,8 +36,6 @@ TARGETS, SPLIT, SPLIT_CONFIG = LANDING_OPTIONS.targets, LANDING_OPTIONS.split, L
 TARGETS_KEY, SPLIT_KEY, SPLIT_CONFIG_KEY = TARGETS.sink_option, SPLIT.sink_option, SPLIT_CONFIG.sink_option
 #: the keys of a targets entry that are Delta sink options of the same name (``schema`` is the entry's own)
 _TARGET_KEYS = tuple(o.sink_option for o in LANDING_OPTIONS.values() if o.sink_option in SINK_OPTIONS)
-#: the "keys" of a target whose columns come from the data (an ``evolve`` entry)
-EVOLVE = ("evolve",)
 
 def split_landing_options(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """(source options, Delta sink options) of a ``hareplica-landing`` option map (keys case-insensitive)."""
@@ -88,22 +86,20 @@ def target_writers(targets_json: str, storage: dict[str, str] | None = None
             options = {k: ",".join(v) if k == "partitionBy" else str(v) for k, v in target.items() if k in _TARGET_KEYS}
             options.update({f"{STORAGE_OPTION_PREFIX}{k}": v for k, v in (storage or {}).items()})
             schema = StructType.fromJson(target["schema"])
-            keys = None
-            if target.get("evolve"):
-                if "upsert" in target:
-                    raise ValueError(f"entry {i}: a table whose columns come from the data (evolve) cannot be upserted")
-                keys = EVOLVE
-            elif "upsert" in target:
+            keys, evolve = None, bool(target.get("evolve"))
+            if evolve and "upsert" in target:
+                raise ValueError(f"entry {i}: a table whose columns come from the data (evolve) cannot be upserted")
+            if "upsert" in target:
                 keys = [str(k) for k in target["upsert"]["keys"]]
                 missing_keys = [k for k in keys if k not in schema.fieldNames()]
                 if not keys or missing_keys:
                     raise ValueError(f"entry {i}: upsert keys {keys} must be columns of its schema")
-            writers.append((options, schema, keys))
+            writers.append((options, schema, keys, evolve))
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise HAReplicaOptionError(TARGETS.name, targets_json[:200], str(e)) from None
     out = []
-    for options, schema, keys in writers:
-        if keys is EVOLVE:
+    for options, schema, keys, evolve in writers:
+        if evolve:  # the table's schema is checked as it evolves, at each commit
             opts = DeltaSinkOptions.from_options(options)
             out.append(EvolvingStreamWriter(opts, schema, opts.partition_by or ()))
             continue
