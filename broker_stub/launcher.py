@@ -3,9 +3,10 @@
 ``BrokerProcess.start(workdir, **props)`` writes ``workdir/broker.conf`` (the given RocketMQ properties,
 free loopback ports, ``storePathRootDir`` inside ``workdir``), runs ``python -m broker_stub -c broker.conf``
 with its log in ``workdir/broker.log``, and returns once both the remoting and the HA port accept
-connections — or raises BrokerStartError with the log tail within ``timeout_s``. Unless given, the ports
-follow the RocketMQ convention ``haListenPort = listenPort + 1`` (a free pair is picked). ``stop()`` sends
-SIGTERM and waits, ``kill9()`` kills, ``restart()`` starts the same config again.
+connections and, at log level INFO or DEBUG, the broker has logged ``broker started`` (start-up and the
+recovery report are over) — or raises BrokerStartError with the log tail within ``timeout_s``. Unless given,
+the ports follow the RocketMQ convention ``haListenPort = listenPort + 1`` (a free pair is picked). ``stop()``
+sends SIGTERM and waits, ``kill9()`` kills, ``restart()`` starts the same config again.
 """
 
 from __future__ import annotations
@@ -260,6 +261,7 @@ class BrokerProcess(_ChildProcess):
         with open(self.log_path, "ab") as log_file:
             log_file.write(f"--- launch {time.strftime('%H:%M:%S')} ---\n".encode())
             log_file.flush()
+            launched_at = log_file.tell()  # this launch's lines start here
             self.process = subprocess.Popen(
                 [*self.command_prefix, sys.executable, "-m", "broker_stub", "-c", str(self.conf_path), "--log-level",
                  self.log_level],
@@ -271,12 +273,22 @@ class BrokerProcess(_ChildProcess):
             if self.process.poll() is not None:
                 raise BrokerStartError(f"broker exited with code {self.process.returncode} during start-up:\n"
                                        f"{self.log_tail()}")
-            if _port_open(host, self.listen_port) and _port_open(ha_host, self.ha_port):
+            if (_port_open(host, self.listen_port) and _port_open(ha_host, self.ha_port)
+                    and self._started_line_logged(launched_at)):
                 return
             time.sleep(0.05)
         self.kill9()
         raise BrokerStartError(f"broker ports {self.listen_port}/{self.ha_port} not open after {timeout_s} s:\n"
                                f"{self.log_tail()}")
+
+    def _started_line_logged(self, launched_at: int) -> bool:
+        """Whether this launch logged ``broker started``, the last line of ``Broker.start``; always true
+        above INFO, where the line is not written."""
+        if self.log_level.upper() not in ("DEBUG", "INFO"):
+            return True
+        with open(self.log_path, "rb") as log_file:
+            log_file.seek(launched_at)
+            return b"broker started" in log_file.read()
 
     def restart(self, timeout_s: float = STARTUP_TIMEOUT_S) -> BrokerProcess:
         """Start the same config again (stopping it first if it still runs). Raises BrokerStartError."""
