@@ -21,7 +21,7 @@ from connector.source.driver.batches import BatchPlanner
 from connector.source.driver.offsets import SourceOffset
 from connector.source.driver.ranges import await_settled, check_starting_records, ending_offsets
 from connector.source.partition import HAReplicaInputPartition
-from connector.source.task.read import read_task
+from connector.source.task.partition_reader import PartitionReader
 from connector.source.task.transform import transform_source_columns
 
 log = logging.getLogger(__name__)
@@ -56,12 +56,15 @@ class HAReplicaBatchReader(DataSourceReader):
         finally:
             planner.close()
 
+    def __reduce__(self):
+        """Pickled into the tasks' read function, the reader arrives as a
+        :class:`connector.source.task.partition_reader.PartitionReader` (``read`` only; see its module)."""
+        return (PartitionReader, ())
+
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Task: the partition's RecordBatches (:func:`connector.source.task.read.read_task`); nothing for the
-        placeholder partition Spark sends when the range is empty."""
-        if not isinstance(partition, HAReplicaInputPartition):
-            return iter(())
-        return read_task(partition)
+        placeholder partition Spark sends when the range is empty (:class:`PartitionReader`'s ``read``)."""
+        return PartitionReader().read(partition)
 
 
 def query_columns(options: SourceOptions, schema) -> tuple[str, ...] | None:

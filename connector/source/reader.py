@@ -1,7 +1,9 @@
-"""The Spark classes of ``format("hareplica")``: ``HAReplicaDataSource`` and its ``HAReplicaStreamReader``.
+"""The stream reader of ``format("hareplica")``: ``HAReplicaStreamReader``, which
+:class:`connector.source.datasource.HAReplicaDataSource` creates.
 
-Each driver call goes to :class:`connector.source.driver.batches.BatchPlanner`; ``read`` runs in a task
-(:func:`connector.source.task.read.read_task`). See docs/source.md "Offsets, batches, partitions".
+Each driver call goes to :class:`connector.source.driver.batches.BatchPlanner`; ``read`` runs in a task, where
+the reader is a :class:`connector.source.task.partition_reader.PartitionReader`. See docs/source.md "Offsets,
+batches, partitions".
 """
 
 from __future__ import annotations
@@ -10,16 +12,13 @@ import logging
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from connector.decode.schema import spark_schema
 from connector.options.parse import SourceOptions
-from connector.source.batch_reader import HAReplicaBatchReader, query_columns
 from connector.source.driver.batches import BatchPlanner
 from connector.source.driver.offsets import SourceOffset
-from connector.source.driver.ranges import check_starting_records, refuse_batch_only_options
-from connector.source.partition import HAReplicaInputPartition
-from connector.source.task.read import read_task
+from connector.source.driver.ranges import check_starting_records
+from connector.source.task.partition_reader import PartitionReader
 from connector.spark_compat import (
     ADMISSION_CONTROL,
     ReadAllAvailable,
@@ -30,37 +29,6 @@ from connector.spark_compat import (
 )
 
 log = logging.getLogger(__name__)
-
-
-class HAReplicaDataSource(DataSource):
-    """``format("hareplica")``: replicate RocketMQ 4.9 CommitLogs over the classic HA protocol.
-
-    Options: see :mod:`connector.options.parse` (``brokers`` is required). They are validated when the
-    source is created, so a bad option fails ``load()`` with an HAReplicaOptionError naming it.
-    Schema: :func:`connector.decode.schema.spark_schema`; a schema given with ``.schema(...)`` may name a
-    subset of its columns (same names and types, any order): only those are decoded and sent to Spark, which
-    then converts no column the query does not read (docs/source.md "Rows", "Speed and memory").
-    """
-
-    def __init__(self, options):
-        super().__init__(options)
-        self.source_options = SourceOptions.from_options(options)
-
-    @classmethod
-    def name(cls) -> str:
-        return "hareplica"
-
-    def schema(self):
-        return spark_schema()
-
-    def streamReader(self, schema) -> HAReplicaStreamReader:
-        refuse_batch_only_options(self.options)
-        warn_without_admission_control(self.source_options)
-        return HAReplicaStreamReader(self.source_options, columns=query_columns(self.source_options, schema))
-
-    def reader(self, schema) -> HAReplicaBatchReader:
-        """``spark.read``: the records of ``[starting_offsets, ending_offsets)`` (docs/source.md "Batch reads")."""
-        return HAReplicaBatchReader(self.source_options, columns=query_columns(self.source_options, schema))
 
 
 class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -82,12 +50,11 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._last_seen: SourceOffset | None = None
         self._initial: dict | None = None
 
-    def __getstate__(self) -> dict:
-        # the reader is pickled to executors for read(); connections and caches stay on the driver
-        return {"options": self.options}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["options"])
+    def __reduce__(self):
+        """Spark pickles the reader into its tasks' read function and calls only ``read`` there: it arrives as a
+        :class:`connector.source.task.partition_reader.PartitionReader`, so a worker imports neither the options
+        parser nor the driver's modules; connections and caches stay on the driver."""
+        return (PartitionReader, ())
 
     # --- Spark API (driver) ------------------------------------------------------------------------
     def initialOffset(self) -> dict:
@@ -152,10 +119,10 @@ class HAReplicaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._last_seen = SourceOffset.from_json(end)
         return self.planner.partitions(SourceOffset.from_json(start), self._last_seen, self.columns)
 
-    def read(self, partition: HAReplicaInputPartition) -> Iterator[pa.RecordBatch]:
-        """Task: fetch the partition's bytes over HA and yield RecordBatches
-        (:func:`connector.source.task.read.read_task`)."""
-        return read_task(partition)
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Task: fetch the partition's bytes over HA and yield RecordBatches (:class:`PartitionReader`'s ``read``,
+        which is what a task holds: :meth:`__reduce__`)."""
+        return PartitionReader().read(partition)
 
     def commit(self, end: dict) -> None:
         """Forget boundaries below the committed offsets (and, once recorded, pending master switches)."""

@@ -216,9 +216,10 @@ def test_the_layer_checker_finds_a_wrong_direction_import_and_an_unused_arrow():
 
 def test_no_module_directly_under_connector_serves_only_the_source():
     """Issue 41: what only ``format("hareplica")`` uses lives under connector/source/; a module directly under
-    connector/ is shared (imported by some other package too). The Spark classes import at most 9 project
-    modules: the rest is behind the driver's BatchPlanner and the task's read_task; the ninth is SourceOffset's
-    module, the type the reader converts Spark's offset dicts to at its boundary (issue 54)."""
+    connector/ is shared (imported by some other package too). The Spark classes (the data source and the stream
+    reader) import at most 8 other project modules together: the rest is behind the driver's BatchPlanner and the
+    task's PartitionReader; one is SourceOffset's module, the type the reader converts Spark's offset dicts to at
+    its boundary (issue 54)."""
     graph = _graph(type_checking=True)
     packages = {m for m in graph if (ROOT / m.replace(".", "/") / "__init__.py").exists()}
     top = sorted(m for m in graph if m.count(".") == 1 and m.startswith("connector.") and m not in packages)
@@ -226,7 +227,9 @@ def test_no_module_directly_under_connector_serves_only_the_source():
                    if (users := {u for u, deps in graph.items() if m in deps})
                    and all(u.startswith("connector.source") for u in users)]
     assert only_source == []
-    assert len(graph["connector.source.reader"]) <= 9, sorted(graph["connector.source.reader"])
+    spark_classes = {"connector.source.datasource", "connector.source.reader"}
+    imported = set().union(*(graph[m] for m in spark_classes)) - spark_classes
+    assert len(imported) <= 8, sorted(imported)
 
 
 def _parser_module(graph: dict[str, set[str]]) -> str:
@@ -250,16 +253,18 @@ def _reached(graph: dict[str, set[str]], roots: list[str]) -> dict[str, str]:
 
 
 def test_the_task_side_imports_neither_the_option_parser_nor_the_driver():
-    """Issue 54: what runs in a task (the read, the decoder, the InputPartition) reads the declaration and the
-    settings it is handed; it imports neither the parser of the options (``SourceOptions``) nor any module of
-    ``connector/source/driver/``, directly or through another module (``import_function`` for ``batchTransform``
-    sits apart from the parser)."""
+    """Issue 54: what runs in a task (the read, the decoder, the InputPartition, and the PartitionReader the
+    source's readers pickle to) reads the declaration and the settings it is handed; it imports neither the parser
+    of the options (``SourceOptions``) nor any module of ``connector/source/driver/`` nor the Spark classes,
+    directly or through another module (``import_function`` for ``batchTransform`` sits apart from the parser).
+    tests/unit/connector/test_partition_reader.py checks the same in an interpreter that unpickles a reader."""
     graph = _graph(type_checking=True)
     task_side = sorted(m for m in graph if m.startswith(("connector.source.task", "connector.decode"))
                        or m == "connector.source.partition")
-    assert "connector.source.task.transform" in task_side
+    assert {"connector.source.task.transform", "connector.source.task.partition_reader"} <= set(task_side)
     parser = _parser_module(graph)
     reached = _reached(graph, task_side)
+    spark_classes = ("connector.source.reader", "connector.source.batch_reader")
     wrong = sorted(f"{reached[m]} -> {m}" for m in reached
-                   if m == parser or m.startswith("connector.source.driver"))
+                   if m == parser or m.startswith("connector.source.driver") or m in spark_classes)
     assert wrong == []

@@ -1,0 +1,97 @@
+"""What a Spark task receives of the source (issue 54, connector/source/task/partition_reader.py and
+connector/source/datasource.py).
+
+Spark pickles the reader with cloudpickle into its tasks' read function, together with the data source, and calls
+only the reader's ``read`` there (and the source's ``name()``; pyspark ``sql/worker/plan_data_source_read.py``).
+Unpickled in a fresh interpreter, as in a new Python worker, neither may import the options parser, a module of
+``connector/source/driver/`` or the readers' modules; the reader it becomes still reads (the placeholder
+InputPartition of an empty batch read gives no batch)."""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pyspark import cloudpickle
+from pyspark.sql.worker import plan_data_source_read
+
+from connector.options.parse import SourceOptions
+from connector.source.batch_reader import HAReplicaBatchReader
+from connector.source.datasource import HAReplicaDataSource
+from connector.source.reader import HAReplicaStreamReader
+
+ROOT = Path(__file__).resolve().parents[3]
+
+#: run in the fresh interpreter: unpickle stdin's bytes, read the placeholder partition, report the modules
+UNPICKLE = """
+import json, pickle, sys
+from pyspark.sql.datasource import InputPartition
+reader = pickle.loads(sys.stdin.buffer.read())
+batches = list(reader.read(InputPartition(None)))
+print(json.dumps({"type": type(reader).__module__ + "." + type(reader).__qualname__, "batches": len(batches),
+                  "modules": sorted(m for m in sys.modules if m.startswith("connector"))}))
+"""
+
+#: run in the fresh interpreter: load the read function Spark sends its tasks (framed as pyspark writes it)
+LOAD_READ_FUNCTION = """
+import io, json, sys
+from pyspark.worker_util import pickleSer
+read_function, schema = pickleSer._read_with_length(io.BytesIO(sys.stdin.buffer.read()))
+print(json.dumps({"modules": sorted(m for m in sys.modules if m.startswith("connector"))}))
+"""
+
+DRIVER_SIDE = ("connector.options.parse", "connector.source.reader", "connector.source.batch_reader")
+
+
+def _run_elsewhere(code: str, data: bytes) -> dict:
+    """The JSON ``code`` prints, run by a new interpreter with ``data`` on its stdin."""
+    result = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, cwd=ROOT, timeout=120,
+                            check=False)
+    assert result.returncode == 0, result.stderr.decode()
+    return json.loads(result.stdout)
+
+
+def _unpickled_elsewhere(obj) -> dict:
+    """``obj`` pickled with pyspark's cloudpickle, loaded by a new interpreter: its type, the batches of the
+    placeholder partition and the project modules that interpreter then holds."""
+    return _run_elsewhere(UNPICKLE, cloudpickle.dumps(obj))
+
+
+def _driver_side(modules: list[str]) -> list[str]:
+    return [m for m in modules if m in DRIVER_SIDE or m.startswith("connector.source.driver")]
+
+
+@pytest.mark.parametrize("reader_class", [HAReplicaStreamReader, HAReplicaBatchReader])
+def test_a_reader_unpickled_in_a_worker_imports_neither_the_parser_nor_the_driver(reader_class):
+    options = SourceOptions.from_options({"brokers": "broker-a=127.0.0.1:10912", "maxBytesPerTrigger": "1048576"})
+    got = _unpickled_elsewhere(reader_class(options, columns=("topic", "body")))
+    assert got["type"] == "connector.source.task.partition_reader.PartitionReader"
+    assert got["batches"] == 0
+    assert _driver_side(got["modules"]) == []
+    assert "connector.source.task.read" in got["modules"]  # what read() runs is there
+
+
+def test_the_read_function_spark_sends_its_tasks_imports_neither_the_parser_nor_the_driver():
+    """pyspark's own planning step writes the function (it holds the stream reader and the data source)."""
+    source = HAReplicaDataSource({"brokers": "broker-a=127.0.0.1:10912", "maxBytesPerTrigger": "1048576"})
+    schema = source.schema()
+    arguments = {"reader": source.streamReader(schema), "data_source": source, "schema": schema,
+                 "max_arrow_batch_size": 10_000, "binary_as_bytes": True}  # the keywords of Spark 4.2 / 4.3
+    accepted = inspect.signature(plan_data_source_read.write_read_func_and_partitions).parameters
+    out = io.BytesIO()
+    plan_data_source_read.write_read_func_and_partitions(out, **{k: v for k, v in arguments.items() if k in accepted})
+    got = _run_elsewhere(LOAD_READ_FUNCTION, out.getvalue())
+    assert _driver_side(got["modules"]) == []
+    assert "connector.source.task.partition_reader" in got["modules"]
+
+
+def test_the_data_source_unpickled_parses_its_options_again_when_asked_for_a_reader():
+    source = HAReplicaDataSource({"brokers": "broker-a=127.0.0.1:10912", "maxBytesPerTrigger": "1048576"})
+    clone = cloudpickle.loads(cloudpickle.dumps(source))
+    assert clone.source_options == source.source_options
+    assert clone.streamReader(clone.schema()).options == source.source_options
