@@ -90,3 +90,25 @@ def add_storage_option_arg(p) -> None:
     p.add_argument("--storage-option", dest="storage_options", action="append", default=[], metavar="KEY=VALUE",
                    help="object-store setting over the AWS_* environment variables, e.g. "
                         "AWS_ENDPOINT_URL=http://host:9000 (repeatable; docs/object_storage.md)")
+
+
+#: the short flag and the metavar of a where-flag, by option attribute (``-n``: ``mqadmin``'s spelling, docs/cli.md)
+_WHERE_SHORT = {"namesrv_addr": "-n"}
+_WHERE_METAVARS = {"namesrv_addr": "HOST:PORT[;HOST:PORT]"}
+
+
+def add_where_flags(p, *, required: bool, purposes: dict[str, str] | None = None) -> None:
+    """``--brokers`` and ``-n/--namesrv-addr``, one or the other (``required``: one must be given): where the broker
+    sets are, as the source options ``brokers`` and ``namesrvAddr`` say (connector/options/declaration.py gives
+    each flag's name, dest and the meaning in its help). ``purposes``: by option attribute, what the command does
+    with the value, when that is not to read them (``hareplica status``)."""
+    from connector.options.declaration import OPTIONS
+
+    where = p.add_mutually_exclusive_group(required=required)
+    for option in (OPTIONS.brokers, OPTIONS.namesrv_addr):
+        flags = [flag for flag in (_WHERE_SHORT.get(option.attr), option.flag) if flag]
+        purpose = (purposes or {}).get(option.attr)
+        text = (f"{option.meaning} (the source's {option.name})" if purpose is None
+                else f"{purpose}; as the source's {option.name}: {option.meaning}")
+        where.add_argument(*flags, dest=option.attr, default=None, metavar=_WHERE_METAVARS.get(option.attr),
+                           help=text)

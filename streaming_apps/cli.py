@@ -16,6 +16,7 @@ from streaming_apps.arg_types import (
     DeprecatedAlias,
     Parser,
     add_storage_option_arg,
+    add_where_flags,
     key_value,
     non_negative,
     offset,
@@ -152,13 +153,7 @@ def _add_run_parser(sub) -> None:
     p = sub.add_parser("run", help="run a streaming app: bronze, silver or gold (docs/delta.md)")
     p.add_argument("app", choices=("bronze", "silver", "gold", "tables"),
                    help="the app; tables: the typed tables of a declaration file (--config)")
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--brokers",
-                       help="brokers to replicate: name=host:haPort[/host:remotingPort],... (the source's brokers "
-                            "option)")
-    where.add_argument("-n", "--namesrv-addr", metavar="HOST:PORT[;HOST:PORT]",
-                       help="find the broker sets through these name servers instead (the source's namesrvAddr "
-                            "option)")
+    add_where_flags(p, required=True)
     p.add_argument("--config", default=None, metavar="FILE",
                    help="run tables: the declaration file (TOML) of the tables (docs/tables.md)")
     _add_workdir_args(p)
@@ -258,11 +253,10 @@ def _add_status_parser(sub) -> None:
     p = sub.add_parser("status", help="progress and broker lag of the apps, from their progress files")
     p.add_argument("paths", nargs="*", help="progress files or folders (default WORKDIR/status)")
     _add_workdir_args(p)
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--brokers", default=None, help="also ask these brokers for their max offset now (lag now)")
-    where.add_argument("-n", "--namesrv-addr", default=None, metavar="HOST:PORT[;HOST:PORT]",
-                       help="also show the broker sets these name servers route to, where each is read from, and "
-                            "their max offset now (lag now)")
+    add_where_flags(p, required=False, purposes={
+        "brokers": "also ask these brokers for their max offset now (lag now)",
+        "namesrv_addr": "also show the broker sets these name servers route to, where each is read from, and their "
+                        "max offset now (lag now)"})
     p.add_argument("--json", action="store_true", help="print the status as JSON")
     p.add_argument("--prometheus", action="store_true",
                    help="print the lag and last batch of each query as Prometheus metrics (text format)")

@@ -17,7 +17,7 @@ import sys
 from connector.errors import StorageAccessError, StorageConfigError
 from connector.storage import locations, store
 from connector.storage.probe import check_location
-from streaming_apps.arg_types import add_storage_option_arg, key_value
+from streaming_apps.arg_types import add_storage_option_arg, add_where_flags, key_value
 from streaming_apps.landed import overlap
 
 
@@ -27,12 +27,7 @@ def add_read_parser(sub) -> None:
     from streaming_apps.spark_session import DEFAULT_MASTER
 
     p = sub.add_parser("read", help="land a batch range of the CommitLogs into the bronze table (backfills)")
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--brokers",
-                       help="brokers to read: name=host:haPort[/host:remotingPort],... (the source's brokers option)")
-    where.add_argument("-n", "--namesrv-addr", metavar="HOST:PORT[;HOST:PORT]",
-                       help="find the broker sets through these name servers instead (the source's namesrvAddr "
-                            "option)")
+    add_where_flags(p, required=True)
     p.add_argument("--workdir", default="hareplica-data", help="root of tables/ (default hareplica-data)")
     p.add_argument("--tables-root", default=None, help="folder of the Delta tables (default WORKDIR/tables)")
     add_storage_option_arg(p)

@@ -53,3 +53,43 @@ def test_the_app_passes_the_flags_under_the_declared_names(tmp_path):
     parsed = SourceOptions.from_options(options)
     assert (parsed.starting_offsets, parsed.max_bytes_per_trigger, parsed.min_partitions,
             parsed.fail_on_data_loss) == ("latest", 1048576, 2, False)
+
+
+WHERE = [OPTIONS.brokers, OPTIONS.namesrv_addr]
+
+
+def _actions(command: str) -> dict[str, argparse.Action]:
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
+    return {flag: action for action in sub.choices[command]._actions for flag in action.option_strings}  # noqa: SLF001
+
+
+@pytest.mark.parametrize("command", ["run", "read", "status"])
+@pytest.mark.parametrize("option", WHERE, ids=lambda o: o.name)
+def test_the_where_flags_are_built_from_the_brokers_and_namesrv_addr_records(command, option):
+    """``--brokers`` and ``-n/--namesrv-addr``: flag, dest and the meaning in the help from the declaration; one or
+    the other (required by run and read); ``status`` says first what it does with them."""
+    actions = _actions(command)
+    action = actions[option.flag]
+    assert action.dest == option.attr and action.default is None
+    if command == "status":
+        assert action.help.startswith("also ")
+        assert action.help.endswith(f"; as the source's {option.name}: {option.meaning}")
+    else:
+        assert action.help == f"{option.meaning} (the source's {option.name})"
+    assert actions["-n"] is actions[OPTIONS.namesrv_addr.flag]
+    assert actions["-n"].metavar == "HOST:PORT[;HOST:PORT]"
+
+
+@pytest.mark.parametrize("command", [["run", "bronze"], ["read"]], ids=lambda c: c[0])
+def test_a_command_that_reads_needs_brokers_or_namesrv_addr_and_refuses_both(command):
+    for where in ([], ["--brokers", "a=h:1", "-n", "h:9876"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([*command, *where])
+    args = build_parser().parse_args([*command, "-n", "h:9876;g:9876"])
+    assert (args.brokers, args.namesrv_addr) == (None, "h:9876;g:9876")
+
+
+def test_status_takes_either_where_flag_or_neither():
+    assert vars(build_parser().parse_args(["status", "--brokers", "a=h:1"]))["brokers"] == "a=h:1"
+    args = build_parser().parse_args(["status"])
+    assert (args.brokers, args.namesrv_addr) == (None, None)
