@@ -1,5 +1,6 @@
 """The argparse value types the ``hareplica`` commands share: each parses one flag's text or raises
-``argparse.ArgumentTypeError``, which argparse prints naming the flag (docs/cli.md)."""
+``argparse.ArgumentTypeError``, which argparse prints naming the flag (docs/cli.md); and the flags several commands
+take (``--storage-option``, the where-flags ``--brokers`` and ``-n/--namesrv-addr``)."""
 
 from __future__ import annotations
 
