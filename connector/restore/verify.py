@@ -7,8 +7,6 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,8 +20,8 @@ from connector.restore.plan import FilePlan, RestorePlan, broker_filter, plan_re
 from connector.restore.store import check_store_folder, file_runs
 
 _I32 = struct.Struct(">i")
-_CHUNK = 8 << 20
-_COMPARES_IN_FLIGHT = 2  # batches compared while the next is read and encoded (the memory: a few batches)
+_CHUNK = 8 << 20  # the most bytes of zeros read at once
+_MIN_CHUNK = 1 << 20  # the least, while the read buffer is smaller
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +109,14 @@ def verify_store(table_uri: str, broker: str, store_dir: str | os.PathLike, *, f
         if not (folder / name).is_file():
             return StoreDifference(int(name), name, None, f"{name} is not a file")
     present = {int(name) for name in names}
+    buffer = _ReadBuffer()  # every read of the store's bytes, from the first file to the last
     expected = {file.start: file for file in plan.files}
     last = plan.files[-1].start
     for start in sorted(present | set(expected)):
         name, path = file_name(start), folder / file_name(start)
         file = expected.get(start)
         if file is None:
-            if start == last + size and _only_zeros(path, size):
+            if start == last + size and _only_zeros(path, size, buffer):
                 continue  # a broker's next file, created ahead of time: it holds nothing
             return StoreDifference(start, name, None, f"the store holds CommitLog file {name}, outside the table's "
                                    f"range [{plan.start}, {plan.end}) of broker {broker}")
@@ -128,7 +127,7 @@ def verify_store(table_uri: str, broker: str, store_dir: str | os.PathLike, *, f
         if length != size:
             return StoreDifference(start, name, None, f"CommitLog file {name} is {length} bytes, not "
                                    f"mappedFileSizeCommitLog {size}")
-        if _same_as_restored(table_uri, broker, plan, file, path):
+        if _same_as_restored(table_uri, broker, plan, file, path, buffer):
             continue
         difference = _file_difference(table_uri, broker, plan, file, path.read_bytes())
         if difference is not None:
@@ -136,53 +135,72 @@ def verify_store(table_uri: str, broker: str, store_dir: str | os.PathLike, *, f
     return None
 
 
-def _same_as_restored(table_uri: str, broker: str, plan: RestorePlan, file: FilePlan, path) -> bool:
+class _ReadBuffer:
+    """The one buffer a check reads the store's bytes into, reused from batch to batch and file to file: grown
+    (to an eighth more than the read that outgrows it) only when a read is larger than it, never shrunk, so a
+    check allocates it a few times, not once per batch (docs/restore.md "Speed and memory")."""
+
+    __slots__ = ("_bytes",)
+
+    def __init__(self) -> None:
+        self._bytes = bytearray()
+
+    def __len__(self) -> int:
+        return len(self._bytes)
+
+    def read(self, fd: int, pos: int, n: int) -> memoryview:
+        """Up to ``n`` bytes of the file ``fd`` from byte ``pos`` (fewer at its end) in the front of the buffer,
+        valid until the next read."""
+        if len(self._bytes) < n:
+            self._bytes = bytearray()  # the old one is freed before the larger one is allocated
+            self._bytes = bytearray(n + n // 8)
+        view = memoryview(self._bytes)[:n]
+        return view[:os.preadv(fd, [view], pos)]
+
+    def holds(self, fd: int, data: memoryview, pos: int) -> bool:
+        """True when the file ``fd`` holds ``data`` at byte ``pos``: the bytes read into the buffer are compared
+        with ``data`` by ``bytearray.startswith``, one ``memcmp`` of the buffer's front without a copy (a
+        ``memoryview``'s own comparison goes byte by byte, about 30 times slower; a slice of the buffer would
+        copy it)."""
+        return len(self.read(fd, pos, len(data))) == len(data) and self._bytes.startswith(data)
+
+
+def _same_as_restored(table_uri: str, broker: str, plan: RestorePlan, file: FilePlan, path,
+                      buffer: _ReadBuffer) -> bool:
     """True when the file at ``path`` holds exactly the bytes a restore writes for ``file``: each run of records
-    read a position at a time against the table's batch (:func:`connector.restore.store.file_runs`) by a reader
-    thread while the next batch is read and encoded (as the restore writes), the END_FILE blank's header of a full
-    file, zeros after. Memory: a few batches. False sends the file to the record by record comparison that names
-    the difference."""
+    of the table's batches (:func:`connector.restore.store.file_runs`) read from the file into ``buffer`` at its
+    position and compared with it, the END_FILE blank's header of a full file, zeros after. Memory: the batch
+    being encoded and ``buffer``, the size of the largest batch. False sends the file to the record by record
+    comparison that names the difference."""
     try:
-        with open(path, "rb", buffering=0) as f, \
-                ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-read") as reader:
+        with open(path, "rb", buffering=0) as f:
             fd = f.fileno()
-            pending: deque = deque()  # the comparisons in flight: the next batch is read and encoded meanwhile
             for offset, data in file_runs(table_uri, broker, file, plan.table_files):
-                pending.append(reader.submit(_holds, fd, data, offset - file.start))
-                while len(pending) > _COMPARES_IN_FLIGHT:
-                    if not pending.popleft().result():
-                        return False
-            if not all(compare.result() for compare in pending):
-                return False
+                if not buffer.holds(fd, data, offset - file.start):
+                    return False
             pos = file.end - file.start
             if file.full:
-                if os.pread(fd, 8, pos) != encode_blank(file.start + plan.mapped_file_size - file.end):
+                if buffer.read(fd, pos, 8) != encode_blank(file.start + plan.mapped_file_size - file.end):
                     return False
                 pos += 8
-            return _zeros(fd, pos, plan.mapped_file_size)
+            return _zeros(fd, pos, plan.mapped_file_size, buffer)
     except RestoreError:
         return False  # the comparison record by record raises it, or names the difference
 
 
-def _holds(fd: int, data: memoryview, pos: int) -> bool:
-    """True when the file ``fd`` holds ``data`` at byte ``pos``: read into a bytearray, whose comparison with a
-    buffer is one ``memcmp`` (a memoryview's own comparison goes byte by byte, about 30 times slower)."""
-    got = bytearray(len(data))
-    return os.preadv(fd, [got], pos) == len(data) and got == data
-
-
-def _only_zeros(path, size: int) -> bool:
-    """True when ``path`` is ``size`` bytes of zeros."""
+def _only_zeros(path, size: int, buffer: _ReadBuffer) -> bool:
+    """True when ``path`` is ``size`` bytes of zeros (read into ``buffer``)."""
     if path.stat().st_size != size:
         return False
     with open(path, "rb", buffering=0) as f:
-        return _zeros(f.fileno(), 0, size)
+        return _zeros(f.fileno(), 0, size, buffer)
 
 
-def _zeros(fd: int, pos: int, end: int) -> bool:
+def _zeros(fd: int, pos: int, end: int, buffer: _ReadBuffer) -> bool:
     """True when bytes ``[pos, end)`` of the file ``fd`` are zeros: holes of a sparse file are skipped
-    (``SEEK_DATA``/``SEEK_HOLE`` where the OS has them), data read 8 MiB at a time."""
-    chunk = bytearray(_CHUNK)
+    (``SEEK_DATA``/``SEEK_HOLE`` where the OS has them), data read into ``buffer`` at most its size (at least
+    1 MiB, at most 8 MiB) at a time."""
+    chunk = min(_CHUNK, max(len(buffer), _MIN_CHUNK))
     while pos < end:
         stop = end
         if hasattr(os, "SEEK_DATA"):
@@ -194,11 +212,10 @@ def _zeros(fd: int, pos: int, end: int) -> bool:
                     return True
                 stop = end  # the file system does not tell: read it all
         while pos < stop:
-            view = memoryview(chunk)[:min(_CHUNK, stop - pos)]
-            got = os.preadv(fd, [view], pos)
-            if not got or np.count_nonzero(np.frombuffer(view[:got], dtype=np.uint8)):
+            got = buffer.read(fd, pos, min(chunk, stop - pos))
+            if not got or np.count_nonzero(np.frombuffer(got, dtype=np.uint8)):
                 return False
-            pos += got
+            pos += len(got)
     return True
 
 

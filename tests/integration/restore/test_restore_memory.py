@@ -4,7 +4,8 @@ Two tables of one broker, one holding twice the bytes of the other (64 KiB incom
 group each), are restored and verified by ``hareplica restore`` in child processes with 16-row batches; each child
 reports its own peak RSS (VmHWM). The larger table's 16 MiB more of bodies may add only a small part of that to
 the peak: a restore that held a file, a row group or the table would add all of it. A structural check, not a
-figure: the figures are bench/restore.py's.
+figure: the figures are bench/restore.py's. In one process, the memory Python allocates during ``--verify``'s check
+(tracemalloc's peak) stays under four batches' bytes for 16 batches and for 32.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import filecmp
 import os
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 from deltalake import write_deltalake
 
+import connector.restore.plan as plan_module
 from connector.decode.columns import iter_record_batches
 from connector.decode.schema import ALL_ARROW_SCHEMA
 from connector.protocol.commitlog import encode_record
@@ -80,3 +83,28 @@ def test_the_peak_does_not_grow_with_the_table(tmp_path):
     (small_restore, small_verify), (large_restore, large_verify) = peaks[MIB], peaks[2 * MIB]
     assert large_restore - small_restore < quarter, peaks
     assert large_verify - small_verify < quarter, peaks
+
+
+def test_a_check_holds_a_few_batches_whatever_their_number(tmp_path, monkeypatch):
+    """``verify_store`` of stores of 16 and 32 batches (16 rows of 64 KiB bodies each): the peak of the memory
+    Python allocates during the check (tracemalloc, the check's own thread and any other) stays under four
+    batches' bytes: the batch being encoded, the one before it and the one buffer the store's bytes are read
+    into. A buffer per batch kept alive, or one of a fixed size larger than a batch (the 8 MiB a zero check
+    read into), exceeds it."""
+    from connector.restore import restore_commitlog, verify_store
+
+    monkeypatch.setattr(plan_module, "BATCH_ROWS", 16)
+    for mib in (MIB, 2 * MIB):
+        _, table = _build(tmp_path / str(mib), mib)
+        store = tmp_path / str(mib) / "store"
+        restore_commitlog(table, "broker-a", store)
+        assert verify_store(table, "broker-a", store) is None  # imports and first-use caches before the count
+        sizes = pa.Table.from_batches(plan_module.row_batches(table, "broker-a", ["storeSize"])).column("storeSize")
+        batch = 16 * max(sizes.to_pylist())  # bytes: every record has the same size
+        tracemalloc.start()
+        try:
+            assert verify_store(table, "broker-a", store) is None
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 4 * batch, (mib, peak, batch)
