@@ -1,5 +1,6 @@
 """The source's one HA client: :class:`HARangeFetcher` fetches one CommitLog byte range ``[start, end)`` of one broker
-as a slave that never acknowledges anything new, and :func:`prefetch_chunks` runs it on a background thread.
+as a slave that never acknowledges anything new, and :func:`prefetch_receives` runs it on a background thread
+(:func:`fetch_receives`: the HA stage of a task's read).
 
 One frame loop over a :class:`connector.client.ha_connection.HATransferConnection` serves both HA protocols; what
 differs is the wire object it calls: :class:`connector.client.ha_wire.ClassicWire` (RocketMQ 4.9.8 master/slave,
@@ -396,15 +397,35 @@ _END = object()
 
 def prefetch_chunks(fetcher: HARangeFetcher,
                     depth: int) -> Iterator[tuple[int, bytes | memoryview]]:
+    """The chunks of :func:`prefetch_receives` one by one: exactly what the fetcher yields, in order, received on a
+    background thread ``depth`` receives ahead of the consumer (memory, errors and early close as there)."""
+    receives = prefetch_receives(fetcher, depth)
+    try:
+        for spans in receives:
+            yield from spans
+    finally:
+        receives.close()
+
+
+def fetch_receives(fetcher: HARangeFetcher, depth: int) -> Iterator[list[tuple[int, bytes | memoryview]]]:
+    """The HA stage of a task's read (docs/architecture.md "The path of one body"): ``fetcher``'s chunks grouped by
+    the receive that brought them, one list per receive (:meth:`HARangeFetcher.receives`), received on a
+    background thread ``depth`` receives ahead (:func:`prefetch_receives`) or, for ``depth`` 0, on the consumer's
+    thread. Its consumer enters it once per receive (at most one 1 MiB receive buffer, or one larger frame)."""
+    return prefetch_receives(fetcher, depth) if depth else fetcher.receives()
+
+
+def prefetch_receives(fetcher: HARangeFetcher,
+                      depth: int) -> Iterator[list[tuple[int, bytes | memoryview]]]:
     """Iterate ``fetcher`` on a background thread, ``depth`` receives ahead of the consumer.
 
     Receiving (``recv_into``, frame parsing) then overlaps with whatever the consumer does with the previous
     chunks (decoding, in the executor), on another core when there is one. The fetcher must yield chunks
-    that stay valid (``keep_views=True``); they are handed over one receive at a time
-    (:meth:`HARangeFetcher.receives`). Memory: the chunks of at most ``depth`` receives, each holding at
+    that stay valid (``keep_views=True``); they are handed over one receive at a time, as the lists of
+    :meth:`HARangeFetcher.receives`. Memory: the chunks of at most ``depth`` receives, each holding at
     most one receive buffer (1 MiB, or one larger frame), plus the fetcher's own buffer.
 
-    Yields exactly what the fetcher yields, in order; an exception of the fetcher (HAFetchError,
+    Yields exactly what ``fetcher.receives()`` yields, in order; an exception of the fetcher (HAFetchError,
     DataLossError, HAProtocolError...) is raised here, in the consumer. Closing the generator early
     cancels the fetcher (the connection is shut down, no reconnect) and joins the thread.
     """
@@ -439,7 +460,7 @@ def prefetch_chunks(fetcher: HARangeFetcher,
                 return
             if isinstance(item, _Failure):
                 raise item.exc
-            yield from item
+            yield item
     finally:
         fetcher.cancel()
         thread.join(timeout=max(fetcher.settings.read_timeout_ms / 1000, 1.0) + 5)

@@ -11,7 +11,7 @@ decompressed, checked against BODYCRC and bounded (:mod:`connector.decode.bodies
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +30,39 @@ from connector.options.settings import DecodeSettings
 
 _PER_GROUP = ("body", "decodeError", "storedBody", "mappedFileSizeCommitLog")  # built per body group; others sliced
 _PROPERTY_COLUMNS = ("properties", "tags", "keys", "uniqKey")  # one split of the PROPERTIES field gives all four
+
+
+#: one batch's walked records as the record stage hands them to the Arrow stage: ``(data, starts, base_offset)``
+#: as :func:`iter_record_batches` takes them (a uint8 buffer, int64 record starts in it, CommitLog offset of data[0])
+RecordGroup = tuple[np.ndarray, np.ndarray, int]
+
+
+class RowCount:
+    """Rows an Arrow stage has yielded so far (:attr:`rows`), read by whoever holds it."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+
+def arrow_batches(groups: Iterable[RecordGroup], count: RowCount | None = None,
+                  **options) -> Iterator[pa.RecordBatch]:
+    """The Arrow stage of a task's read (docs/architecture.md "The path of one body"): pull each group of walked
+    records from the record stage, ``(data, starts, base_offset)`` as :func:`iter_record_batches` takes them
+    (:meth:`connector.decode.stream.CommitLogArrowDecoder.decode_receives` makes them, one per batch), and yield
+    its RecordBatches; ``options`` are :func:`iter_record_batches`'s keyword arguments, ``count`` adds up the rows
+    yielded. Entered once per batch (plus once per group whose every record the topic filter drops). Raises what
+    :func:`iter_record_batches` raises, and what pulling ``groups`` raises.
+    """
+    for group in groups:
+        batches = iter_record_batches(*group, **options)
+        del group  # the group's buffer lives as long as its batches, not until the next group is walked
+        for batch in batches:
+            if count is not None:
+                count.rows += batch.num_rows
+            yield batch
+            del batch
 
 
 def iter_record_batches(data: bytes, starts: np.ndarray, base_offset: int, *, broker: str, mapped_file_size: int,

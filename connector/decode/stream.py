@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from connector.decode.bodies import BodyPolicy
-from connector.decode.columns import iter_record_batches
+from connector.decode.columns import RecordGroup, RowCount, arrow_batches
 from connector.decode.kernels import active
 from connector.decode.record_error import record_error
 from connector.decode.schema import column_schema
@@ -65,7 +65,8 @@ class CommitLogArrowDecoder:
             :func:`connector.decode.schema.column_schema`, which raises ValueError for an unknown name).
 
     Feed chunks with :meth:`feed` (each must start where the previous one ended; it returns the
-    batches completed so far) and call :meth:`finish` once the fetcher is done. Every record whose
+    batches completed so far) and call :meth:`finish` once the fetcher is done, or hand it the fetcher's
+    receives with :meth:`decode_receives` (a task's read: one pipeline of generators). Every record whose
     first byte lies in ``[start, end)`` and whose topic the filter keeps is emitted exactly once, in
     CommitLog order; END_FILE blanks are skipped to the next file.
 
@@ -115,7 +116,7 @@ class CommitLogArrowDecoder:
         self._skip_to = start  # bytes below this offset are blank tails (or already handled)
         self._done = start == end
         self.records_walked = 0
-        self.records_emitted = 0
+        self._emitted = RowCount()  # rows the Arrow stage yielded
         self.blanks_skipped = 0
         self.false_magic_candidates = 0
 
@@ -130,6 +131,11 @@ class CommitLogArrowDecoder:
         return self._len
 
     @property
+    def records_emitted(self) -> int:
+        """Rows yielded in RecordBatches so far."""
+        return self._emitted.rows
+
+    @property
     def records_filtered(self) -> int:
         """Records walked and emitted-or-dropped whose topic the filter dropped."""
         return self.records_walked - self._pending_records - self.records_emitted
@@ -141,17 +147,107 @@ class CommitLogArrowDecoder:
 
     def feed(self, offset: int, data: bytes | bytearray | memoryview) -> list[pa.RecordBatch]:
         """Add the chunk of CommitLog bytes starting at ``offset``; return every batch now complete."""
+        return list(self._arrow(self._walk())) if self._add(offset, data) else []
+
+    def decode_receives(self, receives: Iterable[Iterable[tuple[int, bytes | memoryview]]],
+                        gap_reason: str = "lost on the broker") -> Iterator[pa.RecordBatch]:
+        """A task's read from its HA stage on (docs/architecture.md "The path of one body"): the record stage
+        pulls the HA stage's receives (each a list of ``(CommitLog offset, chunk)``, e.g.
+        :func:`connector.client.ha.fetch_receives`) and walks their records, yielding each batch's records as a
+        group; the Arrow stage (:func:`connector.decode.columns.arrow_batches`) pulls the groups and yields the
+        RecordBatches, then the last one(s) (as :meth:`finish`). A chunk starting past the stream offset continues
+        the range there (as :meth:`jump`, logging ``gap_reason``): a fetcher that skipped lost bytes
+        (``fail_on_data_loss`` false). Each stage is entered once per batch, the HA stage once per receive.
+
+        Holds what :meth:`feed` holds (see the class). Raises what :meth:`feed`, :meth:`jump` and :meth:`finish`
+        raise.
+        """
+        return self._arrow(self._record_groups(receives, gap_reason))
+
+    def jump(self, offset: int, reason: str) -> list[pa.RecordBatch]:
+        """Continue the range at record boundary ``offset`` >= the stream offset (bytes between are gone).
+
+        Used when ``fail_on_data_loss`` is false and the broker no longer holds part of the range: the
+        complete records already received are emitted, a partial record is dropped, and ``reason`` is
+        logged with the skipped range.
+        """
+        return list(self._arrow(self._jump(offset, reason)))
+
+    def finish(self) -> list[pa.RecordBatch]:
+        """Return the last batch(es). Raises CommitLogFormatError if the range was not covered to its end."""
+        return list(self._arrow(self._finish()))
+
+    def decode_all(self, chunks: Iterable[tuple[int, bytes]]) -> Iterator[pa.RecordBatch]:
+        """Feed every ``(offset, bytes)`` chunk, then :meth:`finish`."""
+        for offset, data in chunks:
+            yield from self.feed(offset, data)
+        yield from self.finish()
+
+    # --- the record stage: groups of walked records, one per batch ---------------------------------------
+    def _record_groups(self, receives: Iterable[Iterable[tuple[int, bytes | memoryview]]],
+                       gap_reason: str) -> Iterator[RecordGroup]:
+        """The groups of :meth:`decode_receives`'s record stage, ``(data, starts, base_offset)`` each."""
+        for spans in receives:
+            for offset, data in spans:
+                if offset != self._stream_offset:
+                    yield from self._jump(offset, gap_reason)
+                if data and self._add(offset, data):
+                    yield from self._walk()
+        yield from self._finish()
+
+    def _jump(self, offset: int, reason: str) -> Iterator[RecordGroup]:
+        """:meth:`jump`'s groups, each yielded as soon as it is walked (one buffer handed over at a time)."""
+        if offset < self._stream_offset:
+            raise ValueError(f"cannot jump back from CommitLog offset {self._stream_offset} to {offset}")
+        if not self._done:
+            yield from self._walk()
+        if self._runs:
+            yield self._emit()
+        log.warning("broker %s: skipping CommitLog bytes [%d, %d) (%s); %d bytes of a partial record dropped",
+                    self.broker, self._stream_offset, offset, reason, self._len - self._pos)
+        self._len = 0
+        self._pos = 0
+        self._wait_for = 0
+        self._stream_offset = offset
+        self._buf_offset = offset
+        self._skip_to = max(self._skip_to, offset)
+        if offset >= self.end:
+            self._done = True
+
+    def _finish(self) -> Iterator[RecordGroup]:
+        """:meth:`finish`'s groups, each yielded as soon as it is walked; CommitLogFormatError after them if the
+        range was not covered to its end."""
+        if not self._done:
+            yield from self._walk()
+        if self._runs:
+            yield self._emit()
+        if not self._done:
+            at = self._buf_offset + self._pos
+            raise record_error(f"CommitLog range [{self.start}, {self.end}) ended after {self._stream_offset - at} "
+                               f"bytes of an incomplete record (stream stopped at {self._stream_offset})", at,
+                               "TOTALSIZE", self.mapped_file_size)
+
+    def _arrow(self, groups: Iterable[RecordGroup]) -> Iterator[pa.RecordBatch]:
+        """The Arrow stage over ``groups``, with this decoder's columns and body rules."""
+        return arrow_batches(groups, self._emitted, broker=self.broker, mapped_file_size=self.mapped_file_size,
+                             topic_filter=self.topic_filter, max_body_bytes=self.max_bytes, policy=self.policy,
+                             columns=self.schema)
+
+    # --- internals ---------------------------------------------------------------------------------
+    def _add(self, offset: int, data: bytes | bytearray | memoryview) -> bool:
+        """Copy the chunk at ``offset`` into the buffer (the part in the range and past blank tails); True when
+        the buffer holds enough unwalked bytes for a walk (or reaches the range end)."""
         if offset != self._stream_offset:
             raise ValueError(f"chunk at CommitLog offset {offset} does not continue the stream at "
                              f"{self._stream_offset}")
         size = len(data)
         self._stream_offset += size
         if self._done:
-            return []
+            return False
         lo = max(offset, self._skip_to)
         hi = min(offset + size, self.end)
         if hi <= lo:
-            return []
+            return False
         if not self._len:
             self._buf_offset = lo
             self._pos = 0
@@ -163,52 +259,9 @@ class CommitLogArrowDecoder:
         self._len = held
         buf_end = self._buf_offset + held
         if held < self._wait_for and buf_end < self.end:
-            return []
-        if held - self._pos < self._walk_bytes and buf_end < self.end:
-            return []
-        return list(self._walk())
+            return False
+        return held - self._pos >= self._walk_bytes or buf_end >= self.end
 
-    def jump(self, offset: int, reason: str) -> list[pa.RecordBatch]:
-        """Continue the range at record boundary ``offset`` >= the stream offset (bytes between are gone).
-
-        Used when ``fail_on_data_loss`` is false and the broker no longer holds part of the range: the
-        complete records already received are emitted, a partial record is dropped, and ``reason`` is
-        logged with the skipped range.
-        """
-        if offset < self._stream_offset:
-            raise ValueError(f"cannot jump back from CommitLog offset {self._stream_offset} to {offset}")
-        out = list(self._walk()) if not self._done else []
-        out += list(self._emit()) if self._runs else []
-        log.warning("broker %s: skipping CommitLog bytes [%d, %d) (%s); %d bytes of a partial record dropped",
-                    self.broker, self._stream_offset, offset, reason, self._len - self._pos)
-        self._len = 0
-        self._pos = 0
-        self._wait_for = 0
-        self._stream_offset = offset
-        self._buf_offset = offset
-        self._skip_to = max(self._skip_to, offset)
-        if offset >= self.end:
-            self._done = True
-        return out
-
-    def finish(self) -> list[pa.RecordBatch]:
-        """Return the last batch(es). Raises CommitLogFormatError if the range was not covered to its end."""
-        out = list(self._walk()) if not self._done else []
-        out += list(self._emit()) if self._runs else []
-        if not self._done:
-            at = self._buf_offset + self._pos
-            raise record_error(f"CommitLog range [{self.start}, {self.end}) ended after {self._stream_offset - at} "
-                               f"bytes of an incomplete record (stream stopped at {self._stream_offset})", at,
-                               "TOTALSIZE", self.mapped_file_size)
-        return out
-
-    def decode_all(self, chunks: Iterable[tuple[int, bytes]]) -> Iterator[pa.RecordBatch]:
-        """Feed every ``(offset, bytes)`` chunk, then :meth:`finish`."""
-        for offset, data in chunks:
-            yield from self.feed(offset, data)
-        yield from self.finish()
-
-    # --- internals ---------------------------------------------------------------------------------
     def _renew(self, keep: np.ndarray, need: int) -> None:
         """Hold the stream in a new buffer of the batch's capacity (or of ``need`` bytes or ``keep``'s, if more)
         that starts with ``keep``; the old buffer is left as it is (a batch may hold it)."""
@@ -216,16 +269,16 @@ class CommitLogArrowDecoder:
         self._buf[:len(keep)] = keep
         self._len = len(keep)
 
-    def _walk(self) -> Iterator[pa.RecordBatch]:
-        """Walk every record start the buffer holds (slow path per record only for the irregular ones)."""
+    def _walk(self) -> Iterator[RecordGroup]:
+        """Walk every record start the buffer holds (slow path per record only for the irregular ones); yield a
+        group of records whenever a batch is complete."""
         fsize = self.mapped_file_size
-        while True:
-            buf = self._buf
+        while True:  # no local names the buffer: a group yielded below hands it over (its batch outlives the walk)
             at = self._buf_offset + self._pos
             if at >= self.end:
                 self._done = True
                 if self._runs:
-                    yield from self._emit()
+                    yield self._emit()
                 self._len = 0
                 self._buf_offset, self._pos = self.end, 0
                 return
@@ -233,7 +286,7 @@ class CommitLogArrowDecoder:
             if avail < SIZE_AND_MAGIC_BYTES:
                 self._wait_for = self._pos + SIZE_AND_MAGIC_BYTES
                 return
-            total, magic = read_size_and_magic(buf, self._pos)
+            total, magic = read_size_and_magic(self._buf, self._pos)
             file_end = next_file_start(at, fsize)
             if magic == MESSAGE_MAGIC_CODE or magic == MESSAGE_MAGIC_CODE_V2:
                 if total < min_record_size(magic):
@@ -258,7 +311,7 @@ class CommitLogArrowDecoder:
                                        f"({file_end - at} bytes left)", at, "TOTALSIZE", fsize)
                 self.blanks_skipped += 1
                 if self._runs:
-                    yield from self._emit()
+                    yield self._emit()
                 # drop the blank and its tail; continue at the next file
                 self._skip_to = file_end
                 if file_end >= self.end:
@@ -277,9 +330,9 @@ class CommitLogArrowDecoder:
             else:
                 raise record_error(f"bad MAGICCODE 0x{magic & 0xFFFFFFFF:08X}", at, "MAGICCODE", fsize)
 
-    def _walk_run(self, limit_offset: int) -> Iterator[pa.RecordBatch]:
+    def _walk_run(self, limit_offset: int) -> Iterator[RecordGroup]:
         """Walk the chain of complete MESSAGE records from ``_pos`` (a checked, complete record) up to
-        ``limit_offset`` (the file end or range end) with numpy; emit batches as limits are reached."""
+        ``limit_offset`` (the file end or range end) with numpy; yield a group as batch limits are reached."""
         region_offset = self._buf_offset + self._pos
         limit = min(self._len, limit_offset - self._buf_offset)
         with memoryview(self._buf) as view:  # no copy; every array returned is fresh, so the view is released
@@ -287,9 +340,9 @@ class CommitLogArrowDecoder:
         self.false_magic_candidates += false_hits
         yield from self._take(starts + region_offset, totals)
 
-    def _take(self, starts: np.ndarray, totals: np.ndarray) -> Iterator[pa.RecordBatch]:
+    def _take(self, starts: np.ndarray, totals: np.ndarray) -> Iterator[RecordGroup]:
         """Add walked records (CommitLog offsets ``starts``, sizes ``totals``) to the pending runs, moving
-        ``_pos`` past them; emit batches as the record and byte limits are reached."""
+        ``_pos`` past them; yield a group as the record and byte limits are reached."""
         while len(starts):
             room = self.max_records - self._pending_records
             cum = np.cumsum(totals)
@@ -302,11 +355,12 @@ class CommitLogArrowDecoder:
             self._pos = int(starts[take - 1] + totals[take - 1]) - self._buf_offset
             starts, totals = starts[take:], totals[take:]
             if self._pending_records >= self.max_records or self._pending_bytes >= self.max_bytes:
-                yield from self._emit()
+                yield self._emit()
 
-    def _emit(self) -> Iterator[pa.RecordBatch]:
+    def _emit(self) -> RecordGroup:
+        """The pending records as one group for the Arrow stage, ``(data, starts in data, CommitLog offset of
+        data[0])``: the buffer is handed over whole and what follows the walked records is copied to a new one."""
         offsets = np.concatenate(self._runs) if len(self._runs) > 1 else self._runs[0]
-        # hand the buffer to the batch builder and keep a copy of what follows the walked records
         data, base = self._buf, self._buf_offset
         self._renew(data[self._pos:self._len], 0)
         self._buf_offset += self._pos
@@ -315,9 +369,4 @@ class CommitLogArrowDecoder:
         self._runs = []
         self._pending_records = 0
         self._pending_bytes = 0
-        for batch in iter_record_batches(data, offsets - base, base, broker=self.broker,
-                                         mapped_file_size=self.mapped_file_size, topic_filter=self.topic_filter,
-                                         max_body_bytes=self.max_bytes, policy=self.policy,
-                                         columns=self.schema):
-            self.records_emitted += batch.num_rows
-            yield batch
+        return data, offsets - base, base

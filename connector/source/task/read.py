@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterator
 import pyarrow as pa
 
 from connector.client.admin import BrokerAdminClient
-from connector.client.ha import HARangeFetcher, prefetch_chunks
+from connector.client.ha import HARangeFetcher, fetch_receives
 from connector.client.ha_autoswitch import master_locator
 from connector.decode.stream import CommitLogArrowDecoder
 from connector.decode.topic_filter import TopicFilter
@@ -28,11 +28,16 @@ def read_partition(partition: HAReplicaInputPartition, columns: Collection[str] 
     """Fetch ``[partition.start, partition.end)`` over the HA port and decode it into RecordBatches of the
     source's schema, or of only its ``columns`` (the decoder builds no other; docs/source.md "Speed and memory").
 
-    Bytes are received on a background thread (:func:`connector.client.ha.prefetch_chunks`) while the
-    previous ones are decoded, unless ``fetch.prefetch_chunks`` is 0. Memory stays bounded by one batch
+    One pipeline of generators, each stage pulling from the one before (docs/architecture.md "The path of one
+    body"): the HA stage yields the bytes of each receive (:func:`connector.client.ha.fetch_receives`), the
+    record stage walks them and the Arrow stage builds each batch
+    (:meth:`connector.decode.stream.CommitLogArrowDecoder.decode_receives`); this function enters the pipeline
+    once per batch. Bytes are received on a background thread (:func:`connector.client.ha.prefetch_receives`)
+    while the previous ones are decoded, unless ``fetch.prefetch_chunks`` is 0. Memory stays bounded by one batch
     plus ``fetch.prefetch_chunks`` + 2 receive buffers (1 MiB each) whatever the partition size. Records
-    whose topic the query's filter drops are skipped before their columns are built. Raises
-    DataLossError, HAFetchError, HAProtocolError or CommitLogFormatError (each naming offsets).
+    whose topic the query's filter drops are skipped before their columns are built; bytes the broker lost
+    (``fetch.fail_on_data_loss`` false) are skipped with a warning. Raises DataLossError, HAFetchError,
+    HAProtocolError or CommitLogFormatError (each naming offsets).
     """
     freeze_imports()  # the worker's modules are loaded by now: out of every later collection (worker_gc)
     fetch = partition.fetch
@@ -48,19 +53,15 @@ def read_partition(partition: HAReplicaInputPartition, columns: Collection[str] 
                              broker=partition.broker, settings=fetch, fail_on_data_loss=fetch.fail_on_data_loss,
                              server_is_slave=partition.server_role == "slave", offsets_probe=admin.commit_log_offsets,
                              keep_views=fetch.prefetch_chunks > 0, **extra)
-    chunks = prefetch_chunks(fetcher, fetch.prefetch_chunks) if fetch.prefetch_chunks else fetcher
+    receives = fetch_receives(fetcher, fetch.prefetch_chunks)
     try:
-        for offset, data in chunks:
-            if offset != decoder.stream_offset:
-                yield from decoder.jump(offset, "lost on the broker")
-            if data:
-                yield from decoder.feed(offset, data)
-        yield from decoder.finish()
+        yield from decoder.decode_receives(receives, "lost on the broker")
         log.info("broker %s (%s %s): read [%d, %d): %d records kept, %d filtered out by topic, %d END_FILE "
                  "blanks, %d HA connection(s)", partition.broker, partition.server_role, partition.ha_addr,
                  partition.start, partition.end, decoder.records_emitted, decoder.records_filtered,
                  decoder.blanks_skipped, fetcher.connections)
     finally:
+        receives.close()
         fetcher.close()
         admin.close()
 
