@@ -1,38 +1,46 @@
 """``format("hareplica-landing")``: the ``hareplica`` stream landed into Delta tables by the tasks themselves.
 
-The Spark classes are in :mod:`connector.landing.reader`, the options in :mod:`connector.landing.options`,
-the driver's commit in :mod:`connector.landing.commit`, starting a query in :mod:`connector.landing.start`
-(docs/delta.md "``--landing direct``").
+The Spark classes are in :mod:`connector.landing.datasource` and :mod:`connector.landing.reader`, what a task runs
+in :mod:`connector.landing.partition_reader`, the options in :mod:`connector.landing.options`, the driver's commit
+in :mod:`connector.landing.commit`, starting a query in :mod:`connector.landing.start` (docs/delta.md
+"``--landing direct``").
+
+The names below are loaded when first asked for (``module.__getattr__``, PEP 562): a task's Python worker imports
+this package as the parent of :mod:`connector.landing.partition_reader`, and so imports neither the options parser
+nor the source's driver modules through it.
 """
 
-from connector.landing.commit import commit_landed_batch
-from connector.landing.migration import ADDED_SOURCE_COLUMNS, add_new_source_columns
-from connector.landing.options import landing_writer, landing_writers, split_landing_options
-from connector.landing.reader import HAReplicaLandingDataSource, HAReplicaLandingStreamReader
-from connector.landing.rows import (
-    DEFAULT_PARTITION_BY,
-    STORE_DATE,
-    landed_schema,
-    landed_source_schema,
-    with_store_date,
-)
-from connector.landing.start import LandingTarget, start_direct_landing, start_direct_landing_tables
+from __future__ import annotations
 
-__all__ = [
-    "ADDED_SOURCE_COLUMNS",
-    "DEFAULT_PARTITION_BY",
-    "STORE_DATE",
-    "HAReplicaLandingDataSource",
-    "HAReplicaLandingStreamReader",
-    "LandingTarget",
-    "add_new_source_columns",
-    "commit_landed_batch",
-    "landed_schema",
-    "landed_source_schema",
-    "landing_writer",
-    "landing_writers",
-    "split_landing_options",
-    "start_direct_landing",
-    "start_direct_landing_tables",
-    "with_store_date",
-]
+import importlib
+from typing import Any
+
+#: each public name -> the module of this package that defines it
+_MODULE_OF = {
+    "ADDED_SOURCE_COLUMNS": "migration",
+    "DEFAULT_PARTITION_BY": "rows",
+    "STORE_DATE": "rows",
+    "HAReplicaLandingDataSource": "datasource",
+    "HAReplicaLandingStreamReader": "reader",
+    "LandingTarget": "start",
+    "add_new_source_columns": "migration",
+    "commit_landed_batch": "commit",
+    "landed_schema": "rows",
+    "landed_source_schema": "rows",
+    "landing_writer": "options",
+    "landing_writers": "options",
+    "split_landing_options": "options",
+    "start_direct_landing": "start",
+    "start_direct_landing_tables": "start",
+    "with_store_date": "rows",
+}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    """One of :data:`__all__`, imported from its module; AttributeError for any other name."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

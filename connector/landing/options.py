@@ -17,18 +17,16 @@ returning the split function (so that a task builds its decoders once).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-
-import pyarrow as pa
+from collections.abc import Mapping
 
 from connector.delta.options import STORAGE_OPTION_PREFIX, DeltaSinkOptions, storage_options_of
 from connector.delta.sink import DeltaLakeStreamWriter, checked_stream_writer
 from connector.errors import HAReplicaOptionError
 from connector.landing.evolving import EvolvingStreamWriter
+from connector.landing.partition_reader import resolve_split
 from connector.landing.rows import DEFAULT_PARTITION_BY, landed_schema
 from connector.landing.upsert import UpsertStreamWriter
 from connector.options.declaration import LANDING_OPTIONS, SINK_OPTIONS
-from connector.options.functions import import_function
 
 #: landing option (lower-cased, as Spark hands it over) -> the Delta sink option it becomes (the declaration's)
 SINK_OPTION_OF = {option.name.lower(): option.sink_option for option in LANDING_OPTIONS.values()}
@@ -107,17 +105,6 @@ def target_writers(targets_json: str, storage: dict[str, str] | None = None
         out.append(writer if keys is None else UpsertStreamWriter(writer.options, schema, writer.partition_by, keys))
     return out
 
-
-def resolve_split(spec: str | tuple[str, str | None]) -> Callable[[pa.RecordBatch], Sequence[pa.RecordBatch]]:
-    """The split function of a ``landingSplit`` value (``package.module:function``), or of ``(spec, config)``: with
-    a ``landingSplitConfig`` text, what the factory ``spec`` names returns for it.
-
-    Raises HAReplicaOptionError when the spec is malformed, cannot be imported or is not callable, and what the
-    factory raises for a config it refuses.
-    """
-    spec, config = (spec, None) if isinstance(spec, str) else spec
-    function = import_function(SPLIT.name, spec)
-    return function if config is None else function(config)
 
 def landing_writers(sink_options: Mapping[str, str]
                     ) -> tuple[list[DeltaLakeStreamWriter], tuple[str, str | None] | None]:

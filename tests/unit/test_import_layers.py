@@ -253,18 +253,21 @@ def _reached(graph: dict[str, set[str]], roots: list[str]) -> dict[str, str]:
 
 
 def test_the_task_side_imports_neither_the_option_parser_nor_the_driver():
-    """Issue 54: what runs in a task (the read, the decoder, the InputPartition, and the PartitionReader the
-    source's readers pickle to) reads the declaration and the settings it is handed; it imports neither the parser
-    of the options (``SourceOptions``) nor any module of ``connector/source/driver/`` nor the Spark classes,
-    directly or through another module (``import_function`` for ``batchTransform`` sits apart from the parser).
+    """Issue 54: what runs in a task (the read, the decoder, the InputPartition, the PartitionReader the
+    source's readers pickle to, and the LandingPartitionReader the landing's reader pickles to) reads the
+    declaration and the settings it is handed; it imports neither the parser of the options (``SourceOptions``)
+    nor any module of ``connector/source/driver/`` nor the Spark classes, directly or through another module
+    (``import_function`` for ``batchTransform`` and ``landingSplit`` sits apart from the parser).
     tests/unit/connector/test_partition_reader.py checks the same in an interpreter that unpickles a reader."""
     graph = _graph(type_checking=True)
     task_side = sorted(m for m in graph if m.startswith(("connector.source.task", "connector.decode"))
-                       or m == "connector.source.partition")
-    assert {"connector.source.task.transform", "connector.source.task.partition_reader"} <= set(task_side)
+                       or m in ("connector.source.partition", "connector.landing.partition_reader"))
+    assert {"connector.source.task.transform", "connector.source.task.partition_reader",
+            "connector.landing.partition_reader"} <= set(task_side)
     parser = _parser_module(graph)
     reached = _reached(graph, task_side)
-    spark_classes = ("connector.source.reader", "connector.source.batch_reader")
+    spark_classes = ("connector.source", "connector.source.datasource", "connector.source.reader",
+                     "connector.source.batch_reader", "connector.landing.datasource", "connector.landing.reader")
     wrong = sorted(f"{reached[m]} -> {m}" for m in reached
                    if m == parser or m.startswith("connector.source.driver") or m in spark_classes)
     assert wrong == []

@@ -1,11 +1,13 @@
-"""What a Spark task receives of the source (issue 54, connector/source/task/partition_reader.py and
-connector/source/datasource.py).
+"""What a Spark task receives of the source and of the landing (issue 54, connector/source/task/partition_reader.py
+and connector/source/datasource.py; connector/landing/partition_reader.py and connector/landing/datasource.py).
 
 Spark pickles the reader with cloudpickle into its tasks' read function, together with the data source, and calls
 only the reader's ``read`` there (and the source's ``name()``; pyspark ``sql/worker/plan_data_source_read.py``).
 Unpickled in a fresh interpreter, as in a new Python worker, neither may import the options parser, a module of
 ``connector/source/driver/`` or the readers' modules; the reader it becomes still reads (the placeholder
-InputPartition of an empty batch read gives no batch)."""
+InputPartition of an empty batch read gives no batch). The same holds for ``format("hareplica-landing")``, whose
+reader carries its Delta writers and split into the task, and whose tasks import neither the landing's options
+nor its start and commit."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ import pytest
 from pyspark import cloudpickle
 from pyspark.sql.worker import plan_data_source_read
 
+from connector.landing.datasource import HAReplicaLandingDataSource
+from connector.landing.reader import HAReplicaLandingStreamReader
 from connector.options.parse import SourceOptions
 from connector.source.batch_reader import HAReplicaBatchReader
 from connector.source.datasource import HAReplicaDataSource
@@ -46,6 +50,10 @@ print(json.dumps({"modules": sorted(m for m in sys.modules if m.startswith("conn
 """
 
 DRIVER_SIDE = ("connector.options.parse", "connector.source.reader", "connector.source.batch_reader")
+#: what a landing task must not import beside :data:`DRIVER_SIDE`: the landing's reader and its driver side
+LANDING_DRIVER_SIDE = ("connector.landing.reader", "connector.landing.options", "connector.landing.start",
+                       "connector.landing.commit")
+BROKERS = "broker-a=127.0.0.1:10912"
 
 
 def _run_elsewhere(code: str, data: bytes) -> dict:
@@ -62,8 +70,20 @@ def _unpickled_elsewhere(obj) -> dict:
     return _run_elsewhere(UNPICKLE, cloudpickle.dumps(obj))
 
 
-def _driver_side(modules: list[str]) -> list[str]:
-    return [m for m in modules if m in DRIVER_SIDE or m.startswith("connector.source.driver")]
+def _driver_side(modules: list[str], more: tuple[str, ...] = ()) -> list[str]:
+    return [m for m in modules if m in DRIVER_SIDE or m in more or m.startswith("connector.source.driver")]
+
+
+def _read_function_elsewhere(source, reader) -> dict:
+    """The read function pyspark's own planning step writes for ``reader`` and ``source``, loaded by a new
+    interpreter: the project modules that interpreter then holds."""
+    schema = source.schema()
+    arguments = {"reader": reader, "data_source": source, "schema": schema,
+                 "max_arrow_batch_size": 10_000, "binary_as_bytes": True}  # the keywords of Spark 4.2 / 4.3
+    accepted = inspect.signature(plan_data_source_read.write_read_func_and_partitions).parameters
+    out = io.BytesIO()
+    plan_data_source_read.write_read_func_and_partitions(out, **{k: v for k, v in arguments.items() if k in accepted})
+    return _run_elsewhere(LOAD_READ_FUNCTION, out.getvalue())
 
 
 @pytest.mark.parametrize("reader_class", [HAReplicaStreamReader, HAReplicaBatchReader])
@@ -79,13 +99,7 @@ def test_a_reader_unpickled_in_a_worker_imports_neither_the_parser_nor_the_drive
 def test_the_read_function_spark_sends_its_tasks_imports_neither_the_parser_nor_the_driver():
     """pyspark's own planning step writes the function (it holds the stream reader and the data source)."""
     source = HAReplicaDataSource({"brokers": "broker-a=127.0.0.1:10912", "maxBytesPerTrigger": "1048576"})
-    schema = source.schema()
-    arguments = {"reader": source.streamReader(schema), "data_source": source, "schema": schema,
-                 "max_arrow_batch_size": 10_000, "binary_as_bytes": True}  # the keywords of Spark 4.2 / 4.3
-    accepted = inspect.signature(plan_data_source_read.write_read_func_and_partitions).parameters
-    out = io.BytesIO()
-    plan_data_source_read.write_read_func_and_partitions(out, **{k: v for k, v in arguments.items() if k in accepted})
-    got = _run_elsewhere(LOAD_READ_FUNCTION, out.getvalue())
+    got = _read_function_elsewhere(source, source.streamReader(source.schema()))
     assert _driver_side(got["modules"]) == []
     assert "connector.source.task.partition_reader" in got["modules"]
 
@@ -95,3 +109,48 @@ def test_the_data_source_unpickled_parses_its_options_again_when_asked_for_a_rea
     clone = cloudpickle.loads(cloudpickle.dumps(source))
     assert clone.source_options == source.source_options
     assert clone.streamReader(clone.schema()).options == source.source_options
+
+
+# --- format("hareplica-landing") ------------------------------------------------------------------------------
+def _landing_options(tmp_path, tables: str) -> dict[str, str]:
+    """A landing's option map: one raw-replica table, or two tables through a split, one upserted and one whose
+    columns come from the data (their writers are the landing's own classes)."""
+    if tables == "one":
+        return {"brokers": BROKERS, "landingPath": str(tmp_path / "raw"), "landingAppId": "app"}
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType([StructField("id", LongType()), StructField("name", StringType())]).jsonValue()
+    targets = [{"path": str(tmp_path / "upserted"), "appId": "app", "schema": schema, "upsert": {"keys": ["id"]}},
+               {"path": str(tmp_path / "evolving"), "appId": "app", "schema": schema, "evolve": True}]
+    return {"brokers": BROKERS, "landingTargets": json.dumps(targets), "landingSplit": "json:loads"}
+
+
+@pytest.mark.parametrize("tables", ["one", "several"])
+def test_the_landing_reader_unpickled_in_a_worker_imports_neither_the_parser_nor_the_driver(tmp_path, tables):
+    source = HAReplicaLandingDataSource(_landing_options(tmp_path, tables))
+    reader = source.streamReader(source.schema())
+    assert isinstance(reader, HAReplicaLandingStreamReader)
+    got = _unpickled_elsewhere(reader)
+    assert got["type"] == "connector.landing.partition_reader.LandingPartitionReader"
+    assert got["batches"] == 0
+    assert _driver_side(got["modules"], LANDING_DRIVER_SIDE) == []
+    assert "connector.source.task.read" in got["modules"]  # what read() runs is there
+    if tables == "several":  # the writers arrived as the landing's upsert and evolving writers
+        assert {"connector.landing.upsert", "connector.landing.evolving"} <= set(got["modules"])
+
+
+def test_the_landing_read_function_spark_sends_its_tasks_imports_neither_the_parser_nor_the_driver(tmp_path):
+    """pyspark's own planning step writes the function (it holds the landing's reader and its data source)."""
+    source = HAReplicaLandingDataSource(_landing_options(tmp_path, "several"))
+    got = _read_function_elsewhere(source, source.streamReader(source.schema()))
+    assert _driver_side(got["modules"], LANDING_DRIVER_SIDE) == []
+    assert {"connector.landing.partition_reader", "connector.landing.datasource"} <= set(got["modules"])
+
+
+def test_the_landing_data_source_unpickled_parses_its_options_again_when_asked_for_a_reader(tmp_path):
+    source = HAReplicaLandingDataSource(_landing_options(tmp_path, "several"))
+    clone = cloudpickle.loads(cloudpickle.dumps(source))
+    assert vars(clone) == {"options": source.options, "_parsed": None}
+    assert (clone.source_options, clone.sink_options) == (source.source_options, source.sink_options)
+    reader = clone.streamReader(clone.schema())
+    assert reader.source.options == source.source_options and reader.split == ("json:loads", None)
