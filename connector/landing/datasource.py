@@ -12,16 +12,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyspark.sql.datasource import DataSource
-
 from connector.delta.messages import MESSAGE_COLUMN
+from connector.source.datasource import OptionMapDataSource
 
 if TYPE_CHECKING:
     from connector.landing.reader import HAReplicaLandingStreamReader
     from connector.options.parse import SourceOptions
 
 
-class HAReplicaLandingDataSource(DataSource):
+class HAReplicaLandingDataSource(OptionMapDataSource):
     """``format("hareplica-landing")``: the ``hareplica`` stream landed into Delta tables by the executors.
 
     Use :func:`connector.landing.start.start_direct_landing` or ``start_direct_landing_tables`` (they add the
@@ -31,10 +30,6 @@ class HAReplicaLandingDataSource(DataSource):
     (or a batch transform, which the landing refuses) fails ``load()`` with an HAReplicaOptionError naming it.
     Pickles as its option map only; the options are split and parsed again where a reader is asked for.
     """
-
-    def __init__(self, options):
-        super().__init__(options)
-        self._parsed: tuple[SourceOptions, dict[str, str]] | None = self._parse()  # a bad option fails here
 
     def _parse(self) -> tuple[SourceOptions, dict[str, str]]:
         """(the parsed source options, the Delta sink options) of :attr:`options`; raises HAReplicaOptionError."""
@@ -52,27 +47,15 @@ class HAReplicaLandingDataSource(DataSource):
                                        f"{LANDING_OPTIONS.split.name}")
         return parsed, sink
 
-    def _parsed_options(self) -> tuple[SourceOptions, dict[str, str]]:
-        if self._parsed is None:
-            self._parsed = self._parse()
-        return self._parsed
-
     @property
     def source_options(self) -> SourceOptions:
         """The ``hareplica`` options, parsed and validated (:class:`connector.options.parse.SourceOptions`)."""
-        return self._parsed_options()[0]
+        return self.parsed()[0]
 
     @property
     def sink_options(self) -> dict[str, str]:
         """The options that become Delta sink options (:func:`connector.landing.options.split_landing_options`)."""
-        return self._parsed_options()[1]
-
-    def __getstate__(self) -> dict:
-        return {"options": self.options}
-
-    def __setstate__(self, state: dict) -> None:
-        self.options = state["options"]
-        self._parsed = None
+        return self.parsed()[1]
 
     @classmethod
     def name(cls) -> str:

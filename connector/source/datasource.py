@@ -22,28 +22,21 @@ if TYPE_CHECKING:
     from connector.source.reader import HAReplicaStreamReader
 
 
-class HAReplicaDataSource(DataSource):
-    """``format("hareplica")``: replicate RocketMQ 4.9 CommitLogs over the classic HA protocol.
-
-    Options: see :mod:`connector.options.parse` (``brokers`` is required). They are validated when the
-    source is created, so a bad option fails ``load()`` with an HAReplicaOptionError naming it.
-    Schema: :func:`connector.decode.schema.spark_schema`; a schema given with ``.schema(...)`` may name a
-    subset of its columns (same names and types, any order): only those are decoded and sent to Spark, which
-    then converts no column the query does not read (docs/source.md "Rows", "Speed and memory").
-    Pickles as its option map only; the parsed options are parsed again where a reader is asked for.
-    """
+class OptionMapDataSource(DataSource):
+    """A ``DataSource`` that parses its options when Spark creates it (a bad option fails ``load()``) and pickles
+    as its option map only, parsing it again where the parsed form is first asked for (:meth:`parsed`), so a
+    task's worker that unpickles it parses nothing. Subclasses give :meth:`_parse`."""
 
     def __init__(self, options):
         super().__init__(options)
-        self._parsed = self._parse()  # a bad option fails here, when Spark creates the source
+        self._parsed = self._parse()
 
-    def _parse(self) -> SourceOptions:
-        from connector.options.parse import SourceOptions
-        return SourceOptions.from_options(self.options)
+    def _parse(self):
+        """The parsed form of :attr:`options`; raises HAReplicaOptionError for a bad option."""
+        raise NotImplementedError
 
-    @property
-    def source_options(self) -> SourceOptions:
-        """The parsed and validated options (:class:`connector.options.parse.SourceOptions`)."""
+    def parsed(self):
+        """What :meth:`_parse` gives for :attr:`options`, parsed once per process."""
         if self._parsed is None:
             self._parsed = self._parse()
         return self._parsed
@@ -54,6 +47,27 @@ class HAReplicaDataSource(DataSource):
     def __setstate__(self, state: dict) -> None:
         self.options = state["options"]
         self._parsed = None
+
+
+class HAReplicaDataSource(OptionMapDataSource):
+    """``format("hareplica")``: replicate RocketMQ 4.9 CommitLogs over the classic HA protocol.
+
+    Options: see :mod:`connector.options.parse` (``brokers`` is required). They are validated when the
+    source is created, so a bad option fails ``load()`` with an HAReplicaOptionError naming it.
+    Schema: :func:`connector.decode.schema.spark_schema`; a schema given with ``.schema(...)`` may name a
+    subset of its columns (same names and types, any order): only those are decoded and sent to Spark, which
+    then converts no column the query does not read (docs/source.md "Rows", "Speed and memory").
+    Pickles as its option map only; the parsed options are parsed again where a reader is asked for.
+    """
+
+    def _parse(self) -> SourceOptions:
+        from connector.options.parse import SourceOptions
+        return SourceOptions.from_options(self.options)
+
+    @property
+    def source_options(self) -> SourceOptions:
+        """The parsed and validated options (:class:`connector.options.parse.SourceOptions`)."""
+        return self.parsed()
 
     @classmethod
     def name(cls) -> str:
