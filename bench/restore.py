@@ -7,9 +7,10 @@ separate processes and interleaved, ``cp -r`` of the CommitLog folder, ``harepli
 (``restore_commitlog_spark`` on ``local[2]``, the job's wall time without the session's start, then the same job
 again in the same session into another store, its Python workers warm: :data:`_SPARK_JOB`); the table reports
 the medians of the rounds' wall seconds and peak RSS (``ru_maxrss`` of the child, started by a small launcher so
-that the bench's own memory is not counted: :data:`_LAUNCH`), and the restored files are compared with the
-originals. The first size's figures are the top-level results, every size's under ``sizes``, and the other sizes'
-also at the top level as ``KEY_MIB`` (``restore_mib_per_s_4096``).
+that the bench's own memory is not counted: :data:`_LAUNCH`) and the restore's cores busy (its CPU seconds over
+its wall seconds: what two executors can add to one process on this machine), and the restored files are compared
+with the originals. The first size's figures are the top-level results, every size's under ``sizes``, and the
+other sizes' also at the top level as ``KEY_MIB`` (``restore_mib_per_s_4096``).
 Run: ``flock /tmp/hareplica-heavy.lock .venv/bin/python -m bench.restore [--mib 1024 4096] [--rounds 3] [--spark]``.
 """
 
@@ -83,18 +84,19 @@ import os, subprocess, sys, time
 t = time.perf_counter()
 child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
 _, status, usage = os.wait4(child.pid, 0)
-print(time.perf_counter() - t, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+print(time.perf_counter() - t, usage.ru_maxrss, os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime)
 """
 
 
-def timed(cmd: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS bytes) of ``cmd`` run as a child process of a small launcher (:data:`_LAUNCH`):
-    ``ru_maxrss`` of that child and its children, not of this process. Raises CalledProcessError when it fails."""
+def timed(cmd: list[str]) -> tuple[float, int, float]:
+    """(wall seconds, peak RSS bytes, CPU seconds) of ``cmd`` run as a child process of a small launcher
+    (:data:`_LAUNCH`): ``ru_maxrss`` and user + system time of that child and its children, not of this process.
+    Raises CalledProcessError when it fails."""
     out = subprocess.run([sys.executable, "-S", "-c", _LAUNCH, *cmd], check=True, capture_output=True, text=True)
-    wall, maxrss, code = out.stdout.split()
+    wall, maxrss, code, cpu = out.stdout.split()
     if int(code):
         raise subprocess.CalledProcessError(int(code), cmd)
-    return float(wall), int(maxrss) * 1024
+    return float(wall), int(maxrss) * 1024, float(cpu)
 
 
 _SPARK_JOB = """
@@ -146,13 +148,14 @@ def measure(root: Path, mib: int, rounds: int, spark: bool) -> dict:
                 shutil.rmtree(written)
     shutil.rmtree(root / "store")
     shutil.rmtree(table)
-    cp_s, restore_s = statistics.median(w for w, _ in cp), statistics.median(w for w, _ in restore)
-    verify_s = statistics.median(w for w, _ in verify)
+    cp_s, restore_s = statistics.median(w for w, *_ in cp), statistics.median(w for w, *_ in restore)
+    verify_s = statistics.median(w for w, *_ in verify)
     results = {"mib": mib, "records": records, "rounds": rounds, "build_seconds": build_s, "cp_seconds": cp_s,
                "restore_seconds": restore_s, "restore_vs_cp": restore_s / cp_s, "restore_mib_per_s": mib / restore_s,
-               "restore_peak_rss_mib": statistics.median(m for _, m in restore) / 2**20,
+               "restore_peak_rss_mib": statistics.median(m for _, m, _ in restore) / 2**20,
+               "restore_cores_busy": statistics.median(c / w for w, _, c in restore),
                "cp_mib_per_s": mib / cp_s, "verify_seconds": verify_s, "verify_mib_per_s": mib / verify_s,
-               "verify_peak_rss_mib": statistics.median(m for _, m in verify) / 2**20}
+               "verify_peak_rss_mib": statistics.median(m for _, m, _ in verify) / 2**20}
     if spark:
         spark_median, warm_median = statistics.median(spark_s), statistics.median(warm_s)
         results |= {"spark_local2_seconds": spark_median, "spark_local2_mib_per_s": mib / spark_median,
@@ -187,6 +190,7 @@ def main() -> None:
                                                         "byte-identical files)"),
             ("restore / cp", r["restore_vs_cp"], "x"),
             ("restore peak RSS", r["restore_peak_rss_mib"], "MiB (the process, imports included)"),
+            ("restore's CPU", r["restore_cores_busy"], "cores busy (CPU seconds / wall seconds, median)"),
             ("restore --verify", r["verify_seconds"], f"s, median ({r['verify_mib_per_s']:.0f} MiB/s, "
                                                       f"peak RSS {r['verify_peak_rss_mib']:.0f} MiB)"),
         ]
