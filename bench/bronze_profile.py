@@ -147,8 +147,10 @@ def profile_run(work: Path, master, code: Path | None = None) -> dict:
     cmd = [str(HAREPLICA), "--log-level", "WARNING", "run", "bronze", "--brokers", f"broker-a={master.ha_addr}",
            "--workdir", str(work), "--trigger", "available-now"]
     env = None if code is None else {**os.environ, "PYTHONPATH": str(code)}
+    # run from the bench's folder: a Python worker (``python -m pyspark.daemon``) puts its working directory first
+    # on sys.path, so started from the project it would import this checkout's code, not ``code``'s
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
-                            env=env)
+                            env=env, cwd=work.parent)
     sampler = RunSampler(proc.pid, master.pid)
     _, stderr = proc.communicate(timeout=ROUND_TIMEOUT_S)
     time.sleep(1.0)  # the orphaned Spark JVM ends after the CLI
