@@ -25,7 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from bench.common import arrow_file_source, report
-from connector.client.ha import HARangeFetcher, prefetch_chunks
+from connector.client.ha import HARangeFetcher, fetch_receives
 from connector.decode.schema import ARROW_SCHEMA
 from connector.decode.stream import CommitLogArrowDecoder
 from connector.options.settings import DecodeSettings, FetchSettings
@@ -211,11 +211,12 @@ def fetch_and_decode(addr: str, start: int, end: int, file_size: int, decompress
     decoder = CommitLogArrowDecoder(start, end, file_size, broker="broker-a",
                                     settings=DecodeSettings(decompress_body=decompress))
     with HARangeFetcher(addr, start, end, broker="broker-a") as fetcher:
-        for offset, data in prefetch_chunks(fetcher, FetchSettings().prefetch_chunks):  # as read_partition reads
-            for batch in decoder.feed(offset, data):
+        receives = fetch_receives(fetcher, FetchSettings().prefetch_chunks)
+        try:  # as read_partition reads
+            for batch in decoder.decode_receives(receives):
                 rows += batch.num_rows
-    for batch in decoder.finish():
-        rows += batch.num_rows
+        finally:
+            receives.close()
     return time.perf_counter() - began, rows
 
 

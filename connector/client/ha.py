@@ -395,18 +395,6 @@ class _Failure:
 _END = object()
 
 
-def prefetch_chunks(fetcher: HARangeFetcher,
-                    depth: int) -> Iterator[tuple[int, bytes | memoryview]]:
-    """The chunks of :func:`prefetch_receives` one by one: exactly what the fetcher yields, in order, received on a
-    background thread ``depth`` receives ahead of the consumer (memory, errors and early close as there)."""
-    receives = prefetch_receives(fetcher, depth)
-    try:
-        for spans in receives:
-            yield from spans
-    finally:
-        receives.close()
-
-
 def fetch_receives(fetcher: HARangeFetcher, depth: int) -> Iterator[list[tuple[int, bytes | memoryview]]]:
     """The HA stage of a task's read (docs/architecture.md "The path of one body"): ``fetcher``'s chunks grouped by
     the receive that brought them, one list per receive (:meth:`HARangeFetcher.receives`), received on a
@@ -430,7 +418,7 @@ def prefetch_receives(fetcher: HARangeFetcher,
     cancels the fetcher (the connection is shut down, no reconnect) and joins the thread.
     """
     if not fetcher.keep_views:
-        raise ValueError("prefetch_chunks needs a fetcher with keep_views=True (its chunks outlive the next recv)")
+        raise ValueError("prefetch_receives needs a fetcher with keep_views=True (its chunks outlive the next recv)")
     handoff: queue.Queue = queue.Queue(maxsize=depth)
 
     def put(item) -> bool:

@@ -156,22 +156,13 @@ class CommitLogArrowDecoder:
         :func:`connector.client.ha.fetch_receives`) and walks their records, yielding each batch's records as a
         group; the Arrow stage (:func:`connector.decode.columns.arrow_batches`) pulls the groups and yields the
         RecordBatches, then the last one(s) (as :meth:`finish`). A chunk starting past the stream offset continues
-        the range there (as :meth:`jump`, logging ``gap_reason``): a fetcher that skipped lost bytes
+        the range there (as :meth:`_jump`, logging ``gap_reason``): a fetcher that skipped lost bytes
         (``fail_on_data_loss`` false). Each stage is entered once per batch, the HA stage once per receive.
 
-        Holds what :meth:`feed` holds (see the class). Raises what :meth:`feed`, :meth:`jump` and :meth:`finish`
+        Holds what :meth:`feed` holds (see the class). Raises what :meth:`feed`, :meth:`_jump` and :meth:`finish`
         raise.
         """
         return self._arrow(self._record_groups(receives, gap_reason))
-
-    def jump(self, offset: int, reason: str) -> list[pa.RecordBatch]:
-        """Continue the range at record boundary ``offset`` >= the stream offset (bytes between are gone).
-
-        Used when ``fail_on_data_loss`` is false and the broker no longer holds part of the range: the
-        complete records already received are emitted, a partial record is dropped, and ``reason`` is
-        logged with the skipped range.
-        """
-        return list(self._arrow(self._jump(offset, reason)))
 
     def finish(self) -> list[pa.RecordBatch]:
         """Return the last batch(es). Raises CommitLogFormatError if the range was not covered to its end."""
@@ -196,7 +187,10 @@ class CommitLogArrowDecoder:
         yield from self._finish()
 
     def _jump(self, offset: int, reason: str) -> Iterator[RecordGroup]:
-        """:meth:`jump`'s groups, each yielded as soon as it is walked (one buffer handed over at a time)."""
+        """Continue the range at record boundary ``offset`` >= the stream offset (the bytes between are gone: the
+        broker no longer holds them and ``fail_on_data_loss`` is false): the complete records already received are
+        yielded as groups, each as soon as it is walked, a partial record is dropped, and ``reason`` is logged with
+        the skipped range. Raises ValueError for an ``offset`` behind the stream offset."""
         if offset < self._stream_offset:
             raise ValueError(f"cannot jump back from CommitLog offset {self._stream_offset} to {offset}")
         if not self._done:

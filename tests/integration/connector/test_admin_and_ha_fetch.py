@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from connector.client.admin import BrokerAdminClient
-from connector.client.ha import HARangeFetcher, prefetch_chunks
+from connector.client.ha import HARangeFetcher, prefetch_receives
 from connector.errors import BrokerAdminError, DataLossError
 from connector.options.settings import FetchSettings
 from tests.integration.connector.conftest import FIXTURE_MAX_OFFSET, MAPPED_FILE_SIZE, start_fixture_master
@@ -99,7 +99,7 @@ def test_fetching_deleted_bytes_without_fail_on_data_loss_skips_to_the_min_offse
 def test_prefetched_chunks_are_the_fetchers_chunks(fixture_master, fixture_commitlog):
     start, end = 554616, FIXTURE_MAX_OFFSET
     with HARangeFetcher(fixture_master.ha_addr, start, end) as fetcher:
-        chunks = list(prefetch_chunks(fetcher, depth=2))
+        chunks = [chunk for spans in prefetch_receives(fetcher, depth=2) for chunk in spans]
     assert chunks[0][0] == start
     assert all(a[0] + len(a[1]) == b[0] for a, b in zip(chunks, chunks[1:], strict=False))
     assert b"".join(c for _, c in chunks) == fixture_commitlog[start:end]
@@ -108,7 +108,7 @@ def test_prefetched_chunks_are_the_fetchers_chunks(fixture_master, fixture_commi
 
 def test_prefetch_needs_owned_chunks(fixture_master):
     with pytest.raises(ValueError, match="keep_views=True"):
-        next(prefetch_chunks(HARangeFetcher(fixture_master.ha_addr, 0, 10, keep_views=False), depth=4))
+        next(prefetch_receives(HARangeFetcher(fixture_master.ha_addr, 0, 10, keep_views=False), depth=4))
 
 
 def test_prefetch_raises_the_fetchers_error_in_the_consumer(lossy_master):
@@ -116,16 +116,16 @@ def test_prefetch_raises_the_fetchers_error_in_the_consumer(lossy_master):
         fetcher = HARangeFetcher(lossy_master.ha_addr, 554616, MAPPED_FILE_SIZE + 5000, broker="broker-a",
                                  offsets_probe=admin.commit_log_offsets)
         with pytest.raises(DataLossError, match=r"no longer holds CommitLog bytes \[554616, 1048576\)"):
-            list(prefetch_chunks(fetcher, depth=4))
+            list(prefetch_receives(fetcher, depth=4))
 
 
 def test_closing_the_consumer_early_cancels_the_fetch_and_its_connection(fixture_master):
     fetcher = HARangeFetcher(fixture_master.ha_addr, 0, FIXTURE_MAX_OFFSET)
-    chunks = prefetch_chunks(fetcher, depth=1)
-    first = next(chunks)
+    receives = prefetch_receives(fetcher, depth=1)
+    first = next(receives)[0]
     assert first[0] == 0
     wait_for(lambda: json.loads(runtime_info(fixture_master.remoting_addr)["haConnections"]), "the fetch's connection")
-    chunks.close()  # Spark stops reading a partition (task killed, limit reached)
+    receives.close()  # Spark stops reading a partition (task killed, limit reached)
     assert fetcher.cancelled and fetcher.delivered < FIXTURE_MAX_OFFSET
     assert not [t for t in threading.enumerate() if t.name.startswith("ha-prefetch")]
     wait_for(lambda: json.loads(runtime_info(fixture_master.remoting_addr)["haConnections"]) == [],

@@ -280,15 +280,14 @@ def test_jump_skips_a_lost_range_and_keeps_walked_records(commitlog, messages):
     cut = in_file0[-2]["commitLogOffset"] + 10  # mid-record: that record is lost
     end = 2 * MAPPED_FILE_SIZE
     dec = CommitLogArrowDecoder(start, end, MAPPED_FILE_SIZE, broker="broker-a")
-    out = list(dec.feed(start, commitlog[start:cut]))
-    out += list(dec.jump(MAPPED_FILE_SIZE, "test"))
-    for off, data in chunks(commitlog, MAPPED_FILE_SIZE, end, 32768):
-        out += list(dec.feed(off, data))
-    out += list(dec.finish())
+    # the HA stage's receives: a chunk starting past the stream offset is the broker's gap
+    receives = [[(start, commitlog[start:cut])], list(chunks(commitlog, MAPPED_FILE_SIZE, end, 32768))]
+    out = list(dec.decode_receives(receives, "test"))
     expected = in_file0[-5:-2] + [m for m in messages if MAPPED_FILE_SIZE <= m["commitLogOffset"] < end]
     assert_matches(rows(out), expected)
     with pytest.raises(ValueError, match="cannot jump back"):
-        list(dec.jump(5, "test"))
+        list(CommitLogArrowDecoder(start, end, MAPPED_FILE_SIZE, broker="broker-a").decode_receives(
+            [[(start, commitlog[start:cut])], [(5, b"x")]]))
 
 
 # --- against the scalar codec on synthetic records (IPv6 hosts, odd properties, compression) ---------

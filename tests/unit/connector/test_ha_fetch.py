@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.client.ha import HARangeFetcher, prefetch_chunks
+from connector.client.ha import HARangeFetcher, prefetch_receives
 from connector.errors import DataLossError, HAFetchError, HAProtocolError, NotAnHAPortError
 from connector.options.settings import FetchSettings
 from connector.protocol.ha import encode_transfer_header
@@ -126,9 +126,9 @@ def test_chunks_are_views_of_receive_buffers_that_are_never_written_over(replay,
     meta = json.loads((fixture_dir / "ha_stream" / "report_boundary_554616.json").read_text())
     start, end = meta["reportedOffset"], meta["lastDataEndOffset"]
     master = replay(lambda report, conn: conn.sendall(recorded))
-    kept = list(prefetch_chunks(HARangeFetcher(master.addr, start, end,
-                                               settings=FetchSettings(heartbeat_interval_ms=100)),
-                                depth=4))
+    kept = [chunk for spans in prefetch_receives(HARangeFetcher(master.addr, start, end,
+                                                                settings=FetchSettings(heartbeat_interval_ms=100)),
+                                                 depth=4) for chunk in spans]
     assert all(isinstance(chunk, memoryview) for _, chunk in kept)
     assert b"".join(chunk for _, chunk in kept) == commitlog[start:end], "still intact after every receive"
 
