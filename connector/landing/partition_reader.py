@@ -19,6 +19,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from connector.arrow_numpy import binary_array
+from connector.arrow_pool import use_jemalloc
 from connector.delta.messages import MESSAGE_COLUMN, message_bytes
 from connector.landing.rows import with_store_date
 from connector.options.declaration import LANDING_OPTIONS
@@ -62,7 +63,9 @@ class LandingPartitionReader:
         """Decode the partition and write it as Parquet files of the table(s); yield one row per record read,
         null but the last, which holds the task's pickled commit messages, one per table (nothing when the
         partition kept no record, or for a placeholder InputPartition). On any error every table's files of
-        this task are deleted before the error propagates."""
+        this task are deleted before the error propagates. Arrow's buffers in this worker come from jemalloc from
+        here on (:func:`connector.arrow_pool.use_jemalloc`)."""
+        use_jemalloc()
         if not isinstance(partition, HAReplicaInputPartition):
             return
         split = resolve_split(self.split) if self.split else (lambda b: (with_store_date(b),))

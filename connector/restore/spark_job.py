@@ -8,6 +8,7 @@ import dataclasses
 import os
 from pathlib import Path
 
+from connector.arrow_pool import use_jemalloc
 from connector.restore.config import write_delay_offsets
 from connector.restore.metadata import write_metadata
 from connector.restore.plan import plan_restore
@@ -34,6 +35,7 @@ def restore_commitlog_spark(spark, table_uri: str, broker: str, store_dir: str |
     folder = str(make_store_folder(store_dir))
 
     def write(file) -> str:
+        use_jemalloc()  # the executor's Python worker, as a restore process
         return write_file(table_uri, broker, plan, file, Path(folder)).name
 
     files = list(plan.files)

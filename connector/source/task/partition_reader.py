@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
+from connector.arrow_pool import use_jemalloc
 from connector.source.partition import HAReplicaInputPartition
 from connector.source.task.read import read_task
 
@@ -24,7 +25,9 @@ class PartitionReader:
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The partition's RecordBatches (:func:`connector.source.task.read.read_task`); nothing for the
-        placeholder InputPartition Spark sends when a batch read's range is empty."""
+        placeholder InputPartition Spark sends when a batch read's range is empty. Arrow's buffers in this
+        worker come from jemalloc from here on (:func:`connector.arrow_pool.use_jemalloc`)."""
+        use_jemalloc()
         if not isinstance(partition, HAReplicaInputPartition):
             return iter(())
         return read_task(partition)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,11 +35,14 @@ ROOT = Path(__file__).resolve().parents[3]
 #: run in the fresh interpreter: unpickle stdin's bytes, read the placeholder partition, report the modules
 UNPICKLE = """
 import json, pickle, sys
+import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 reader = pickle.loads(sys.stdin.buffer.read())
+pool = pa.default_memory_pool().backend_name
 batches = list(reader.read(InputPartition(None)))
 print(json.dumps({"type": type(reader).__module__ + "." + type(reader).__qualname__, "batches": len(batches),
-                  "modules": sorted(m for m in sys.modules if m.startswith("connector"))}))
+                  "modules": sorted(m for m in sys.modules if m.startswith("connector")),
+                  "pool_before": pool, "pool": pa.default_memory_pool().backend_name}))
 """
 
 #: run in the fresh interpreter: load the read function Spark sends its tasks (framed as pyspark writes it)
@@ -56,18 +60,20 @@ LANDING_DRIVER_SIDE = ("connector.landing.reader", "connector.landing.options", 
 BROKERS = "broker-a=127.0.0.1:10912"
 
 
-def _run_elsewhere(code: str, data: bytes) -> dict:
-    """The JSON ``code`` prints, run by a new interpreter with ``data`` on its stdin."""
+def _run_elsewhere(code: str, data: bytes, env: dict[str, str] | None = None) -> dict:
+    """The JSON ``code`` prints, run by a new interpreter with ``data`` on its stdin (``env``: more environment)."""
+    environment = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     result = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, cwd=ROOT, timeout=120,
-                            check=False)
+                            check=False, env={**environment, **(env or {})})
     assert result.returncode == 0, result.stderr.decode()
     return json.loads(result.stdout)
 
 
-def _unpickled_elsewhere(obj) -> dict:
+def _unpickled_elsewhere(obj, env: dict[str, str] | None = None) -> dict:
     """``obj`` pickled with pyspark's cloudpickle, loaded by a new interpreter: its type, the batches of the
-    placeholder partition and the project modules that interpreter then holds."""
-    return _run_elsewhere(UNPICKLE, cloudpickle.dumps(obj))
+    placeholder partition, the project modules that interpreter then holds and its Arrow memory pool before and
+    after the read."""
+    return _run_elsewhere(UNPICKLE, cloudpickle.dumps(obj), env)
 
 
 def _driver_side(modules: list[str], more: tuple[str, ...] = ()) -> list[str]:
@@ -94,6 +100,15 @@ def test_a_reader_unpickled_in_a_worker_imports_neither_the_parser_nor_the_drive
     assert got["batches"] == 0
     assert _driver_side(got["modules"]) == []
     assert "connector.source.task.read" in got["modules"]  # what read() runs is there
+    assert (got["pool_before"], got["pool"]) == ("mimalloc", "jemalloc")  # the worker hands freed pages back
+
+
+@pytest.mark.parametrize("pool", ["system", "mimalloc"])
+def test_a_worker_keeps_the_arrow_pool_the_operator_chose(pool):
+    """``ARROW_DEFAULT_MEMORY_POOL`` in the executors' environment wins over the readers' jemalloc."""
+    options = SourceOptions.from_options({"brokers": BROKERS})
+    got = _unpickled_elsewhere(HAReplicaStreamReader(options, columns=("topic",)), {"ARROW_DEFAULT_MEMORY_POOL": pool})
+    assert (got["pool_before"], got["pool"]) == (pool, pool)
 
 
 def test_the_read_function_spark_sends_its_tasks_imports_neither_the_parser_nor_the_driver():
@@ -133,6 +148,7 @@ def test_the_landing_reader_unpickled_in_a_worker_imports_neither_the_parser_nor
     got = _unpickled_elsewhere(reader)
     assert got["type"] == "connector.landing.partition_reader.LandingPartitionReader"
     assert got["batches"] == 0
+    assert (got["pool_before"], got["pool"]) == ("mimalloc", "jemalloc")  # the worker hands freed pages back
     assert _driver_side(got["modules"], LANDING_DRIVER_SIDE) == []
     assert "connector.source.task.read" in got["modules"]  # what read() runs is there
     if tables == "several":  # the writers arrived as the landing's upsert and evolving writers
