@@ -56,6 +56,33 @@ def from_numpy(values: np.ndarray, arrow_type: pa.DataType, valid: np.ndarray | 
     return pa.Array.from_buffers(arrow_type, len(values), [pa.py_buffer(bitmap), pa.py_buffer(values)])
 
 
+def bool_array(values: np.ndarray) -> pa.BooleanArray:
+    """A boolean Arrow array of the 1-D ``values`` (each one's truth), bit-packed, no nulls: what
+    ``pa.array(values)`` gives for a NumPy bool array, without the pandas shim (a mask for ``filter`` or
+    ``if_else``).
+
+    Raises:
+        ValueError: ``values`` is not 1-D.
+    """
+    values = np.asarray(values, dtype=bool)
+    if values.ndim != 1:
+        raise ValueError(f"bool_array takes a 1-D array, got shape {values.shape}")
+    bits = np.packbits(values, bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)], null_count=0)
+
+
+def bool_to_numpy(array: pa.BooleanArray) -> np.ndarray:
+    """The values of a boolean ``array`` as a NumPy bool array (a copy: Arrow packs booleans in bits), without the
+    pandas shim that ``to_numpy(zero_copy_only=False)`` and ``np.asarray`` consult. Slots under nulls hold
+    whatever the bits hold: fill the nulls first (``pc.fill_null``) where they matter."""
+    n = len(array)
+    data = array.buffers()[1]
+    if data is None or n == 0:
+        return np.zeros(n, dtype=bool)
+    bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8), count=array.offset + n, bitorder="little")
+    return bits[array.offset:].astype(bool)
+
+
 def indices_or_null(index: np.ndarray) -> pa.Array:
     """An int64 index array for ``Array.take`` from ``index``, null where ``index`` is negative (the take then
     gives null there)."""

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.arrow_numpy import binary_array, from_numpy, to_numpy
+from connector.arrow_numpy import binary_array, bool_array, from_numpy, to_numpy
 from connector.decode.arrays import gather_be
 from connector.decode.locate import Located
 from connector.decode.schema import RECORD_FORMAT_TRAILING_SEPARATOR, RECORD_FORMAT_V2
@@ -55,7 +55,7 @@ def stored_properties(kernels, buf: pa.Buffer, u8: np.ndarray, loc: Located, pro
         stored = pa.nulls(n, pa.binary())
     else:
         raw = kernels.slices(buf, loc.props_pos, loc.props_len)
-        stored = pc.if_else(pa.array(exact | with_separator), pa.nulls(n, pa.binary()), raw)
+        stored = pc.if_else(bool_array(exact | with_separator), pa.nulls(n, pa.binary()), raw)
     magic = gather_be(u8, loc.s + MAGICCODE_POSITION, 4, ">i4")
     fmt = np.where(magic == MESSAGE_MAGIC_CODE_V2, RECORD_FORMAT_V2, 0).astype(np.int32)
     fmt |= with_separator.astype(np.int32) * RECORD_FORMAT_TRAILING_SEPARATOR

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.arrow_numpy import to_numpy
+from connector.arrow_numpy import binary_array, bool_to_numpy, to_numpy
 from connector.options.settings import DecodeSettings
 from connector.protocol.topics import is_system_topic
 
@@ -125,8 +125,8 @@ class TopicFilter:
             return None
         keep = np.ones(len(topics), dtype=bool)
         for topic, wanted in self._tags.items():
-            of_topic = pc.equal(topics, topic).to_numpy(zero_copy_only=False)
+            of_topic = bool_to_numpy(pc.equal(topics, binary_array([topic], pa.string())[0]))  # no pa.scalar: no shim
             if of_topic.any():
-                tagged = pc.is_in(tags, value_set=pa.array(sorted(wanted), pa.string())).fill_null(False)
-                keep &= ~of_topic | tagged.to_numpy(zero_copy_only=False)
+                tagged = pc.is_in(tags, value_set=binary_array(sorted(wanted), pa.string()))  # null: no TAGS
+                keep &= ~of_topic | (bool_to_numpy(tagged) & bool_to_numpy(pc.is_valid(tagged)))
         return None if keep.all() else keep

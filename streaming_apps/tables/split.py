@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.arrow_numpy import binary_array, from_numpy, repeat_string
+from connector.arrow_numpy import binary_array, bool_array, from_numpy, repeat_string
 from connector.errors import HAReplicaError
 from streaming_apps.tables.columns import (
     DEAD_LETTER_SCHEMA,
@@ -92,8 +92,8 @@ class _TaskTable:
         if skip is None or not skip.any():
             rows, dead, kept = self._decoded(records)
         else:  # tombstones keyed by kept columns only: not decoded (an empty body would be a dead letter)
-            rows, dead, kept = self._decoded(records.filter(pa.array(~skip)))
-            skipped = records.filter(pa.array(skip))
+            rows, dead, kept = self._decoded(records.filter(bool_array(~skip)))
+            skipped = records.filter(bool_array(skip))
             nulls = [pa.nulls(skipped.num_rows, f.type) for f in self.decoder.schema]
             rows = pa.concat_batches([rows, self._assemble(pa.RecordBatch.from_arrays(
                 nulls, schema=self.decoder.schema), skipped)])

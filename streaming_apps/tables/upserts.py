@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.arrow_numpy import binary_array
+from connector.arrow_numpy import binary_array, bool_array, bool_to_numpy
 from connector.landing.upsert import DELETE_COLUMN, ORDER_COLUMN
 from streaming_apps.tables.columns import PROPERTY_COLUMN_PREFIX
 from streaming_apps.tables.declaration import EMPTY_BODY
@@ -43,11 +43,11 @@ class TaskUpsert:
         n = records.num_rows
         if self.empty_body:
             body = records.column("body")
-            return np.asarray(pc.fill_null(pc.equal(pc.binary_length(body), 0), True), dtype=bool)
+            return bool_to_numpy(pc.fill_null(pc.equal(pc.binary_length(body), 0), True))
         if self.property is not None:
             found = pc.map_lookup(records.column("properties"), self.property, "first")
             hit = pc.is_valid(found) if self.value is None else pc.fill_null(pc.equal(found, self.value), False)
-            return np.asarray(hit, dtype=bool)
+            return bool_to_numpy(hit)
         return np.zeros(n, dtype=bool)
 
     def null_key_errors(self, rows: pa.RecordBatch) -> list[str | None] | None:
@@ -58,14 +58,14 @@ class TaskUpsert:
             column = rows.column(key)
             if column.null_count:
                 errors = errors or [None] * rows.num_rows
-                for i in np.flatnonzero(np.asarray(pc.is_null(column), dtype=bool)):
+                for i in np.flatnonzero(bool_to_numpy(pc.is_null(column))):
                     errors[i] = errors[i] or f"key {key} is null: an upsert row needs its whole key"
         return errors
 
     def stage(self, rows: pa.RecordBatch, records: pa.RecordBatch) -> pa.RecordBatch:
         """``rows`` (the table's columns) plus the order (``records``' commitLogOffset) and the tombstone flag."""
         order = records.column("commitLogOffset").cast(pa.int64())
-        delete = pa.array(self.tombstones(records), pa.bool_())
+        delete = bool_array(self.tombstones(records))
         return pa.RecordBatch.from_arrays(
             [*rows.columns, order, delete],
             schema=rows.schema.append(pa.field(ORDER_COLUMN, pa.int64(), nullable=False))

@@ -14,6 +14,8 @@ import pytest
 
 from connector.arrow_numpy import (
     binary_array,
+    bool_array,
+    bool_to_numpy,
     from_numpy,
     indices_or_null,
     numpy_dtype,
@@ -44,6 +46,17 @@ def test_from_numpy_with_a_validity_mask():
     assert array.to_pylist() == [5, None, 7, 8, None, 10, 11, 12, None]
     assert array.null_count == 3
     array.validate(full=True)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 70])
+def test_bool_array_and_bool_to_numpy_equal_pyarrows_conversions(n):
+    values = np.random.default_rng(n).random(n) < 0.5
+    assert bool_array(values).equals(pa.array(values, pa.bool_()))
+    assert bool_to_numpy(pa.array(values)).tolist() == values.tolist()
+    sliced = pa.array(values).slice(min(3, n))  # an offset that is not a whole byte
+    assert bool_to_numpy(sliced).tolist() == values[min(3, n):].tolist()
+    with pytest.raises(ValueError, match="1-D"):
+        bool_array(np.zeros((2, 2), dtype=bool))
 
 
 def test_indices_or_null_takes_null_at_negative_indices():
@@ -120,6 +133,49 @@ written = writer.close()
 print(json.dumps({"rows": sum(b.num_rows for b in batches), "files": len(written),
                   "stats": [json.loads(f.stats) for f in written], "attempts": attempts}))
 """
+
+
+#: Decodes records with every column bronze lands (the restore columns too) under a tag filter: one record whose
+#: PROPERTIES do not re-encode (an empty pair: storedProperties holds its bytes), one with a bad body (decodeError).
+NO_PANDAS_RESTORE_COLUMNS = refuse_pandas_prelude("connector") + """
+
+from connector.decode.schema import ALL_ARROW_SCHEMA
+from connector.decode.stream import CommitLogArrowDecoder
+from connector.decode.topic_filter import TopicFilter
+from connector.protocol.commitlog.records import encode_record
+from connector.protocol.commitlog import COMPRESSED_FLAG
+
+records, offset = [], 0
+for i, (props, body, flag) in enumerate([(b"TAGS\x01a\x02KEYS\x01k1\x02", b"one", 0),
+                                          (b"TAGS\x01a\x02\x02KEYS\x01k2\x02", b"two", 0),
+                                          (b"TAGS\x01b\x02", b"three", 0),
+                                          (b"TAGS\x01a\x02", b"not zlib", COMPRESSED_FLAG)]):
+    record = encode_record(commit_log_offset=offset, topic="T", body=body, queue_offset=i, properties=props,
+                           sys_flag=flag)
+    records.append(record)
+    offset += len(record)
+data = b"".join(records)
+decoder = CommitLogArrowDecoder(0, len(data), 1 << 20, broker="broker-a", columns=ALL_ARROW_SCHEMA.names,
+                                topic_filter=TopicFilter(topics=frozenset({"T"}), tags=(("T", frozenset({"a"})),)))
+batches = [*decoder.feed(0, data), *decoder.finish()]
+seen = list(attempts)  # the decode's; to_pylist below may convert timestamps through pandas
+rows = [row for b in batches for row in b.select(["body", "storedProperties", "decodeError"]).to_pylist()]
+print(json.dumps({"attempts": seen, "bodies": [r["body"].decode(errors="replace") for r in rows],
+                  "stored": [r["storedProperties"] is not None for r in rows],
+                  "errors": [r["decodeError"] is not None for r in rows]}))
+"""
+
+
+def test_the_restore_columns_a_tag_filter_and_bad_rows_never_import_pandas():
+    """What a bronze task decodes beyond the default columns (pandas in a worker costs it tens of MiB)."""
+    run = subprocess.run([sys.executable, "-c", NO_PANDAS_RESTORE_COLUMNS], capture_output=True, text=True,
+                         timeout=120, cwd=Path(__file__).resolve().parents[3])
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout)
+    assert out["attempts"] == [], f"pandas was imported by: {out['attempts']}"
+    assert out["bodies"][:2] == ["one", "two"] and len(out["bodies"]) == 3  # tag b filtered out
+    assert out["stored"] == [False, True, False]  # only the record with the empty pair keeps its bytes
+    assert out["errors"] == [False, False, True]  # the body flagged compressed that does not inflate
 
 
 def test_the_read_path_and_the_landing_write_never_import_pandas(fixture_dir: Path):
