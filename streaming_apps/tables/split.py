@@ -30,7 +30,13 @@ from streaming_apps.tables.columns import (
     store_date,
 )
 from streaming_apps.tables.decode.base import decoder_for
+from streaming_apps.tables.decode.contract import Decoded
 from streaming_apps.tables.upserts import TaskUpsert
+
+#: Bodies decoded at once: a decoder holds one Python object per field value of the bodies it decodes, so a task's
+#: batch is decoded in slices of this many rows (a decoder whose schema is fixed; docs/tables.md "Where the bodies
+#: are decoded").
+DECODE_CHUNK_ROWS = 1024
 
 #: The decoders of each declaration this worker process has seen, by the hash of its text: a task builds none.
 _SPLITS: dict[str, _Split] = {}
@@ -116,8 +122,7 @@ class _TaskTable:
     def _decoded(self, records: pa.RecordBatch
                  ) -> tuple[pa.RecordBatch, pa.RecordBatch | None, pa.RecordBatch]:
         """``(rows, dead letters or None, the records of the rows)`` of decoding ``records``."""
-        properties = _property_dicts(records) if self.wants_properties else None
-        decoded = self.decoder.decode(records.column("body"), properties)
+        decoded = self._decode(records)
         _bad_records(records, decoded.errors, decoded.schemas)
         failed = np.fromiter((e is not None for e in decoded.errors), dtype=bool, count=records.num_rows)
         dead = None
@@ -136,6 +141,21 @@ class _TaskTable:
         else:
             fields = decoded.fields
         return self._assemble(fields, records), dead, records
+
+    def _decode(self, records: pa.RecordBatch) -> Decoded:
+        """The bodies of ``records`` decoded, :data:`DECODE_CHUNK_ROWS` at a time when the decoder's schema is
+        fixed (one call otherwise), so the Python objects of one slice only are alive at once."""
+        properties = _property_dicts(records) if self.wants_properties else None
+        bodies, n = records.column("body"), records.num_rows
+        step = DECODE_CHUNK_ROWS if self.decoder.fixed_schema else max(n, 1)
+        parts = [self.decoder.decode(bodies.slice(i, step), None if properties is None else properties[i:i + step])
+                 for i in range(0, n, step)]
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return self.decoder.decode(bodies, properties)
+        return Decoded(pa.concat_batches([p.fields for p in parts]), [e for p in parts for e in p.errors],
+                       [s for p in parts for s in p.schemas])
 
     def _assemble(self, fields: pa.RecordBatch, records: pa.RecordBatch) -> pa.RecordBatch:
         """The table's rows: the decoded ``fields``, the kept columns of ``records``, the date columns and

@@ -56,6 +56,8 @@ class BodyDecoder(ABC):
     made from, not by file paths), so a decoder made on the driver can be shipped to the tasks."""
 
     format: ClassVar[str]  # avro | protobuf | json | msgpack | string | bytes
+    #: whether :attr:`schema` stays what it is across :meth:`decode` calls (False: json ``infer``, which widens)
+    fixed_schema: ClassVar[bool] = True
 
     @property
     @abstractmethod

@@ -240,6 +240,7 @@ class JsonInferDecoder(BodyDecoder):
     """
 
     format = "json"
+    fixed_schema = False
 
     def __init__(self, schema: pa.Schema | None = None):
         self._schema = schema if schema is not None else pa.schema([])

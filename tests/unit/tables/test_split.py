@@ -77,6 +77,28 @@ def test_records_go_to_their_tables_or_the_dead_letters(tmp_path):
     assert payments.num_rows + audit.num_rows + dead.num_rows == matched
 
 
+def test_a_batch_is_decoded_in_slices_with_the_same_rows_and_dead_letters(tmp_path, monkeypatch):
+    """A batch of more than DECODE_CHUNK_ROWS records: each decode call gets at most that many bodies (a worker
+    holds the Python objects of one slice), and the rows, their order and the dead letters are those of one call."""
+    from streaming_apps.tables import split as split_module
+
+    rows = [("Pay", "Paid", b"not json" if i % 7 == 3 else json.dumps({"id": f"p{i}", "amount": i}).encode(), {})
+            for i in range(50)]
+    whole = make_split(_app(tmp_path).split_config())(_records(rows))
+    monkeypatch.setattr(split_module, "DECODE_CHUNK_ROWS", 8)
+    monkeypatch.setattr(split_module, "_SPLITS", {})
+    sizes = []
+    split = make_split(_app(tmp_path).split_config())
+    for table in split.tables:
+        decode = table.decoder.decode
+        table.decoder.decode = lambda bodies, props=None, decode=decode: sizes.append(len(bodies)) or decode(bodies,
+                                                                                                              props)
+    sliced = split(_records(rows))
+    assert [b.to_pylist() for b in sliced] == [b.to_pylist() for b in whole]
+    assert sliced[0].num_rows == 50 - 7 and sliced[2].num_rows == 7  # payments, dead letters
+    assert max(sizes) == 8 and sum(sizes) == 2 * 50  # both tables decode every record, 8 at a time
+
+
 def test_on_error_fail_raises_one_line_naming_table_broker_offset(tmp_path):
     split = make_split(_app(tmp_path, on_error="fail").split_config())
     with pytest.raises(TableDecodeError) as info:
