@@ -1,10 +1,11 @@
 """The argparse value types the ``hareplica`` commands share: each parses one flag's text or raises
 ``argparse.ArgumentTypeError``, which argparse prints naming the flag (docs/cli.md); and the flags several commands
-take (``--storage-option``, the where-flags ``--brokers`` and ``-n/--namesrv-addr``)."""
+take (``--storage-option``, the where-flags ``--brokers`` and ``-n/--namesrv-addr``; ``--tables-root``'s default)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def offset(text: str) -> int:
@@ -113,3 +114,9 @@ def add_where_flags(p, *, required: bool, purposes: dict[str, str] | None = None
                 else f"{purpose}; as the source's {option.name}: {option.meaning}")
         where.add_argument(*flags, dest=option.attr, default=None, metavar=_WHERE_METAVARS.get(option.attr),
                            help=text)
+
+
+def tables_root_of(args) -> str:
+    """The tables' root of a command's parsed ``args``: ``--tables-root`` when given, else ``WORKDIR/tables``
+    (``--workdir``'s); a path or a URI, as given."""
+    return args.tables_root or os.path.join(args.workdir, "tables")

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from streaming_apps.cli import build_parser, spark_conf_of
+from streaming_apps.cli import build_parser
 from streaming_apps.package import runtime_requirements
+from streaming_apps.run_command import spark_conf_of
 from streaming_apps.spark_session import driver_launch_dir
 
 RUN = ["run", "bronze", "--brokers", "broker-a=127.0.0.1:10912"]

@@ -1,5 +1,5 @@
 """``hareplica run --warm-workers``: how many Python workers an app warms while its query starts
-(streaming_apps.cli.warm_workers_of; streaming_apps.worker_warmup)."""
+(streaming_apps.run_command.warm_workers_of; streaming_apps.worker_warmup)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import pytest
 
 from streaming_apps.apps import AppError
 from streaming_apps.apps.common import LANDING_DIRECT
-from streaming_apps.cli import build_parser, warm_workers_of
+from streaming_apps.cli import build_parser
+from streaming_apps.run_command import warm_workers_of
 
 
 def _warm(*extra: str) -> int:
