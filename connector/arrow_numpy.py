@@ -103,9 +103,9 @@ def to_numpy(array: pa.Array) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
 
 
-def binary_array(values: Sequence[bytes | str], arrow_type: pa.DataType = pa.binary()) -> pa.Array:
+def binary_array(values: Sequence[bytes | str | None], arrow_type: pa.DataType = pa.binary()) -> pa.Array:
     """A ``binary`` or ``string`` Arrow array (``arrow_type``) of the Python ``values`` (``str`` is encoded as
-    UTF-8), none null; one copy of the bytes.
+    UTF-8, a None is null); one copy of the bytes.
 
     Raises:
         TypeError: ``arrow_type`` is neither ``binary`` nor ``string``, or a value is neither bytes nor str.
@@ -113,6 +113,13 @@ def binary_array(values: Sequence[bytes | str], arrow_type: pa.DataType = pa.bin
     """
     if arrow_type not in (pa.binary(), pa.string()):
         raise TypeError(f"binary_array builds binary or string arrays, not {arrow_type}")
+    nulls = values.count(None)
+    validity = None
+    if nulls:
+        validity = pa.py_buffer(np.packbits(np.fromiter((v is not None for v in values), bool, len(values)),
+                                            bitorder="little"))
+        empty = "" if arrow_type == pa.string() else b""
+        values = [empty if v is None else v for v in values]
     data = _ascii_joined(values)
     if data is not None:  # each value's byte length is its length in characters
         lengths = np.fromiter(map(len, values), np.int64, len(values))
@@ -125,8 +132,8 @@ def binary_array(values: Sequence[bytes | str], arrow_type: pa.DataType = pa.bin
         raise ValueError(f"binary_array: {int(ends[-1])} bytes of values exceed int32 offsets")
     offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
     offsets[1:] = ends
-    return pa.Array.from_buffers(arrow_type, len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(data)],
-                                 null_count=0)
+    return pa.Array.from_buffers(arrow_type, len(lengths), [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                 null_count=nulls)
 
 
 def _ascii_joined(values: Sequence[bytes | str]) -> bytes | None:

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from connector.arrow_numpy import binary_array, bool_array
+from connector.arrow_numpy import binary_array
 from connector.decode.arrays import take_slices
 from connector.errors import BodyDecodeError, BodyTooLargeError
 from connector.options.declaration import MODE_FAILFAST, OPTIONS
@@ -62,14 +62,10 @@ def decode_errors(bad: dict[int, tuple[str, str]], lo: int, hi: int) -> pa.Array
     """The ``decodeError`` column of rows [lo, hi): ``FIELD: reason`` for the rows in ``bad``, else null."""
     if not bad:
         return pa.nulls(hi - lo, type=pa.string())
-    values = [""] * (hi - lo)
-    valid = np.zeros(hi - lo, dtype=bool)
+    values: list[str | None] = [None] * (hi - lo)
     for row, (field, reason) in bad.items():
         values[row - lo] = f"{field}: {reason}"
-        valid[row - lo] = True
-    texts = binary_array(values, pa.string())  # built from buffers: no pandas shim (connector/arrow_numpy.py)
-    return pa.Array.from_buffers(pa.string(), hi - lo, [bool_array(valid).buffers()[1], *texts.buffers()[1:]],
-                                 null_count=hi - lo - len(bad))
+    return binary_array(values, pa.string())  # from buffers: no pandas shim (connector/arrow_numpy.py)
 
 
 def _crc_failures(view: memoryview, loc, zlib_module) -> dict[int, tuple[str, str]]:

@@ -149,11 +149,9 @@ class _TaskTable:
         bodies, n = records.column("body"), records.num_rows
         step = DECODE_CHUNK_ROWS if self.decoder.fixed_schema else max(n, 1)
         parts = [self.decoder.decode(bodies.slice(i, step), None if properties is None else properties[i:i + step])
-                 for i in range(0, n, step)]
+                 for i in range(0, max(n, 1), step)]  # an empty batch: one empty decode
         if len(parts) == 1:
             return parts[0]
-        if not parts:
-            return self.decoder.decode(bodies, properties)
         return Decoded(pa.concat_batches([p.fields for p in parts]), [e for p in parts for e in p.errors],
                        [s for p in parts for s in p.schemas])
 

@@ -214,7 +214,7 @@ class ArrowBuilder:
                     keys, self.array(list(map(itemgetter(1), items)), t.item_type, f"{path}.value")])
             return pa.Array.from_buffers(t, n, buffers, null_count=nulls, children=[child])
         if pa.types.is_string(t) or pa.types.is_binary(t):
-            return self._bytes_like(values, t, valid, nulls)
+            return self._bytes_like(values, t)
         if pa.types.is_decimal(t):
             try:
                 unscaled = [0 if v is None else _unscaled(v, t.precision, t.scale) for v in values]
@@ -235,14 +235,10 @@ class ArrowBuilder:
                 raise _Mismatch(f"field {path}: expected {t} values, got sequences")
         return pa.Array.from_buffers(t, n, [_validity(valid), pa.py_buffer(data)], null_count=nulls)
 
-    def _bytes_like(self, values: Sequence[Any], t: pa.DataType, valid: np.ndarray | None, nulls: int) -> pa.Array:
-        empty = "" if pa.types.is_string(t) else b""
+    def _bytes_like(self, values: Sequence[Any], t: pa.DataType) -> pa.Array:
         if set(map(type, values)) - {str, bytes, type(None)}:  # a JSON text (msgspec.Raw), a value to stringify
             values = [v if v is None or type(v) in (str, bytes) else self._text(v) for v in values]
-        array = binary_array(values if nulls == 0 else [empty if v is None else v for v in values], t)
-        if valid is None:
-            return array
-        return pa.Array.from_buffers(t, len(values), [_validity(valid), *array.buffers()[1:]], null_count=nulls)
+        return binary_array(values, t)
 
     def _text(self, value: Any) -> bytes:
         """A value of a ``string``/``binary`` column that is neither str nor bytes, as bytes.
