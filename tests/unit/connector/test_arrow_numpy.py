@@ -48,6 +48,14 @@ def test_from_numpy_with_a_validity_mask():
     array.validate(full=True)
 
 
+@pytest.mark.parametrize("arrow_type", [pa.string(), pa.binary()])
+def test_binary_array_takes_none_as_null(arrow_type):
+    values = ["a", None, "", "é", None] if arrow_type == pa.string() else [b"a", None, b"", b"\xff", None]
+    array = binary_array(values, arrow_type)
+    assert array.equals(pa.array(values, arrow_type)) and array.null_count == 2
+    array.validate(full=True)
+
+
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 70])
 def test_bool_array_and_bool_to_numpy_equal_pyarrows_conversions(n):
     values = np.random.default_rng(n).random(n) < 0.5
